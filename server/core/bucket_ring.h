@@ -1,0 +1,82 @@
+#ifndef SLUICE_SERVER_CORE_BUCKET_RING_H_
+#define SLUICE_SERVER_CORE_BUCKET_RING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace sluice::core {
+
+// Counts over a sliding time window, kept in `buckets` sub-buckets of
+// window / buckets each, plus the bucket now filling. Sum() covers every
+// bucket that overlaps [now - window, now], so it never misses an event of the
+// last window length (it may include up to one bucket width more). Used by
+// the sliding-window limiter and the breaker's ratio rules.
+//
+// Counts must be a default-constructible aggregate with operator+=.
+// Not thread-safe; the owner locks.
+template <typename Counts>
+class BucketRing {
+ public:
+  BucketRing(absl::Duration window, int buckets)
+      : width_(window / buckets), ring_(buckets + 1) {}
+
+  // Drops buckets that no longer overlap the window ending at `now`.
+  void Advance(absl::Time now) {
+    const int64_t index = IndexOf(now);
+    if (index <= current_) return;
+    const int64_t n = static_cast<int64_t>(ring_.size());
+    const int64_t stale = index - current_ < n ? index - current_ : n;
+    for (int64_t i = 1; i <= stale; ++i) ring_[Slot(current_ + i)] = Counts{};
+    current_ = index;
+  }
+
+  // The bucket for `now`; call Advance(now) first.
+  Counts& Current() { return ring_[Slot(current_)]; }
+
+  Counts Sum() const {
+    Counts total{};
+    for (const Counts& c : ring_) total += c;
+    return total;
+  }
+
+  // The oldest bucket still in the window and when it leaves it.
+  const Counts& Oldest() const { return ring_[Slot(current_ + 1)]; }
+  absl::Time OldestExpiry() const {
+    return absl::UnixEpoch() + width_ * (current_ + 1);
+  }
+  // Buckets from oldest to newest, with the time each one leaves the window.
+  template <typename Fn>
+  void ForEachOldestFirst(Fn fn) const {
+    const int64_t n = static_cast<int64_t>(ring_.size());
+    for (int64_t i = 1; i <= n; ++i) {
+      fn(ring_[Slot(current_ + i)],
+         absl::UnixEpoch() + width_ * (current_ + i));
+    }
+  }
+
+  void Clear() {
+    for (Counts& c : ring_) c = Counts{};
+  }
+
+  absl::Duration bucket_width() const { return width_; }
+  int buckets() const { return static_cast<int>(ring_.size()) - 1; }
+
+ private:
+  int64_t IndexOf(absl::Time t) const {
+    return absl::IDivDuration(t - absl::UnixEpoch(), width_, nullptr);
+  }
+  size_t Slot(int64_t index) const {
+    const int64_t n = static_cast<int64_t>(ring_.size());
+    return static_cast<size_t>(((index % n) + n) % n);
+  }
+
+  absl::Duration width_;
+  std::vector<Counts> ring_;
+  int64_t current_ = 0;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_BUCKET_RING_H_

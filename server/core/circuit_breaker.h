@@ -1,0 +1,126 @@
+#ifndef SLUICE_SERVER_CORE_CIRCUIT_BREAKER_H_
+#define SLUICE_SERVER_CORE_CIRCUIT_BREAKER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "server/core/bucket_ring.h"
+#include "server/core/policy_config.h"
+#include "server/core/types.h"
+
+namespace sluice::core {
+
+// Told about every state change of a CircuitBreaker.
+class BreakerListener {
+ public:
+  virtual ~BreakerListener() = default;
+  virtual void OnTransition(BreakerState from, BreakerState to,
+                            const std::string& cause, absl::Time at,
+                            uint64_t generation, absl::Time open_until) = 0;
+};
+
+// Outcome counts over the breaker window.
+struct OutcomeWindow {
+  int64_t calls = 0;  // successes + failures + timeouts (not cancelled)
+  int64_t failures = 0;  // failures + timeouts
+  int64_t timeouts = 0;
+  int64_t slow = 0;
+  OutcomeWindow& operator+=(const OutcomeWindow& o) {
+    calls += o.calls;
+    failures += o.failures;
+    timeouts += o.timeouts;
+    slow += o.slow;
+    return *this;
+  }
+};
+
+// CLOSED -> OPEN when a rule trips (consecutive failures, failure rate, slow
+// call rate); OPEN -> HALF_OPEN once the open time has passed (checked
+// lazily); HALF_OPEN lets at most `half_open_probes` probes run at once and
+// closes after `successes_to_close` successful probes; a failed probe opens
+// it again for twice the previous open time, up to `max_open_duration`.
+// FORCED_OPEN / FORCED_CLOSED are operator overrides that hold until AUTO.
+//
+// TIMEOUT counts as a failure, CANCELLED counts as nothing. While CLOSED,
+// every outcome feeds the rules; while OPEN or HALF_OPEN only probe outcomes
+// matter (late reports of calls admitted before the trip are ignored).
+//
+// Not thread-safe; the owner locks.
+class CircuitBreaker {
+ public:
+  // `listener` may be null and must outlive the breaker.
+  CircuitBreaker(const BreakerConfig& config, absl::Time now,
+                 BreakerListener* listener);
+
+  // The state at `now`, moving OPEN to HALF_OPEN when the open time is over.
+  BreakerState State(absl::Time now);
+
+  // Whether a call may pass the breaker at all: false when OPEN or
+  // FORCED_OPEN. In HALF_OPEN a passing call still needs TryTakeProbe().
+  bool Permits(absl::Time now) {
+    const BreakerState s = State(now);
+    return s != BreakerState::kOpen && s != BreakerState::kForcedOpen;
+  }
+
+  // In HALF_OPEN, takes one of the probe slots. False when all are taken.
+  bool TryTakeProbe();
+  // Gives back a probe slot without an outcome (a cancelled probe).
+  void ReleaseProbe();
+
+  // Feeds one reported outcome. `probe` says whether the call held a probe
+  // slot (which this releases).
+  void Record(Outcome outcome, absl::Duration latency, bool probe,
+              absl::Time now);
+
+  // FORCE_OPEN / FORCE_CLOSED hold until AUTO, which returns to CLOSED with
+  // fresh counts.
+  void SetOverride(BreakerOverride override, absl::Time now,
+                   const std::string& cause);
+
+  // Keeps the state, the open-until time and the window counts; resizes the
+  // window when its length changed.
+  void Reconfigure(const BreakerConfig& config, absl::Time now);
+
+  // How long until the breaker may let calls through again.
+  absl::Duration RetryAfter(absl::Time now);
+
+  absl::Time open_until() const { return open_until_; }
+  absl::Duration current_open_duration() const { return open_duration_; }
+  uint64_t generation() const { return generation_; }
+  const std::string& trip_cause() const { return trip_cause_; }
+  uint32_t probes_in_flight() const { return probes_in_flight_; }
+  uint32_t consecutive_failures() const { return consecutive_failures_; }
+  BreakerOverride override_mode() const { return override_; }
+  OutcomeWindow WindowCounts(absl::Time now) {
+    window_.Advance(now);
+    return window_.Sum();
+  }
+  const BreakerConfig& config() const { return config_; }
+
+ private:
+  void Trip(absl::Time now, const std::string& cause);
+  void Close(absl::Time now, const std::string& cause);
+  void MoveTo(BreakerState to, absl::Time now, const std::string& cause);
+  // Checks the rules after an outcome while CLOSED; trips if one holds.
+  void Judge(absl::Time now);
+
+  BreakerConfig config_;
+  BreakerListener* const listener_;
+
+  BreakerState state_ = BreakerState::kClosed;
+  BreakerOverride override_ = BreakerOverride::kAuto;
+  BucketRing<OutcomeWindow> window_;
+  uint32_t consecutive_failures_ = 0;
+  absl::Time open_until_ = absl::InfinitePast();
+  // Open time of the current (or next) trip; doubles after a failed probe.
+  absl::Duration open_duration_;
+  uint64_t generation_ = 0;
+  std::string trip_cause_;
+  uint32_t probes_in_flight_ = 0;
+  uint32_t probe_successes_ = 0;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_CIRCUIT_BREAKER_H_

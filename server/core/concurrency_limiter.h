@@ -1,0 +1,35 @@
+#ifndef SLUICE_SERVER_CORE_CONCURRENCY_LIMITER_H_
+#define SLUICE_SERVER_CORE_CONCURRENCY_LIMITER_H_
+
+#include <cstdint>
+
+namespace sluice::core {
+
+// A bulkhead: at most `max_in_flight` calls hold a slot at once.
+// Not thread-safe; the owner locks.
+class ConcurrencyLimiter {
+ public:
+  explicit ConcurrencyLimiter(uint32_t max_in_flight) : max_(max_in_flight) {}
+
+  bool TryTake() {
+    if (in_flight_ >= max_) return false;
+    ++in_flight_;
+    return true;
+  }
+  void Release() {
+    if (in_flight_ > 0) --in_flight_;
+  }
+  // Keeps the calls in flight; new calls wait until they drop below `max`.
+  void SetMax(uint32_t max_in_flight) { max_ = max_in_flight; }
+
+  uint32_t in_flight() const { return in_flight_; }
+  uint32_t max() const { return max_; }
+
+ private:
+  uint32_t max_;
+  uint32_t in_flight_ = 0;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_CONCURRENCY_LIMITER_H_

@@ -1,0 +1,117 @@
+#ifndef SLUICE_SERVER_CORE_ENGINE_H_
+#define SLUICE_SERVER_CORE_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/core/clock.h"
+#include "server/core/decision.h"
+#include "server/core/dependency.h"
+#include "server/core/events.h"
+#include "server/core/policy_config.h"
+
+namespace sluice::core {
+
+// The decision engine: every policy's live state, answering Acquire and
+// Report. Safe for concurrent use. The hot path reads an immutable snapshot
+// of the policy map without a global lock (each thread caches the snapshot
+// and re-reads it only after a change) and then takes only the dependency's
+// own lock; it allocates nothing for a known dependency without keys.
+class Engine {
+ public:
+  struct Options {
+    // Answer for a dependency without a policy.
+    UnknownDependencyAction unknown_dependency =
+        UnknownDependencyAction::kAllow;
+    // call_timeout handed out with an unknown dependency's ALLOW.
+    absl::Duration unknown_call_timeout = absl::Seconds(1);
+  };
+
+  // `clock` must outlive the engine; `sink` may be null, else it must too.
+  Engine(Clock* clock, Options options, EventSink* sink = nullptr);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Installs `policies` (validated, unique names) as the whole set. Policies
+  // that keep their name keep their live state; the others start fresh or go.
+  void ReplacePolicies(std::vector<PolicyConfig> policies)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Creates or changes one policy, keeping live state when it exists.
+  void PutPolicy(PolicyConfig policy) ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes a policy; its dependency is then unknown. False if absent.
+  bool DeletePolicy(absl::string_view name) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Decides one call. `permits` 0 means 1. Fails with INVALID_ARGUMENT only
+  // when the request can never be admitted (permits above the bucket burst or
+  // window limit, or above Dependency::kMaxPermits).
+  absl::StatusOr<Decision> Acquire(absl::string_view dependency,
+                                   absl::string_view key, uint32_t permits);
+
+  // Settles a permit. Harmless for unknown dependencies and for unknown,
+  // repeated or expired permits. Returns the breaker state afterwards
+  // (kClosed when the dependency has no breaker or no policy).
+  BreakerState Report(absl::string_view dependency, absl::string_view key,
+                      uint64_t permit_id, Outcome outcome,
+                      absl::Duration latency);
+
+  // Expires overdue permits and moves breakers whose open time is over. The
+  // server calls this a few times a second so that idle dependencies also
+  // move on.
+  void Sweep();
+
+  // Forces the breaker of `dependency` (every key) open or closed, or clears
+  // the override. NOT_FOUND without a policy, FAILED_PRECONDITION if the
+  // policy has no breaker.
+  absl::Status SetOverride(absl::string_view dependency,
+                           BreakerOverride override, const std::string& cause);
+
+  // Live state of one dependency (and one key of a per_key policy).
+  absl::StatusOr<DependencyStatus> Inspect(absl::string_view dependency,
+                                           absl::string_view key = "");
+
+  // The policies in force, sorted by name.
+  std::vector<std::shared_ptr<const PolicyConfig>> Policies();
+
+  const Options& options() const { return options_; }
+
+ private:
+  using DependencyMap =
+      absl::flat_hash_map<std::string, std::shared_ptr<Dependency>>;
+
+  // The current policy map; valid until this thread's next call into any
+  // Engine.
+  const DependencyMap& Snapshot();
+  Dependency* Find(absl::string_view dependency);
+  // Publishes `next` as the new snapshot.
+  void Publish(std::shared_ptr<const DependencyMap> next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<Dependency> MakeDependency(PolicyConfig policy);
+
+  Clock* const clock_;
+  const Options options_;
+  EventSink* const sink_;
+  // Tells this engine's snapshots apart in the per-thread cache.
+  const uint64_t id_;
+  // Gives each gate set a distinct permit epoch.
+  std::atomic<uint32_t> epochs_{1};
+  // Bumped on every Publish; readers compare it with their cached version.
+  std::atomic<uint64_t> version_{1};
+
+  absl::Mutex mu_;
+  std::shared_ptr<const DependencyMap> current_ ABSL_GUARDED_BY(mu_);
+  uint64_t current_version_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_ENGINE_H_

@@ -1,0 +1,38 @@
+#ifndef SLUICE_SERVER_CORE_EVENTS_H_
+#define SLUICE_SERVER_CORE_EVENTS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "server/core/types.h"
+
+namespace sluice::core {
+
+struct BreakerTransition {
+  std::string dependency;
+  std::string key;  // "" unless the policy is per_key
+  BreakerState from = BreakerState::kClosed;
+  BreakerState to = BreakerState::kClosed;
+  // Why, for operators: "5 consecutive failures",
+  // "failure rate 62% >= 50% over 10s, 40 calls", "probe failed", ...
+  std::string cause;
+  absl::Time at;
+  // Increases with every trip of this breaker.
+  uint64_t generation = 0;
+  // When an OPEN breaker lets probes through; InfinitePast otherwise.
+  absl::Time open_until = absl::InfinitePast();
+};
+
+// Receives state changes from the engine. Called synchronously while the
+// dependency's lock is held, so an implementation must be quick and must not
+// call back into the Engine. Must be safe for concurrent use.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void OnBreakerTransition(const BreakerTransition& transition) = 0;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_EVENTS_H_

@@ -1,0 +1,106 @@
+#ifndef SLUICE_SERVER_CORE_GATE_SET_H_
+#define SLUICE_SERVER_CORE_GATE_SET_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "server/core/circuit_breaker.h"
+#include "server/core/concurrency_limiter.h"
+#include "server/core/decision.h"
+#include "server/core/events.h"
+#include "server/core/permit_ledger.h"
+#include "server/core/policy_config.h"
+#include "server/core/sliding_window.h"
+#include "server/core/token_bucket.h"
+
+namespace sluice::core {
+
+// Live state of the gates of one policy: for one key of a per_key policy, or
+// for the whole dependency otherwise.
+struct GateStatus {
+  double tokens_available = -1;  // -1 without a rate limit
+  int64_t window_count = 0;      // sliding window only
+  uint32_t in_flight = 0;
+  size_t live_permits = 0;
+  bool has_breaker = false;
+  BreakerState breaker_state = BreakerState::kClosed;
+  BreakerOverride override_mode = BreakerOverride::kAuto;
+  absl::Time open_until = absl::InfinitePast();
+  absl::Duration current_open_duration = absl::ZeroDuration();
+  std::string trip_cause;
+  uint64_t breaker_generation = 0;
+  uint32_t probes_in_flight = 0;
+  OutcomeWindow window;
+};
+
+// The three gates (rate, concurrency, breaker) and the permit ledger of one
+// dependency or key, applied in the order DESIGN.md gives: breaker peek,
+// rate, concurrency, probe slot, refunding tokens when a later gate refuses.
+// Not thread-safe; the owner (Dependency) locks.
+class GateSet final : public BreakerListener {
+ public:
+  // `sink` may be null. `dependency` and `key` name the transitions.
+  GateSet(const PolicyConfig& policy, absl::Time now, uint32_t epoch,
+          EventSink* sink, std::string dependency, std::string key);
+
+  // Decides one call under `policy` (the one this set was built or last
+  // reconfigured with). Fills every field of `out` but policy.
+  void Acquire(const PolicyConfig& policy, uint32_t permits, absl::Time now,
+               Decision* out);
+
+  // Settles permit `permit_id`. Unknown or expired permits change nothing.
+  // Returns the breaker state afterwards.
+  BreakerState Report(uint64_t permit_id, Outcome outcome,
+                      absl::Duration latency, absl::Time now);
+
+  // Expires permits past their deadline (as TIMEOUT) and lets an OPEN
+  // breaker become HALF_OPEN when its time is over.
+  void Sweep(absl::Time now);
+
+  // Applies a changed policy, keeping tokens, window counts, in-flight calls
+  // and breaker state wherever the new policy still has that gate.
+  void Reconfigure(const PolicyConfig& policy, absl::Time now);
+
+  void SetOverride(BreakerOverride override, absl::Time now,
+                   const std::string& cause);
+
+  GateStatus Status(absl::Time now);
+
+  // BreakerListener:
+  void OnTransition(BreakerState from, BreakerState to,
+                    const std::string& cause, absl::Time at,
+                    uint64_t generation, absl::Time open_until) override;
+
+ private:
+  // A refusal for `reason`: DEGRADE when the fallback covers it, else REJECT
+  // with the suggested HTTP status.
+  static void Refuse(const PolicyConfig& policy, Reason reason,
+                     absl::Duration retry_after, Decision* out);
+  bool TakeRate(double permits, absl::Time now);
+  void RefundRate(double permits, absl::Time now);
+  int64_t RemainingRate(absl::Time now);
+  absl::Duration RateRetryAfter(double permits, absl::Time now);
+  // Releases what a permit holds and feeds its outcome to the breaker.
+  void Settle(const PermitLedger::Permit& permit, Outcome outcome,
+              absl::Duration latency, absl::Time now);
+  void ExpireDue(absl::Time now);
+
+  EventSink* const sink_;
+  const std::string dependency_;
+  const std::string key_;
+
+  absl::Duration call_timeout_;
+  std::optional<TokenBucket> bucket_;
+  std::optional<SlidingWindow> window_;
+  std::optional<ConcurrencyLimiter> concurrency_;
+  std::optional<CircuitBreaker> breaker_;
+  // Held so that a breaker added by a later policy edit starts overridden.
+  BreakerOverride override_ = BreakerOverride::kAuto;
+  PermitLedger ledger_;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_GATE_SET_H_

@@ -1,0 +1,81 @@
+#ifndef SLUICE_SERVER_CORE_POLICY_CONFIG_H_
+#define SLUICE_SERVER_CORE_POLICY_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "server/core/types.h"
+
+namespace sluice::core {
+
+// The core's view of one policy. Every default is already resolved and every
+// field already validated by server/policy; the core trusts these values.
+
+struct RateLimitConfig {
+  RateAlgorithm algorithm = RateAlgorithm::kTokenBucket;
+  double rate = 0;                          // permits per `per`, > 0
+  absl::Duration per = absl::Seconds(1);    // > 0
+  double burst = 0;                         // token bucket capacity, >= 1
+  Scope scope = Scope::kLocal;
+  int buckets = 10;                         // sliding window sub-buckets
+};
+
+struct ConcurrencyConfig {
+  uint32_t max_in_flight = 0;  // > 0
+  Scope scope = Scope::kLocal;
+};
+
+struct BreakerConfig {
+  uint32_t consecutive_failures = 0;  // 0 = rule off
+  double failure_rate_threshold = 0;  // (0, 1]; 0 = rule off
+  absl::Duration slow_call_duration = absl::ZeroDuration();  // 0 = off
+  double slow_call_rate_threshold = 0;                       // (0, 1]; 0 = off
+  absl::Duration window = absl::Seconds(10);
+  uint32_t minimum_calls = 20;
+  absl::Duration open_duration = absl::Seconds(15);
+  absl::Duration max_open_duration = absl::Seconds(300);
+  uint32_t half_open_probes = 1;
+  uint32_t successes_to_close = 1;
+  // Sub-buckets of `window` for the ratio rules.
+  int buckets = 10;
+
+  bool slow_rule_enabled() const {
+    return slow_call_duration > absl::ZeroDuration() &&
+           slow_call_rate_threshold > 0;
+  }
+};
+
+struct FallbackConfig {
+  FallbackStrategy strategy = FallbackStrategy::kNone;
+  std::string payload;
+  std::string content_type;
+  // Bit (1 << Reason) for each reason the fallback applies to; 0 means all.
+  uint32_t on_mask = 0;
+  absl::Duration cache_ttl = absl::ZeroDuration();
+  bool serve_on_failure = false;
+
+  // Whether a refusal for `reason` is served this fallback (DEGRADE) rather
+  // than refused (REJECT). PROBE_LIMIT is covered by CIRCUIT_OPEN.
+  bool AppliesTo(Reason reason) const;
+};
+
+struct PolicyConfig {
+  std::string name;
+  absl::Duration call_timeout = absl::Seconds(1);
+  std::optional<RateLimitConfig> rate_limit;
+  std::optional<ConcurrencyConfig> concurrency;
+  std::optional<BreakerConfig> breaker;
+  FallbackConfig fallback;
+  StoreFailureMode on_store_failure = StoreFailureMode::kFailOpen;
+  bool shadow = false;
+  bool per_key = false;
+  uint32_t max_keys = 100000;
+  uint64_t version = 0;
+  std::string description;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_POLICY_CONFIG_H_

@@ -1,0 +1,46 @@
+#ifndef SLUICE_SERVER_CORE_TOKEN_BUCKET_H_
+#define SLUICE_SERVER_CORE_TOKEN_BUCKET_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace sluice::core {
+
+// `rate` tokens per `per`, holding at most `burst`. Refills lazily on each
+// call, so no timer exists. Starts full. Not thread-safe; the owner locks.
+class TokenBucket {
+ public:
+  TokenBucket(double rate, absl::Duration per, double burst, absl::Time now);
+
+  // Takes `n` tokens if they are there.
+  bool TryTake(double n, absl::Time now);
+  // Gives back tokens taken by a call that a later gate refused.
+  void Refund(double n);
+  // Tokens available at `now`.
+  double Available(absl::Time now);
+  // How long until `n` tokens are available; zero if they are now, infinite
+  // if n > burst.
+  absl::Duration TimeUntil(double n, absl::Time now);
+
+  // Changes the parameters, keeping the tokens (capped at the new burst).
+  void Reconfigure(double rate, absl::Duration per, double burst,
+                   absl::Time now);
+  // Replaces the refill rate only (cluster shares); keeps the tokens.
+  void SetRate(double rate, absl::Time now);
+
+  double burst() const { return burst_; }
+  double rate_per_second() const { return per_second_; }
+
+ private:
+  void Refill(absl::Time now);
+
+  double per_second_;
+  double burst_;
+  double tokens_;
+  absl::Time last_;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_TOKEN_BUCKET_H_

@@ -1,0 +1,22 @@
+#ifndef SLUICE_SERVER_POLICY_POLICY_CONVERT_H_
+#define SLUICE_SERVER_POLICY_POLICY_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "server/core/policy_config.h"
+#include "sluice/v1/policy.pb.h"
+
+namespace sluice::policy {
+
+// Validates `policy` as a whole and resolves its defaults. Every error is
+// INVALID_ARGUMENT and names the policy, the field and the rule, e.g.
+//   policy "inventory": breaker.failure_rate_threshold must be in (0, 1],
+//   got 1.5
+// The version field is copied as is.
+absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy);
+
+// The proto form of a config, with every default written out.
+v1::Policy FromConfig(const core::PolicyConfig& config);
+
+}  // namespace sluice::policy
+
+#endif  // SLUICE_SERVER_POLICY_POLICY_CONVERT_H_
