@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_CORE_BUCKET_RING_H_
 #define SLUICE_SERVER_CORE_BUCKET_RING_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,7 +21,7 @@ template <typename Counts>
 class BucketRing {
  public:
   BucketRing(absl::Duration window, int buckets)
-      : width_(window / buckets), ring_(buckets + 1) {}
+      : width_(WidthOf(window, buckets)), ring_(buckets + 1) {}
 
   // Drops buckets that no longer overlap the window ending at `now`.
   void Advance(absl::Time now) {
@@ -60,12 +61,34 @@ class BucketRing {
     for (Counts& c : ring_) c = Counts{};
   }
 
+  // Changes the window shape. The total counted so far moves into the
+  // bucket for `now`, so nothing counted is forgotten early (it is
+  // remembered up to one new window length instead).
+  void Reshape(absl::Duration window, int buckets, absl::Time now) {
+    const absl::Duration width = WidthOf(window, buckets);
+    if (width == width_ && static_cast<size_t>(buckets) + 1 == ring_.size()) {
+      return;
+    }
+    Advance(now);
+    const Counts total = Sum();
+    width_ = width;
+    ring_.assign(static_cast<size_t>(buckets) + 1, Counts{});
+    current_ = IndexOf(now);
+    ring_[Slot(current_)] = total;
+  }
+
   absl::Duration bucket_width() const { return width_; }
   int buckets() const { return static_cast<int>(ring_.size()) - 1; }
 
  private:
+  static absl::Duration WidthOf(absl::Duration window, int buckets) {
+    return std::max(window / buckets, absl::Nanoseconds(1));
+  }
   int64_t IndexOf(absl::Time t) const {
-    return absl::IDivDuration(t - absl::UnixEpoch(), width_, nullptr);
+    const int64_t ns = absl::ToUnixNanos(t);
+    const int64_t w = absl::ToInt64Nanoseconds(width_);
+    // Floor division, so times before the epoch index correctly too.
+    return ns >= 0 ? ns / w : -((-ns + w - 1) / w);
   }
   size_t Slot(int64_t index) const {
     const int64_t n = static_cast<int64_t>(ring_.size());

@@ -63,14 +63,14 @@ class CircuitBreaker {
     return s != BreakerState::kOpen && s != BreakerState::kForcedOpen;
   }
 
-  // In HALF_OPEN, takes one of the probe slots. False when all are taken.
-  bool TryTakeProbe();
-  // Gives back a probe slot without an outcome (a cancelled probe).
-  void ReleaseProbe();
+  // In HALF_OPEN, takes one of the probe slots and returns the round it
+  // belongs to (the generation, >= 1). 0 when every slot is taken.
+  uint64_t TryTakeProbe();
 
-  // Feeds one reported outcome. `probe` says whether the call held a probe
-  // slot (which this releases).
-  void Record(Outcome outcome, absl::Duration latency, bool probe,
+  // Feeds one reported outcome. `probe_round` is what TryTakeProbe returned
+  // for the call, 0 if it was no probe. A probe of an earlier round (the
+  // breaker re-opened or closed meanwhile) counts as a late report.
+  void Record(Outcome outcome, absl::Duration latency, uint64_t probe_round,
               absl::Time now);
 
   // FORCE_OPEN / FORCE_CLOSED hold until AUTO, which returns to CLOSED with

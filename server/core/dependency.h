@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -21,24 +22,6 @@
 #include "server/core/policy_config.h"
 
 namespace sluice::core {
-
-// Decisions and outcomes counted for one dependency since its policy was
-// first installed. acquired == allowed + rejected + degraded always holds.
-struct DecisionCounters {
-  uint64_t acquired = 0;
-  uint64_t allowed = 0;
-  uint64_t rejected = 0;
-  uint64_t degraded = 0;
-  // Calls a shadow policy allowed that it would have refused.
-  uint64_t shadow_refused = 0;
-  // [verdict][reason] of every answer given.
-  std::array<std::array<uint64_t, kReasonCount>, 4> by_verdict_reason{};
-  // Reported outcomes, indexed by Outcome (expired permits count as
-  // kTimeout).
-  std::array<uint64_t, 5> outcomes{};
-  // Reports for permits that were unknown, already settled or expired.
-  uint64_t stale_reports = 0;
-};
 
 struct DependencyStatus {
   std::shared_ptr<const PolicyConfig> policy;
@@ -58,8 +41,9 @@ class Dependency {
   Dependency(std::shared_ptr<const PolicyConfig> policy, Clock* clock,
              EventSink* sink, std::atomic<uint32_t>* epochs);
 
-  // Decides one call. Fills every field of `out`.
-  void Acquire(absl::string_view key, uint32_t permits, Decision* out)
+  // Decides one call and fills every field of `out`. INVALID_ARGUMENT when
+  // `permits` can never be admitted under the policy.
+  absl::Status Acquire(absl::string_view key, uint32_t permits, Decision* out)
       ABSL_LOCKS_EXCLUDED(mu_);
   BreakerState Report(absl::string_view key, uint64_t permit_id,
                       Outcome outcome, absl::Duration latency)
@@ -84,8 +68,7 @@ class Dependency {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gate set for `key` if it exists; does not touch the LRU order.
   GateSet* FindGates(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Count(const Decision& d, bool shadow_refused)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Count(const Decision& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
   EventSink* const sink_;
@@ -93,6 +76,8 @@ class Dependency {
   const std::string name_;
 
   mutable absl::Mutex mu_;
+  // Declared before the gate sets, which count outcomes into it.
+  DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicyConfig> policy_ ABSL_GUARDED_BY(mu_);
   BreakerOverride override_ ABSL_GUARDED_BY(mu_) = BreakerOverride::kAuto;
   // Gates of a policy without per_key.
@@ -101,7 +86,6 @@ class Dependency {
   KeyList keys_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<absl::string_view, KeyList::iterator> key_index_
       ABSL_GUARDED_BY(mu_);
-  DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::core

@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_CORE_GATE_SET_H_
 #define SLUICE_SERVER_CORE_GATE_SET_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,24 @@
 #include "server/core/token_bucket.h"
 
 namespace sluice::core {
+
+// Decisions and outcomes counted for one dependency since its policy was
+// first installed. acquired == allowed + rejected + degraded always holds.
+struct DecisionCounters {
+  uint64_t acquired = 0;
+  uint64_t allowed = 0;
+  uint64_t rejected = 0;
+  uint64_t degraded = 0;
+  // Calls a shadow policy allowed that it would have refused.
+  uint64_t shadow_refused = 0;
+  // [verdict][reason] of every answer given.
+  std::array<std::array<uint64_t, kReasonCount>, 4> by_verdict_reason{};
+  // Reported outcomes, indexed by Outcome (expired permits count as
+  // kTimeout).
+  std::array<uint64_t, 5> outcomes{};
+  // Reports for permits that were unknown, already settled or expired.
+  uint64_t stale_reports = 0;
+};
 
 // Live state of the gates of one policy: for one key of a per_key policy, or
 // for the whole dependency otherwise.
@@ -42,18 +61,25 @@ struct GateStatus {
 class GateSet final : public BreakerListener {
  public:
   // `sink` may be null. `dependency` and `key` name the transitions.
+  // Settled outcomes are counted into `counters`, which must outlive this.
   GateSet(const PolicyConfig& policy, absl::Time now, uint32_t epoch,
-          EventSink* sink, std::string dependency, std::string key);
+          EventSink* sink, DecisionCounters* counters, std::string dependency,
+          std::string key);
 
   // Decides one call under `policy` (the one this set was built or last
   // reconfigured with). Fills every field of `out` but policy.
   void Acquire(const PolicyConfig& policy, uint32_t permits, absl::Time now,
                Decision* out);
 
-  // Settles permit `permit_id`. Unknown or expired permits change nothing.
-  // Returns the breaker state afterwards.
-  BreakerState Report(uint64_t permit_id, Outcome outcome,
-                      absl::Duration latency, absl::Time now);
+  // Settles permit `permit_id`. False, changing nothing, for an unknown,
+  // repeated or expired permit.
+  bool Report(uint64_t permit_id, Outcome outcome, absl::Duration latency,
+              absl::Time now);
+
+  // kClosed when there is no breaker.
+  BreakerState breaker_state(absl::Time now) {
+    return breaker_ ? breaker_->State(now) : BreakerState::kClosed;
+  }
 
   // Expires permits past their deadline (as TIMEOUT) and lets an OPEN
   // breaker become HALF_OPEN when its time is over.
@@ -75,9 +101,9 @@ class GateSet final : public BreakerListener {
 
  private:
   // A refusal for `reason`: DEGRADE when the fallback covers it, else REJECT
-  // with the suggested HTTP status.
-  static void Refuse(const PolicyConfig& policy, Reason reason,
-                     absl::Duration retry_after, Decision* out);
+  // with the suggested HTTP status; a shadow policy allows (reason SHADOW).
+  void Refuse(const PolicyConfig& policy, Reason reason,
+              absl::Duration retry_after, absl::Time now, Decision* out);
   bool TakeRate(double permits, absl::Time now);
   void RefundRate(double permits, absl::Time now);
   int64_t RemainingRate(absl::Time now);
@@ -88,6 +114,7 @@ class GateSet final : public BreakerListener {
   void ExpireDue(absl::Time now);
 
   EventSink* const sink_;
+  DecisionCounters* const counters_;
   const std::string dependency_;
   const std::string key_;
 

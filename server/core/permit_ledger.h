@@ -22,7 +22,7 @@ class PermitLedger {
     absl::Time issued;
     absl::Time deadline;
     bool holds_slot = false;  // holds a concurrency slot
-    bool probe = false;       // holds a HALF_OPEN probe slot
+    uint64_t probe_round = 0;  // breaker round of a HALF_OPEN probe, or 0
   };
 
   // The ring never grows beyond this many live permits; past it the oldest
@@ -35,7 +35,7 @@ class PermitLedger {
   // retired first and returned through `evicted` (so the caller can count it
   // as a timeout); `evicted->id` is 0 otherwise.
   uint64_t Issue(absl::Time issued, absl::Time deadline, bool holds_slot,
-                 bool probe, Permit* evicted);
+                 uint64_t probe_round, Permit* evicted);
 
   // Removes and returns the live permit `id`. False for an unknown, already
   // reported or expired permit.

@@ -27,8 +27,10 @@ class SlidingWindow {
   // How long until `n` more permits fit; infinite if n > limit.
   absl::Duration TimeUntil(int64_t n, absl::Time now);
 
-  // Changes the limit; keeps the counts when the window shape is unchanged.
-  void Reconfigure(int64_t limit, absl::Duration window, int buckets);
+  // Changes the limit and window shape, keeping the counts (see
+  // BucketRing::Reshape).
+  void Reconfigure(int64_t limit, absl::Duration window, int buckets,
+                   absl::Time now);
   void SetLimit(int64_t limit) { limit_ = limit; }
 
   int64_t limit() const { return limit_; }
@@ -43,7 +45,6 @@ class SlidingWindow {
   };
 
   int64_t limit_;
-  absl::Duration window_;
   BucketRing<Count1> ring_;
 };
 

@@ -1,0 +1,204 @@
+#include "server/core/circuit_breaker.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sluice::core {
+namespace {
+
+std::string Percent(double ratio) {
+  return absl::StrFormat("%.0f%%", ratio * 100);
+}
+
+}  // namespace
+
+CircuitBreaker::CircuitBreaker(const BreakerConfig& config, absl::Time now,
+                               BreakerListener* listener)
+    : config_(config),
+      listener_(listener),
+      window_(config.window, config.buckets),
+      open_duration_(config.open_duration) {
+  window_.Advance(now);
+}
+
+BreakerState CircuitBreaker::State(absl::Time now) {
+  if (state_ == BreakerState::kOpen && now >= open_until_) {
+    probes_in_flight_ = 0;
+    probe_successes_ = 0;
+    MoveTo(BreakerState::kHalfOpen, now,
+           absl::StrCat("open for ", absl::FormatDuration(open_duration_),
+                        ", probing"));
+  }
+  return state_;
+}
+
+uint64_t CircuitBreaker::TryTakeProbe() {
+  if (state_ != BreakerState::kHalfOpen ||
+      probes_in_flight_ >= config_.half_open_probes) {
+    return 0;
+  }
+  ++probes_in_flight_;
+  return generation_;
+}
+
+void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
+                            uint64_t probe_round, absl::Time now) {
+  const BreakerState state = State(now);
+  // A probe slot belongs to the HALF_OPEN round that handed it out; a
+  // report arriving after the round ended (re-opened, closed) frees nothing.
+  const bool live_probe = probe_round != 0 &&
+                          state == BreakerState::kHalfOpen &&
+                          probe_round == generation_;
+  if (live_probe && probes_in_flight_ > 0) --probes_in_flight_;
+  if (outcome == Outcome::kCancelled) return;
+
+  const bool failed =
+      outcome == Outcome::kFailure || outcome == Outcome::kTimeout;
+  const bool slow =
+      config_.slow_rule_enabled() && latency > config_.slow_call_duration;
+
+  switch (state) {
+    case BreakerState::kForcedOpen:
+    case BreakerState::kOpen:
+      // Late reports of calls admitted before the trip are old news.
+      return;
+    case BreakerState::kHalfOpen:
+      if (!live_probe) return;
+      if (failed) {
+        open_duration_ = std::min(open_duration_ * 2, config_.max_open_duration);
+        Trip(now, absl::StrCat("probe failed (", OutcomeName(outcome), ")"));
+      } else if (slow) {
+        open_duration_ = std::min(open_duration_ * 2, config_.max_open_duration);
+        Trip(now, absl::StrCat("probe slow (",
+                               absl::FormatDuration(latency), " > ",
+                               absl::FormatDuration(config_.slow_call_duration),
+                               ")"));
+      } else if (++probe_successes_ >= config_.successes_to_close) {
+        Close(now, absl::StrCat(probe_successes_, " successful probe",
+                                probe_successes_ == 1 ? "" : "s"));
+      }
+      return;
+    case BreakerState::kClosed:
+    case BreakerState::kForcedClosed: {
+      window_.Advance(now);
+      OutcomeWindow& bucket = window_.Current();
+      ++bucket.calls;
+      if (failed) ++bucket.failures;
+      if (outcome == Outcome::kTimeout) ++bucket.timeouts;
+      if (slow) ++bucket.slow;
+      consecutive_failures_ = failed ? consecutive_failures_ + 1 : 0;
+      // FORCED_CLOSED keeps counting so GetState shows what it hides.
+      if (state == BreakerState::kClosed) Judge(now);
+      return;
+    }
+  }
+}
+
+void CircuitBreaker::Judge(absl::Time now) {
+  if (config_.consecutive_failures > 0 &&
+      consecutive_failures_ >= config_.consecutive_failures) {
+    Trip(now, absl::StrCat(consecutive_failures_, " consecutive failures"));
+    return;
+  }
+  const OutcomeWindow w = window_.Sum();
+  if (w.calls == 0 || w.calls < static_cast<int64_t>(config_.minimum_calls)) {
+    return;
+  }
+  const std::string over =
+      absl::StrCat(" over ", absl::FormatDuration(config_.window), ", ",
+                   w.calls, " calls");
+  const double failure_rate = static_cast<double>(w.failures) / w.calls;
+  if (config_.failure_rate_threshold > 0 &&
+      failure_rate >= config_.failure_rate_threshold) {
+    Trip(now, absl::StrCat("failure rate ", Percent(failure_rate),
+                           " >= ", Percent(config_.failure_rate_threshold),
+                           over));
+    return;
+  }
+  const double slow_rate = static_cast<double>(w.slow) / w.calls;
+  if (config_.slow_rule_enabled() &&
+      slow_rate >= config_.slow_call_rate_threshold) {
+    Trip(now, absl::StrCat("slow call rate ", Percent(slow_rate), " >= ",
+                           Percent(config_.slow_call_rate_threshold),
+                           " (slower than ",
+                           absl::FormatDuration(config_.slow_call_duration),
+                           ")", over));
+  }
+}
+
+void CircuitBreaker::Trip(absl::Time now, const std::string& cause) {
+  ++generation_;
+  trip_cause_ = cause;
+  open_until_ = now + open_duration_;
+  probes_in_flight_ = 0;
+  probe_successes_ = 0;
+  consecutive_failures_ = 0;
+  window_.Clear();
+  MoveTo(BreakerState::kOpen, now, cause);
+}
+
+void CircuitBreaker::Close(absl::Time now, const std::string& cause) {
+  open_duration_ = config_.open_duration;
+  open_until_ = absl::InfinitePast();
+  probes_in_flight_ = 0;
+  probe_successes_ = 0;
+  consecutive_failures_ = 0;
+  window_.Clear();
+  MoveTo(BreakerState::kClosed, now, cause);
+}
+
+void CircuitBreaker::MoveTo(BreakerState to, absl::Time now,
+                            const std::string& cause) {
+  const BreakerState from = state_;
+  if (from == to) return;
+  state_ = to;
+  if (listener_ != nullptr) {
+    listener_->OnTransition(from, to, cause, now, generation_,
+                            to == BreakerState::kOpen ? open_until_
+                                                      : absl::InfinitePast());
+  }
+}
+
+void CircuitBreaker::SetOverride(BreakerOverride override, absl::Time now,
+                                 const std::string& cause) {
+  if (override == override_) return;
+  override_ = override;
+  switch (override) {
+    case BreakerOverride::kForceOpen:
+      MoveTo(BreakerState::kForcedOpen, now, cause);
+      return;
+    case BreakerOverride::kForceClosed:
+      MoveTo(BreakerState::kForcedClosed, now, cause);
+      return;
+    case BreakerOverride::kAuto:
+      Close(now, cause);
+      return;
+  }
+}
+
+void CircuitBreaker::Reconfigure(const BreakerConfig& config, absl::Time now) {
+  config_ = config;
+  window_.Reshape(config.window, config.buckets, now);
+  if (state_ == BreakerState::kClosed) {
+    open_duration_ = config.open_duration;
+  } else {
+    open_duration_ = std::clamp(open_duration_, config.open_duration,
+                                config.max_open_duration);
+  }
+}
+
+absl::Duration CircuitBreaker::RetryAfter(absl::Time now) {
+  switch (State(now)) {
+    case BreakerState::kOpen:
+      return std::max(open_until_ - now, absl::ZeroDuration());
+    case BreakerState::kForcedOpen:
+      // Nobody knows when the operator lifts it; suggest one open time.
+      return config_.open_duration;
+    default:
+      return absl::ZeroDuration();
+  }
+}
+
+}  // namespace sluice::core

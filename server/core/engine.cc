@@ -1,0 +1,198 @@
+#include "server/core/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice::core {
+namespace {
+
+std::atomic<uint64_t> next_engine_id{1};
+
+// Each thread keeps the last snapshot it read, so the hot path only reads an
+// atomic version number; it takes the engine's mutex only after a change.
+struct SnapshotCache {
+  uint64_t engine_id = 0;
+  uint64_t version = 0;
+  std::shared_ptr<const void> map;
+};
+thread_local SnapshotCache snapshot_cache;
+
+}  // namespace
+
+Engine::Engine(Clock* clock, Options options, EventSink* sink)
+    : clock_(clock),
+      options_(options),
+      sink_(sink),
+      id_(next_engine_id.fetch_add(1)) {
+  absl::MutexLock lock(&mu_);
+  current_ = std::make_shared<const DependencyMap>();
+}
+
+const Engine::DependencyMap& Engine::Snapshot() {
+  SnapshotCache& cache = snapshot_cache;
+  const uint64_t version = version_.load(std::memory_order_acquire);
+  if (cache.engine_id != id_ || cache.version != version) {
+    absl::MutexLock lock(&mu_);
+    cache.map = current_;
+    cache.version = current_version_;
+    cache.engine_id = id_;
+  }
+  return *static_cast<const DependencyMap*>(cache.map.get());
+}
+
+void Engine::Publish(std::shared_ptr<const DependencyMap> next) {
+  current_ = std::move(next);
+  ++current_version_;
+  version_.store(current_version_, std::memory_order_release);
+}
+
+Dependency* Engine::Find(absl::string_view dependency) {
+  const DependencyMap& map = Snapshot();
+  auto it = map.find(dependency);
+  return it == map.end() ? nullptr : it->second.get();
+}
+
+std::shared_ptr<Dependency> Engine::MakeDependency(PolicyConfig policy) {
+  return std::make_shared<Dependency>(
+      std::make_shared<const PolicyConfig>(std::move(policy)), clock_, sink_,
+      &epochs_);
+}
+
+void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
+  absl::MutexLock lock(&mu_);
+  auto next = std::make_shared<DependencyMap>();
+  for (PolicyConfig& policy : policies) {
+    auto it = current_->find(policy.name);
+    std::string name = policy.name;
+    if (it != current_->end()) {
+      it->second->Reconfigure(
+          std::make_shared<const PolicyConfig>(std::move(policy)));
+      (*next)[name] = it->second;
+    } else {
+      (*next)[name] = MakeDependency(std::move(policy));
+    }
+  }
+  Publish(std::move(next));
+}
+
+void Engine::PutPolicy(PolicyConfig policy) {
+  absl::MutexLock lock(&mu_);
+  auto it = current_->find(policy.name);
+  if (it != current_->end()) {
+    // The map itself is unchanged; readers see the new config through the
+    // dependency they already hold.
+    it->second->Reconfigure(
+        std::make_shared<const PolicyConfig>(std::move(policy)));
+    return;
+  }
+  auto next = std::make_shared<DependencyMap>(*current_);
+  std::string name = policy.name;
+  (*next)[name] = MakeDependency(std::move(policy));
+  Publish(std::move(next));
+}
+
+bool Engine::DeletePolicy(absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  if (current_->find(name) == current_->end()) return false;
+  auto next = std::make_shared<DependencyMap>(*current_);
+  next->erase(next->find(name));
+  Publish(std::move(next));
+  return true;
+}
+
+absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
+                                         absl::string_view key,
+                                         uint32_t permits) {
+  if (permits > Dependency::kMaxPermits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "permits must be at most ", Dependency::kMaxPermits, ", got ",
+        permits));
+  }
+  Decision decision;
+  Dependency* dep = Find(dependency);
+  if (dep == nullptr) {
+    decision.reason = Reason::kUnknownDependency;
+    if (options_.unknown_dependency == UnknownDependencyAction::kAllow) {
+      decision.verdict = Verdict::kAllow;
+      decision.call_timeout = options_.unknown_call_timeout;
+    } else {
+      decision.verdict = Verdict::kReject;
+      decision.http_status = 503;
+    }
+    return decision;
+  }
+  absl::Status status = dep->Acquire(key, permits, &decision);
+  if (!status.ok()) return status;
+  return decision;
+}
+
+BreakerState Engine::Report(absl::string_view dependency,
+                            absl::string_view key, uint64_t permit_id,
+                            Outcome outcome, absl::Duration latency) {
+  Dependency* dep = Find(dependency);
+  if (dep == nullptr) return BreakerState::kClosed;
+  return dep->Report(key, permit_id, outcome, latency);
+}
+
+void Engine::Sweep() {
+  std::shared_ptr<const DependencyMap> map;
+  {
+    absl::MutexLock lock(&mu_);
+    map = current_;
+  }
+  for (const auto& [name, dep] : *map) dep->Sweep();
+}
+
+absl::Status Engine::SetOverride(absl::string_view dependency,
+                                 BreakerOverride override,
+                                 const std::string& cause) {
+  std::shared_ptr<Dependency> dep;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = current_->find(dependency);
+    if (it != current_->end()) dep = it->second;
+  }
+  if (dep == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no policy named \"", dependency, "\""));
+  }
+  if (!dep->policy()->breaker) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "policy \"", dependency, "\" has no breaker to override"));
+  }
+  dep->SetOverride(override, cause);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DependencyStatus> Engine::Inspect(absl::string_view dependency,
+                                                 absl::string_view key) {
+  std::shared_ptr<Dependency> dep;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = current_->find(dependency);
+    if (it != current_->end()) dep = it->second;
+  }
+  if (dep == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no policy named \"", dependency, "\""));
+  }
+  return dep->Status(key);
+}
+
+std::vector<std::shared_ptr<const PolicyConfig>> Engine::Policies() {
+  std::shared_ptr<const DependencyMap> map;
+  {
+    absl::MutexLock lock(&mu_);
+    map = current_;
+  }
+  std::vector<std::shared_ptr<const PolicyConfig>> out;
+  out.reserve(map->size());
+  for (const auto& [name, dep] : *map) out.push_back(dep->policy());
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a->name < b->name; });
+  return out;
+}
+
+}  // namespace sluice::core

@@ -1,0 +1,56 @@
+#include "server/core/token_bucket.h"
+
+#include <algorithm>
+
+namespace sluice::core {
+
+TokenBucket::TokenBucket(double rate, absl::Duration per, double burst,
+                         absl::Time now)
+    : per_second_(rate / absl::ToDoubleSeconds(per)),
+      burst_(burst),
+      tokens_(burst),
+      last_(now) {}
+
+void TokenBucket::Refill(absl::Time now) {
+  // A clock that steps back must not take tokens away.
+  if (now <= last_) return;
+  tokens_ = std::min(burst_,
+                     tokens_ + absl::ToDoubleSeconds(now - last_) * per_second_);
+  last_ = now;
+}
+
+bool TokenBucket::TryTake(double n, absl::Time now) {
+  Refill(now);
+  if (tokens_ < n) return false;
+  tokens_ -= n;
+  return true;
+}
+
+void TokenBucket::Refund(double n) { tokens_ = std::min(burst_, tokens_ + n); }
+
+double TokenBucket::Available(absl::Time now) {
+  Refill(now);
+  return tokens_;
+}
+
+absl::Duration TokenBucket::TimeUntil(double n, absl::Time now) {
+  Refill(now);
+  if (n > burst_ || per_second_ <= 0) return absl::InfiniteDuration();
+  if (tokens_ >= n) return absl::ZeroDuration();
+  return absl::Seconds((n - tokens_) / per_second_);
+}
+
+void TokenBucket::Reconfigure(double rate, absl::Duration per, double burst,
+                              absl::Time now) {
+  Refill(now);
+  per_second_ = rate / absl::ToDoubleSeconds(per);
+  burst_ = burst;
+  tokens_ = std::min(tokens_, burst_);
+}
+
+void TokenBucket::SetRate(double rate, absl::Time now) {
+  Refill(now);
+  per_second_ = rate;
+}
+
+}  // namespace sluice::core
