@@ -16,7 +16,11 @@ namespace sluice::policy {
 // the path every `interval`, so an edit in place, a rename over the file and a
 // Kubernetes ConfigMap symlink swap (..data -> new directory) are all seen.
 // A file that cannot be read is reported once per failure streak to
-// `on_error` and the last contents stay in force.
+// `on_error` and the last contents stay in force. A file that turns empty is
+// reported only when the next poll still finds it empty, because an in-place
+// rewrite truncates first and "no policies" would delete them all.
+// Callbacks run one at a time and must not call PollOnce. Safe for
+// concurrent use.
 class FileWatcher {
  public:
   struct Options {
@@ -33,7 +37,7 @@ class FileWatcher {
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checks the file once, now, on the caller's thread (tests use this).
-  void PollOnce();
+  void PollOnce() ABSL_LOCKS_EXCLUDED(poll_mu_);
 
  private:
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
@@ -45,8 +49,14 @@ class FileWatcher {
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::string last_contents_;  // touched by the polling thread only
-  bool failing_ = false;       // likewise
+
+  // Serializes polls from the thread and from PollOnce callers.
+  absl::Mutex poll_mu_;
+  std::string last_contents_ ABSL_GUARDED_BY(poll_mu_);
+  bool failing_ ABSL_GUARDED_BY(poll_mu_) = false;
+  // The last poll read an empty file that replaced non-empty contents.
+  bool empty_pending_ ABSL_GUARDED_BY(poll_mu_) = false;
+
   std::thread thread_;
 };
 

@@ -23,6 +23,10 @@ absl::StatusOr<std::vector<v1::Policy>> ParsePolicies(absl::string_view text,
 // unreadable).
 absl::StatusOr<std::vector<v1::Policy>> LoadPolicyFile(const std::string& path);
 
+// Reads a whole regular file (at most 16 MiB). NOT_FOUND / PERMISSION_DENIED
+// and the like from errno when unreadable.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+
 // Writes policies in the same document shape (for sluicectl and docs).
 std::string PoliciesToYaml(const std::vector<v1::Policy>& policies);
 

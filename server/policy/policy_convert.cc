@@ -1,0 +1,543 @@
+#include "server/policy/policy_convert.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
+#include "server/policy/status_macros.h"
+
+namespace sluice::policy {
+namespace {
+
+constexpr size_t kMaxNameBytes = 256;
+constexpr uint32_t kMaxBuckets = 1000;
+constexpr uint32_t kDefaultBuckets = 10;
+constexpr uint32_t kMaxKeysLimit = 10'000'000;
+constexpr size_t kMaxPayloadBytes = 64 * 1024;
+// A sliding window keeps an int64 count; far below that, and far above any
+// real limit.
+constexpr double kMaxWindowLimit = 1e15;
+// The breaker judges its ratio rules over core::BreakerConfig::buckets
+// sub-buckets of `window`; each must be at least this wide.
+constexpr absl::Duration kMinBucketWidth = absl::Milliseconds(1);
+// Largest magnitude google.protobuf.Duration allows (10,000 years).
+constexpr int64_t kMaxDurationSeconds = 315'576'000'000;
+
+std::string Quote(absl::string_view s) {
+  return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+}
+
+std::string Num(double v) { return absl::StrCat(v); }
+
+std::string Dur(absl::Duration d) { return absl::FormatDuration(d); }
+
+// Builds errors that all read `policy "<name>": <field> <rule>, got <value>`.
+class Errors {
+ public:
+  explicit Errors(absl::string_view name) {
+    // Keep the prefix readable even for an absurdly long name.
+    if (name.size() > 64) {
+      prefix_ = absl::StrCat("policy ", Quote(name.substr(0, 64)), "...: ");
+    } else {
+      prefix_ = absl::StrCat("policy ", Quote(name), ": ");
+    }
+  }
+
+  absl::Status Bad(absl::string_view field, absl::string_view rule,
+                   absl::string_view got) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix_, field, " ", rule, ", got ", got));
+  }
+  absl::Status Bad(absl::string_view field, absl::string_view rule) const {
+    return absl::InvalidArgumentError(absl::StrCat(prefix_, field, " ", rule));
+  }
+
+ private:
+  std::string prefix_;
+};
+
+// Converts a proto duration, rejecting malformed ones (mixed signs, nanos out
+// of range) that JSON parsing would refuse but a binary RPC can carry.
+absl::Status ToDuration(const Errors& errors, absl::string_view field,
+                        const google::protobuf::Duration& in,
+                        absl::Duration* out) {
+  const int64_t s = in.seconds();
+  const int32_t n = in.nanos();
+  if (s > kMaxDurationSeconds || s < -kMaxDurationSeconds ||
+      n <= -1'000'000'000 || n >= 1'000'000'000 || (s > 0 && n < 0) ||
+      (s < 0 && n > 0)) {
+    return errors.Bad(field, "must be a valid duration",
+                      absl::StrCat("{seconds: ", s, ", nanos: ", n, "}"));
+  }
+  *out = absl::Seconds(s) + absl::Nanoseconds(n);
+  return absl::OkStatus();
+}
+
+// A duration that must be > 0 when present; `fallback` when absent.
+absl::Status PositiveDuration(const Errors& errors, absl::string_view field,
+                              bool present,
+                              const google::protobuf::Duration& in,
+                              absl::Duration fallback, absl::Duration* out) {
+  if (!present) {
+    *out = fallback;
+    return absl::OkStatus();
+  }
+  SLUICE_RETURN_IF_ERROR(ToDuration(errors, field, in, out));
+  if (*out <= absl::ZeroDuration()) {
+    return errors.Bad(field, "must be > 0", Dur(*out));
+  }
+  return absl::OkStatus();
+}
+
+// A ratio rule threshold: 0 is "off", otherwise in (0, 1].
+absl::Status Threshold(const Errors& errors, absl::string_view field,
+                       double v) {
+  if (!(v >= 0 && v <= 1)) {  // also catches NaN
+    return errors.Bad(field, "must be in (0, 1]", Num(v));
+  }
+  return absl::OkStatus();
+}
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  const int64_t s = absl::IDivDuration(d, absl::Seconds(1), &d);
+  out->set_seconds(s);
+  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d)));
+}
+
+absl::StatusOr<core::Scope> ToScope(const Errors& errors,
+                                    absl::string_view field, v1::Scope s) {
+  switch (s) {
+    case v1::SCOPE_UNSPECIFIED:
+    case v1::LOCAL:
+      return core::Scope::kLocal;
+    case v1::CLUSTER:
+      return core::Scope::kCluster;
+    default:
+      return errors.Bad(field, "must be LOCAL or CLUSTER",
+                        absl::StrCat(static_cast<int>(s)));
+  }
+}
+
+v1::Scope FromScope(core::Scope s) {
+  return s == core::Scope::kCluster ? v1::CLUSTER : v1::LOCAL;
+}
+
+absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
+                              core::RateLimitConfig* out) {
+  switch (in.algorithm()) {
+    case v1::RateLimit::ALGORITHM_UNSPECIFIED:
+    case v1::RateLimit::TOKEN_BUCKET:
+      out->algorithm = core::RateAlgorithm::kTokenBucket;
+      break;
+    case v1::RateLimit::SLIDING_WINDOW:
+      out->algorithm = core::RateAlgorithm::kSlidingWindow;
+      break;
+    default:
+      return errors.Bad("rate_limit.algorithm",
+                        "must be TOKEN_BUCKET or SLIDING_WINDOW",
+                        absl::StrCat(static_cast<int>(in.algorithm())));
+  }
+  const bool window = out->algorithm == core::RateAlgorithm::kSlidingWindow;
+
+  if (!(in.rate() > 0) || !std::isfinite(in.rate())) {
+    return errors.Bad("rate_limit.rate", "must be > 0 and finite",
+                      Num(in.rate()));
+  }
+  out->rate = in.rate();
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "rate_limit.per",
+                                          in.has_per(), in.per(),
+                                          absl::Seconds(1), &out->per));
+
+  if (!(in.burst() >= 0) || !std::isfinite(in.burst())) {
+    return errors.Bad("rate_limit.burst", "must be >= 0 and finite",
+                      Num(in.burst()));
+  }
+  out->burst = in.burst() == 0 ? in.rate() : in.burst();
+
+  if (in.buckets() > kMaxBuckets) {
+    return errors.Bad("rate_limit.buckets",
+                      absl::StrCat("must be at most ", kMaxBuckets),
+                      absl::StrCat(in.buckets()));
+  }
+  out->buckets = static_cast<int>(in.buckets() == 0 ? kDefaultBuckets
+                                                    : in.buckets());
+
+  absl::StatusOr<core::Scope> scope =
+      ToScope(errors, "rate_limit.scope", in.scope());
+  if (!scope.ok()) return scope.status();
+  out->scope = *scope;
+
+  if (window) {
+    // The window counts whole permits.
+    if (out->rate < 1 || out->rate != std::floor(out->rate)) {
+      return errors.Bad("rate_limit.rate",
+                        "must be a whole number >= 1 for SLIDING_WINDOW",
+                        Num(out->rate));
+    }
+    if (out->rate > kMaxWindowLimit) {
+      return errors.Bad("rate_limit.rate",
+                        absl::StrCat("must be at most ", Num(kMaxWindowLimit),
+                                     " for SLIDING_WINDOW"),
+                        Num(out->rate));
+    }
+    if (out->per / out->buckets < kMinBucketWidth) {
+      return errors.Bad(
+          "rate_limit.per",
+          absl::StrCat("divided by rate_limit.buckets (", out->buckets,
+                       ") must be >= 1ms for SLIDING_WINDOW"),
+          Dur(out->per));
+    }
+  } else if (out->burst < 1) {
+    // A bucket that can never hold one token admits nothing.
+    return errors.Bad("rate_limit.burst",
+                      "must be >= 1 for TOKEN_BUCKET (it defaults to rate)",
+                      Num(out->burst));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
+                            core::BreakerConfig* out) {
+  out->consecutive_failures = in.consecutive_failures();
+  SLUICE_RETURN_IF_ERROR(Threshold(errors, "breaker.failure_rate_threshold",
+                                   in.failure_rate_threshold()));
+  out->failure_rate_threshold = in.failure_rate_threshold();
+  SLUICE_RETURN_IF_ERROR(Threshold(errors, "breaker.slow_call_rate_threshold",
+                                   in.slow_call_rate_threshold()));
+  out->slow_call_rate_threshold = in.slow_call_rate_threshold();
+
+  out->slow_call_duration = absl::ZeroDuration();
+  if (in.has_slow_call_duration()) {
+    SLUICE_RETURN_IF_ERROR(ToDuration(errors, "breaker.slow_call_duration",
+                                      in.slow_call_duration(),
+                                      &out->slow_call_duration));
+    if (out->slow_call_duration < absl::ZeroDuration()) {
+      return errors.Bad("breaker.slow_call_duration", "must be >= 0",
+                        Dur(out->slow_call_duration));
+    }
+  }
+  const bool slow_duration = out->slow_call_duration > absl::ZeroDuration();
+  const bool slow_rate = out->slow_call_rate_threshold > 0;
+  if (slow_rate && !slow_duration) {
+    return errors.Bad("breaker.slow_call_rate_threshold",
+                      "requires breaker.slow_call_duration",
+                      Num(out->slow_call_rate_threshold));
+  }
+  if (slow_duration && !slow_rate) {
+    return errors.Bad("breaker.slow_call_duration",
+                      "requires breaker.slow_call_rate_threshold",
+                      Dur(out->slow_call_duration));
+  }
+  if (out->consecutive_failures == 0 && out->failure_rate_threshold == 0 &&
+      !slow_rate) {
+    return errors.Bad("breaker",
+                      "needs at least one rule (consecutive_failures, "
+                      "failure_rate_threshold or slow_call_rate_threshold)");
+  }
+
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "breaker.window",
+                                          in.has_window(), in.window(),
+                                          absl::Seconds(10), &out->window));
+  out->buckets = static_cast<int>(kDefaultBuckets);
+  if (out->window / out->buckets < kMinBucketWidth) {
+    return errors.Bad("breaker.window",
+                      absl::StrCat("must be at least ",
+                                   Dur(kMinBucketWidth * out->buckets),
+                                   " (", out->buckets, " buckets of >= 1ms)"),
+                      Dur(out->window));
+  }
+  out->minimum_calls = in.minimum_calls() == 0 ? 20 : in.minimum_calls();
+
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(
+      errors, "breaker.open_duration", in.has_open_duration(),
+      in.open_duration(), absl::Seconds(15), &out->open_duration));
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(
+      errors, "breaker.max_open_duration", in.has_max_open_duration(),
+      in.max_open_duration(), absl::Seconds(300), &out->max_open_duration));
+  if (out->max_open_duration < out->open_duration) {
+    return errors.Bad("breaker.max_open_duration",
+                      absl::StrCat("must be >= breaker.open_duration (",
+                                   Dur(out->open_duration), ")"),
+                      Dur(out->max_open_duration));
+  }
+  // Probes run one after another as slots free up, so any successes_to_close
+  // >= 1 is reachable whatever half_open_probes is.
+  out->half_open_probes =
+      in.half_open_probes() == 0 ? 1 : in.half_open_probes();
+  out->successes_to_close =
+      in.successes_to_close() == 0 ? 1 : in.successes_to_close();
+  return absl::OkStatus();
+}
+
+bool IsRefusalReason(v1::Reason r) {
+  switch (r) {
+    case v1::RATE_LIMITED:
+    case v1::CONCURRENCY_LIMITED:
+    case v1::CIRCUIT_OPEN:
+    case v1::PROBE_LIMIT:
+    case v1::STORE_UNAVAILABLE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status ConvertFallback(const Errors& errors, const v1::Fallback& in,
+                             core::FallbackConfig* out) {
+  switch (in.strategy()) {
+    case v1::Fallback::NONE:
+      out->strategy = core::FallbackStrategy::kNone;
+      break;
+    case v1::Fallback::DEFAULT:
+      out->strategy = core::FallbackStrategy::kDefault;
+      break;
+    case v1::Fallback::STATIC:
+      out->strategy = core::FallbackStrategy::kStatic;
+      break;
+    case v1::Fallback::CACHE:
+      out->strategy = core::FallbackStrategy::kCache;
+      break;
+    case v1::Fallback::STRATEGY_UNSPECIFIED:
+      // A fallback block without a strategy is almost surely a mistake; an
+      // absent block already means NONE.
+      return errors.Bad("fallback.strategy",
+                        "must be set to NONE, DEFAULT, STATIC or CACHE");
+    default:
+      return errors.Bad("fallback.strategy",
+                        "must be NONE, DEFAULT, STATIC or CACHE",
+                        absl::StrCat(static_cast<int>(in.strategy())));
+  }
+  const bool uses_payload = out->strategy == core::FallbackStrategy::kStatic ||
+                            out->strategy == core::FallbackStrategy::kCache;
+  if (in.payload().size() > kMaxPayloadBytes) {
+    return errors.Bad("fallback.payload", "must be at most 65536 bytes",
+                      absl::StrCat(in.payload().size(), " bytes"));
+  }
+  if (out->strategy == core::FallbackStrategy::kStatic &&
+      in.payload().empty()) {
+    return errors.Bad("fallback.payload", "is required for STATIC");
+  }
+  if (!uses_payload && !in.payload().empty()) {
+    return errors.Bad("fallback.payload", "is only used by STATIC and CACHE",
+                      absl::StrCat(in.payload().size(), " bytes"));
+  }
+  out->payload = in.payload();
+  out->content_type = in.content_type();
+
+  out->on_mask = 0;
+  for (int i = 0; i < in.on_size(); ++i) {
+    const auto reason = static_cast<v1::Reason>(in.on(i));
+    if (!IsRefusalReason(reason)) {
+      const std::string name = v1::Reason_IsValid(reason)
+                                   ? v1::Reason_Name(reason)
+                                   : absl::StrCat(static_cast<int>(reason));
+      return errors.Bad(
+          absl::StrCat("fallback.on[", i, "]"),
+          "must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, "
+          "CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE)",
+          name);
+    }
+    // Proto and core reason values are equal by design.
+    out->on_mask |= uint32_t{1} << static_cast<int>(reason);
+  }
+
+  out->cache_ttl = absl::ZeroDuration();
+  if (out->strategy == core::FallbackStrategy::kCache) {
+    if (!in.has_cache_ttl()) {
+      return errors.Bad("fallback.cache_ttl", "is required for CACHE");
+    }
+    SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "fallback.cache_ttl", true,
+                                            in.cache_ttl(),
+                                            absl::ZeroDuration(),
+                                            &out->cache_ttl));
+  } else if (in.has_cache_ttl()) {
+    absl::Duration ttl;
+    SLUICE_RETURN_IF_ERROR(
+        ToDuration(errors, "fallback.cache_ttl", in.cache_ttl(), &ttl));
+    if (ttl != absl::ZeroDuration()) {
+      return errors.Bad("fallback.cache_ttl", "is only used by CACHE",
+                        Dur(ttl));
+    }
+  }
+  out->serve_on_failure = in.serve_on_failure();
+  return absl::OkStatus();
+}
+
+absl::Status ValidateName(const Errors& errors, const std::string& name) {
+  if (name.empty()) return errors.Bad("name", "is required");
+  if (name.size() > kMaxNameBytes) {
+    return errors.Bad("name", "must be at most 256 bytes",
+                      absl::StrCat(name.size(), " bytes"));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                    c == '-';
+    if (!ok) return errors.Bad("name", "must match [A-Za-z0-9._-]+", Quote(name));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
+  const Errors errors(policy.name());
+  core::PolicyConfig config;
+  SLUICE_RETURN_IF_ERROR(ValidateName(errors, policy.name()));
+  config.name = policy.name();
+
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(
+      errors, "call_timeout", policy.has_call_timeout(), policy.call_timeout(),
+      absl::Seconds(1), &config.call_timeout));
+
+  if (policy.has_rate_limit()) {
+    core::RateLimitConfig rate;
+    SLUICE_RETURN_IF_ERROR(ConvertRateLimit(errors, policy.rate_limit(), &rate));
+    config.rate_limit = rate;
+  }
+  if (policy.has_concurrency()) {
+    core::ConcurrencyConfig concurrency;
+    if (policy.concurrency().max_in_flight() < 1) {
+      return errors.Bad("concurrency.max_in_flight", "must be >= 1",
+                        absl::StrCat(policy.concurrency().max_in_flight()));
+    }
+    concurrency.max_in_flight = policy.concurrency().max_in_flight();
+    absl::StatusOr<core::Scope> scope =
+        ToScope(errors, "concurrency.scope", policy.concurrency().scope());
+    if (!scope.ok()) return scope.status();
+    concurrency.scope = *scope;
+    config.concurrency = concurrency;
+  }
+  if (policy.has_breaker()) {
+    core::BreakerConfig breaker;
+    SLUICE_RETURN_IF_ERROR(ConvertBreaker(errors, policy.breaker(), &breaker));
+    config.breaker = breaker;
+  }
+  if (policy.has_fallback()) {
+    SLUICE_RETURN_IF_ERROR(
+        ConvertFallback(errors, policy.fallback(), &config.fallback));
+  }
+
+  switch (policy.on_store_failure()) {
+    case v1::Policy::STORE_FAILURE_MODE_UNSPECIFIED:
+    case v1::Policy::FAIL_OPEN:
+      config.on_store_failure = core::StoreFailureMode::kFailOpen;
+      break;
+    case v1::Policy::LOCAL:
+      config.on_store_failure = core::StoreFailureMode::kLocal;
+      break;
+    case v1::Policy::FAIL_CLOSED:
+      config.on_store_failure = core::StoreFailureMode::kFailClosed;
+      break;
+    default:
+      return errors.Bad("on_store_failure",
+                        "must be FAIL_OPEN, LOCAL or FAIL_CLOSED",
+                        absl::StrCat(static_cast<int>(policy.on_store_failure())));
+  }
+
+  config.shadow = policy.shadow();
+  config.per_key = policy.per_key();
+  if (policy.max_keys() > kMaxKeysLimit) {
+    return errors.Bad("max_keys", "must be at most 10000000",
+                      absl::StrCat(policy.max_keys()));
+  }
+  config.max_keys = policy.max_keys() == 0 ? 100000 : policy.max_keys();
+  config.version = policy.version();
+  config.description = policy.description();
+  return config;
+}
+
+v1::Policy FromConfig(const core::PolicyConfig& config) {
+  v1::Policy out;
+  out.set_name(config.name);
+  SetDuration(config.call_timeout, out.mutable_call_timeout());
+
+  if (config.rate_limit.has_value()) {
+    const core::RateLimitConfig& in = *config.rate_limit;
+    v1::RateLimit* rate = out.mutable_rate_limit();
+    rate->set_algorithm(in.algorithm == core::RateAlgorithm::kSlidingWindow
+                            ? v1::RateLimit::SLIDING_WINDOW
+                            : v1::RateLimit::TOKEN_BUCKET);
+    rate->set_rate(in.rate);
+    SetDuration(in.per, rate->mutable_per());
+    rate->set_burst(in.burst);
+    rate->set_scope(FromScope(in.scope));
+    rate->set_buckets(static_cast<uint32_t>(in.buckets));
+  }
+  if (config.concurrency.has_value()) {
+    v1::Concurrency* concurrency = out.mutable_concurrency();
+    concurrency->set_max_in_flight(config.concurrency->max_in_flight);
+    concurrency->set_scope(FromScope(config.concurrency->scope));
+  }
+  if (config.breaker.has_value()) {
+    const core::BreakerConfig& in = *config.breaker;
+    v1::Breaker* breaker = out.mutable_breaker();
+    breaker->set_consecutive_failures(in.consecutive_failures);
+    breaker->set_failure_rate_threshold(in.failure_rate_threshold);
+    // Zero means "rule off"; leave it unset rather than write "0s".
+    if (in.slow_call_duration > absl::ZeroDuration()) {
+      SetDuration(in.slow_call_duration, breaker->mutable_slow_call_duration());
+    }
+    breaker->set_slow_call_rate_threshold(in.slow_call_rate_threshold);
+    SetDuration(in.window, breaker->mutable_window());
+    breaker->set_minimum_calls(in.minimum_calls);
+    SetDuration(in.open_duration, breaker->mutable_open_duration());
+    SetDuration(in.max_open_duration, breaker->mutable_max_open_duration());
+    breaker->set_half_open_probes(in.half_open_probes);
+    breaker->set_successes_to_close(in.successes_to_close);
+  }
+
+  const core::FallbackConfig& fb = config.fallback;
+  v1::Fallback* fallback = out.mutable_fallback();
+  switch (fb.strategy) {
+    case core::FallbackStrategy::kNone:
+      fallback->set_strategy(v1::Fallback::NONE);
+      break;
+    case core::FallbackStrategy::kDefault:
+      fallback->set_strategy(v1::Fallback::DEFAULT);
+      break;
+    case core::FallbackStrategy::kStatic:
+      fallback->set_strategy(v1::Fallback::STATIC);
+      break;
+    case core::FallbackStrategy::kCache:
+      fallback->set_strategy(v1::Fallback::CACHE);
+      break;
+  }
+  fallback->set_payload(fb.payload);
+  fallback->set_content_type(fb.content_type);
+  for (int r = 0; r < core::kReasonCount; ++r) {
+    if (fb.on_mask & (uint32_t{1} << r)) {
+      fallback->add_on(static_cast<v1::Reason>(r));
+    }
+  }
+  if (fb.cache_ttl > absl::ZeroDuration()) {
+    SetDuration(fb.cache_ttl, fallback->mutable_cache_ttl());
+  }
+  fallback->set_serve_on_failure(fb.serve_on_failure);
+
+  switch (config.on_store_failure) {
+    case core::StoreFailureMode::kFailOpen:
+      out.set_on_store_failure(v1::Policy::FAIL_OPEN);
+      break;
+    case core::StoreFailureMode::kLocal:
+      out.set_on_store_failure(v1::Policy::LOCAL);
+      break;
+    case core::StoreFailureMode::kFailClosed:
+      out.set_on_store_failure(v1::Policy::FAIL_CLOSED);
+      break;
+  }
+  out.set_shadow(config.shadow);
+  out.set_per_key(config.per_key);
+  out.set_max_keys(config.max_keys);
+  out.set_version(config.version);
+  out.set_description(config.description);
+  return out;
+}
+
+}  // namespace sluice::policy

@@ -1,0 +1,556 @@
+#include "server/policy/policy_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/policy/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace sluice::policy {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::EnumDescriptor;
+using google::protobuf::FieldDescriptor;
+
+// A policies file is a few kilobytes; anything this large is a mistake.
+constexpr size_t kMaxFileBytes = 16 << 20;
+
+void AppendJsonString(absl::string_view s, std::string* out) {
+  out->push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out->append(buf);
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// Shortest text that reads back as the same double.
+std::string FormatDouble(double v) {
+  char buf[32];
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// Formats a duration the way the proto JSON mapping wants it ("1.500s").
+std::string ProtoJsonDuration(absl::Duration d) {
+  const bool negative = d < absl::ZeroDuration();
+  if (negative) d = -d;
+  absl::Duration rem;
+  const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &rem);
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%s%lld.%09llds", negative ? "-" : "",
+                static_cast<long long>(seconds),
+                static_cast<long long>(absl::ToInt64Nanoseconds(rem)));
+  return buf;
+}
+
+// YAML 1.2 core-schema number syntax, plus the JSON forms.
+bool LooksLikeNumber(absl::string_view s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  size_t digits = 0;
+  while (i < s.size() && absl::ascii_isdigit(s[i])) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && absl::ascii_isdigit(s[i])) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    size_t exp_digits = 0;
+    while (i < s.size() && absl::ascii_isdigit(s[i])) ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+  }
+  return i == s.size();
+}
+
+std::string EnumNames(const EnumDescriptor* e) {
+  std::vector<std::string> names;
+  for (int i = 0; i < e->value_count(); ++i) {
+    const std::string& n = e->value(i)->name();
+    if (absl::EndsWith(n, "_UNSPECIFIED")) continue;
+    names.push_back(n);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+const char* NodeKind(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Null:
+      return "empty";
+    default:
+      return "a scalar";
+  }
+}
+
+// Turns one policy's YAML tree into the proto JSON mapping, guided by the
+// Policy descriptor: that is what lets it report unknown fields and bad
+// values with their YAML line, read "250ms" durations, and keep a string
+// field a string even when it looks like a number.
+class PolicyConverter {
+ public:
+  PolicyConverter(absl::string_view source, std::string label)
+      : source_(source), label_(std::move(label)) {}
+
+  absl::Status Message(const YAML::Node& node, const Descriptor* desc,
+                       const std::string& path, std::string* out) {
+    if (!node.IsMap()) {
+      return Error(node, path, absl::StrCat("must be a mapping, got ",
+                                            NodeKind(node)));
+    }
+    out->push_back('{');
+    std::set<const FieldDescriptor*> seen;
+    bool first = true;
+    for (const auto& kv : node) {
+      const YAML::Node& key = kv.first;
+      if (!key.IsScalar()) {
+        return Error(key, path, "field names must be plain words");
+      }
+      const std::string& name = key.Scalar();
+      const FieldDescriptor* field = desc->FindFieldByName(name);
+      if (field == nullptr) {
+        for (int i = 0; i < desc->field_count(); ++i) {
+          if (desc->field(i)->json_name() == name) field = desc->field(i);
+        }
+      }
+      const std::string field_path =
+          path.empty() ? name : absl::StrCat(path, ".", name);
+      if (field == nullptr) {
+        return Error(key, path,
+                     absl::StrCat("unknown field \"", name, "\" in ",
+                                  desc->name()));
+      }
+      if (!seen.insert(field).second) {
+        return Error(key, field_path, "is set twice");
+      }
+      // An empty value means "not set", as in the JSON mapping's null.
+      if (kv.second.IsNull()) continue;
+      if (!first) out->push_back(',');
+      first = false;
+      AppendJsonString(field->name(), out);
+      out->push_back(':');
+      if (field->is_repeated()) {
+        SLUICE_RETURN_IF_ERROR(Repeated(kv.second, field, field_path, out));
+      } else {
+        SLUICE_RETURN_IF_ERROR(Value(kv.second, field, field_path, out));
+      }
+    }
+    out->push_back('}');
+    return absl::OkStatus();
+  }
+
+  absl::Status Error(const YAML::Node& node, absl::string_view path,
+                     absl::string_view message) const {
+    const int line = node.Mark().line;
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_, line >= 0 ? absl::StrCat(":", line + 1) : "", ": ", label_,
+        ": ", path, path.empty() ? "" : ": ", message));
+  }
+
+ private:
+  absl::Status Repeated(const YAML::Node& node, const FieldDescriptor* field,
+                        const std::string& path, std::string* out) {
+    if (!node.IsSequence()) {
+      return Error(node, path,
+                   absl::StrCat("must be a list, got ", NodeKind(node)));
+    }
+    out->push_back('[');
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (i > 0) out->push_back(',');
+      SLUICE_RETURN_IF_ERROR(
+          Value(node[i], field, absl::StrCat(path, "[", i, "]"), out));
+    }
+    out->push_back(']');
+    return absl::OkStatus();
+  }
+
+  absl::Status Value(const YAML::Node& node, const FieldDescriptor* field,
+                     const std::string& path, std::string* out) {
+    if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
+      if (field->message_type()->full_name() == "google.protobuf.Duration") {
+        return Duration(node, path, out);
+      }
+      return Message(node, field->message_type(), path, out);
+    }
+    if (!node.IsScalar()) {
+      return Error(node, path,
+                   absl::StrCat("must be a single value, got ",
+                                NodeKind(node)));
+    }
+    const std::string& text = node.Scalar();
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_STRING:
+        AppendJsonString(text, out);
+        return absl::OkStatus();
+      case FieldDescriptor::CPPTYPE_BOOL:
+        if (text == "true" || text == "True" || text == "TRUE") {
+          out->append("true");
+        } else if (text == "false" || text == "False" || text == "FALSE") {
+          out->append("false");
+        } else {
+          return Error(node, path,
+                       absl::StrCat("must be true or false, got \"", text,
+                                    "\""));
+        }
+        return absl::OkStatus();
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        const EnumDescriptor* e = field->enum_type();
+        if (e->FindValueByName(text) == nullptr) {
+          return Error(node, path,
+                       absl::StrCat("\"", text, "\" is not one of ",
+                                    EnumNames(e)));
+        }
+        AppendJsonString(text, out);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        return Double(node, text, path, out);
+      default:
+        return Integer(node, field, text, path, out);
+    }
+  }
+
+  absl::Status Double(const YAML::Node& node, const std::string& text,
+                      const std::string& path, std::string* out) {
+    // Let non-finite values through so that validation can name the rule.
+    const std::string lower = absl::AsciiStrToLower(text);
+    if (lower == ".inf" || lower == "+.inf") {
+      out->append("\"Infinity\"");
+      return absl::OkStatus();
+    }
+    if (lower == "-.inf") {
+      out->append("\"-Infinity\"");
+      return absl::OkStatus();
+    }
+    if (lower == ".nan") {
+      out->append("\"NaN\"");
+      return absl::OkStatus();
+    }
+    double v = 0;
+    if (!LooksLikeNumber(text) || !absl::SimpleAtod(text, &v) ||
+        !std::isfinite(v)) {
+      return Error(node, path,
+                   absl::StrCat("must be a number, got \"", text, "\""));
+    }
+    out->append(FormatDouble(v));
+    return absl::OkStatus();
+  }
+
+  absl::Status Integer(const YAML::Node& node, const FieldDescriptor* field,
+                       const std::string& text, const std::string& path,
+                       std::string* out) {
+    const bool is_unsigned =
+        field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
+        field->cpp_type() == FieldDescriptor::CPPTYPE_UINT64;
+    const bool is_32 = field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
+                       field->cpp_type() == FieldDescriptor::CPPTYPE_INT32;
+    const std::string want =
+        is_unsigned ? "a whole number >= 0" : "a whole number";
+    if (is_unsigned) {
+      uint64_t v = 0;
+      if (!absl::SimpleAtoi(text, &v) ||
+          (is_32 && v > std::numeric_limits<uint32_t>::max())) {
+        return Error(node, path,
+                     absl::StrCat("must be ", want,
+                                  is_32 ? " that fits 32 bits" : "",
+                                  ", got \"", text, "\""));
+      }
+      absl::StrAppend(out, v);
+    } else {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(text, &v) ||
+          (is_32 && (v > std::numeric_limits<int32_t>::max() ||
+                     v < std::numeric_limits<int32_t>::min()))) {
+        return Error(node, path,
+                     absl::StrCat("must be ", want, ", got \"", text, "\""));
+      }
+      absl::StrAppend(out, v);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Duration(const YAML::Node& node, const std::string& path,
+                        std::string* out) {
+    absl::Duration d;
+    const std::string text = node.IsScalar() ? node.Scalar() : "";
+    // absl also takes a bare "0" and "inf"; a unit is what users mean.
+    if (!node.IsScalar() || !absl::ParseDuration(text, &d) ||
+        d == absl::InfiniteDuration() || d == -absl::InfiniteDuration() ||
+        (text != "0" && LooksLikeNumber(text))) {
+      return Error(node, path,
+                   absl::StrCat("must be a duration such as \"15s\" or "
+                                "\"250ms\", got ",
+                                node.IsScalar()
+                                    ? absl::StrCat("\"", text, "\"")
+                                    : NodeKind(node)));
+    }
+    if (absl::AbsDuration(d) > absl::Hours(24 * 365 * 100)) {
+      return Error(node, path,
+                   absl::StrCat("must be under 100 years, got \"", text,
+                                "\""));
+    }
+    AppendJsonString(ProtoJsonDuration(d), out);
+    return absl::OkStatus();
+  }
+
+  const absl::string_view source_;
+  const std::string label_;
+};
+
+absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
+    const YAML::Node& root, absl::string_view source) {
+  std::vector<v1::Policy> policies;
+  auto at = [&](const YAML::Node& node) {
+    const int line = node.Mark().line;
+    return absl::StrCat(source, line >= 0 ? absl::StrCat(":", line + 1) : "");
+  };
+  if (root.IsNull()) return policies;
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at(root), ": the document must be a mapping with a `policies:` list"));
+  }
+  YAML::Node list;
+  for (const auto& kv : root) {
+    if (!kv.first.IsScalar() || kv.first.Scalar() != "policies") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at(kv.first), ": unknown top-level key \"",
+          kv.first.IsScalar() ? kv.first.Scalar() : "?",
+          "\" (only `policies` is allowed)"));
+    }
+    list = kv.second;
+  }
+  if (!list || list.IsNull()) return policies;
+  if (!list.IsSequence()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at(list), ": policies must be a list, got ",
+                     NodeKind(list)));
+  }
+
+  std::map<std::string, int> first_line;  // name -> 1-based line
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    std::string label = absl::StrCat("policies[", i, "]");
+    if (!item.IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at(item), ": ", label, ": must be a mapping, got ", NodeKind(item)));
+    }
+    const YAML::Node name = item["name"];
+    if (!name || !name.IsScalar() || name.Scalar().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at(item), ": ", label, ": name is required"));
+    }
+    label = absl::StrCat("policy \"", name.Scalar(), "\"");
+    const int line = name.Mark().line + 1;
+    auto [it, inserted] = first_line.emplace(name.Scalar(), line);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at(name), ": ", label,
+                       ": duplicate name (first defined at line ", it->second,
+                       ")"));
+    }
+
+    PolicyConverter converter(source, label);
+    std::string json;
+    SLUICE_RETURN_IF_ERROR(
+        converter.Message(item, v1::Policy::descriptor(), "", &json));
+    v1::Policy policy;
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    const auto status =
+        google::protobuf::util::JsonStringToMessage(json, &policy, options);
+    if (!status.ok()) {
+      // The converter checks every field, so this means a gap in it.
+      return converter.Error(item, "", std::string(status.message()));
+    }
+    policies.push_back(std::move(policy));
+  }
+  return policies;
+}
+
+// Emits `node` (a proto JSON tree read back as YAML) in block style.
+void EmitNode(const YAML::Node& node, YAML::Emitter* out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      *out << YAML::BeginMap;
+      for (const auto& kv : node) {
+        *out << YAML::Key << kv.first.Scalar() << YAML::Value;
+        EmitNode(kv.second, out);
+      }
+      *out << YAML::EndMap;
+      break;
+    case YAML::NodeType::Sequence:
+      *out << YAML::Flow << YAML::BeginSeq;
+      for (const auto& item : node) EmitNode(item, out);
+      *out << YAML::EndSeq;
+      break;
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      // Plain "null", "~" or "" would read back as empty.
+      if (s.empty() || s == "null" || s == "~" || s == "Null" ||
+          s == "NULL") {
+        *out << YAML::DoubleQuoted << s;
+      } else {
+        *out << s;
+      }
+      break;
+    }
+    default:
+      *out << YAML::Null;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::Policy>> ParsePolicies(
+    absl::string_view text, absl::string_view source) {
+  // yaml-cpp reports errors by throwing; nothing leaves this function.
+  try {
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    if (docs.empty()) return std::vector<v1::Policy>();
+    if (docs.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": expected one YAML document, found ", docs.size()));
+    }
+    return ParseDocument(docs[0], source);
+  } catch (const YAML::Exception& e) {
+    const std::string where =
+        e.mark.is_null()
+            ? std::string(source)
+            : absl::StrCat(source, ":", e.mark.line + 1, ":",
+                           e.mark.column + 1);
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": YAML syntax error: ", e.msg));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": cannot parse: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
+  }
+  std::string contents;
+  struct stat st;
+  absl::Status status;
+  if (::fstat(fd, &st) != 0) {
+    status = absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", path));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = absl::FailedPreconditionError(
+        absl::StrCat(path, " is not a regular file"));
+  } else {
+    char buf[64 * 1024];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        status = absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
+        break;
+      }
+      if (n == 0) break;
+      contents.append(buf, static_cast<size_t>(n));
+      if (contents.size() > kMaxFileBytes) {
+        status = absl::FailedPreconditionError(absl::StrCat(
+            path, " is larger than ", kMaxFileBytes, " bytes"));
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return contents;
+}
+
+absl::StatusOr<std::vector<v1::Policy>> LoadPolicyFile(
+    const std::string& path) {
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  return ParsePolicies(*text, path);
+}
+
+std::string PoliciesToYaml(const std::vector<v1::Policy>& policies) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "policies" << YAML::Value;
+  if (policies.empty()) {
+    out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+  } else {
+    out << YAML::BeginSeq;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    for (const v1::Policy& policy : policies) {
+      std::string json;
+      // Cannot fail for a generated message without Any fields.
+      (void)google::protobuf::util::MessageToJsonString(policy, &json,
+                                                        options);
+      try {
+        EmitNode(YAML::Load(json), &out);
+      } catch (const YAML::Exception&) {
+        out << YAML::BeginMap << YAML::Key << "name" << YAML::Value
+            << policy.name() << YAML::EndMap;
+      }
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace sluice::policy

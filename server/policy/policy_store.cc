@@ -1,0 +1,173 @@
+#include "server/policy/policy_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "server/policy/policy_convert.h"
+
+namespace sluice::policy {
+namespace {
+
+// A policy that passed validation: the config for the engine and the
+// canonical proto (defaults written out, version 0) for comparing content.
+struct Checked {
+  core::PolicyConfig config;
+  v1::Policy canonical;
+};
+
+absl::StatusOr<Checked> Check(const v1::Policy& policy) {
+  v1::Policy input = policy;
+  input.set_version(0);  // output only; the store assigns it
+  absl::StatusOr<core::PolicyConfig> config = ToConfig(input);
+  if (!config.ok()) return config.status();
+  Checked checked{*std::move(config), v1::Policy()};
+  checked.canonical = FromConfig(checked.config);
+  return checked;
+}
+
+bool SameContent(const v1::Policy& stored, const v1::Policy& canonical) {
+  v1::Policy a = stored;
+  a.set_version(0);
+  return google::protobuf::util::MessageDifferencer::Equals(a, canonical);
+}
+
+absl::Status VersionMismatch(absl::string_view name, uint64_t expected,
+                             const v1::Policy* stored) {
+  if (stored == nullptr) {
+    return absl::AbortedError(
+        absl::StrCat("policy \"", name, "\": expected version ", expected,
+                     ", but the policy does not exist"));
+  }
+  return absl::AbortedError(absl::StrCat("policy \"", name,
+                                         "\": expected version ", expected,
+                                         ", but the stored version is ",
+                                         stored->version()));
+}
+
+}  // namespace
+
+PolicyStore::PolicyStore(core::Engine* engine) : engine_(engine) {}
+
+absl::StatusOr<std::vector<PolicyChange>> PolicyStore::ReplaceAll(
+    const std::vector<v1::Policy>& policies) {
+  // Validate everything before touching any state.
+  std::map<std::string, Checked, std::less<>> next;
+  for (const v1::Policy& policy : policies) {
+    absl::StatusOr<Checked> checked = Check(policy);
+    if (!checked.ok()) return checked.status();
+    const std::string name = checked->config.name;
+    if (!next.emplace(name, *std::move(checked)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy \"", name, "\": defined more than once"));
+    }
+  }
+
+  absl::MutexLock lock(&mu_);
+  std::vector<PolicyChange> changes;
+  // Both maps are sorted by name; walk them together.
+  auto old_it = policies_.begin();
+  auto new_it = next.begin();
+  while (old_it != policies_.end() || new_it != next.end()) {
+    if (new_it == next.end() ||
+        (old_it != policies_.end() && old_it->first < new_it->first)) {
+      changes.push_back({old_it->first, old_it->second.version(), 0});
+      ++old_it;
+      continue;
+    }
+    Checked& checked = new_it->second;
+    if (old_it != policies_.end() && old_it->first == new_it->first) {
+      if (SameContent(old_it->second, checked.canonical)) {
+        checked.config.version = old_it->second.version();
+      } else {
+        checked.config.version = ++last_version_;
+        changes.push_back(
+            {new_it->first, old_it->second.version(), checked.config.version});
+      }
+      ++old_it;
+    } else {
+      checked.config.version = ++last_version_;
+      changes.push_back({new_it->first, 0, checked.config.version});
+    }
+    checked.canonical.set_version(checked.config.version);
+    ++new_it;
+  }
+  if (changes.empty()) return changes;
+
+  std::map<std::string, v1::Policy, std::less<>> stored;
+  std::vector<core::PolicyConfig> configs;
+  configs.reserve(next.size());
+  for (auto& [name, checked] : next) {
+    stored.emplace(name, std::move(checked.canonical));
+    configs.push_back(std::move(checked.config));
+  }
+  policies_ = std::move(stored);
+  // Under mu_, so that the engine sees changes in the store's order.
+  engine_->ReplacePolicies(std::move(configs));
+  return changes;
+}
+
+absl::StatusOr<PolicyChange> PolicyStore::Put(const v1::Policy& policy,
+                                              uint64_t expected_version) {
+  absl::StatusOr<Checked> checked = Check(policy);
+  if (!checked.ok()) return checked.status();
+  const std::string& name = checked->config.name;
+
+  absl::MutexLock lock(&mu_);
+  auto it = policies_.find(name);
+  const v1::Policy* stored = it == policies_.end() ? nullptr : &it->second;
+  if (expected_version != 0 &&
+      (stored == nullptr || stored->version() != expected_version)) {
+    return VersionMismatch(name, expected_version, stored);
+  }
+  if (stored != nullptr && SameContent(*stored, checked->canonical)) {
+    return PolicyChange{name, stored->version(), stored->version()};
+  }
+  PolicyChange change{name, stored == nullptr ? 0 : stored->version(),
+                      ++last_version_};
+  checked->config.version = change.new_version;
+  checked->canonical.set_version(change.new_version);
+  policies_[name] = std::move(checked->canonical);
+  engine_->PutPolicy(std::move(checked->config));
+  return change;
+}
+
+absl::StatusOr<PolicyChange> PolicyStore::Delete(absl::string_view name,
+                                                 uint64_t expected_version) {
+  absl::MutexLock lock(&mu_);
+  auto it = policies_.find(name);
+  if (it == policies_.end()) {
+    return absl::NotFoundError(absl::StrCat("policy \"", name, "\" not found"));
+  }
+  if (expected_version != 0 && it->second.version() != expected_version) {
+    return VersionMismatch(name, expected_version, &it->second);
+  }
+  PolicyChange change{it->first, it->second.version(), 0};
+  policies_.erase(it);
+  engine_->DeletePolicy(name);
+  return change;
+}
+
+absl::StatusOr<v1::Policy> PolicyStore::Get(absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = policies_.find(name);
+  if (it == policies_.end()) {
+    return absl::NotFoundError(absl::StrCat("policy \"", name, "\" not found"));
+  }
+  return it->second;
+}
+
+std::vector<v1::Policy> PolicyStore::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Policy> out;
+  out.reserve(policies_.size());
+  for (const auto& [name, policy] : policies_) out.push_back(policy);
+  return out;
+}
+
+size_t PolicyStore::size() const {
+  absl::MutexLock lock(&mu_);
+  return policies_.size();
+}
+
+}  // namespace sluice::policy
