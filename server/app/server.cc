@@ -1,0 +1,303 @@
+#include "server/app/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/core/clock.h"
+#include "server/policy/policy_file.h"
+#include "spdlog/spdlog.h"
+
+namespace sluice::app {
+namespace {
+
+constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
+
+core::Engine::Options EngineOptions(const Server::Options& options) {
+  core::Engine::Options engine_options;
+  engine_options.unknown_dependency = options.unknown_dependency;
+  return engine_options;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    const std::string message =
+        absl::StrCat("cannot read policies file ", path, ": ", strerror(err));
+    if (err == EACCES) return absl::PermissionDeniedError(message);
+    return absl::NotFoundError(message);
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string DescribeChange(const policy::PolicyChange& change) {
+  if (change.old_version == 0) {
+    return absl::StrCat("policy \"", change.name, "\" created (version ",
+                        change.new_version, ")");
+  }
+  if (change.new_version == 0) {
+    return absl::StrCat("policy \"", change.name, "\" deleted (was version ",
+                        change.old_version, ")");
+  }
+  return absl::StrCat("policy \"", change.name, "\" changed (version ",
+                      change.old_version, " -> ", change.new_version, ")");
+}
+
+}  // namespace
+
+// Logs every breaker transition, one line each. Safe for concurrent use.
+class Server::LoggingEventSink final : public core::EventSink {
+ public:
+  void OnBreakerTransition(const core::BreakerTransition& t) override {
+    const std::string key = t.key.empty() ? "" : absl::StrCat(" key \"", t.key, "\"");
+    const std::string until =
+        t.open_until == absl::InfinitePast()
+            ? ""
+            : absl::StrCat(", open until ",
+                           absl::FormatTime("%H:%M:%E3S", t.open_until,
+                                            absl::LocalTimeZone()));
+    const spdlog::level::level_enum level =
+        t.to == core::BreakerState::kClosed ? spdlog::level::info
+                                            : spdlog::level::warn;
+    spdlog::log(level, "breaker \"{}\"{}: {} -> {} ({}; generation {}{})",
+                t.dependency, key, std::string(core::BreakerStateName(t.from)),
+                std::string(core::BreakerStateName(t.to)), t.cause, t.generation,
+                until);
+  }
+};
+
+Server::Server(Options options)
+    : options_(std::move(options)),
+      sink_(std::make_unique<LoggingEventSink>()),
+      engine_(core::RealClock::Get(), EngineOptions(options_), sink_.get()),
+      store_(&engine_),
+      decision_service_(&engine_) {}
+
+Server::~Server() { Shutdown(absl::Now()); }
+
+absl::Status Server::BuildAndStart() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("server already started");
+    started_ = true;
+  }
+  if (absl::Status s = ValidateListenAddress(options_.listen); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("listen: ", s.message()));
+  }
+  if (!options_.redis.empty()) {
+    return absl::UnimplementedError(
+        "cluster mode (--redis) is not built yet; omit --redis to run "
+        "standalone");
+  }
+  LogConfiguration();
+
+  // Policies first: a bad file at startup is fatal and nothing is bound.
+  std::string initial_contents;
+  if (options_.policies_path.empty()) {
+    spdlog::warn(
+        "no --policies file: starting with no policies; every dependency is "
+        "unknown and gets --unknown-dependency={}",
+        options_.unknown_dependency == core::UnknownDependencyAction::kAllow
+            ? "allow"
+            : "reject");
+  } else {
+    absl::StatusOr<std::string> contents = ReadFile(options_.policies_path);
+    if (!contents.ok()) return contents.status();
+    absl::StatusOr<std::vector<v1::Policy>> policies =
+        policy::ParsePolicies(*contents, options_.policies_path);
+    if (!policies.ok()) return policies.status();
+    absl::StatusOr<std::vector<policy::PolicyChange>> changes =
+        store_.ReplaceAll(*policies);
+    if (!changes.ok()) return changes.status();
+    for (const policy::PolicyChange& change : *changes) {
+      spdlog::info("{}", DescribeChange(change));
+    }
+    spdlog::info("loaded {} policies from {}", store_.size(),
+                 options_.policies_path);
+    initial_contents = *std::move(contents);
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
+                           &port_);
+  builder.RegisterService(&decision_service_);
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || port_ == 0) {
+    grpc_server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.listen,
+                     " (address in use or not available?)"));
+  }
+  SetServing(false);
+
+  if (!options_.policies_path.empty()) {
+    policy::FileWatcher::Options watcher_options;
+    watcher_options.interval = options_.policies_poll_interval;
+    watcher_ = std::make_unique<policy::FileWatcher>(
+        options_.policies_path, watcher_options,
+        [this](const std::string& contents) { OnPoliciesChanged(contents); },
+        [this](const std::string& error) {
+          spdlog::error("policies file {}: {}; keeping the previous policies",
+                        options_.policies_path, error);
+        });
+    watcher_->Start(initial_contents);
+  }
+  housekeeping_ = std::thread([this] { Housekeeping(); });
+
+  SetServing(true);
+  const std::string host =
+      options_.listen.substr(0, options_.listen.rfind(':'));
+  spdlog::info("serving DecisionService on {}:{}", host, port_);
+  return absl::OkStatus();
+}
+
+void Server::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&stopped_));
+}
+
+void Server::Shutdown(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      mu_.Await(absl::Condition(&stopped_));
+      return;
+    }
+    stopping_ = true;  // also wakes the housekeeping thread
+  }
+  if (grpc_server_ != nullptr) {
+    spdlog::info("shutting down: NOT_SERVING, draining in-flight RPCs for up "
+                 "to {}",
+                 absl::FormatDuration(absl::Ceil(
+                     std::max(deadline - absl::Now(), absl::ZeroDuration()),
+                     absl::Milliseconds(100))));
+    // Health reports NOT_SERVING from here on, so load balancers move away.
+    grpc_server_->GetHealthCheckService()->Shutdown();
+    grpc_server_->Shutdown(absl::ToChronoTime(deadline));
+  }
+  if (watcher_ != nullptr) watcher_->Stop();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+}
+
+void Server::OnPoliciesChanged(const std::string& contents) {
+  absl::StatusOr<std::vector<v1::Policy>> policies =
+      policy::ParsePolicies(contents, options_.policies_path);
+  absl::StatusOr<std::vector<policy::PolicyChange>> changes =
+      policies.ok() ? store_.ReplaceAll(*policies)
+                    : absl::StatusOr<std::vector<policy::PolicyChange>>(
+                          policies.status());
+  if (!changes.ok()) {
+    spdlog::error(
+        "policies file {} changed but was rejected; keeping the previous "
+        "policies: {}",
+        options_.policies_path, changes.status().ToString());
+    return;
+  }
+  if (changes->empty()) {
+    spdlog::info("policies file {} changed; no policy changed",
+                 options_.policies_path);
+    return;
+  }
+  for (const policy::PolicyChange& change : *changes) {
+    spdlog::info("reload: {}", DescribeChange(change));
+  }
+  spdlog::info("reloaded {}: {} policies in force", options_.policies_path,
+               store_.size());
+}
+
+void Server::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health =
+      grpc_server_->GetHealthCheckService();
+  health->SetServingStatus(serving);  // "" (the whole server)
+  health->SetServingStatus(kDecisionServiceName, serving);
+}
+
+void Server::Housekeeping() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                               options_.sweep_interval)) {
+        return;
+      }
+    }
+    engine_.Sweep();
+  }
+}
+
+void Server::LogConfiguration() const {
+  spdlog::info("sluiced configuration:");
+  spdlog::info("  listen               {} (DecisionService, health, reflection)",
+               options_.listen);
+  spdlog::info("  admin-listen         {} (not served: the admin API is not "
+               "built yet)",
+               options_.admin_listen);
+  spdlog::info("  metrics-listen       {} (not served: metrics are not built "
+               "yet)",
+               options_.metrics_listen);
+  spdlog::info("  policies             {} (checked every {})",
+               options_.policies_path.empty() ? "(none)"
+                                              : options_.policies_path,
+               absl::FormatDuration(options_.policies_poll_interval));
+  spdlog::info("  redis                {}", options_.redis.empty()
+                                                ? "(none: standalone)"
+                                                : options_.redis);
+  spdlog::info("  sync-interval        {} (cluster mode only)",
+               absl::FormatDuration(options_.sync_interval));
+  spdlog::info("  replica-id           {} (cluster mode only)",
+               options_.replica_id.empty() ? HostName() : options_.replica_id);
+  spdlog::info("  unknown-dependency   {}",
+               options_.unknown_dependency ==
+                       core::UnknownDependencyAction::kAllow
+                   ? "allow"
+                   : "reject");
+  spdlog::info("  sweep-interval       {}",
+               absl::FormatDuration(options_.sweep_interval));
+}
+
+absl::Status ValidateListenAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected HOST:PORT, got \"", address, "\""));
+  }
+  const absl::string_view host = absl::string_view(address).substr(0, colon);
+  if (host.find(':') != absl::string_view::npos &&
+      (host.front() != '[' || host.back() != ']')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPv6 hosts go in brackets ([::1]:50051), got \"", address, "\""));
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "port must be a number in [0, 65535], got \"", address, "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::app

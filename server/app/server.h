@@ -1,0 +1,105 @@
+#ifndef SLUICE_SERVER_APP_SERVER_H_
+#define SLUICE_SERVER_APP_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/core/engine.h"
+#include "server/core/events.h"
+#include "server/core/types.h"
+#include "server/policy/file_watcher.h"
+#include "server/policy/policy_store.h"
+#include "server/rpc/decision_service.h"
+
+namespace sluice::app {
+
+// Everything sluiced runs, wired together: the engine, the policy store and
+// its file watcher, the gRPC server (DecisionService, health, reflection) and
+// the housekeeping thread. BuildAndStart, Wait and Shutdown may be called
+// from different threads; Shutdown is idempotent.
+class Server {
+ public:
+  struct Options {
+    // DecisionService, health and reflection; port 0 picks a free port.
+    std::string listen = "127.0.0.1:50051";
+    // AdminService listener. Not served yet (its own issue); logged only.
+    std::string admin_listen = "127.0.0.1:50052";
+    // Prometheus /metrics listener. Not served yet (its own issue).
+    std::string metrics_listen = "127.0.0.1:9464";
+    // Policies file (YAML); "" starts with no policies. Watched for changes.
+    std::string policies_path;
+    // How often the policies file is checked for changes.
+    absl::Duration policies_poll_interval = absl::Seconds(1);
+    // Redis for cluster mode. Cluster mode is not built yet, so a non-empty
+    // value makes BuildAndStart fail.
+    std::string redis;
+    // Cluster sync tick (cluster mode only).
+    absl::Duration sync_interval = absl::Seconds(1);
+    // This replica's name in the cluster (cluster mode only).
+    std::string replica_id;
+    // Answer for a dependency without a policy.
+    core::UnknownDependencyAction unknown_dependency =
+        core::UnknownDependencyAction::kAllow;
+    // How often the engine expires overdue permits and moves breakers on.
+    absl::Duration sweep_interval = absl::Milliseconds(100);
+  };
+
+  explicit Server(Options options);
+  ~Server();  // Shuts down with an immediate deadline if still running.
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Loads the policies, starts serving and the background threads. Logs the
+  // effective configuration and "serving DecisionService on HOST:PORT".
+  // INVALID_ARGUMENT for a bad policies file, UNAVAILABLE when the address
+  // cannot be bound. Call once.
+  absl::Status BuildAndStart() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until Shutdown has completed.
+  void Wait();
+
+  // Reports NOT_SERVING, lets in-flight RPCs finish until `deadline` (then
+  // cancels them), and stops the watcher and housekeeping.
+  void Shutdown(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The port DecisionService listens on (useful with port 0); 0 before
+  // BuildAndStart.
+  int port() const { return port_; }
+
+ private:
+  class LoggingEventSink;
+
+  void OnPoliciesChanged(const std::string& contents);
+  void SetServing(bool serving);
+  void Housekeeping() ABSL_LOCKS_EXCLUDED(mu_);
+  void LogConfiguration() const;
+
+  const Options options_;
+  const std::unique_ptr<LoggingEventSink> sink_;
+  core::Engine engine_;
+  policy::PolicyStore store_;
+  rpc::DecisionServiceImpl decision_service_;
+  std::unique_ptr<policy::FileWatcher> watcher_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  int port_ = 0;
+  std::thread housekeeping_;
+
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// "host:port" with a port in [0, 65535]; IPv6 hosts in brackets.
+absl::Status ValidateListenAddress(const std::string& address);
+
+}  // namespace sluice::app
+
+#endif  // SLUICE_SERVER_APP_SERVER_H_

@@ -1,0 +1,203 @@
+#include "server/rpc/decision_convert.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/core/dependency.h"
+
+namespace sluice::rpc {
+namespace {
+
+// The core enums carry the proto numbers, so conversion is a static_cast;
+// these checks keep the two in step.
+static_assert(static_cast<int>(core::Verdict::kAllow) == v1::ALLOW);
+static_assert(static_cast<int>(core::Verdict::kReject) == v1::REJECT);
+static_assert(static_cast<int>(core::Verdict::kDegrade) == v1::DEGRADE);
+static_assert(static_cast<int>(core::Reason::kNone) == v1::REASON_UNSPECIFIED);
+static_assert(static_cast<int>(core::Reason::kRateLimited) == v1::RATE_LIMITED);
+static_assert(static_cast<int>(core::Reason::kConcurrencyLimited) ==
+              v1::CONCURRENCY_LIMITED);
+static_assert(static_cast<int>(core::Reason::kCircuitOpen) == v1::CIRCUIT_OPEN);
+static_assert(static_cast<int>(core::Reason::kProbeLimit) == v1::PROBE_LIMIT);
+static_assert(static_cast<int>(core::Reason::kUnknownDependency) ==
+              v1::UNKNOWN_DEPENDENCY);
+static_assert(static_cast<int>(core::Reason::kStoreUnavailable) ==
+              v1::STORE_UNAVAILABLE);
+static_assert(static_cast<int>(core::Reason::kAdaptiveThrottled) ==
+              v1::ADAPTIVE_THROTTLED);
+static_assert(static_cast<int>(core::Reason::kShadow) == v1::SHADOW);
+static_assert(core::kReasonCount == v1::Reason_ARRAYSIZE);
+static_assert(static_cast<int>(core::BreakerState::kClosed) == v1::CLOSED);
+static_assert(static_cast<int>(core::BreakerState::kOpen) == v1::OPEN);
+static_assert(static_cast<int>(core::BreakerState::kHalfOpen) == v1::HALF_OPEN);
+static_assert(static_cast<int>(core::BreakerState::kForcedOpen) ==
+              v1::FORCED_OPEN);
+static_assert(static_cast<int>(core::BreakerState::kForcedClosed) ==
+              v1::FORCED_CLOSED);
+static_assert(static_cast<int>(core::Outcome::kSuccess) == v1::SUCCESS);
+static_assert(static_cast<int>(core::Outcome::kFailure) == v1::FAILURE);
+static_assert(static_cast<int>(core::Outcome::kTimeout) == v1::TIMEOUT);
+static_assert(static_cast<int>(core::Outcome::kCancelled) == v1::CANCELLED);
+static_assert(static_cast<int>(core::FallbackStrategy::kNone) ==
+              v1::Fallback::NONE);
+static_assert(static_cast<int>(core::FallbackStrategy::kDefault) ==
+              v1::Fallback::DEFAULT);
+static_assert(static_cast<int>(core::FallbackStrategy::kStatic) ==
+              v1::Fallback::STATIC);
+static_assert(static_cast<int>(core::FallbackStrategy::kCache) ==
+              v1::Fallback::CACHE);
+static_assert(kMaxPermits == core::Dependency::kMaxPermits);
+
+// Range of google.protobuf.Duration (about +-10,000 years).
+constexpr int64_t kMaxDurationSeconds = 315576000000;
+constexpr int32_t kMaxDurationNanos = 999999999;
+
+void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
+  out->set_strategy(static_cast<v1::Fallback::Strategy>(config.strategy));
+  out->set_payload(config.payload);
+  out->set_content_type(config.content_type);
+  for (int r = 1; r < core::kReasonCount; ++r) {
+    if (config.on_mask & (1u << r)) out->add_on(static_cast<v1::Reason>(r));
+  }
+  if (config.cache_ttl > absl::ZeroDuration()) {
+    DurationToProto(config.cache_ttl, out->mutable_cache_ttl());
+  }
+  out->set_serve_on_failure(config.serve_on_failure);
+}
+
+absl::Status ValidateNames(absl::string_view dependency,
+                           absl::string_view key) {
+  if (dependency.empty()) {
+    return absl::InvalidArgumentError("dependency is required");
+  }
+  if (dependency.size() > kMaxDependencyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dependency must be at most ", kMaxDependencyBytes,
+                     " bytes, got ", dependency.size()));
+  }
+  if (key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
+  if (absl::Status s = ValidateNames(request.dependency(), request.key());
+      !s.ok()) {
+    return s;
+  }
+  if (request.permits() > kMaxPermits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "permits must be at most ", kMaxPermits, ", got ", request.permits()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReportArgs> ParseReportRequest(
+    const v1::ReportResultRequest& request) {
+  if (absl::Status s = ValidateNames(request.dependency(), request.key());
+      !s.ok()) {
+    return s;
+  }
+  ReportArgs args;
+  absl::StatusOr<uint64_t> permit_id = ParsePermitId(request.permit_id());
+  if (!permit_id.ok()) return permit_id.status();
+  args.permit_id = *permit_id;
+
+  const int outcome = request.outcome();
+  if (outcome == v1::OUTCOME_UNSPECIFIED || !v1::Outcome_IsValid(outcome)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "outcome must be SUCCESS, FAILURE, TIMEOUT or CANCELLED, got ",
+        outcome == v1::OUTCOME_UNSPECIFIED ? "OUTCOME_UNSPECIFIED"
+                                           : absl::StrCat(outcome)));
+  }
+  args.outcome = static_cast<core::Outcome>(outcome);
+
+  if (request.has_latency()) {
+    absl::StatusOr<absl::Duration> latency =
+        DurationFromProto(request.latency(), "latency");
+    if (!latency.ok()) return latency.status();
+    if (*latency < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "latency must not be negative, got ", absl::FormatDuration(*latency)));
+    }
+    args.latency = *latency;
+  }
+  return args;
+}
+
+v1::BreakerState BreakerStateToProto(core::BreakerState state) {
+  return static_cast<v1::BreakerState>(state);
+}
+
+void DecisionToProto(const core::Decision& decision,
+                     v1::AcquireResponse* response) {
+  response->set_verdict(static_cast<v1::Verdict>(decision.verdict));
+  response->set_reason(static_cast<v1::Reason>(decision.reason));
+  response->set_permit_id(FormatPermitId(decision.permit_id));
+  if (decision.call_timeout > absl::ZeroDuration()) {
+    DurationToProto(decision.call_timeout, response->mutable_call_timeout());
+  }
+  if (decision.retry_after > absl::ZeroDuration()) {
+    DurationToProto(decision.retry_after, response->mutable_retry_after());
+  }
+  if (const core::FallbackConfig* fallback = decision.fallback()) {
+    FallbackToProto(*fallback, response->mutable_fallback());
+  }
+  response->set_breaker_state(BreakerStateToProto(decision.breaker_state));
+  response->set_remaining(decision.remaining);
+  response->set_policy_version(decision.policy_version);
+  response->set_http_status(decision.http_status);
+}
+
+std::string FormatPermitId(uint64_t permit_id) {
+  return permit_id == 0 ? std::string() : absl::StrCat(permit_id);
+}
+
+absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
+  if (text.empty()) return 0;
+  bool digits = text.size() <= 20;
+  for (char c : text) digits = digits && absl::ascii_isdigit(c);
+  uint64_t id = 0;
+  if (!digits || !absl::SimpleAtoi(text, &id)) {
+    const size_t kShown = 40;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "permit_id must be the decimal id returned by Acquire, got \"",
+        text.substr(0, kShown), text.size() > kShown ? "...\"" : "\""));
+  }
+  return id;
+}
+
+absl::StatusOr<absl::Duration> DurationFromProto(
+    const google::protobuf::Duration& proto, absl::string_view field) {
+  const int64_t seconds = proto.seconds();
+  const int32_t nanos = proto.nanos();
+  if (seconds > kMaxDurationSeconds || seconds < -kMaxDurationSeconds ||
+      nanos > kMaxDurationNanos || nanos < -kMaxDurationNanos ||
+      (seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is not a valid google.protobuf.Duration (seconds ",
+                     seconds, ", nanos ", nanos, ")"));
+  }
+  return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+}
+
+void DurationToProto(absl::Duration duration, google::protobuf::Duration* out) {
+  const absl::Duration kMax =
+      absl::Seconds(kMaxDurationSeconds) + absl::Nanoseconds(kMaxDurationNanos);
+  if (duration > kMax) duration = kMax;
+  if (duration < -kMax) duration = -kMax;
+  absl::Duration rem;
+  const int64_t seconds = absl::IDivDuration(duration, absl::Seconds(1), &rem);
+  out->set_seconds(seconds);
+  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
+}
+
+}  // namespace sluice::rpc

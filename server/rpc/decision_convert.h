@@ -1,0 +1,59 @@
+#ifndef SLUICE_SERVER_RPC_DECISION_CONVERT_H_
+#define SLUICE_SERVER_RPC_DECISION_CONVERT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
+#include "server/core/decision.h"
+#include "server/core/types.h"
+#include "sluice/v1/decision.pb.h"
+
+// Request validation and core <-> proto conversion for DecisionService. Pure
+// functions; safe for concurrent use.
+
+namespace sluice::rpc {
+
+// Request limits enforced at the edge.
+inline constexpr size_t kMaxDependencyBytes = 256;
+inline constexpr size_t kMaxKeyBytes = 1024;
+inline constexpr uint32_t kMaxPermits = 1000000;
+
+// INVALID_ARGUMENT naming the field and the rule when `request` breaks one.
+absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request);
+
+// A ReportResultRequest checked and converted for Engine::Report.
+struct ReportArgs {
+  uint64_t permit_id = 0;  // 0: none given
+  core::Outcome outcome = core::Outcome::kSuccess;
+  absl::Duration latency = absl::ZeroDuration();
+};
+absl::StatusOr<ReportArgs> ParseReportRequest(
+    const v1::ReportResultRequest& request);
+
+// Fills `response` from `decision`, including the fallback on DEGRADE.
+void DecisionToProto(const core::Decision& decision,
+                     v1::AcquireResponse* response);
+
+v1::BreakerState BreakerStateToProto(core::BreakerState state);
+
+// permit_id on the wire: the core's id in decimal, "" for 0.
+std::string FormatPermitId(uint64_t permit_id);
+// Inverse of FormatPermitId; "" is 0. INVALID_ARGUMENT for anything that is
+// not 1-20 decimal digits fitting in a uint64.
+absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text);
+
+// Durations. FromProto rejects values outside the range documented for
+// google.protobuf.Duration and mixed-sign seconds/nanos; `field` names the
+// field in the error. ToProto clamps infinite durations to that range.
+absl::StatusOr<absl::Duration> DurationFromProto(
+    const google::protobuf::Duration& proto, absl::string_view field);
+void DurationToProto(absl::Duration duration, google::protobuf::Duration* out);
+
+}  // namespace sluice::rpc
+
+#endif  // SLUICE_SERVER_RPC_DECISION_CONVERT_H_

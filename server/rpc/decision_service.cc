@@ -1,0 +1,49 @@
+#include "server/rpc/decision_service.h"
+
+#include "absl/status/statusor.h"
+#include "server/rpc/decision_convert.h"
+#include "server/rpc/status_convert.h"
+
+namespace sluice::rpc {
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+DecisionServiceImpl::DecisionServiceImpl(core::Engine* engine)
+    : engine_(engine) {}
+
+grpc::ServerUnaryReactor* DecisionServiceImpl::Acquire(
+    grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
+    v1::AcquireResponse* response) {
+  if (absl::Status s = ValidateAcquireRequest(*request); !s.ok()) {
+    return Finish(context, s);
+  }
+  absl::StatusOr<core::Decision> decision =
+      engine_->Acquire(request->dependency(), request->key(),
+                       request->permits());
+  if (!decision.ok()) return Finish(context, decision.status());
+  DecisionToProto(*decision, response);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
+    grpc::CallbackServerContext* context,
+    const v1::ReportResultRequest* request,
+    v1::ReportResultResponse* response) {
+  absl::StatusOr<ReportArgs> args = ParseReportRequest(*request);
+  if (!args.ok()) return Finish(context, args.status());
+  const core::BreakerState state =
+      engine_->Report(request->dependency(), request->key(), args->permit_id,
+                      args->outcome, args->latency);
+  response->set_breaker_state(BreakerStateToProto(state));
+  return Finish(context, absl::OkStatus());
+}
+
+}  // namespace sluice::rpc

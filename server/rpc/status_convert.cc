@@ -1,0 +1,36 @@
+#include "server/rpc/status_convert.h"
+
+#include <string>
+
+namespace sluice::rpc {
+
+// absl and gRPC both use the canonical google.rpc.Code numbering.
+static_assert(static_cast<int>(absl::StatusCode::kOk) == grpc::StatusCode::OK);
+static_assert(static_cast<int>(absl::StatusCode::kCancelled) ==
+              grpc::StatusCode::CANCELLED);
+static_assert(static_cast<int>(absl::StatusCode::kInvalidArgument) ==
+              grpc::StatusCode::INVALID_ARGUMENT);
+static_assert(static_cast<int>(absl::StatusCode::kNotFound) ==
+              grpc::StatusCode::NOT_FOUND);
+static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
+              grpc::StatusCode::FAILED_PRECONDITION);
+static_assert(static_cast<int>(absl::StatusCode::kAborted) ==
+              grpc::StatusCode::ABORTED);
+static_assert(static_cast<int>(absl::StatusCode::kUnavailable) ==
+              grpc::StatusCode::UNAVAILABLE);
+static_assert(static_cast<int>(absl::StatusCode::kUnauthenticated) ==
+              grpc::StatusCode::UNAUTHENTICATED);
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  const int code = static_cast<int>(status.code());
+  // absl reserves no codes above 16 today; anything unexpected is UNKNOWN
+  // rather than a value gRPC clients cannot interpret.
+  const grpc::StatusCode grpc_code =
+      code >= grpc::StatusCode::OK && code <= grpc::StatusCode::UNAUTHENTICATED
+          ? static_cast<grpc::StatusCode>(code)
+          : grpc::StatusCode::UNKNOWN;
+  return grpc::Status(grpc_code, std::string(status.message()));
+}
+
+}  // namespace sluice::rpc
