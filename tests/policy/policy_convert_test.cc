@@ -1,0 +1,351 @@
+#include "server/policy/policy_convert.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice::policy {
+namespace {
+
+v1::Policy Parse(const std::string& text) {
+  v1::Policy p;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
+  return p;
+}
+
+TEST(ToConfigTest, MinimalPolicyGetsDefaults) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(name: "inventory")"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "inventory");
+  EXPECT_EQ(c->call_timeout, absl::Seconds(1));
+  EXPECT_FALSE(c->rate_limit.has_value());
+  EXPECT_FALSE(c->concurrency.has_value());
+  EXPECT_FALSE(c->breaker.has_value());
+  EXPECT_EQ(c->fallback.strategy, core::FallbackStrategy::kNone);
+  EXPECT_EQ(c->fallback.on_mask, 0u);
+  EXPECT_EQ(c->on_store_failure, core::StoreFailureMode::kFailOpen);
+  EXPECT_FALSE(c->shadow);
+  EXPECT_FALSE(c->per_key);
+  EXPECT_EQ(c->max_keys, 100000u);
+}
+
+TEST(ToConfigTest, RateLimitDefaults) {
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(R"(name: "a" rate_limit { rate: 50 })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->rate_limit.has_value());
+  EXPECT_EQ(c->rate_limit->algorithm, core::RateAlgorithm::kTokenBucket);
+  EXPECT_EQ(c->rate_limit->rate, 50);
+  EXPECT_EQ(c->rate_limit->per, absl::Seconds(1));
+  EXPECT_EQ(c->rate_limit->burst, 50);  // burst 0 means rate
+  EXPECT_EQ(c->rate_limit->buckets, 10);
+  EXPECT_EQ(c->rate_limit->scope, core::Scope::kLocal);
+}
+
+TEST(ToConfigTest, BreakerDefaults) {
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(R"(name: "a" breaker { consecutive_failures: 5 })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->breaker.has_value());
+  const core::BreakerConfig& b = *c->breaker;
+  EXPECT_EQ(b.consecutive_failures, 5u);
+  EXPECT_EQ(b.failure_rate_threshold, 0);
+  EXPECT_FALSE(b.slow_rule_enabled());
+  EXPECT_EQ(b.window, absl::Seconds(10));
+  EXPECT_EQ(b.minimum_calls, 20u);
+  EXPECT_EQ(b.open_duration, absl::Seconds(15));
+  EXPECT_EQ(b.max_open_duration, absl::Seconds(300));
+  EXPECT_EQ(b.half_open_probes, 1u);
+  EXPECT_EQ(b.successes_to_close, 1u);
+  EXPECT_EQ(b.buckets, 10);
+}
+
+TEST(ToConfigTest, EverySettingIsMapped) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+    name: "full.set_1-x"
+    call_timeout { seconds: 2 nanos: 500000000 }
+    rate_limit { algorithm: SLIDING_WINDOW rate: 600 per { seconds: 60 }
+                 scope: CLUSTER buckets: 60 }
+    concurrency { max_in_flight: 7 scope: CLUSTER }
+    breaker { failure_rate_threshold: 1 slow_call_duration { seconds: 1 }
+              slow_call_rate_threshold: 0.8 window { seconds: 30 }
+              minimum_calls: 5 open_duration { seconds: 20 }
+              max_open_duration { seconds: 20 } half_open_probes: 1
+              successes_to_close: 4 }
+    fallback { strategy: CACHE payload: "{}" content_type: "application/json"
+               on: [RATE_LIMITED, CIRCUIT_OPEN] cache_ttl { seconds: 30 }
+               serve_on_failure: true }
+    on_store_failure: FAIL_CLOSED
+    shadow: true per_key: true max_keys: 10000000 version: 42
+    description: "d"
+  )"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->call_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(c->rate_limit->algorithm, core::RateAlgorithm::kSlidingWindow);
+  EXPECT_EQ(c->rate_limit->per, absl::Minutes(1));
+  EXPECT_EQ(c->rate_limit->scope, core::Scope::kCluster);
+  EXPECT_EQ(c->rate_limit->buckets, 60);
+  EXPECT_EQ(c->concurrency->max_in_flight, 7u);
+  EXPECT_EQ(c->concurrency->scope, core::Scope::kCluster);
+  EXPECT_EQ(c->breaker->failure_rate_threshold, 1);
+  EXPECT_TRUE(c->breaker->slow_rule_enabled());
+  EXPECT_EQ(c->breaker->window, absl::Seconds(30));
+  EXPECT_EQ(c->breaker->minimum_calls, 5u);
+  // Probes run one after another, so more successes than probes is fine.
+  EXPECT_EQ(c->breaker->successes_to_close, 4u);
+  EXPECT_EQ(c->fallback.strategy, core::FallbackStrategy::kCache);
+  EXPECT_EQ(c->fallback.on_mask, (1u << 1) | (1u << 3));
+  EXPECT_EQ(c->fallback.cache_ttl, absl::Seconds(30));
+  EXPECT_TRUE(c->fallback.serve_on_failure);
+  EXPECT_EQ(c->fallback.content_type, "application/json");
+  EXPECT_EQ(c->on_store_failure, core::StoreFailureMode::kFailClosed);
+  EXPECT_TRUE(c->shadow);
+  EXPECT_TRUE(c->per_key);
+  EXPECT_EQ(c->max_keys, 10000000u);
+  EXPECT_EQ(c->version, 42u);
+  EXPECT_EQ(c->description, "d");
+}
+
+TEST(ToConfigTest, OtherEnumValues) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+    name: "a" rate_limit { algorithm: TOKEN_BUCKET rate: 1 scope: LOCAL }
+    fallback { strategy: STATIC payload: "x" on: [CONCURRENCY_LIMITED,
+               PROBE_LIMIT, STORE_UNAVAILABLE] }
+    on_store_failure: LOCAL)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rate_limit->algorithm, core::RateAlgorithm::kTokenBucket);
+  EXPECT_EQ(c->fallback.strategy, core::FallbackStrategy::kStatic);
+  EXPECT_EQ(c->fallback.on_mask, (1u << 2) | (1u << 4) | (1u << 6));
+  EXPECT_EQ(c->on_store_failure, core::StoreFailureMode::kLocal);
+
+  c = ToConfig(Parse(R"(name: "a" fallback { strategy: DEFAULT }
+                        on_store_failure: FAIL_OPEN)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fallback.strategy, core::FallbackStrategy::kDefault);
+  EXPECT_EQ(c->on_store_failure, core::StoreFailureMode::kFailOpen);
+
+  c = ToConfig(Parse(R"(name: "a" fallback { strategy: NONE })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fallback.strategy, core::FallbackStrategy::kNone);
+}
+
+TEST(ToConfigTest, SlidingWindowBoundariesAccepted) {
+  // per / buckets exactly 1ms, rate exactly 1.
+  EXPECT_TRUE(ToConfig(Parse(R"(name: "a" rate_limit {
+      algorithm: SLIDING_WINDOW rate: 1 per { nanos: 10000000 } })"))
+                  .ok());
+  // A fractional token bucket rate is fine once the burst holds a token.
+  EXPECT_TRUE(
+      ToConfig(Parse(R"(name: "a" rate_limit { rate: 0.5 burst: 1 })")).ok());
+  EXPECT_TRUE(ToConfig(Parse(absl::StrCat("name: \"", std::string(256, 'n'),
+                                          "\"")))
+                  .ok());
+}
+
+struct BadCase {
+  const char* text;
+  const char* message;
+};
+
+class ToConfigErrorTest : public testing::TestWithParam<BadCase> {};
+
+TEST_P(ToConfigErrorTest, NamesPolicyFieldRuleAndValue) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(GetParam().text));
+  ASSERT_FALSE(c.ok()) << GetParam().text;
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, ToConfigErrorTest,
+    testing::Values(
+        BadCase{R"(name: "")", R"(policy "": name is required)"},
+        BadCase{R"(name: "a b")",
+                R"(policy "a b": name must match [A-Za-z0-9._-]+, got "a b")"},
+        BadCase{R"(name: "a/b")",
+                R"(policy "a/b": name must match [A-Za-z0-9._-]+, got "a/b")"},
+        BadCase{R"(name: "a" call_timeout {})",
+                R"(policy "a": call_timeout must be > 0, got 0)"},
+        BadCase{R"(name: "a" call_timeout { seconds: -1 })",
+                R"(policy "a": call_timeout must be > 0, got -1s)"},
+        BadCase{R"(name: "a" call_timeout { seconds: 1 nanos: -5 })",
+                R"(policy "a": call_timeout must be a valid duration, got {seconds: 1, nanos: -5})"},
+        BadCase{R"(name: "a" rate_limit {})",
+                R"(policy "a": rate_limit.rate must be > 0 and finite, got 0)"},
+        BadCase{R"(name: "a" rate_limit { rate: -3 })",
+                R"(policy "a": rate_limit.rate must be > 0 and finite, got -3)"},
+        BadCase{R"(name: "a" rate_limit { rate: inf })",
+                R"(policy "a": rate_limit.rate must be > 0 and finite, got inf)"},
+        BadCase{R"(name: "a" rate_limit { rate: nan })",
+                R"(policy "a": rate_limit.rate must be > 0 and finite, got nan)"},
+        BadCase{R"(name: "a" rate_limit { rate: 1 per {} })",
+                R"(policy "a": rate_limit.per must be > 0, got 0)"},
+        BadCase{R"(name: "a" rate_limit { rate: 1 burst: -1 })",
+                R"(policy "a": rate_limit.burst must be >= 0 and finite, got -1)"},
+        BadCase{R"(name: "a" rate_limit { rate: 5 burst: 0.5 })",
+                R"(policy "a": rate_limit.burst must be >= 1 for TOKEN_BUCKET (it defaults to rate), got 0.5)"},
+        BadCase{R"(name: "a" rate_limit { rate: 0.25 })",
+                R"(policy "a": rate_limit.burst must be >= 1 for TOKEN_BUCKET (it defaults to rate), got 0.25)"},
+        BadCase{R"(name: "a" rate_limit { rate: 1 buckets: 1001 })",
+                R"(policy "a": rate_limit.buckets must be at most 1000, got 1001)"},
+        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 0.5 })",
+                R"(policy "a": rate_limit.rate must be a whole number >= 1 for SLIDING_WINDOW, got 0.5)"},
+        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 2.5 })",
+                R"(policy "a": rate_limit.rate must be a whole number >= 1 for SLIDING_WINDOW, got 2.5)"},
+        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 1e16 })",
+                R"(policy "a": rate_limit.rate must be at most 1e+15 for SLIDING_WINDOW, got 1e+16)"},
+        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 5
+                     per { nanos: 5000000 } })",
+                R"(policy "a": rate_limit.per divided by rate_limit.buckets (10) must be >= 1ms for SLIDING_WINDOW, got 5ms)"},
+        BadCase{R"(name: "a" rate_limit { rate: 1 algorithm: 7 })",
+                R"(policy "a": rate_limit.algorithm must be TOKEN_BUCKET or SLIDING_WINDOW, got 7)"},
+        BadCase{R"(name: "a" rate_limit { rate: 1 scope: 9 })",
+                R"(policy "a": rate_limit.scope must be LOCAL or CLUSTER, got 9)"},
+        BadCase{R"(name: "a" concurrency {})",
+                R"(policy "a": concurrency.max_in_flight must be >= 1, got 0)"},
+        BadCase{R"(name: "a" concurrency { max_in_flight: 1 scope: 5 })",
+                R"(policy "a": concurrency.scope must be LOCAL or CLUSTER, got 5)"},
+        BadCase{R"(name: "a" breaker { window { seconds: 5 } })",
+                R"(policy "a": breaker needs at least one rule (consecutive_failures, failure_rate_threshold or slow_call_rate_threshold))"},
+        BadCase{R"(name: "inventory" breaker { failure_rate_threshold: 1.5 })",
+                R"(policy "inventory": breaker.failure_rate_threshold must be in (0, 1], got 1.5)"},
+        BadCase{R"(name: "a" breaker { failure_rate_threshold: -0.1 })",
+                R"(policy "a": breaker.failure_rate_threshold must be in (0, 1], got -0.1)"},
+        BadCase{R"(name: "a" breaker { failure_rate_threshold: nan })",
+                R"(policy "a": breaker.failure_rate_threshold must be in (0, 1], got nan)"},
+        BadCase{R"(name: "a" breaker { slow_call_rate_threshold: 2
+                     slow_call_duration { seconds: 1 } })",
+                R"(policy "a": breaker.slow_call_rate_threshold must be in (0, 1], got 2)"},
+        BadCase{R"(name: "a" breaker { slow_call_rate_threshold: 0.5 })",
+                R"(policy "a": breaker.slow_call_rate_threshold requires breaker.slow_call_duration, got 0.5)"},
+        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+                     slow_call_duration { seconds: 1 } })",
+                R"(policy "a": breaker.slow_call_duration requires breaker.slow_call_rate_threshold, got 1s)"},
+        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+                     slow_call_duration { seconds: -1 } })",
+                R"(policy "a": breaker.slow_call_duration must be >= 0, got -1s)"},
+        BadCase{R"(name: "a" breaker { consecutive_failures: 1 window {} })",
+                R"(policy "a": breaker.window must be > 0, got 0)"},
+        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+                     window { nanos: 5000000 } })",
+                R"(policy "a": breaker.window must be at least 10ms (10 buckets of >= 1ms), got 5ms)"},
+        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+                     open_duration { seconds: -1 } })",
+                R"(policy "a": breaker.open_duration must be > 0, got -1s)"},
+        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+                     max_open_duration {} })",
+                R"(policy "a": breaker.max_open_duration must be > 0, got 0)"},
+        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+                     max_open_duration { seconds: 10 } })",
+                R"(policy "a": breaker.max_open_duration must be >= breaker.open_duration (15s), got 10s)"},
+        BadCase{R"(name: "a" fallback {})",
+                R"(policy "a": fallback.strategy must be set to NONE, DEFAULT, STATIC or CACHE)"},
+        BadCase{R"(name: "a" fallback { strategy: 9 })",
+                R"(policy "a": fallback.strategy must be NONE, DEFAULT, STATIC or CACHE, got 9)"},
+        BadCase{R"(name: "a" fallback { strategy: STATIC })",
+                R"(policy "a": fallback.payload is required for STATIC)"},
+        BadCase{R"(name: "a" fallback { strategy: NONE payload: "abc" })",
+                R"(policy "a": fallback.payload is only used by STATIC and CACHE, got 3 bytes)"},
+        BadCase{R"(name: "a" fallback { strategy: DEFAULT
+                     on: [RATE_LIMITED, SHADOW] })",
+                R"(policy "a": fallback.on[1] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got SHADOW)"},
+        BadCase{R"(name: "a" fallback { strategy: DEFAULT
+                     on: [UNKNOWN_DEPENDENCY] })",
+                R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got UNKNOWN_DEPENDENCY)"},
+        BadCase{R"(name: "a" fallback { strategy: DEFAULT
+                     on: [REASON_UNSPECIFIED] })",
+                R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got REASON_UNSPECIFIED)"},
+        BadCase{R"(name: "a" fallback { strategy: STATIC payload: "x"
+                     cache_ttl { seconds: 5 } })",
+                R"(policy "a": fallback.cache_ttl is only used by CACHE, got 5s)"},
+        BadCase{R"(name: "a" fallback { strategy: CACHE })",
+                R"(policy "a": fallback.cache_ttl is required for CACHE)"},
+        BadCase{R"(name: "a" fallback { strategy: CACHE cache_ttl {} })",
+                R"(policy "a": fallback.cache_ttl must be > 0, got 0)"},
+        BadCase{R"(name: "a" on_store_failure: 9)",
+                R"(policy "a": on_store_failure must be FAIL_OPEN, LOCAL or FAIL_CLOSED, got 9)"},
+        BadCase{R"(name: "a" max_keys: 10000001)",
+                R"(policy "a": max_keys must be at most 10000000, got 10000001)"}));
+
+TEST(ToConfigTest, NameLongerThan256BytesIsRejected) {
+  const std::string name(257, 'n');
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(absl::StrCat("name: \"", name, "\"")));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            absl::StrCat("policy \"", std::string(64, 'n'),
+                         "\"...: name must be at most 256 bytes, got 257 bytes"));
+}
+
+TEST(ToConfigTest, PayloadOver64KiBIsRejected) {
+  v1::Policy p = Parse(R"(name: "a" fallback { strategy: STATIC })");
+  p.mutable_fallback()->set_payload(std::string(64 * 1024, 'x'));
+  EXPECT_TRUE(ToConfig(p).ok());
+  p.mutable_fallback()->set_payload(std::string(64 * 1024 + 1, 'x'));
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "policy \"a\": fallback.payload must be at most 65536 bytes, got "
+            "65537 bytes");
+}
+
+TEST(FromConfigTest, WritesEveryDefaultAndRoundTrips) {
+  const v1::Policy in = Parse(R"(
+    name: "a" version: 3
+    rate_limit { rate: 10 }
+    breaker { consecutive_failures: 2 }
+    fallback { strategy: STATIC payload: "p" on: [CIRCUIT_OPEN] })");
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(in);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const v1::Policy out = FromConfig(*c);
+  EXPECT_EQ(out.version(), 3u);
+  EXPECT_EQ(out.call_timeout().seconds(), 1);
+  EXPECT_EQ(out.rate_limit().algorithm(), v1::RateLimit::TOKEN_BUCKET);
+  EXPECT_EQ(out.rate_limit().per().seconds(), 1);
+  EXPECT_EQ(out.rate_limit().burst(), 10);
+  EXPECT_EQ(out.rate_limit().buckets(), 10u);
+  EXPECT_EQ(out.rate_limit().scope(), v1::LOCAL);
+  EXPECT_EQ(out.breaker().window().seconds(), 10);
+  EXPECT_EQ(out.breaker().minimum_calls(), 20u);
+  EXPECT_EQ(out.breaker().open_duration().seconds(), 15);
+  EXPECT_EQ(out.breaker().max_open_duration().seconds(), 300);
+  EXPECT_EQ(out.breaker().half_open_probes(), 1u);
+  EXPECT_EQ(out.breaker().successes_to_close(), 1u);
+  EXPECT_FALSE(out.breaker().has_slow_call_duration());
+  EXPECT_FALSE(out.has_concurrency());
+  ASSERT_EQ(out.fallback().on_size(), 1);
+  EXPECT_EQ(out.fallback().on(0), v1::CIRCUIT_OPEN);
+  EXPECT_EQ(out.on_store_failure(), v1::Policy::FAIL_OPEN);
+  EXPECT_EQ(out.max_keys(), 100000u);
+
+  // The written-out form means the same policy.
+  absl::StatusOr<core::PolicyConfig> again = ToConfig(out);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      FromConfig(*again), out));
+}
+
+TEST(FromConfigTest, NoFallbackBecomesExplicitNone) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(name: "a")"));
+  ASSERT_TRUE(c.ok());
+  const v1::Policy out = FromConfig(*c);
+  EXPECT_EQ(out.fallback().strategy(), v1::Fallback::NONE);
+  EXPECT_TRUE(ToConfig(out).ok());
+}
+
+TEST(FromConfigTest, SubSecondDurations) {
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(R"(name: "a" call_timeout { nanos: 250000000 })"));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->call_timeout, absl::Milliseconds(250));
+  const v1::Policy out = FromConfig(*c);
+  EXPECT_EQ(out.call_timeout().seconds(), 0);
+  EXPECT_EQ(out.call_timeout().nanos(), 250000000);
+}
+
+}  // namespace
+}  // namespace sluice::policy
