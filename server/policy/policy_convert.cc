@@ -165,8 +165,8 @@ absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
                       absl::StrCat("must be at most ", kMaxBuckets),
                       absl::StrCat(in.buckets()));
   }
-  out->buckets = static_cast<int>(in.buckets() == 0 ? kDefaultBuckets
-                                                    : in.buckets());
+  out->buckets =
+      static_cast<int>(in.buckets() == 0 ? kDefaultBuckets : in.buckets());
 
   absl::StatusOr<core::Scope> scope =
       ToScope(errors, "rate_limit.scope", in.scope());
@@ -246,11 +246,11 @@ absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
                                           absl::Seconds(10), &out->window));
   out->buckets = static_cast<int>(kDefaultBuckets);
   if (out->window / out->buckets < kMinBucketWidth) {
-    return errors.Bad("breaker.window",
-                      absl::StrCat("must be at least ",
-                                   Dur(kMinBucketWidth * out->buckets),
-                                   " (", out->buckets, " buckets of >= 1ms)"),
-                      Dur(out->window));
+    return errors.Bad(
+        "breaker.window",
+        absl::StrCat("must be at least ", Dur(kMinBucketWidth * out->buckets),
+                     " (", out->buckets, " buckets of >= 1ms)"),
+        Dur(out->window));
   }
   out->minimum_calls = in.minimum_calls() == 0 ? 20 : in.minimum_calls();
 
@@ -352,10 +352,9 @@ absl::Status ConvertFallback(const Errors& errors, const v1::Fallback& in,
     if (!in.has_cache_ttl()) {
       return errors.Bad("fallback.cache_ttl", "is required for CACHE");
     }
-    SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "fallback.cache_ttl", true,
-                                            in.cache_ttl(),
-                                            absl::ZeroDuration(),
-                                            &out->cache_ttl));
+    SLUICE_RETURN_IF_ERROR(
+        PositiveDuration(errors, "fallback.cache_ttl", true, in.cache_ttl(),
+                         absl::ZeroDuration(), &out->cache_ttl));
   } else if (in.has_cache_ttl()) {
     absl::Duration ttl;
     SLUICE_RETURN_IF_ERROR(
@@ -377,9 +376,9 @@ absl::Status ValidateName(const Errors& errors, const std::string& name) {
   }
   for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                    c == '-';
-    if (!ok) return errors.Bad("name", "must match [A-Za-z0-9._-]+", Quote(name));
+                    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok)
+      return errors.Bad("name", "must match [A-Za-z0-9._-]+", Quote(name));
   }
   return absl::OkStatus();
 }
@@ -398,7 +397,8 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
 
   if (policy.has_rate_limit()) {
     core::RateLimitConfig rate;
-    SLUICE_RETURN_IF_ERROR(ConvertRateLimit(errors, policy.rate_limit(), &rate));
+    SLUICE_RETURN_IF_ERROR(
+        ConvertRateLimit(errors, policy.rate_limit(), &rate));
     config.rate_limit = rate;
   }
   if (policy.has_concurrency()) {
@@ -436,9 +436,9 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
       config.on_store_failure = core::StoreFailureMode::kFailClosed;
       break;
     default:
-      return errors.Bad("on_store_failure",
-                        "must be FAIL_OPEN, LOCAL or FAIL_CLOSED",
-                        absl::StrCat(static_cast<int>(policy.on_store_failure())));
+      return errors.Bad(
+          "on_store_failure", "must be FAIL_OPEN, LOCAL or FAIL_CLOSED",
+          absl::StrCat(static_cast<int>(policy.on_store_failure())));
   }
 
   config.shadow = policy.shadow();

@@ -150,8 +150,8 @@ class PolicyConverter {
   absl::Status Message(const YAML::Node& node, const Descriptor* desc,
                        const std::string& path, std::string* out) {
     if (!node.IsMap()) {
-      return Error(node, path, absl::StrCat("must be a mapping, got ",
-                                            NodeKind(node)));
+      return Error(node, path,
+                   absl::StrCat("must be a mapping, got ", NodeKind(node)));
     }
     out->push_back('{');
     std::set<const FieldDescriptor*> seen;
@@ -171,9 +171,9 @@ class PolicyConverter {
       const std::string field_path =
           path.empty() ? name : absl::StrCat(path, ".", name);
       if (field == nullptr) {
-        return Error(key, path,
-                     absl::StrCat("unknown field \"", name, "\" in ",
-                                  desc->name()));
+        return Error(
+            key, path,
+            absl::StrCat("unknown field \"", name, "\" in ", desc->name()));
       }
       if (!seen.insert(field).second) {
         return Error(key, field_path, "is set twice");
@@ -228,9 +228,9 @@ class PolicyConverter {
       return Message(node, field->message_type(), path, out);
     }
     if (!node.IsScalar()) {
-      return Error(node, path,
-                   absl::StrCat("must be a single value, got ",
-                                NodeKind(node)));
+      return Error(
+          node, path,
+          absl::StrCat("must be a single value, got ", NodeKind(node)));
     }
     const std::string& text = node.Scalar();
     switch (field->cpp_type()) {
@@ -243,17 +243,17 @@ class PolicyConverter {
         } else if (text == "false" || text == "False" || text == "FALSE") {
           out->append("false");
         } else {
-          return Error(node, path,
-                       absl::StrCat("must be true or false, got \"", text,
-                                    "\""));
+          return Error(
+              node, path,
+              absl::StrCat("must be true or false, got \"", text, "\""));
         }
         return absl::OkStatus();
       case FieldDescriptor::CPPTYPE_ENUM: {
         const EnumDescriptor* e = field->enum_type();
         if (e->FindValueByName(text) == nullptr) {
-          return Error(node, path,
-                       absl::StrCat("\"", text, "\" is not one of ",
-                                    EnumNames(e)));
+          return Error(
+              node, path,
+              absl::StrCat("\"", text, "\" is not one of ", EnumNames(e)));
         }
         AppendJsonString(text, out);
         return absl::OkStatus();
@@ -306,10 +306,10 @@ class PolicyConverter {
       uint64_t v = 0;
       if (!absl::SimpleAtoi(text, &v) ||
           (is_32 && v > std::numeric_limits<uint32_t>::max())) {
-        return Error(node, path,
-                     absl::StrCat("must be ", want,
-                                  is_32 ? " that fits 32 bits" : "",
-                                  ", got \"", text, "\""));
+        return Error(
+            node, path,
+            absl::StrCat("must be ", want, is_32 ? " that fits 32 bits" : "",
+                         ", got \"", text, "\""));
       }
       absl::StrAppend(out, v);
     } else {
@@ -336,14 +336,12 @@ class PolicyConverter {
       return Error(node, path,
                    absl::StrCat("must be a duration such as \"15s\" or "
                                 "\"250ms\", got ",
-                                node.IsScalar()
-                                    ? absl::StrCat("\"", text, "\"")
-                                    : NodeKind(node)));
+                                node.IsScalar() ? absl::StrCat("\"", text, "\"")
+                                                : NodeKind(node)));
     }
     if (absl::AbsDuration(d) > absl::Hours(24 * 365 * 100)) {
       return Error(node, path,
-                   absl::StrCat("must be under 100 years, got \"", text,
-                                "\""));
+                   absl::StrCat("must be under 100 years, got \"", text, "\""));
     }
     AppendJsonString(ProtoJsonDuration(d), out);
     return absl::OkStatus();
@@ -368,18 +366,17 @@ absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
   YAML::Node list;
   for (const auto& kv : root) {
     if (!kv.first.IsScalar() || kv.first.Scalar() != "policies") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          at(kv.first), ": unknown top-level key \"",
-          kv.first.IsScalar() ? kv.first.Scalar() : "?",
-          "\" (only `policies` is allowed)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(at(kv.first), ": unknown top-level key \"",
+                       kv.first.IsScalar() ? kv.first.Scalar() : "?",
+                       "\" (only `policies` is allowed)"));
     }
     list = kv.second;
   }
   if (!list || list.IsNull()) return policies;
   if (!list.IsSequence()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(at(list), ": policies must be a list, got ",
-                     NodeKind(list)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        at(list), ": policies must be a list, got ", NodeKind(list)));
   }
 
   std::map<std::string, int> first_line;  // name -> 1-based line
@@ -399,10 +396,9 @@ absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
     const int line = name.Mark().line + 1;
     auto [it, inserted] = first_line.emplace(name.Scalar(), line);
     if (!inserted) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at(name), ": ", label,
-                       ": duplicate name (first defined at line ", it->second,
-                       ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          at(name), ": ", label, ": duplicate name (first defined at line ",
+          it->second, ")"));
     }
 
     PolicyConverter converter(source, label);
@@ -442,8 +438,7 @@ void EmitNode(const YAML::Node& node, YAML::Emitter* out) {
     case YAML::NodeType::Scalar: {
       const std::string& s = node.Scalar();
       // Plain "null", "~" or "" would read back as empty.
-      if (s.empty() || s == "null" || s == "~" || s == "Null" ||
-          s == "NULL") {
+      if (s.empty() || s == "null" || s == "~" || s == "Null" || s == "NULL") {
         *out << YAML::DoubleQuoted << s;
       } else {
         *out << s;
@@ -469,11 +464,10 @@ absl::StatusOr<std::vector<v1::Policy>> ParsePolicies(
     }
     return ParseDocument(docs[0], source);
   } catch (const YAML::Exception& e) {
-    const std::string where =
-        e.mark.is_null()
-            ? std::string(source)
-            : absl::StrCat(source, ":", e.mark.line + 1, ":",
-                           e.mark.column + 1);
+    const std::string where = e.mark.is_null()
+                                  ? std::string(source)
+                                  : absl::StrCat(source, ":", e.mark.line + 1,
+                                                 ":", e.mark.column + 1);
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": YAML syntax error: ", e.msg));
   } catch (const std::exception& e) {
@@ -508,8 +502,8 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
       if (n == 0) break;
       contents.append(buf, static_cast<size_t>(n));
       if (contents.size() > kMaxFileBytes) {
-        status = absl::FailedPreconditionError(absl::StrCat(
-            path, " is larger than ", kMaxFileBytes, " bytes"));
+        status = absl::FailedPreconditionError(
+            absl::StrCat(path, " is larger than ", kMaxFileBytes, " bytes"));
         break;
       }
     }
@@ -538,8 +532,7 @@ std::string PoliciesToYaml(const std::vector<v1::Policy>& policies) {
     for (const v1::Policy& policy : policies) {
       std::string json;
       // Cannot fail for a generated message without Any fields.
-      (void)google::protobuf::util::MessageToJsonString(policy, &json,
-                                                        options);
+      (void)google::protobuf::util::MessageToJsonString(policy, &json, options);
       try {
         EmitNode(YAML::Load(json), &out);
       } catch (const YAML::Exception&) {

@@ -35,14 +35,13 @@ bool SameContent(const v1::Policy& stored, const v1::Policy& canonical) {
 absl::Status VersionMismatch(absl::string_view name, uint64_t expected,
                              const v1::Policy* stored) {
   if (stored == nullptr) {
-    return absl::AbortedError(
-        absl::StrCat("policy \"", name, "\": expected version ", expected,
-                     ", but the policy does not exist"));
+    return absl::AbortedError(absl::StrCat("policy \"", name,
+                                           "\": expected version ", expected,
+                                           ", but the policy does not exist"));
   }
-  return absl::AbortedError(absl::StrCat("policy \"", name,
-                                         "\": expected version ", expected,
-                                         ", but the stored version is ",
-                                         stored->version()));
+  return absl::AbortedError(
+      absl::StrCat("policy \"", name, "\": expected version ", expected,
+                   ", but the stored version is ", stored->version()));
 }
 
 }  // namespace

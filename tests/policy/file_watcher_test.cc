@@ -29,7 +29,7 @@ void Write(const std::string& path, const std::string& text) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-class FileWatcherTest : public testing::Test {
+class FileWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/sluice_watch_XXXXXX";
@@ -115,8 +115,8 @@ TEST_F(FileWatcherTest, ConfigMapSymlinkSwap) {
   ASSERT_EQ(mkdir((dir_ + "/..2026_b").c_str(), 0755), 0);
   Write(dir_ + "/..2026_b/policies.yaml", "generation b");
   ASSERT_EQ(symlink("..2026_b", (dir_ + "/..data_tmp").c_str()), 0);
-  ASSERT_EQ(
-      rename((dir_ + "/..data_tmp").c_str(), (dir_ + "/..data").c_str()), 0);
+  ASSERT_EQ(rename((dir_ + "/..data_tmp").c_str(), (dir_ + "/..data").c_str()),
+            0);
   ASSERT_EQ(system(("rm -rf '" + dir_ + "/..2026_a'").c_str()), 0);
   w.PollOnce();
   EXPECT_THAT(changes_, ElementsAre("generation b"));
@@ -130,7 +130,7 @@ TEST_F(FileWatcherTest, ErrorsReportedOncePerStreak) {
   w.PollOnce();
   w.PollOnce();
   ASSERT_THAT(errors_, SizeIs(1));
-  EXPECT_THAT(errors_[0], testing::HasSubstr(path_));
+  EXPECT_THAT(errors_[0], ::testing::HasSubstr(path_));
   EXPECT_THAT(changes_, IsEmpty());  // last contents stay in force
 
   Write(path_, "a");  // back, unchanged: nothing to report
@@ -193,8 +193,8 @@ TEST_F(FileWatcherTest, ThreadPollsAndStopsPromptly) {
 TEST_F(FileWatcherTest, StopDoesNotWaitForTheInterval) {
   Write(path_, "x");
   FileWatcher w(
-      path_, FileWatcher::Options{absl::Hours(1)},
-      [](const std::string&) {}, [](const std::string&) {});
+      path_, FileWatcher::Options{absl::Hours(1)}, [](const std::string&) {},
+      [](const std::string&) {});
   w.Start("x");
   const absl::Time start = absl::Now();
   w.Stop();

@@ -3,9 +3,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace sluice::policy {
@@ -18,7 +18,8 @@ v1::Policy Parse(const std::string& text) {
 }
 
 TEST(ToConfigTest, MinimalPolicyGetsDefaults) {
-  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(name: "inventory")"));
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(R"(name: "inventory")"));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->name, "inventory");
   EXPECT_EQ(c->call_timeout, absl::Seconds(1));
@@ -141,9 +142,9 @@ TEST(ToConfigTest, SlidingWindowBoundariesAccepted) {
   // A fractional token bucket rate is fine once the burst holds a token.
   EXPECT_TRUE(
       ToConfig(Parse(R"(name: "a" rate_limit { rate: 0.5 burst: 1 })")).ok());
-  EXPECT_TRUE(ToConfig(Parse(absl::StrCat("name: \"", std::string(256, 'n'),
-                                          "\"")))
-                  .ok());
+  EXPECT_TRUE(
+      ToConfig(Parse(absl::StrCat("name: \"", std::string(256, 'n'), "\"")))
+          .ok());
 }
 
 struct BadCase {
@@ -151,7 +152,7 @@ struct BadCase {
   const char* message;
 };
 
-class ToConfigErrorTest : public testing::TestWithParam<BadCase> {};
+class ToConfigErrorTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(ToConfigErrorTest, NamesPolicyFieldRuleAndValue) {
   absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(GetParam().text));
@@ -162,7 +163,7 @@ TEST_P(ToConfigErrorTest, NamesPolicyFieldRuleAndValue) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rules, ToConfigErrorTest,
-    testing::Values(
+    ::testing::Values(
         BadCase{R"(name: "")", R"(policy "": name is required)"},
         BadCase{R"(name: "a b")",
                 R"(policy "a b": name must match [A-Za-z0-9._-]+, got "a b")"},
@@ -172,113 +173,148 @@ INSTANTIATE_TEST_SUITE_P(
                 R"(policy "a": call_timeout must be > 0, got 0)"},
         BadCase{R"(name: "a" call_timeout { seconds: -1 })",
                 R"(policy "a": call_timeout must be > 0, got -1s)"},
-        BadCase{R"(name: "a" call_timeout { seconds: 1 nanos: -5 })",
-                R"(policy "a": call_timeout must be a valid duration, got {seconds: 1, nanos: -5})"},
+        BadCase{
+            R"(name: "a" call_timeout { seconds: 1 nanos: -5 })",
+            R"(policy "a": call_timeout must be a valid duration, got {seconds: 1, nanos: -5})"},
         BadCase{R"(name: "a" rate_limit {})",
                 R"(policy "a": rate_limit.rate must be > 0 and finite, got 0)"},
-        BadCase{R"(name: "a" rate_limit { rate: -3 })",
-                R"(policy "a": rate_limit.rate must be > 0 and finite, got -3)"},
-        BadCase{R"(name: "a" rate_limit { rate: inf })",
-                R"(policy "a": rate_limit.rate must be > 0 and finite, got inf)"},
-        BadCase{R"(name: "a" rate_limit { rate: nan })",
-                R"(policy "a": rate_limit.rate must be > 0 and finite, got nan)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: -3 })",
+            R"(policy "a": rate_limit.rate must be > 0 and finite, got -3)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: inf })",
+            R"(policy "a": rate_limit.rate must be > 0 and finite, got inf)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: nan })",
+            R"(policy "a": rate_limit.rate must be > 0 and finite, got nan)"},
         BadCase{R"(name: "a" rate_limit { rate: 1 per {} })",
                 R"(policy "a": rate_limit.per must be > 0, got 0)"},
-        BadCase{R"(name: "a" rate_limit { rate: 1 burst: -1 })",
-                R"(policy "a": rate_limit.burst must be >= 0 and finite, got -1)"},
-        BadCase{R"(name: "a" rate_limit { rate: 5 burst: 0.5 })",
-                R"(policy "a": rate_limit.burst must be >= 1 for TOKEN_BUCKET (it defaults to rate), got 0.5)"},
-        BadCase{R"(name: "a" rate_limit { rate: 0.25 })",
-                R"(policy "a": rate_limit.burst must be >= 1 for TOKEN_BUCKET (it defaults to rate), got 0.25)"},
-        BadCase{R"(name: "a" rate_limit { rate: 1 buckets: 1001 })",
-                R"(policy "a": rate_limit.buckets must be at most 1000, got 1001)"},
-        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 0.5 })",
-                R"(policy "a": rate_limit.rate must be a whole number >= 1 for SLIDING_WINDOW, got 0.5)"},
-        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 2.5 })",
-                R"(policy "a": rate_limit.rate must be a whole number >= 1 for SLIDING_WINDOW, got 2.5)"},
-        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 1e16 })",
-                R"(policy "a": rate_limit.rate must be at most 1e+15 for SLIDING_WINDOW, got 1e+16)"},
-        BadCase{R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 5
+        BadCase{
+            R"(name: "a" rate_limit { rate: 1 burst: -1 })",
+            R"(policy "a": rate_limit.burst must be >= 0 and finite, got -1)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: 5 burst: 0.5 })",
+            R"(policy "a": rate_limit.burst must be >= 1 for TOKEN_BUCKET (it defaults to rate), got 0.5)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: 0.25 })",
+            R"(policy "a": rate_limit.burst must be >= 1 for TOKEN_BUCKET (it defaults to rate), got 0.25)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: 1 buckets: 1001 })",
+            R"(policy "a": rate_limit.buckets must be at most 1000, got 1001)"},
+        BadCase{
+            R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 0.5 })",
+            R"(policy "a": rate_limit.rate must be a whole number >= 1 for SLIDING_WINDOW, got 0.5)"},
+        BadCase{
+            R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 2.5 })",
+            R"(policy "a": rate_limit.rate must be a whole number >= 1 for SLIDING_WINDOW, got 2.5)"},
+        BadCase{
+            R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 1e16 })",
+            R"(policy "a": rate_limit.rate must be at most 1e+15 for SLIDING_WINDOW, got 1e+16)"},
+        BadCase{
+            R"(name: "a" rate_limit { algorithm: SLIDING_WINDOW rate: 5
                      per { nanos: 5000000 } })",
-                R"(policy "a": rate_limit.per divided by rate_limit.buckets (10) must be >= 1ms for SLIDING_WINDOW, got 5ms)"},
-        BadCase{R"(name: "a" rate_limit { rate: 1 algorithm: 7 })",
-                R"(policy "a": rate_limit.algorithm must be TOKEN_BUCKET or SLIDING_WINDOW, got 7)"},
-        BadCase{R"(name: "a" rate_limit { rate: 1 scope: 9 })",
-                R"(policy "a": rate_limit.scope must be LOCAL or CLUSTER, got 9)"},
+            R"(policy "a": rate_limit.per divided by rate_limit.buckets (10) must be >= 1ms for SLIDING_WINDOW, got 5ms)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: 1 algorithm: 7 })",
+            R"(policy "a": rate_limit.algorithm must be TOKEN_BUCKET or SLIDING_WINDOW, got 7)"},
+        BadCase{
+            R"(name: "a" rate_limit { rate: 1 scope: 9 })",
+            R"(policy "a": rate_limit.scope must be LOCAL or CLUSTER, got 9)"},
         BadCase{R"(name: "a" concurrency {})",
                 R"(policy "a": concurrency.max_in_flight must be >= 1, got 0)"},
-        BadCase{R"(name: "a" concurrency { max_in_flight: 1 scope: 5 })",
-                R"(policy "a": concurrency.scope must be LOCAL or CLUSTER, got 5)"},
-        BadCase{R"(name: "a" breaker { window { seconds: 5 } })",
-                R"(policy "a": breaker needs at least one rule (consecutive_failures, failure_rate_threshold or slow_call_rate_threshold))"},
-        BadCase{R"(name: "inventory" breaker { failure_rate_threshold: 1.5 })",
-                R"(policy "inventory": breaker.failure_rate_threshold must be in (0, 1], got 1.5)"},
-        BadCase{R"(name: "a" breaker { failure_rate_threshold: -0.1 })",
-                R"(policy "a": breaker.failure_rate_threshold must be in (0, 1], got -0.1)"},
-        BadCase{R"(name: "a" breaker { failure_rate_threshold: nan })",
-                R"(policy "a": breaker.failure_rate_threshold must be in (0, 1], got nan)"},
-        BadCase{R"(name: "a" breaker { slow_call_rate_threshold: 2
+        BadCase{
+            R"(name: "a" concurrency { max_in_flight: 1 scope: 5 })",
+            R"(policy "a": concurrency.scope must be LOCAL or CLUSTER, got 5)"},
+        BadCase{
+            R"(name: "a" breaker { window { seconds: 5 } })",
+            R"(policy "a": breaker needs at least one rule (consecutive_failures, failure_rate_threshold or slow_call_rate_threshold))"},
+        BadCase{
+            R"(name: "inventory" breaker { failure_rate_threshold: 1.5 })",
+            R"(policy "inventory": breaker.failure_rate_threshold must be in (0, 1], got 1.5)"},
+        BadCase{
+            R"(name: "a" breaker { failure_rate_threshold: -0.1 })",
+            R"(policy "a": breaker.failure_rate_threshold must be in (0, 1], got -0.1)"},
+        BadCase{
+            R"(name: "a" breaker { failure_rate_threshold: nan })",
+            R"(policy "a": breaker.failure_rate_threshold must be in (0, 1], got nan)"},
+        BadCase{
+            R"(name: "a" breaker { slow_call_rate_threshold: 2
                      slow_call_duration { seconds: 1 } })",
-                R"(policy "a": breaker.slow_call_rate_threshold must be in (0, 1], got 2)"},
-        BadCase{R"(name: "a" breaker { slow_call_rate_threshold: 0.5 })",
-                R"(policy "a": breaker.slow_call_rate_threshold requires breaker.slow_call_duration, got 0.5)"},
-        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+            R"(policy "a": breaker.slow_call_rate_threshold must be in (0, 1], got 2)"},
+        BadCase{
+            R"(name: "a" breaker { slow_call_rate_threshold: 0.5 })",
+            R"(policy "a": breaker.slow_call_rate_threshold requires breaker.slow_call_duration, got 0.5)"},
+        BadCase{
+            R"(name: "a" breaker { consecutive_failures: 1
                      slow_call_duration { seconds: 1 } })",
-                R"(policy "a": breaker.slow_call_duration requires breaker.slow_call_rate_threshold, got 1s)"},
-        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+            R"(policy "a": breaker.slow_call_duration requires breaker.slow_call_rate_threshold, got 1s)"},
+        BadCase{
+            R"(name: "a" breaker { consecutive_failures: 1
                      slow_call_duration { seconds: -1 } })",
-                R"(policy "a": breaker.slow_call_duration must be >= 0, got -1s)"},
+            R"(policy "a": breaker.slow_call_duration must be >= 0, got -1s)"},
         BadCase{R"(name: "a" breaker { consecutive_failures: 1 window {} })",
                 R"(policy "a": breaker.window must be > 0, got 0)"},
-        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+        BadCase{
+            R"(name: "a" breaker { consecutive_failures: 1
                      window { nanos: 5000000 } })",
-                R"(policy "a": breaker.window must be at least 10ms (10 buckets of >= 1ms), got 5ms)"},
+            R"(policy "a": breaker.window must be at least 10ms (10 buckets of >= 1ms), got 5ms)"},
         BadCase{R"(name: "a" breaker { consecutive_failures: 1
                      open_duration { seconds: -1 } })",
                 R"(policy "a": breaker.open_duration must be > 0, got -1s)"},
         BadCase{R"(name: "a" breaker { consecutive_failures: 1
                      max_open_duration {} })",
                 R"(policy "a": breaker.max_open_duration must be > 0, got 0)"},
-        BadCase{R"(name: "a" breaker { consecutive_failures: 1
+        BadCase{
+            R"(name: "a" breaker { consecutive_failures: 1
                      max_open_duration { seconds: 10 } })",
-                R"(policy "a": breaker.max_open_duration must be >= breaker.open_duration (15s), got 10s)"},
-        BadCase{R"(name: "a" fallback {})",
-                R"(policy "a": fallback.strategy must be set to NONE, DEFAULT, STATIC or CACHE)"},
-        BadCase{R"(name: "a" fallback { strategy: 9 })",
-                R"(policy "a": fallback.strategy must be NONE, DEFAULT, STATIC or CACHE, got 9)"},
+            R"(policy "a": breaker.max_open_duration must be >= breaker.open_duration (15s), got 10s)"},
+        BadCase{
+            R"(name: "a" fallback {})",
+            R"(policy "a": fallback.strategy must be set to NONE, DEFAULT, STATIC or CACHE)"},
+        BadCase{
+            R"(name: "a" fallback { strategy: 9 })",
+            R"(policy "a": fallback.strategy must be NONE, DEFAULT, STATIC or CACHE, got 9)"},
         BadCase{R"(name: "a" fallback { strategy: STATIC })",
                 R"(policy "a": fallback.payload is required for STATIC)"},
-        BadCase{R"(name: "a" fallback { strategy: NONE payload: "abc" })",
-                R"(policy "a": fallback.payload is only used by STATIC and CACHE, got 3 bytes)"},
-        BadCase{R"(name: "a" fallback { strategy: DEFAULT
+        BadCase{
+            R"(name: "a" fallback { strategy: NONE payload: "abc" })",
+            R"(policy "a": fallback.payload is only used by STATIC and CACHE, got 3 bytes)"},
+        BadCase{
+            R"(name: "a" fallback { strategy: DEFAULT
                      on: [RATE_LIMITED, SHADOW] })",
-                R"(policy "a": fallback.on[1] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got SHADOW)"},
-        BadCase{R"(name: "a" fallback { strategy: DEFAULT
+            R"(policy "a": fallback.on[1] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got SHADOW)"},
+        BadCase{
+            R"(name: "a" fallback { strategy: DEFAULT
                      on: [UNKNOWN_DEPENDENCY] })",
-                R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got UNKNOWN_DEPENDENCY)"},
-        BadCase{R"(name: "a" fallback { strategy: DEFAULT
+            R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got UNKNOWN_DEPENDENCY)"},
+        BadCase{
+            R"(name: "a" fallback { strategy: DEFAULT
                      on: [REASON_UNSPECIFIED] })",
-                R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got REASON_UNSPECIFIED)"},
-        BadCase{R"(name: "a" fallback { strategy: STATIC payload: "x"
+            R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got REASON_UNSPECIFIED)"},
+        BadCase{
+            R"(name: "a" fallback { strategy: STATIC payload: "x"
                      cache_ttl { seconds: 5 } })",
-                R"(policy "a": fallback.cache_ttl is only used by CACHE, got 5s)"},
+            R"(policy "a": fallback.cache_ttl is only used by CACHE, got 5s)"},
         BadCase{R"(name: "a" fallback { strategy: CACHE })",
                 R"(policy "a": fallback.cache_ttl is required for CACHE)"},
         BadCase{R"(name: "a" fallback { strategy: CACHE cache_ttl {} })",
                 R"(policy "a": fallback.cache_ttl must be > 0, got 0)"},
-        BadCase{R"(name: "a" on_store_failure: 9)",
-                R"(policy "a": on_store_failure must be FAIL_OPEN, LOCAL or FAIL_CLOSED, got 9)"},
-        BadCase{R"(name: "a" max_keys: 10000001)",
-                R"(policy "a": max_keys must be at most 10000000, got 10000001)"}));
+        BadCase{
+            R"(name: "a" on_store_failure: 9)",
+            R"(policy "a": on_store_failure must be FAIL_OPEN, LOCAL or FAIL_CLOSED, got 9)"},
+        BadCase{
+            R"(name: "a" max_keys: 10000001)",
+            R"(policy "a": max_keys must be at most 10000000, got 10000001)"}));
 
 TEST(ToConfigTest, NameLongerThan256BytesIsRejected) {
   const std::string name(257, 'n');
   absl::StatusOr<core::PolicyConfig> c =
       ToConfig(Parse(absl::StrCat("name: \"", name, "\"")));
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().message(),
-            absl::StrCat("policy \"", std::string(64, 'n'),
-                         "\"...: name must be at most 256 bytes, got 257 bytes"));
+  EXPECT_EQ(
+      c.status().message(),
+      absl::StrCat("policy \"", std::string(64, 'n'),
+                   "\"...: name must be at most 256 bytes, got 257 bytes"));
 }
 
 TEST(ToConfigTest, PayloadOver64KiBIsRejected) {

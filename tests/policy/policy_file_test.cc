@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/policy/policy_convert.h"
 
@@ -83,8 +83,7 @@ TEST(ParsePoliciesTest, ExampleFileLoadsAndValidates) {
     ASSERT_TRUE(c.ok()) << c.status();
     if (c->rate_limit &&
         c->rate_limit->algorithm == core::RateAlgorithm::kTokenBucket &&
-        c->breaker &&
-        c->fallback.strategy == core::FallbackStrategy::kStatic) {
+        c->breaker && c->fallback.strategy == core::FallbackStrategy::kStatic) {
       token_bucket_breaker_static = true;
     }
     if (c->rate_limit &&
@@ -106,9 +105,8 @@ TEST(ParsePoliciesTest, ExampleFileLoadsAndValidates) {
 }
 
 TEST(ParsePoliciesTest, EmptyDocumentsAreEmptyLists) {
-  for (const char* text :
-       {"", "\n", "# only a comment\n", "policies: []\n", "policies:\n",
-        "{}", "{\"policies\": []}"}) {
+  for (const char* text : {"", "\n", "# only a comment\n", "policies: []\n",
+                           "policies:\n", "{}", "{\"policies\": []}"}) {
     absl::StatusOr<std::vector<v1::Policy>> p = ParsePolicies(text, "e.yaml");
     ASSERT_TRUE(p.ok()) << "'" << text << "': " << p.status();
     EXPECT_TRUE(p->empty()) << text;
@@ -165,11 +163,11 @@ TEST(ParsePoliciesTest, SyntaxErrorNamesFileAndLine) {
       "  - name: a\n"
       "    rate_limit: { rate: 1\n"
       "  - name: b\n");
-  EXPECT_THAT(error, testing::StartsWith("f.yaml:4:"));
+  EXPECT_THAT(error, ::testing::StartsWith("f.yaml:4:"));
   EXPECT_THAT(error, HasSubstr("YAML syntax error"));
 
   EXPECT_THAT(ErrorOf("policies:\n  - name: a\n   bad: [\n"),
-              testing::StartsWith("f.yaml:"));
+              ::testing::StartsWith("f.yaml:"));
   EXPECT_THAT(ErrorOf("policies: [\n"), HasSubstr("YAML syntax error"));
 }
 

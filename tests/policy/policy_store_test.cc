@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
-#include "server/core/clock.h"
 #include "server/core/engine.h"
+#include "tests/testing/fake_clock.h"
 
 namespace sluice::policy {
 
@@ -27,19 +27,13 @@ void PrintTo(const PolicyChange& c, std::ostream* os) {
 
 namespace {
 
-class StillClock : public core::Clock {
- public:
-  absl::Time Now() const override { return absl::FromUnixSeconds(1000); }
-};
-
 v1::Policy P(const std::string& text) {
   v1::Policy p;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
   return p;
 }
 
-
-class PolicyStoreTest : public testing::Test {
+class PolicyStoreTest : public ::testing::Test {
  protected:
   // name:version for every policy in the engine.
   std::vector<std::string> EnginePolicies() {
@@ -57,7 +51,7 @@ class PolicyStoreTest : public testing::Test {
     return out;
   }
 
-  StillClock clock_;
+  sluice::testing::FakeClock clock_;
   core::Engine engine_{&clock_, core::Engine::Options()};
   PolicyStore store_{&engine_};
 };
@@ -69,8 +63,8 @@ TEST_F(PolicyStoreTest, ReplaceAllCreatesInNameOrder) {
   auto changes = store_.ReplaceAll(
       {P(R"(name: "b")"), P(R"(name: "a" rate_limit { rate: 5 })")});
   ASSERT_TRUE(changes.ok()) << changes.status();
-  EXPECT_THAT(*changes, ElementsAre(PolicyChange{"a", 0, 1},
-                                    PolicyChange{"b", 0, 2}));
+  EXPECT_THAT(*changes,
+              ElementsAre(PolicyChange{"a", 0, 1}, PolicyChange{"b", 0, 2}));
   EXPECT_THAT(StorePolicies(), ElementsAre("a:1", "b:2"));
   EXPECT_THAT(EnginePolicies(), ElementsAre("a:1", "b:2"));
   EXPECT_EQ(store_.size(), 2u);
@@ -94,17 +88,16 @@ TEST_F(PolicyStoreTest, UnchangedContentKeepsItsVersion) {
 }
 
 TEST_F(PolicyStoreTest, ReplaceAllUpdatesAddsAndDeletes) {
-  ASSERT_TRUE(store_
-                  .ReplaceAll({P(R"(name: "a")"), P(R"(name: "b")"),
-                               P(R"(name: "c")")})
-                  .ok());
-  auto changes = store_.ReplaceAll({P(R"(name: "a")"),
-                                    P(R"(name: "c" shadow: true)"),
-                                    P(R"(name: "d")")});
+  ASSERT_TRUE(
+      store_
+          .ReplaceAll({P(R"(name: "a")"), P(R"(name: "b")"), P(R"(name: "c")")})
+          .ok());
+  auto changes = store_.ReplaceAll(
+      {P(R"(name: "a")"), P(R"(name: "c" shadow: true)"), P(R"(name: "d")")});
   ASSERT_TRUE(changes.ok()) << changes.status();
-  EXPECT_THAT(*changes, ElementsAre(PolicyChange{"b", 2, 0},
-                                    PolicyChange{"c", 3, 4},
-                                    PolicyChange{"d", 0, 5}));
+  EXPECT_THAT(*changes,
+              ElementsAre(PolicyChange{"b", 2, 0}, PolicyChange{"c", 3, 4},
+                          PolicyChange{"d", 0, 5}));
   EXPECT_THAT(StorePolicies(), ElementsAre("a:1", "c:4", "d:5"));
   EXPECT_THAT(EnginePolicies(), ElementsAre("a:1", "c:4", "d:5"));
   EXPECT_TRUE(engine_.Policies()[1]->shadow);
@@ -137,8 +130,7 @@ TEST_F(PolicyStoreTest, BadReplaceChangesNothing) {
 TEST_F(PolicyStoreTest, ReplaceAllRejectsDuplicateNames) {
   auto changes = store_.ReplaceAll({P(R"(name: "a")"), P(R"(name: "a")")});
   ASSERT_FALSE(changes.ok());
-  EXPECT_EQ(changes.status().message(),
-            "policy \"a\": defined more than once");
+  EXPECT_EQ(changes.status().message(), "policy \"a\": defined more than once");
   EXPECT_EQ(store_.size(), 0u);
   EXPECT_THAT(EnginePolicies(), IsEmpty());
 }
@@ -227,9 +219,9 @@ TEST_F(PolicyStoreTest, Delete) {
 }
 
 TEST_F(PolicyStoreTest, GetReturnsDefaultsAndVersion) {
-  ASSERT_TRUE(store_.Put(P(R"(name: "a" breaker { consecutive_failures: 3 })"),
-                         0)
-                  .ok());
+  ASSERT_TRUE(
+      store_.Put(P(R"(name: "a" breaker { consecutive_failures: 3 })"), 0)
+          .ok());
   absl::StatusOr<v1::Policy> p = store_.Get("a");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->version(), 1u);
