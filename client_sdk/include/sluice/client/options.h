@@ -1,0 +1,96 @@
+#ifndef SLUICE_CLIENT_OPTIONS_H_
+#define SLUICE_CLIENT_OPTIONS_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace grpc {
+class Channel;
+class ChannelCredentials;
+}  // namespace grpc
+
+namespace sluice::client {
+
+// What Acquire answers when Sluice cannot decide: unreachable, slower than
+// acquire_timeout, or failing with an error.
+enum class FailureMode {
+  // ALLOW with reason kSluiceUnavailable: an outage of Sluice must not become
+  // an outage of the gateway.
+  kFailOpen,
+  // REJECT with reason kSluiceUnavailable and http_status 503.
+  kFailClosed,
+};
+
+// Everything a Client needs. Every field has a working default except
+// `target` (or `channel`).
+struct ClientOptions {
+  // --- Where Sluice is -----------------------------------------------------
+
+  // gRPC target of DecisionService, e.g. "127.0.0.1:50051", "dns:///sluice:50051"
+  // or "ipv4:127.0.0.1:50051,127.0.0.1:50061" for several replicas.
+  std::string target;
+  // Use this channel instead of creating one from `target` (tests use an
+  // in-process channel). Channel settings below are then ignored.
+  std::shared_ptr<grpc::Channel> channel;
+  // Null means insecure (plaintext) credentials.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // gRPC load-balancing policy; "round_robin" spreads calls over every
+  // address the target resolves to. "" keeps gRPC's default (pick_first).
+  std::string load_balancing_policy = "round_robin";
+  // Extra integer channel arguments, e.g. {"grpc.keepalive_time_ms", 10000}.
+  std::vector<std::pair<std::string, int>> channel_int_args;
+  // Sent as AcquireRequest.caller, for Sluice's logs ("" = none).
+  std::string caller;
+
+  // --- Acquire -------------------------------------------------------------
+
+  // How long Acquire waits for Sluice. After that it decides by on_failure.
+  // A Sluice answer normally takes well under a millisecond on a LAN.
+  absl::Duration acquire_timeout = absl::Milliseconds(20);
+  // What Acquire answers when Sluice cannot decide (see FailureMode).
+  FailureMode on_failure = FailureMode::kFailOpen;
+  // call_timeout of an ALLOW the SDK decided itself (Sluice unreachable).
+  absl::Duration local_call_timeout = absl::Seconds(1);
+
+  // --- Local backoff while Sluice is unreachable ---------------------------
+
+  // After this many Acquires in a row fail for transport reasons (unavailable
+  // or too slow), the client stops asking Sluice for a while and decides
+  // locally by on_failure, so a dead Sluice costs nothing per call.
+  int backoff_after_failures = 3;
+  // First backoff; doubles after each failed retry up to backoff_max.
+  absl::Duration backoff_initial = absl::Milliseconds(250);
+  absl::Duration backoff_max = absl::Seconds(5);
+  // Each backoff is scaled by a random factor in [1 - jitter, 1 + jitter].
+  double backoff_jitter = 0.2;
+
+  // --- Reports -------------------------------------------------------------
+
+  // Deadline of one ReportResult RPC.
+  absl::Duration report_timeout = absl::Seconds(1);
+  // Reports in flight at once. Beyond that they wait in a queue.
+  int max_reports_in_flight = 512;
+  // Reports waiting for a free in-flight slot. When the queue is full, the
+  // newest report is dropped and counted in Stats::reports_dropped; Sluice
+  // then expires that permit after 2 x call_timeout as a TIMEOUT.
+  size_t max_queued_reports = 100000;
+  // How long the Client's destructor waits for queued and in-flight reports.
+  absl::Duration shutdown_timeout = absl::Milliseconds(500);
+
+  // --- Response cache for CACHE fallbacks (Call only) ----------------------
+
+  // The last good response per (dependency, key) is kept in an LRU so that a
+  // CACHE fallback can serve it. 0 turns the cache off.
+  size_t cache_max_entries = 10000;
+  // Bound on the cached bodies' total size.
+  size_t cache_max_bytes = 64 << 20;
+};
+
+}  // namespace sluice::client
+
+#endif  // SLUICE_CLIENT_OPTIONS_H_

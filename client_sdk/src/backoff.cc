@@ -1,0 +1,65 @@
+#include "backoff.h"
+
+#include <algorithm>
+
+namespace sluice::client::internal {
+
+Backoff::Backoff(const Options& options) : options_(options) {
+  absl::MutexLock lock(&mu_);
+  rng_.seed(options.seed);
+}
+
+bool Backoff::ShouldAsk(absl::Time now) {
+  int64_t until = until_ns_.load();
+  if (until == kNotBackingOff) return true;
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  if (now_ns < until) return false;
+  // The period is over: one caller wins the probe; the others keep deciding
+  // locally for another period unless the probe succeeds first.
+  absl::MutexLock lock(&mu_);
+  const int64_t next = absl::ToUnixNanos(now + current_);
+  if (!until_ns_.compare_exchange_strong(until, next)) {
+    return until == kNotBackingOff;
+  }
+  probing_.store(true);
+  return true;
+}
+
+void Backoff::RecordSuccess() {
+  consecutive_failures_.store(0, std::memory_order_relaxed);
+  if (until_ns_.load() == kNotBackingOff) return;
+  absl::MutexLock lock(&mu_);
+  until_ns_.store(kNotBackingOff);
+  probing_.store(false);
+  current_ = absl::ZeroDuration();
+}
+
+void Backoff::RecordFailure(absl::Time now) {
+  const int failures = consecutive_failures_.fetch_add(1) + 1;
+  const bool backing_off = until_ns_.load() != kNotBackingOff;
+  if (!backing_off && failures < options_.after_failures) return;
+  absl::MutexLock lock(&mu_);
+  if (until_ns_.load() == kNotBackingOff) {
+    current_ = options_.initial;
+  } else if (probing_.exchange(false)) {
+    current_ = std::min(current_ * 2, options_.max);
+  } else {
+    // A call that started before the backoff; the period stands.
+    return;
+  }
+  until_ns_.store(absl::ToUnixNanos(now + Jittered(current_)));
+}
+
+absl::Duration Backoff::current() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+absl::Duration Backoff::Jittered(absl::Duration d) {
+  if (options_.jitter <= 0) return d;
+  std::uniform_real_distribution<double> dist(1 - options_.jitter,
+                                              1 + options_.jitter);
+  return d * dist(rng_);
+}
+
+}  // namespace sluice::client::internal

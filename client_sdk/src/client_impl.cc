@@ -1,0 +1,376 @@
+#include "client_impl.h"
+
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "permit_access.h"
+
+namespace sluice::client {
+namespace internal {
+namespace {
+
+// Limits of the wire contract (decision.proto), checked here so that a bad
+// name never costs a round trip.
+constexpr size_t kMaxDependencyBytes = 256;
+constexpr size_t kMaxKeyBytes = 1024;
+
+absl::Status ValidateNames(absl::string_view dependency,
+                           absl::string_view key) {
+  if (dependency.empty()) {
+    return absl::InvalidArgumentError("dependency is required");
+  }
+  if (dependency.size() > kMaxDependencyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dependency must be at most ", kMaxDependencyBytes,
+                     " bytes, got ", dependency.size()));
+  }
+  if (key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("Sluice: ", status.error_message()));
+}
+
+// Errors that say Sluice is unreachable, overloaded or broken, as opposed to
+// errors about this request. Only these feed the backoff.
+bool IsTransportError(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+struct ClientImpl::PendingAcquire {
+  PendingAcquire(absl::string_view dependency, absl::string_view key)
+      : dependency(dependency), key(key) {}
+
+  const std::string dependency;
+  const std::string key;
+  grpc::ClientContext context;
+  v1::AcquireRequest request;
+  v1::AcquireResponse response;
+  // Whoever sets it first owns the answer: the RPC callback or a caller
+  // that stopped waiting.
+  std::atomic<bool> claimed{false};
+  absl::Notification done;
+  grpc::Status status;
+};
+
+ClientImpl::Shared::Shared(const ClientOptions& options,
+                           std::shared_ptr<grpc::Channel> channel)
+    : options(options),
+      channel(channel),
+      stub(v1::DecisionService::NewStub(channel)),
+      counters(std::make_shared<Counters>()),
+      reporter(std::make_shared<Reporter>(
+          channel,
+          Reporter::Options{options.report_timeout,
+                            options.max_reports_in_flight,
+                            options.max_queued_reports},
+          counters)),
+      backoff(Backoff::Options{
+          options.backoff_after_failures, options.backoff_initial,
+          options.backoff_max, options.backoff_jitter,
+          static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))}) {}
+
+Permit ClientImpl::Shared::Local(std::string dependency, std::string key,
+                                 absl::Status error) {
+  Counters::Inc(counters->local_decisions);
+  const Verdict verdict = options.on_failure == FailureMode::kFailOpen
+                              ? Verdict::kAllow
+                              : Verdict::kReject;
+  return PermitAccess::Local(std::move(dependency), std::move(key), verdict,
+                             options.local_call_timeout, std::move(error));
+}
+
+Permit ClientImpl::Shared::Settle(const PendingAcquire& call,
+                                  const grpc::Status& status) {
+  if (status.ok()) {
+    backoff.RecordSuccess();
+    return PermitAccess::FromResponse(call.dependency, call.key, call.response,
+                                      reporter);
+  }
+  if (IsTransportError(status.error_code())) backoff.RecordFailure(absl::Now());
+  return Local(call.dependency, call.key, FromGrpc(status));
+}
+
+ClientImpl::ClientImpl(const ClientOptions& options,
+                       std::shared_ptr<grpc::Channel> channel)
+    : shared_(std::make_shared<Shared>(options, std::move(channel))),
+      counters_(shared_->counters),
+      cache_(options.cache_max_entries, options.cache_max_bytes) {}
+
+ClientImpl::~ClientImpl() {
+  shared_->reporter->Drain(shared_->options.shutdown_timeout);
+}
+
+Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
+                           uint32_t permits) {
+  Counters::Inc(counters_->acquires);
+  if (absl::Status s = ValidateNames(dependency, key); !s.ok()) {
+    return shared_->Local(std::string(dependency), std::string(key), s);
+  }
+  const absl::Time start = absl::Now();
+  if (!shared_->backoff.ShouldAsk(start)) {
+    Counters::Inc(counters_->backoff_decisions);
+    return shared_->Local(
+        std::string(dependency), std::string(key),
+        absl::UnavailableError("Sluice failed recently; backing off"));
+  }
+  const absl::Duration timeout = shared_->options.acquire_timeout;
+  auto call = std::make_shared<PendingAcquire>(dependency, key);
+  call->request.set_dependency(call->dependency);
+  call->request.set_key(call->key);
+  call->request.set_permits(permits);
+  call->request.set_caller(shared_->options.caller);
+  call->context.set_deadline(absl::ToChronoTime(start + timeout));
+  shared_->stub->async()->Acquire(
+      &call->context, &call->request, &call->response,
+      [shared = shared_, call](grpc::Status status) {
+        call->status = std::move(status);
+        if (!call->claimed.exchange(true)) {
+          call->done.Notify();
+          return;
+        }
+        // The caller gave up and decided locally. A late ALLOW would hold a
+        // slot (and count as a TIMEOUT when it expires): hand it back.
+        const v1::AcquireResponse& r = call->response;
+        if (call->status.ok() && r.verdict() == v1::ALLOW &&
+            !r.permit_id().empty()) {
+          shared->reporter->Send(call->dependency, call->key, r.permit_id(),
+                                 Outcome::kCancelled, absl::ZeroDuration(), 0);
+        }
+      });
+  // Wait on our own clock rather than gRPC's deadline timer, so that the
+  // caller is back within the timeout whatever gRPC's timers do.
+  if (!call->done.WaitForNotificationWithTimeout(timeout)) {
+    if (!call->claimed.exchange(true)) {
+      call->context.TryCancel();
+      shared_->backoff.RecordFailure(absl::Now());
+      return shared_->Local(
+          call->dependency, call->key,
+          absl::DeadlineExceededError(absl::StrCat(
+              "Sluice did not answer within ", absl::FormatDuration(timeout))));
+    }
+    call->done.WaitForNotification();  // The callback is just finishing.
+  }
+  return shared_->Settle(*call, call->status);
+}
+
+void ClientImpl::AcquireAsync(absl::string_view dependency,
+                              absl::string_view key, uint32_t permits,
+                              std::function<void(Permit)> done) {
+  Counters::Inc(counters_->acquires);
+  if (absl::Status s = ValidateNames(dependency, key); !s.ok()) {
+    done(shared_->Local(std::string(dependency), std::string(key), s));
+    return;
+  }
+  const absl::Time start = absl::Now();
+  if (!shared_->backoff.ShouldAsk(start)) {
+    Counters::Inc(counters_->backoff_decisions);
+    done(shared_->Local(
+        std::string(dependency), std::string(key),
+        absl::UnavailableError("Sluice failed recently; backing off")));
+    return;
+  }
+  auto call = std::make_shared<PendingAcquire>(dependency, key);
+  call->request.set_dependency(call->dependency);
+  call->request.set_key(call->key);
+  call->request.set_permits(permits);
+  call->request.set_caller(shared_->options.caller);
+  call->context.set_deadline(
+      absl::ToChronoTime(start + shared_->options.acquire_timeout));
+  shared_->stub->async()->Acquire(
+      &call->context, &call->request, &call->response,
+      [shared = shared_, call, done = std::move(done)](grpc::Status status) {
+        done(shared->Settle(*call, status));
+      });
+}
+
+void ClientImpl::ServeFallback(const Fallback& fallback,
+                               absl::string_view dependency,
+                               const CallOptions& options, CallResult* result) {
+  result->kind = CallResult::Kind::kDegraded;
+  Response& out = result->response;
+  if (fallback.strategy == Fallback::Strategy::kCache) {
+    std::optional<Response> cached =
+        cache_.Get(dependency, options.key, fallback.cache_ttl, absl::Now());
+    if (cached.has_value()) {
+      Counters::Inc(counters_->cache_hits);
+      out = *std::move(cached);
+      result->fallback_source = CallResult::FallbackSource::kCache;
+      return;
+    }
+    Counters::Inc(counters_->cache_misses);
+  }
+  if ((fallback.strategy == Fallback::Strategy::kStatic ||
+       fallback.strategy == Fallback::Strategy::kCache) &&
+      !fallback.payload.empty()) {
+    out.status_code = 200;
+    out.body = fallback.payload;
+    out.content_type = fallback.content_type.empty()
+                           ? options.default_fallback.content_type
+                           : fallback.content_type;
+    result->fallback_source = CallResult::FallbackSource::kStatic;
+    return;
+  }
+  out = options.default_fallback;
+  result->fallback_source = CallResult::FallbackSource::kDefault;
+}
+
+CallResult ClientImpl::Call(
+    absl::string_view dependency,
+    const std::function<absl::StatusOr<Response>(const CallContext&)>& fn,
+    const CallOptions& options) {
+  Permit permit = Acquire(dependency, options.key, options.permits);
+  CallResult result;
+  result.reason = permit.reason();
+  result.breaker_state = permit.breaker_state();
+  result.decided_locally = permit.decided_locally();
+  result.retry_after = permit.retry_after();
+
+  switch (permit.verdict()) {
+    case Verdict::kReject:
+      result.kind = CallResult::Kind::kRejected;
+      result.http_status = permit.http_status() != 0 ? permit.http_status()
+                                                     : 503;
+      return result;
+    case Verdict::kDegrade:
+      ServeFallback(permit.fallback(), dependency, options, &result);
+      return result;
+    case Verdict::kAllow:
+      break;
+  }
+
+  const absl::Duration timeout = permit.call_timeout() > absl::ZeroDuration()
+                                     ? permit.call_timeout()
+                                     : shared_->options.local_call_timeout;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Response> response = fn(CallContext{start + timeout, timeout});
+  result.latency = absl::Now() - start;
+  result.backend_called = true;
+  result.outcome =
+      options.classify ? options.classify(response) : DefaultClassify(response);
+  permit.Report(result.outcome, result.latency,
+                response.ok() ? response->status_code : 0);
+  if (!response.ok()) result.error = response.status();
+
+  if (result.outcome == Outcome::kSuccess) {
+    if (response->status_code >= 200 && response->status_code < 300) {
+      cache_.Put(dependency, options.key, *response, absl::Now());
+    }
+    result.response = *std::move(response);
+    return result;
+  }
+  if (result.outcome == Outcome::kCancelled) {
+    if (response.ok()) result.response = *std::move(response);
+    return result;
+  }
+  // The call failed or timed out: serve the fallback when the policy (sent
+  // with the ALLOW) or the caller asks for it.
+  const Fallback& policy_fallback = permit.fallback();
+  if (policy_fallback.serve_on_failure &&
+      policy_fallback.strategy != Fallback::Strategy::kNone) {
+    result.reason = Reason::kCallFailed;
+    ServeFallback(policy_fallback, dependency, options, &result);
+    return result;
+  }
+  if (options.fallback_on_failure) {
+    Fallback local;
+    local.strategy = options.cache_on_failure ? Fallback::Strategy::kCache
+                                              : Fallback::Strategy::kDefault;
+    local.cache_ttl = options.cache_ttl_on_failure;
+    result.reason = Reason::kCallFailed;
+    ServeFallback(local, dependency, options, &result);
+    return result;
+  }
+  if (response.ok()) result.response = *std::move(response);
+  return result;
+}
+
+absl::Status ValidateOptions(const ClientOptions& options) {
+  if (options.target.empty() && options.channel == nullptr) {
+    return absl::InvalidArgumentError(
+        "ClientOptions: target or channel is required");
+  }
+  if (options.acquire_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.acquire_timeout must be > 0, got ",
+                     absl::FormatDuration(options.acquire_timeout)));
+  }
+  if (options.local_call_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.local_call_timeout must be > 0, got ",
+                     absl::FormatDuration(options.local_call_timeout)));
+  }
+  if (options.backoff_after_failures < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.backoff_after_failures must be >= 1, got ",
+                     options.backoff_after_failures));
+  }
+  if (options.backoff_initial <= absl::ZeroDuration() ||
+      options.backoff_max < options.backoff_initial) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientOptions: need 0 < backoff_initial <= backoff_max, got ",
+        absl::FormatDuration(options.backoff_initial), " and ",
+        absl::FormatDuration(options.backoff_max)));
+  }
+  if (!(options.backoff_jitter >= 0 && options.backoff_jitter < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.backoff_jitter must be in [0, 1), got ",
+                     options.backoff_jitter));
+  }
+  if (options.report_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.report_timeout must be > 0, got ",
+                     absl::FormatDuration(options.report_timeout)));
+  }
+  if (options.max_reports_in_flight < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.max_reports_in_flight must be >= 1, got ",
+                     options.max_reports_in_flight));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(
+    const ClientOptions& options) {
+  if (absl::Status s = internal::ValidateOptions(options); !s.ok()) return s;
+  std::shared_ptr<grpc::Channel> channel = options.channel;
+  if (channel == nullptr) {
+    grpc::ChannelArguments args;
+    if (!options.load_balancing_policy.empty()) {
+      args.SetLoadBalancingPolicyName(options.load_balancing_policy);
+    }
+    for (const auto& [name, value] : options.channel_int_args) {
+      args.SetInt(name, value);
+    }
+    std::shared_ptr<grpc::ChannelCredentials> credentials =
+        options.credentials != nullptr ? options.credentials
+                                       : grpc::InsecureChannelCredentials();
+    channel = grpc::CreateCustomChannel(options.target, credentials, args);
+  }
+  return std::unique_ptr<Client>(
+      std::make_unique<internal::ClientImpl>(options, std::move(channel)));
+}
+
+}  // namespace sluice::client

@@ -1,0 +1,78 @@
+#ifndef SLUICE_CLIENT_SRC_CLIENT_IMPL_H_
+#define SLUICE_CLIENT_SRC_CLIENT_IMPL_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "backoff.h"
+#include "counters.h"
+#include "reporter.h"
+#include "response_cache.h"
+#include "sluice/client/client.h"
+#include "grpcpp/channel.h"
+#include "sluice/v1/decision.grpc.pb.h"
+
+namespace sluice::client::internal {
+
+// The one implementation of Client. Safe for concurrent use: the stub,
+// backoff, cache and reporter are each safe for concurrent use, and the
+// rest is immutable after construction.
+class ClientImpl final : public Client {
+ public:
+  ClientImpl(const ClientOptions& options,
+             std::shared_ptr<grpc::Channel> channel);
+  ~ClientImpl() override;
+
+  Permit Acquire(absl::string_view dependency, absl::string_view key,
+                 uint32_t permits) override;
+  void AcquireAsync(absl::string_view dependency, absl::string_view key,
+                    uint32_t permits, std::function<void(Permit)> done) override;
+  CallResult Call(
+      absl::string_view dependency,
+      const std::function<absl::StatusOr<Response>(const CallContext&)>& fn,
+      const CallOptions& options) override;
+  ClientStats stats() const override { return counters_->Snapshot(); }
+
+ private:
+  struct PendingAcquire;
+
+  // State that outstanding RPC callbacks use; they hold it by shared_ptr, so
+  // it outlives the client while any callback may still run.
+  struct Shared {
+    Shared(const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
+
+    const ClientOptions options;
+    const std::shared_ptr<grpc::Channel> channel;
+    const std::unique_ptr<v1::DecisionService::Stub> stub;
+    const std::shared_ptr<Counters> counters;
+    const std::shared_ptr<Reporter> reporter;
+    Backoff backoff;
+
+    // The permit for Sluice's answer, or the local one when it failed.
+    Permit Settle(const PendingAcquire& call, const grpc::Status& status);
+    Permit Local(std::string dependency, std::string key, absl::Status error);
+  };
+
+  // Starts the RPC, or settles `call` locally without asking (bad names,
+  // backing off). Returns false when the answer is already decided.
+  static bool Start(const std::shared_ptr<Shared>& shared,
+                    const std::shared_ptr<PendingAcquire>& call,
+                    std::function<void(const grpc::Status&)> on_done);
+
+  void ServeFallback(const Fallback& fallback, absl::string_view dependency,
+                     const CallOptions& options, CallResult* result);
+
+  const std::shared_ptr<Shared> shared_;
+  const std::shared_ptr<Counters> counters_;
+  ResponseCache cache_;
+};
+
+// Validates options; used by Client::Create.
+absl::Status ValidateOptions(const ClientOptions& options);
+
+}  // namespace sluice::client::internal
+
+#endif  // SLUICE_CLIENT_SRC_CLIENT_IMPL_H_

@@ -1,0 +1,31 @@
+#ifndef SLUICE_CLIENT_SRC_COUNTERS_H_
+#define SLUICE_CLIENT_SRC_COUNTERS_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "sluice/client/client.h"
+
+namespace sluice::client::internal {
+
+// The live form of ClientStats. Relaxed atomics: counts, not ordering.
+struct Counters {
+  std::atomic<uint64_t> acquires{0};
+  std::atomic<uint64_t> local_decisions{0};
+  std::atomic<uint64_t> backoff_decisions{0};
+  std::atomic<uint64_t> reports_sent{0};
+  std::atomic<uint64_t> reports_failed{0};
+  std::atomic<uint64_t> reports_dropped{0};
+  std::atomic<uint64_t> reports_auto_cancelled{0};
+  std::atomic<uint64_t> cache_hits{0};
+  std::atomic<uint64_t> cache_misses{0};
+
+  static void Inc(std::atomic<uint64_t>& c) {
+    c.fetch_add(1, std::memory_order_relaxed);
+  }
+  ClientStats Snapshot() const;
+};
+
+}  // namespace sluice::client::internal
+
+#endif  // SLUICE_CLIENT_SRC_COUNTERS_H_

@@ -1,0 +1,95 @@
+#include "sluice/client/permit.h"
+
+#include <utility>
+
+#include "convert.h"
+#include "permit_access.h"
+#include "reporter.h"
+
+namespace sluice::client {
+
+Permit::Permit() = default;
+
+Permit::~Permit() {
+  if (reporter_ != nullptr) {
+    reporter_->AutoCancel(dependency_, key_, permit_id_);
+  }
+}
+
+Permit::Permit(Permit&& other) noexcept { Swap(other); }
+
+Permit& Permit::operator=(Permit&& other) noexcept {
+  // `old` takes what this permit held, and settles it when it goes.
+  Permit old(std::move(other));
+  Swap(old);
+  return *this;
+}
+
+void Permit::Swap(Permit& other) noexcept {
+  using std::swap;
+  swap(verdict_, other.verdict_);
+  swap(reason_, other.reason_);
+  swap(dependency_, other.dependency_);
+  swap(key_, other.key_);
+  swap(permit_id_, other.permit_id_);
+  swap(call_timeout_, other.call_timeout_);
+  swap(retry_after_, other.retry_after_);
+  swap(fallback_, other.fallback_);
+  swap(breaker_state_, other.breaker_state_);
+  swap(http_status_, other.http_status_);
+  swap(remaining_, other.remaining_);
+  swap(policy_version_, other.policy_version_);
+  swap(decided_locally_, other.decided_locally_);
+  swap(sluice_error_, other.sluice_error_);
+  swap(reporter_, other.reporter_);
+}
+
+void Permit::Report(Outcome outcome, absl::Duration latency, int status_code) {
+  if (reporter_ == nullptr) return;
+  std::shared_ptr<internal::Reporter> reporter = std::move(reporter_);
+  reporter_ = nullptr;
+  reporter->Send(dependency_, key_, permit_id_, outcome, latency, status_code);
+}
+
+namespace internal {
+
+Permit PermitAccess::FromResponse(std::string dependency, std::string key,
+                                  const v1::AcquireResponse& response,
+                                  std::shared_ptr<Reporter> reporter) {
+  Permit p;
+  p.verdict_ = VerdictFromProto(response.verdict());
+  p.reason_ = ReasonFromProto(response.reason());
+  p.dependency_ = std::move(dependency);
+  p.key_ = std::move(key);
+  p.permit_id_ = response.permit_id();
+  p.call_timeout_ = DurationFromProto(response.call_timeout());
+  p.retry_after_ = DurationFromProto(response.retry_after());
+  if (response.has_fallback()) p.fallback_ = FallbackFromProto(response.fallback());
+  p.breaker_state_ = BreakerStateFromProto(response.breaker_state());
+  p.http_status_ = response.http_status();
+  p.remaining_ = response.remaining();
+  p.policy_version_ = response.policy_version();
+  p.decided_locally_ = false;
+  if (p.verdict_ == Verdict::kAllow && !p.permit_id_.empty()) {
+    p.reporter_ = std::move(reporter);
+  }
+  return p;
+}
+
+Permit PermitAccess::Local(std::string dependency, std::string key,
+                           Verdict verdict, absl::Duration call_timeout,
+                           absl::Status error) {
+  Permit p;
+  p.verdict_ = verdict;
+  p.reason_ = Reason::kSluiceUnavailable;
+  p.dependency_ = std::move(dependency);
+  p.key_ = std::move(key);
+  p.call_timeout_ = call_timeout;
+  p.http_status_ = verdict == Verdict::kReject ? 503 : 0;
+  p.decided_locally_ = true;
+  p.sluice_error_ = std::move(error);
+  return p;
+}
+
+}  // namespace internal
+}  // namespace sluice::client

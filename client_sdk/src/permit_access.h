@@ -1,0 +1,29 @@
+#ifndef SLUICE_CLIENT_SRC_PERMIT_ACCESS_H_
+#define SLUICE_CLIENT_SRC_PERMIT_ACCESS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "reporter.h"
+#include "sluice/client/permit.h"
+#include "sluice/v1/decision.pb.h"
+
+namespace sluice::client::internal {
+
+// Builds permits; the one friend of Permit.
+class PermitAccess {
+ public:
+  // From Sluice's answer. A report is owed only for an ALLOW with a
+  // permit id.
+  static Permit FromResponse(std::string dependency, std::string key,
+                             const v1::AcquireResponse& response,
+                             std::shared_ptr<Reporter> reporter);
+  // Decided by the SDK because Sluice could not (`error` says why).
+  static Permit Local(std::string dependency, std::string key, Verdict verdict,
+                      absl::Duration call_timeout, absl::Status error);
+};
+
+}  // namespace sluice::client::internal
+
+#endif  // SLUICE_CLIENT_SRC_PERMIT_ACCESS_H_

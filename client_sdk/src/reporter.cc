@@ -1,0 +1,106 @@
+#include "reporter.h"
+
+#include <utility>
+
+#include "convert.h"
+
+namespace sluice::client::internal {
+
+struct Reporter::Call {
+  grpc::ClientContext context;
+  std::unique_ptr<v1::ReportResultRequest> request;
+  v1::ReportResultResponse response;
+};
+
+Reporter::Reporter(std::shared_ptr<grpc::Channel> channel,
+                   const Options& options, std::shared_ptr<Counters> counters)
+    : options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::DecisionService::NewStub(channel_)),
+      counters_(std::move(counters)) {}
+
+void Reporter::Send(const std::string& dependency, const std::string& key,
+                    const std::string& permit_id, Outcome outcome,
+                    absl::Duration latency, int status_code) {
+  auto request = std::make_unique<v1::ReportResultRequest>();
+  request->set_dependency(dependency);
+  request->set_key(key);
+  request->set_permit_id(permit_id);
+  request->set_outcome(OutcomeToProto(outcome));
+  DurationToProto(latency, request->mutable_latency());
+  request->set_status_code(status_code);
+
+  if (in_flight_.fetch_add(1) < options_.max_in_flight) {
+    Start(std::move(request));
+    return;
+  }
+  in_flight_.fetch_sub(1);
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.size() >= options_.max_queued) {
+      Counters::Inc(counters_->reports_dropped);
+      return;
+    }
+    queue_.push_back(std::move(request));
+    queued_.fetch_add(1);
+  }
+  // A completion may have freed a slot between our check and the push.
+  Pump();
+}
+
+void Reporter::AutoCancel(const std::string& dependency,
+                          const std::string& key,
+                          const std::string& permit_id) {
+  Counters::Inc(counters_->reports_auto_cancelled);
+  Send(dependency, key, permit_id, Outcome::kCancelled, absl::ZeroDuration(),
+       0);
+}
+
+void Reporter::Start(std::unique_ptr<v1::ReportResultRequest> request) {
+  auto* call = new Call;
+  call->request = std::move(request);
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  stub_->async()->ReportResult(
+      &call->context, call->request.get(), &call->response,
+      [self = shared_from_this(), call](grpc::Status status) {
+        delete call;
+        self->OnDone(status.ok());
+      });
+}
+
+void Reporter::OnDone(bool ok) {
+  Counters::Inc(ok ? counters_->reports_sent : counters_->reports_failed);
+  in_flight_.fetch_sub(1);
+  if (queued_.load() > 0) Pump();
+}
+
+void Reporter::Pump() {
+  while (true) {
+    std::unique_ptr<v1::ReportResultRequest> next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty()) return;
+      if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
+        in_flight_.fetch_sub(1);
+        return;
+      }
+      next = std::move(queue_.front());
+      queue_.pop_front();
+      queued_.fetch_sub(1);
+    }
+    Start(std::move(next));
+  }
+}
+
+bool Reporter::Drain(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  // Completions arrive on gRPC threads without taking mu_, so poll; this
+  // runs once, at shutdown.
+  while (in_flight_.load() > 0 || queued_.load() > 0) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace sluice::client::internal

@@ -1,0 +1,77 @@
+#ifndef SLUICE_CLIENT_SRC_REPORTER_H_
+#define SLUICE_CLIENT_SRC_REPORTER_H_
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "counters.h"
+#include "sluice/client/types.h"
+#include "grpcpp/channel.h"
+#include "sluice/v1/decision.grpc.pb.h"
+
+namespace sluice::client::internal {
+
+// Sends ReportResult RPCs without ever blocking the caller. Each report is
+// started at once on gRPC's callback API (no thread hop, so Sluice hears
+// about a failure before the caller's next Acquire can overtake it) while
+// fewer than `max_in_flight` are outstanding; beyond that reports wait in a
+// queue that completions drain, and when the queue is full the newest report
+// is dropped and counted. The wire contract has no batch RPC; HTTP/2
+// multiplexing on one channel makes a unary report cheap enough.
+//
+// Shared by the client and every permit it hands out (a permit may outlive
+// the client). Safe for concurrent use.
+class Reporter : public std::enable_shared_from_this<Reporter> {
+ public:
+  struct Options {
+    absl::Duration timeout = absl::Seconds(1);
+    int max_in_flight = 512;
+    size_t max_queued = 100000;
+  };
+
+  Reporter(std::shared_ptr<grpc::Channel> channel, const Options& options,
+           std::shared_ptr<Counters> counters);
+
+  // Never blocks on the network.
+  void Send(const std::string& dependency, const std::string& key,
+            const std::string& permit_id, Outcome outcome,
+            absl::Duration latency, int status_code)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A permit went away unreported: reports it CANCELLED.
+  void AutoCancel(const std::string& dependency, const std::string& key,
+                  const std::string& permit_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits until nothing is queued or in flight, or `timeout` passed. True if
+  // drained.
+  bool Drain(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Call;
+
+  void Start(std::unique_ptr<v1::ReportResultRequest> request);
+  void OnDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts queued reports while in-flight slots are free.
+  void Pump() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Options options_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::DecisionService::Stub> stub_;
+  const std::shared_ptr<Counters> counters_;
+
+  std::atomic<int> in_flight_{0};
+  std::atomic<size_t> queued_{0};
+
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<v1::ReportResultRequest>> queue_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace sluice::client::internal
+
+#endif  // SLUICE_CLIENT_SRC_REPORTER_H_
