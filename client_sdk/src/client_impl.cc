@@ -140,7 +140,10 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
   call->request.set_key(call->key);
   call->request.set_permits(permits);
   call->request.set_caller(shared_->options.caller);
-  call->context.set_deadline(absl::ToChronoTime(start + timeout));
+  // The caller waits only `timeout`, but the RPC may run on a while longer,
+  // so that a late ALLOW still reaches us and can be handed back.
+  call->context.set_deadline(
+      absl::ToChronoTime(start + timeout + shared_->options.report_timeout));
   shared_->stub->async()->Acquire(
       &call->context, &call->request, &call->response,
       [shared = shared_, call](grpc::Status status) {
@@ -162,7 +165,6 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
   // caller is back within the timeout whatever gRPC's timers do.
   if (!call->done.WaitForNotificationWithTimeout(timeout)) {
     if (!call->claimed.exchange(true)) {
-      call->context.TryCancel();
       shared_->backoff.RecordFailure(absl::Now());
       return shared_->Local(
           call->dependency, call->key,

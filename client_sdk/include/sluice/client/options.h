@@ -50,6 +50,7 @@ struct ClientOptions {
   // --- Acquire -------------------------------------------------------------
 
   // How long Acquire waits for Sluice. After that it decides by on_failure.
+  // AcquireAsync uses it as the RPC deadline.
   // A Sluice answer normally takes well under a millisecond on a LAN.
   absl::Duration acquire_timeout = absl::Milliseconds(20);
   // What Acquire answers when Sluice cannot decide (see FailureMode).
@@ -71,7 +72,9 @@ struct ClientOptions {
 
   // --- Reports -------------------------------------------------------------
 
-  // Deadline of one ReportResult RPC.
+  // Deadline of one ReportResult RPC. An Acquire the caller stopped waiting
+  // for also stays open this much longer, so that a late ALLOW can be handed
+  // back (reported CANCELLED) instead of holding a slot until it expires.
   absl::Duration report_timeout = absl::Seconds(1);
   // Reports in flight at once. Beyond that they wait in a queue.
   int max_reports_in_flight = 512;

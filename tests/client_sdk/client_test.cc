@@ -1,0 +1,338 @@
+// The SDK against a real DecisionServiceImpl and core Engine, in process.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "server/core/engine.h"
+#include "server/policy/policy_convert.h"
+#include "server/policy/policy_file.h"
+#include "server/rpc/decision_service.h"
+#include "sluice/client/client.h"
+#include "tests/testing/fake_clock.h"
+
+namespace sluice::client {
+namespace {
+
+constexpr char kPolicies[] = R"yaml(
+policies:
+  - name: guarded
+    call_timeout: 250ms
+    concurrency: { max_in_flight: 1 }
+  - name: limited
+    rate_limit: { rate: 5, per: 1s, burst: 5 }
+  - name: fragile
+    call_timeout: 100ms
+    breaker:
+      consecutive_failures: 3
+      open_duration: 10s
+      max_open_duration: 10s
+    fallback:
+      strategy: CACHE
+      cache_ttl: 60s
+      payload: '{"cached":false}'
+      content_type: application/json
+      serve_on_failure: true
+  - name: static-fallback
+    breaker: { consecutive_failures: 1, open_duration: 10s }
+    fallback: { strategy: STATIC, payload: 'static answer', content_type: text/plain }
+  - name: open-no-fallback
+    breaker: { consecutive_failures: 1, open_duration: 10s }
+  - name: shared
+    concurrency: { max_in_flight: 4 }
+)yaml";
+
+class InProcessSluice {
+ public:
+  InProcessSluice() : engine_(&clock_, core::Engine::Options()), service_(&engine_) {
+    auto policies = policy::ParsePolicies(kPolicies, "test");
+    EXPECT_TRUE(policies.ok()) << policies.status();
+    std::vector<core::PolicyConfig> configs;
+    for (const auto& p : *policies) {
+      auto config = policy::ToConfig(p);
+      EXPECT_TRUE(config.ok()) << config.status();
+      configs.push_back(*config);
+    }
+    engine_.ReplacePolicies(std::move(configs));
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~InProcessSluice() { server_->Shutdown(); }
+
+  std::shared_ptr<grpc::Channel> Channel() {
+    return server_->InProcessChannel(grpc::ChannelArguments());
+  }
+  testing::FakeClock& clock() { return clock_; }
+  core::Engine& engine() { return engine_; }
+
+ private:
+  testing::FakeClock clock_;
+  core::Engine engine_;
+  rpc::DecisionServiceImpl service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClientOptions options;
+    options.channel = sluice_.Channel();
+    // In-process calls are fast, but the test machine may be busy.
+    options.acquire_timeout = absl::Seconds(5);
+    auto client = Client::Create(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+
+  // Reports are asynchronous; this waits until Sluice has answered `n` of
+  // them (a completion, not the passing of time).
+  void AwaitReports(uint64_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      ClientStats s = client_->stats();
+      if (s.reports_sent + s.reports_failed >= n) return;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    FAIL() << "reports did not complete";
+  }
+
+  static absl::StatusOr<Response> Ok(std::string body) {
+    Response r;
+    r.body = std::move(body);
+    r.content_type = "application/json";
+    return r;
+  }
+
+  InProcessSluice sluice_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, CreateRejectsOptionsWithoutTarget) {
+  auto client = Client::Create(ClientOptions());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  ClientOptions options;
+  options.target = "127.0.0.1:1";
+  options.acquire_timeout = absl::ZeroDuration();
+  EXPECT_EQ(Client::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, AllowCarriesThePolicysCallTimeout) {
+  Permit permit = client_->Acquire("guarded");
+  EXPECT_TRUE(permit.allowed());
+  EXPECT_FALSE(permit.decided_locally());
+  EXPECT_EQ(permit.reason(), Reason::kNone);
+  EXPECT_EQ(permit.call_timeout(), absl::Milliseconds(250));
+  EXPECT_FALSE(permit.reported());
+  permit.Report(Outcome::kSuccess, absl::Milliseconds(3));
+  EXPECT_TRUE(permit.reported());
+}
+
+TEST_F(ClientTest, ReportReleasesTheConcurrencySlot) {
+  Permit first = client_->Acquire("guarded");
+  ASSERT_TRUE(first.allowed());
+  Permit second = client_->Acquire("guarded");
+  EXPECT_EQ(second.verdict(), Verdict::kReject);
+  EXPECT_EQ(second.reason(), Reason::kConcurrencyLimited);
+  EXPECT_EQ(second.http_status(), 429);
+  EXPECT_TRUE(second.reported());  // Nothing owed for a refusal.
+
+  first.Report(Outcome::kSuccess, absl::Milliseconds(1));
+  AwaitReports(1);
+  EXPECT_TRUE(client_->Acquire("guarded").allowed());
+}
+
+TEST_F(ClientTest, UnreportedPermitReportsCancelledWhenDestroyed) {
+  {
+    Permit permit = client_->Acquire("guarded");
+    ASSERT_TRUE(permit.allowed());
+  }
+  AwaitReports(1);
+  EXPECT_EQ(client_->stats().reports_auto_cancelled, 1u);
+  // The slot is free again, and CANCELLED did not count as a failure.
+  Permit again = client_->Acquire("guarded");
+  EXPECT_TRUE(again.allowed());
+  EXPECT_EQ(again.breaker_state(), BreakerState::kClosed);
+}
+
+TEST_F(ClientTest, MoveAssignSettlesTheOverwrittenPermit) {
+  Permit held = client_->Acquire("guarded");
+  ASSERT_TRUE(held.allowed());
+  held = Permit();  // Drops the ALLOW: reported CANCELLED.
+  AwaitReports(1);
+  EXPECT_TRUE(client_->Acquire("guarded").allowed());
+}
+
+TEST_F(ClientTest, RateLimitRejectsWithRetryAfter) {
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(client_->Acquire("limited").allowed()) << i;
+  }
+  Permit over = client_->Acquire("limited");
+  EXPECT_EQ(over.verdict(), Verdict::kReject);
+  EXPECT_EQ(over.reason(), Reason::kRateLimited);
+  EXPECT_EQ(over.http_status(), 429);
+  EXPECT_GT(over.retry_after(), absl::ZeroDuration());
+  sluice_.clock().Advance(absl::Seconds(1));
+  EXPECT_TRUE(client_->Acquire("limited").allowed());
+}
+
+TEST_F(ClientTest, CallReturnsTheBackendAnswerAndReportsSuccess) {
+  absl::Duration seen_timeout;
+  CallResult result = client_->Call("fragile", [&](const CallContext& ctx) {
+    seen_timeout = ctx.timeout;
+    return Ok(R"({"items":[1,2]})");
+  });
+  EXPECT_EQ(result.kind, CallResult::Kind::kBackend);
+  EXPECT_TRUE(result.backend_called);
+  EXPECT_EQ(result.outcome, Outcome::kSuccess);
+  EXPECT_EQ(result.response.body, R"({"items":[1,2]})");
+  EXPECT_EQ(seen_timeout, absl::Milliseconds(100));
+  AwaitReports(1);
+  EXPECT_EQ(client_->stats().reports_sent, 1u);
+}
+
+TEST_F(ClientTest, OpenBreakerServesTheCachedGoodResponse) {
+  client_->Call("fragile", [](const CallContext&) { return Ok("fresh"); });
+  CallOptions options;
+  options.fallback_on_failure = true;  // The ALLOW carries no fallback.
+  options.default_fallback.body = "gateway default";
+  for (int i = 0; i < 3; ++i) {
+    CallResult failed = client_->Call(
+        "fragile",
+        [](const CallContext&) -> absl::StatusOr<Response> {
+          return absl::UnavailableError("connection refused");
+        },
+        options);
+    EXPECT_EQ(failed.kind, CallResult::Kind::kDegraded);
+    EXPECT_EQ(failed.reason, Reason::kCallFailed);
+    EXPECT_EQ(failed.outcome, Outcome::kFailure);
+    EXPECT_EQ(failed.response.body, "gateway default");
+  }
+  AwaitReports(4);
+
+  bool called = false;
+  CallResult result = client_->Call("fragile", [&](const CallContext&) {
+    called = true;
+    return Ok("should not run");
+  });
+  EXPECT_FALSE(called);
+  EXPECT_EQ(result.kind, CallResult::Kind::kDegraded);
+  EXPECT_EQ(result.reason, Reason::kCircuitOpen);
+  EXPECT_EQ(result.breaker_state, BreakerState::kOpen);
+  EXPECT_EQ(result.fallback_source, CallResult::FallbackSource::kCache);
+  EXPECT_EQ(result.response.body, "fresh");
+  EXPECT_EQ(client_->stats().cache_hits, 1u);
+
+  // Another key has nothing cached: the policy's payload.
+  CallOptions other;
+  other.key = "tenant-b";
+  CallResult miss = client_->Call(
+      "fragile", [](const CallContext&) { return Ok("x"); }, other);
+  EXPECT_EQ(miss.fallback_source, CallResult::FallbackSource::kStatic);
+  EXPECT_EQ(miss.response.body, R"({"cached":false})");
+  EXPECT_EQ(miss.response.content_type, "application/json");
+}
+
+TEST_F(ClientTest, StaticFallbackAndTimeoutClassification) {
+  CallResult timed_out = client_->Call(
+      "static-fallback", [](const CallContext&) -> absl::StatusOr<Response> {
+        return absl::DeadlineExceededError("too slow");
+      });
+  EXPECT_EQ(timed_out.kind, CallResult::Kind::kBackend);  // No fallback asked.
+  EXPECT_EQ(timed_out.outcome, Outcome::kTimeout);
+  EXPECT_EQ(timed_out.error.code(), absl::StatusCode::kDeadlineExceeded);
+  AwaitReports(1);
+
+  CallResult degraded = client_->Call(
+      "static-fallback", [](const CallContext&) { return Ok("x"); });
+  EXPECT_EQ(degraded.kind, CallResult::Kind::kDegraded);
+  EXPECT_EQ(degraded.reason, Reason::kCircuitOpen);
+  EXPECT_EQ(degraded.fallback_source, CallResult::FallbackSource::kStatic);
+  EXPECT_EQ(degraded.response.body, "static answer");
+  EXPECT_EQ(degraded.response.content_type, "text/plain");
+}
+
+TEST_F(ClientTest, OpenBreakerWithoutFallbackRejects503) {
+  client_->Call("open-no-fallback", [](const CallContext&) {
+    Response r;
+    r.status_code = 502;  // A 5xx is a failure.
+    return absl::StatusOr<Response>(r);
+  });
+  AwaitReports(1);
+  CallResult result =
+      client_->Call("open-no-fallback", [](const CallContext&) { return Ok(""); });
+  EXPECT_EQ(result.kind, CallResult::Kind::kRejected);
+  EXPECT_EQ(result.reason, Reason::kCircuitOpen);
+  EXPECT_EQ(result.http_status, 503);
+  EXPECT_GT(result.retry_after, absl::ZeroDuration());
+}
+
+TEST_F(ClientTest, AsyncAcquireRunsTheCallbackOnce) {
+  absl::Notification done;
+  std::atomic<int> calls{0};
+  Verdict verdict = Verdict::kReject;
+  client_->AcquireAsync("guarded", "", 1, [&](Permit permit) {
+    verdict = permit.verdict();
+    permit.Report(Outcome::kSuccess, absl::Milliseconds(1));
+    calls.fetch_add(1);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(verdict, Verdict::kAllow);
+  EXPECT_EQ(calls.load(), 1);
+  AwaitReports(1);
+  EXPECT_TRUE(client_->Acquire("guarded").allowed());
+}
+
+TEST_F(ClientTest, BadNamesAreDecidedLocallyWithoutARoundTrip) {
+  Permit permit = client_->Acquire("");
+  EXPECT_TRUE(permit.decided_locally());
+  EXPECT_TRUE(permit.allowed());  // Fail open, the default.
+  EXPECT_EQ(permit.sluice_error().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, ConcurrentCallsKeepTheBooks) {
+  constexpr int kThreads = 8;
+  constexpr int kCallsPerThread = 200;
+  std::atomic<int> backend{0}, rejected{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        CallResult r = client_->Call("shared", [](const CallContext&) {
+          return Ok("ok");
+        });
+        if (r.kind == CallResult::Kind::kBackend) {
+          backend.fetch_add(1);
+        } else if (r.kind == CallResult::Kind::kRejected &&
+                   r.reason == Reason::kConcurrencyLimited) {
+          rejected.fetch_add(1);
+        } else {
+          other.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(backend.load() + rejected.load(), kThreads * kCallsPerThread);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(backend.load(), 0);
+  AwaitReports(backend.load());
+  EXPECT_EQ(client_->stats().reports_sent, static_cast<uint64_t>(backend.load()));
+  // Every slot came back: four permits fit again.
+  std::vector<Permit> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(client_->Acquire("shared"));
+    EXPECT_TRUE(held.back().allowed()) << i;
+  }
+  EXPECT_FALSE(client_->Acquire("shared").allowed());
+}
+
+}  // namespace
+}  // namespace sluice::client
