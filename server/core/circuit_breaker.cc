@@ -19,7 +19,8 @@ CircuitBreaker::CircuitBreaker(const BreakerConfig& config, absl::Time now,
     : config_(config),
       listener_(listener),
       window_(config.window, config.buckets),
-      open_duration_(config.open_duration) {
+      open_duration_(config.open_duration),
+      probe_capacity_(config.half_open_probes) {
   window_.Advance(now);
 }
 
@@ -35,8 +36,9 @@ BreakerState CircuitBreaker::State(absl::Time now) {
 }
 
 uint64_t CircuitBreaker::TryTakeProbe() {
-  if (state_ != BreakerState::kHalfOpen ||
-      probes_in_flight_ >= config_.half_open_probes) {
+  if (state_ != BreakerState::kHalfOpen) return 0;
+  if (probes_in_flight_ >= std::min(probe_capacity_, config_.half_open_probes)) {
+    ++probe_refusals_;
     return 0;
   }
   ++probes_in_flight_;
@@ -89,6 +91,9 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
       if (outcome == Outcome::kTimeout) ++bucket.timeouts;
       if (slow) ++bucket.slow;
       consecutive_failures_ = failed ? consecutive_failures_ + 1 : 0;
+      ++totals_.calls;
+      if (failed) ++totals_.failures;
+      if (slow) ++totals_.slow;
       // FORCED_CLOSED keeps counting so GetState shows what it hides.
       if (state == BreakerState::kClosed) Judge(now);
       return;
@@ -140,6 +145,8 @@ void CircuitBreaker::Trip(absl::Time now, const std::string& cause) {
 }
 
 void CircuitBreaker::Close(absl::Time now, const std::string& cause) {
+  // A close is news for the other replicas too, so it is a new generation.
+  ++generation_;
   open_duration_ = config_.open_duration;
   open_until_ = absl::InfinitePast();
   probes_in_flight_ = 0;
@@ -180,6 +187,7 @@ void CircuitBreaker::SetOverride(BreakerOverride override, absl::Time now,
 
 void CircuitBreaker::Reconfigure(const BreakerConfig& config, absl::Time now) {
   config_ = config;
+  if (!leased_probes_) probe_capacity_ = config.half_open_probes;
   window_.Reshape(config.window, config.buckets, now);
   if (state_ == BreakerState::kClosed) {
     open_duration_ = config.open_duration;
@@ -198,6 +206,74 @@ absl::Duration CircuitBreaker::RetryAfter(absl::Time now) {
       return config_.open_duration;
     default:
       return absl::ZeroDuration();
+  }
+}
+
+void CircuitBreaker::AddRemoteOutcomes(const OutcomeWindow& delta,
+                                       absl::Time now) {
+  if (delta.calls == 0) return;
+  const BreakerState state = State(now);
+  if (state != BreakerState::kClosed && state != BreakerState::kForcedClosed) {
+    return;
+  }
+  window_.Advance(now);
+  window_.Current() += delta;
+  if (state == BreakerState::kClosed) Judge(now);
+}
+
+BreakerRecord CircuitBreaker::Export(absl::Time now) {
+  BreakerRecord record;
+  record.generation = generation_;
+  const BreakerState state = State(now);
+  record.state = state == BreakerState::kOpen || state == BreakerState::kHalfOpen
+                     ? BreakerState::kOpen
+                     : BreakerState::kClosed;
+  // An override is not the breaker's own state: share what the rules say.
+  if (state == BreakerState::kForcedOpen || state == BreakerState::kForcedClosed) {
+    record.state = open_until_ > absl::InfinitePast() ? BreakerState::kOpen
+                                                      : BreakerState::kClosed;
+  }
+  record.open_until = open_until_;
+  record.open_duration = open_duration_;
+  record.cause = trip_cause_;
+  return record;
+}
+
+void CircuitBreaker::Adopt(const BreakerRecord& record, bool mine,
+                           absl::Time now) {
+  if (record.generation < generation_) return;
+  if (record.generation == generation_ && mine) return;
+  if (record.generation == generation_ && open_until_ == record.open_until) {
+    return;
+  }
+  generation_ = record.generation;
+  open_duration_ = record.open_duration > absl::ZeroDuration()
+                       ? record.open_duration
+                       : config_.open_duration;
+  const std::string cause =
+      absl::StrCat(record.cause, " (from replica ", record.replica, ")");
+  probes_in_flight_ = 0;
+  probe_successes_ = 0;
+  consecutive_failures_ = 0;
+  window_.Clear();
+  if (record.state == BreakerState::kOpen) {
+    open_until_ = record.open_until;
+    trip_cause_ = record.cause;
+  } else {
+    open_until_ = absl::InfinitePast();
+    open_duration_ = config_.open_duration;
+  }
+  // An operator override outranks the cluster's breaker state.
+  if (override_ != BreakerOverride::kAuto) return;
+  if (record.state == BreakerState::kOpen) {
+    if (state_ == BreakerState::kOpen) {
+      // Already open here: only the times change, which is no transition.
+      return;
+    }
+    MoveTo(BreakerState::kOpen, now, cause);
+    State(now);  // straight on to HALF_OPEN if that time has come
+  } else {
+    MoveTo(BreakerState::kClosed, now, cause);
   }
 }
 

@@ -20,6 +20,27 @@ class BreakerListener {
                             uint64_t generation, absl::Time open_until) = 0;
 };
 
+// Cumulative outcome counts a breaker took into its window since it was
+// created (cluster mode shares them).
+struct OutcomeTotals {
+  uint64_t calls = 0;
+  uint64_t failures = 0;
+  uint64_t slow = 0;
+};
+
+// The shared state of one dependency's breaker in cluster mode. Replicas
+// adopt the record with the highest generation; a tie keeps the first one
+// stored.
+struct BreakerRecord {
+  uint64_t generation = 0;
+  // kOpen or kClosed; HALF_OPEN follows from open_until by time.
+  BreakerState state = BreakerState::kClosed;
+  absl::Time open_until = absl::InfinitePast();
+  absl::Duration open_duration = absl::ZeroDuration();
+  std::string cause;
+  std::string replica;  // who stored it; filled in by the sync loop
+};
+
 // Outcome counts over the breaker window.
 struct OutcomeWindow {
   int64_t calls = 0;  // successes + failures + timeouts (not cancelled)
@@ -85,7 +106,37 @@ class CircuitBreaker {
   // How long until the breaker may let calls through again.
   absl::Duration RetryAfter(absl::Time now);
 
+  // Cluster mode. Probe slots then come from cluster-wide leases: at most
+  // `leases` probes run here, and never more than half_open_probes.
+  void SetProbeLeases(uint32_t leases) {
+    leased_probes_ = true;
+    probe_capacity_ = leases;
+  }
+  // Back to half_open_probes slots of its own (standalone, or store down).
+  void UseLocalProbes() {
+    leased_probes_ = false;
+    probe_capacity_ = config_.half_open_probes;
+  }
+  // Probe slots refused since the last call; tells whether to ask for a
+  // lease.
+  uint32_t TakeProbeRefusals() {
+    const uint32_t n = probe_refusals_;
+    probe_refusals_ = 0;
+    return n;
+  }
+  // Outcomes other replicas saw: they join the window of the ratio rules,
+  // which may trip. The consecutive-failure rule stays this replica's own.
+  void AddRemoteOutcomes(const OutcomeWindow& delta, absl::Time now);
+  // The state to share with the other replicas.
+  BreakerRecord Export(absl::Time now);
+  // Takes on the shared state when it is newer than this breaker's (a higher
+  // generation, or the same generation stored by another replica first).
+  void Adopt(const BreakerRecord& record, bool mine, absl::Time now);
+  const OutcomeTotals& totals() const { return totals_; }
+
   absl::Time open_until() const { return open_until_; }
+  // Increases with every trip and every close (the version of the state that
+  // replicas share).
   absl::Duration current_open_duration() const { return open_duration_; }
   uint64_t generation() const { return generation_; }
   const std::string& trip_cause() const { return trip_cause_; }
@@ -119,6 +170,11 @@ class CircuitBreaker {
   std::string trip_cause_;
   uint32_t probes_in_flight_ = 0;
   uint32_t probe_successes_ = 0;
+  bool leased_probes_ = false;
+  uint32_t probe_capacity_;
+  uint32_t probe_refusals_ = 0;
+  // Outcomes this breaker counted into its window since creation.
+  OutcomeTotals totals_;
 };
 
 }  // namespace sluice::core

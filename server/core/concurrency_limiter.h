@@ -16,6 +16,8 @@ class ConcurrencyLimiter {
     ++in_flight_;
     return true;
   }
+  // Takes a slot even past the cap (the cap is suspended, the count goes on).
+  void ForceTake() { ++in_flight_; }
   void Release() {
     if (in_flight_ > 0) --in_flight_;
   }

@@ -9,13 +9,24 @@ namespace sluice::core {
 
 Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
                        Clock* clock, EventSink* sink,
-                       std::atomic<uint32_t>* epochs)
+                       std::atomic<uint32_t>* epochs,
+                       const ClusterState& cluster)
     : clock_(clock), sink_(sink), epochs_(epochs), name_(policy->name) {
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   policy_ = std::move(policy);
+  cluster_ = cluster;
   if (!policy_->per_key) {
-    single_.emplace(*policy_, clock_->Now(), epochs_->fetch_add(1), sink_,
-                    &counters_, name_, "");
+    single_.emplace(*policy_, now, epochs_->fetch_add(1), sink_, &counters_,
+                    name_, "");
+    InitGates(&*single_, now);
+  }
+}
+
+void Dependency::InitGates(GateSet* gates, absl::Time now) {
+  if (cluster_.enabled) gates->SetClusterState(cluster_, now);
+  if (override_ != BreakerOverride::kAuto) {
+    gates->SetOverride(override_, now, "override of the dependency");
   }
 }
 
@@ -47,9 +58,7 @@ GateSet* Dependency::GatesFor(absl::string_view key, absl::Time now) {
       std::forward_as_tuple(*policy_, now, epochs_->fetch_add(1), sink_,
                             &counters_, name_, std::string(key)));
   GateSet* gates = &keys_.front().second;
-  if (override_ != BreakerOverride::kAuto) {
-    gates->SetOverride(override_, now, "override of the dependency");
-  }
+  InitGates(gates, now);
   key_index_.emplace(keys_.front().first, keys_.begin());
   return gates;
 }
@@ -131,9 +140,7 @@ void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
     if (!policy_->per_key) {
       single_.emplace(*policy_, now, epochs_->fetch_add(1), sink_, &counters_,
                       name_, "");
-      if (override_ != BreakerOverride::kAuto) {
-        single_->SetOverride(override_, now, "override of the dependency");
-      }
+      InitGates(&*single_, now);
     }
     return;
   }
@@ -171,6 +178,62 @@ DependencyStatus Dependency::Status(absl::string_view key) {
   }
   status.counters = counters_;
   return status;
+}
+
+void Dependency::SetClusterState(const ClusterState& cluster) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  cluster_ = cluster;
+  if (single_) {
+    single_->SetClusterState(cluster, now);
+    return;
+  }
+  for (auto& [key, gates] : keys_) gates.SetClusterState(cluster, now);
+}
+
+void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  out->name = name_;
+  out->per_key = policy_->per_key;
+  out->cluster_rate =
+      policy_->rate_limit && policy_->rate_limit->scope == Scope::kCluster;
+  out->cluster_concurrency =
+      policy_->concurrency && policy_->concurrency->scope == Scope::kCluster;
+  out->rate_per_second =
+      policy_->rate_limit ? policy_->rate_limit->rate /
+                                absl::ToDoubleSeconds(policy_->rate_limit->per)
+                          : 0;
+  out->max_in_flight =
+      policy_->concurrency ? policy_->concurrency->max_in_flight : 0;
+  out->keys.clear();
+  if (single_) {
+    out->keys.emplace_back();
+    single_->CollectTick(interval, &out->keys.back());
+    // Per-key breakers stay local; the dependency's breaker is shared.
+    single_->CollectBreaker(now, out);
+    return;
+  }
+  KeyTick tick;
+  for (auto& [key, gates] : keys_) {
+    if (gates.CollectTick(interval, &tick)) out->keys.push_back(tick);
+  }
+}
+
+void Dependency::ApplyTick(const DependencyUpdate& update) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  if (single_) {
+    for (const KeyShare& share : update.shares) {
+      single_->ApplyShare(share, now);
+    }
+    single_->ApplyBreaker(update, now);
+    return;
+  }
+  for (const KeyShare& share : update.shares) {
+    auto it = key_index_.find(share.key);
+    if (it != key_index_.end()) it->second->second.ApplyShare(share, now);
+  }
 }
 
 }  // namespace sluice::core

@@ -20,6 +20,7 @@
 #include "server/core/events.h"
 #include "server/core/gate_set.h"
 #include "server/core/policy_config.h"
+#include "server/core/tick.h"
 
 namespace sluice::core {
 
@@ -39,7 +40,8 @@ struct DependencyStatus {
 class Dependency {
  public:
   Dependency(std::shared_ptr<const PolicyConfig> policy, Clock* clock,
-             EventSink* sink, std::atomic<uint32_t>* epochs);
+             EventSink* sink, std::atomic<uint32_t>* epochs,
+             const ClusterState& cluster);
 
   // Decides one call and fills every field of `out`. INVALID_ARGUMENT when
   // `permits` can never be admitted under the policy.
@@ -55,6 +57,12 @@ class Dependency {
   void SetOverride(BreakerOverride override, const std::string& cause)
       ABSL_LOCKS_EXCLUDED(mu_);
   DependencyStatus Status(absl::string_view key) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Cluster mode: see Engine.
+  void SetClusterState(const ClusterState& cluster) ABSL_LOCKS_EXCLUDED(mu_);
+  void CollectTick(absl::Duration interval, DependencyTick* out)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ApplyTick(const DependencyUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<const PolicyConfig> policy() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Upper bounds the engine enforces on request fields.
@@ -65,6 +73,9 @@ class Dependency {
 
   // The gate set for `key` (created, and the LRU updated, as needed).
   GateSet* GatesFor(absl::string_view key, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new gate set with the dependency's override and cluster state.
+  void InitGates(GateSet* gates, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gate set for `key` if it exists; does not touch the LRU order.
   GateSet* FindGates(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -80,6 +91,7 @@ class Dependency {
   DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicyConfig> policy_ ABSL_GUARDED_BY(mu_);
   BreakerOverride override_ ABSL_GUARDED_BY(mu_) = BreakerOverride::kAuto;
+  ClusterState cluster_ ABSL_GUARDED_BY(mu_);
   // Gates of a policy without per_key.
   std::optional<GateSet> single_ ABSL_GUARDED_BY(mu_);
   // Gates per key of a per_key policy, most recently used first.

@@ -28,6 +28,7 @@ Engine::Engine(Clock* clock, Options options, EventSink* sink)
       id_(next_engine_id.fetch_add(1)) {
   absl::MutexLock lock(&mu_);
   current_ = std::make_shared<const DependencyMap>();
+  cluster_.enabled = options_.cluster;
 }
 
 const Engine::DependencyMap& Engine::Snapshot() {
@@ -57,7 +58,7 @@ Dependency* Engine::Find(absl::string_view dependency) {
 std::shared_ptr<Dependency> Engine::MakeDependency(PolicyConfig policy) {
   return std::make_shared<Dependency>(
       std::make_shared<const PolicyConfig>(std::move(policy)), clock_, sink_,
-      &epochs_);
+      &epochs_, cluster_);
 }
 
 void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
@@ -136,13 +137,45 @@ BreakerState Engine::Report(absl::string_view dependency,
   return dep->Report(key, permit_id, outcome, latency);
 }
 
+std::shared_ptr<const Engine::DependencyMap> Engine::CurrentMap() {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
 void Engine::Sweep() {
+  for (const auto& [name, dep] : *CurrentMap()) dep->Sweep();
+}
+
+std::vector<DependencyTick> Engine::CollectTick(absl::Duration interval) {
+  std::shared_ptr<const DependencyMap> map = CurrentMap();
+  std::vector<DependencyTick> ticks(map->size());
+  size_t i = 0;
+  for (const auto& [name, dep] : *map) dep->CollectTick(interval, &ticks[i++]);
+  return ticks;
+}
+
+void Engine::ApplyTick(const std::vector<DependencyUpdate>& updates) {
+  std::shared_ptr<const DependencyMap> map = CurrentMap();
+  for (const DependencyUpdate& update : updates) {
+    auto it = map->find(update.name);
+    if (it != map->end()) it->second->ApplyTick(update);
+  }
+}
+
+void Engine::SetStoreState(bool up, uint32_t live_replicas) {
   std::shared_ptr<const DependencyMap> map;
+  ClusterState cluster;
   {
     absl::MutexLock lock(&mu_);
+    const uint32_t live = live_replicas > 0 ? live_replicas : cluster_.live_replicas;
+    // Every tick reports the state; only a change touches the gates.
+    if (cluster_.store_up == up && cluster_.live_replicas == live) return;
+    cluster_.store_up = up;
+    cluster_.live_replicas = live;
+    cluster = cluster_;
     map = current_;
   }
-  for (const auto& [name, dep] : *map) dep->Sweep();
+  for (const auto& [name, dep] : *map) dep->SetClusterState(cluster);
 }
 
 absl::Status Engine::SetOverride(absl::string_view dependency,
@@ -182,11 +215,7 @@ absl::StatusOr<DependencyStatus> Engine::Inspect(absl::string_view dependency,
 }
 
 std::vector<std::shared_ptr<const PolicyConfig>> Engine::Policies() {
-  std::shared_ptr<const DependencyMap> map;
-  {
-    absl::MutexLock lock(&mu_);
-    map = current_;
-  }
+  std::shared_ptr<const DependencyMap> map = CurrentMap();
   std::vector<std::shared_ptr<const PolicyConfig>> out;
   out.reserve(map->size());
   for (const auto& [name, dep] : *map) out.push_back(dep->policy());

@@ -19,6 +19,7 @@
 #include "server/core/dependency.h"
 #include "server/core/events.h"
 #include "server/core/policy_config.h"
+#include "server/core/tick.h"
 
 namespace sluice::core {
 
@@ -35,6 +36,9 @@ class Engine {
         UnknownDependencyAction::kAllow;
     // call_timeout handed out with an unknown dependency's ALLOW.
     absl::Duration unknown_call_timeout = absl::Seconds(1);
+    // Cluster mode: cluster-scope limits take shares from the sync loop and
+    // follow on_store_failure until the first successful sync.
+    bool cluster = false;
   };
 
   // `clock` must outlive the engine; `sink` may be null, else it must too.
@@ -79,6 +83,15 @@ class Engine {
   absl::StatusOr<DependencyStatus> Inspect(absl::string_view dependency,
                                            absl::string_view key = "");
 
+  // Cluster mode. The sync loop calls these once per tick, off the request
+  // path: CollectTick drains each dependency's demand of the tick that ends
+  // now; ApplyTick hands back shares and shared breaker state; and
+  // SetStoreState says whether the store answered.
+  std::vector<DependencyTick> CollectTick(absl::Duration interval);
+  void ApplyTick(const std::vector<DependencyUpdate>& updates);
+  void SetStoreState(bool up, uint32_t live_replicas)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // The policies in force, sorted by name.
   std::vector<std::shared_ptr<const PolicyConfig>> Policies();
 
@@ -95,7 +108,10 @@ class Engine {
   // Publishes `next` as the new snapshot.
   void Publish(std::shared_ptr<const DependencyMap> next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<Dependency> MakeDependency(PolicyConfig policy);
+  std::shared_ptr<Dependency> MakeDependency(PolicyConfig policy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current map, for work off the request path.
+  std::shared_ptr<const DependencyMap> CurrentMap() ABSL_LOCKS_EXCLUDED(mu_);
 
   Clock* const clock_;
   const Options options_;
@@ -110,6 +126,7 @@ class Engine {
   absl::Mutex mu_;
   std::shared_ptr<const DependencyMap> current_ ABSL_GUARDED_BY(mu_);
   uint64_t current_version_ ABSL_GUARDED_BY(mu_) = 1;
+  ClusterState cluster_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::core

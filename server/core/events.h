@@ -18,7 +18,7 @@ struct BreakerTransition {
   // "failure rate 62% >= 50% over 10s, 40 calls", "probe failed", ...
   std::string cause;
   absl::Time at;
-  // Increases with every trip of this breaker.
+  // Increases with every trip and every close of this breaker.
   uint64_t generation = 0;
   // When an OPEN breaker lets probes through; InfinitePast otherwise.
   absl::Time open_until = absl::InfinitePast();

@@ -14,6 +14,7 @@
 #include "server/core/permit_ledger.h"
 #include "server/core/policy_config.h"
 #include "server/core/sliding_window.h"
+#include "server/core/tick.h"
 #include "server/core/token_bucket.h"
 
 namespace sluice::core {
@@ -36,11 +37,26 @@ struct DecisionCounters {
   uint64_t stale_reports = 0;
 };
 
+// How the cluster store looks to the gates. Standalone unless `enabled`.
+struct ClusterState {
+  bool enabled = false;
+  // False until the first successful sync, and while the store is
+  // unreachable.
+  bool store_up = false;
+  // Live replicas at the last successful sync (at least 1).
+  uint32_t live_replicas = 1;
+};
+
 // Live state of the gates of one policy: for one key of a per_key policy, or
 // for the whole dependency otherwise.
 struct GateStatus {
   double tokens_available = -1;  // -1 without a rate limit
   int64_t window_count = 0;      // sliding window only
+  // This replica's fraction of a cluster-scope rate limit (1 otherwise).
+  double rate_fraction = 1;
+  // The refill rate (permits per `per`) or window limit in force here.
+  double effective_rate = 0;
+  uint32_t effective_max_in_flight = 0;
   uint32_t in_flight = 0;
   size_t live_permits = 0;
   bool has_breaker = false;
@@ -94,6 +110,17 @@ class GateSet final : public BreakerListener {
 
   GateStatus Status(absl::Time now);
 
+  // Cluster mode: the store's state, applied to the cluster-scope gates.
+  void SetClusterState(const ClusterState& cluster, absl::Time now);
+  // Fills `out` with the demand of the tick that ends now and starts the
+  // next one. False when the gate set saw no call during the tick.
+  bool CollectTick(absl::Duration interval, KeyTick* out);
+  // Takes this replica's shares of the cluster-scope limits.
+  void ApplyShare(const KeyShare& share, absl::Time now);
+  // Breaker side of a tick (no-ops without a breaker).
+  void CollectBreaker(absl::Time now, DependencyTick* out);
+  void ApplyBreaker(const DependencyUpdate& update, absl::Time now);
+
   // BreakerListener:
   void OnTransition(BreakerState from, BreakerState to,
                     const std::string& cause, absl::Time at,
@@ -112,6 +139,13 @@ class GateSet final : public BreakerListener {
   void Settle(const PermitLedger::Permit& permit, Outcome outcome,
               absl::Duration latency, absl::Time now);
   void ExpireDue(absl::Time now);
+  // Sets the limiters from the policy and, for cluster-scope gates, from
+  // this replica's share.
+  void ApplyLimits(absl::Time now);
+  // Whether cluster-scope limits are skipped (store down, FAIL_OPEN).
+  bool ClusterGatesOpen() const;
+  // Whether calls are refused for want of the store (FAIL_CLOSED).
+  bool StoreRefuses() const;
 
   EventSink* const sink_;
   DecisionCounters* const counters_;
@@ -126,6 +160,24 @@ class GateSet final : public BreakerListener {
   // Held so that a breaker added by a later policy edit starts overridden.
   BreakerOverride override_ = BreakerOverride::kAuto;
   PermitLedger ledger_;
+
+  // The policy's limits as written, before any cluster share.
+  std::optional<RateLimitConfig> rate_config_;
+  uint32_t max_in_flight_ = 0;
+  bool cluster_rate_ = false;
+  bool cluster_concurrency_ = false;
+  StoreFailureMode store_failure_ = StoreFailureMode::kFailOpen;
+  ClusterState cluster_;
+  // Shares from the last sync; absent until one arrives.
+  std::optional<double> rate_fraction_;
+  std::optional<double> concurrency_fraction_;
+
+  // Demand of the tick in progress.
+  double tick_asked_ = 0;
+  uint32_t tick_peak_in_flight_ = 0;
+  uint64_t tick_concurrency_refused_ = 0;
+  bool tick_active_ = false;
+  uint64_t admitted_total_ = 0;
 };
 
 }  // namespace sluice::core

@@ -1,0 +1,303 @@
+#include "server/cluster/redis_store.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace sluice::cluster {
+namespace {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const {
+    if (r != nullptr) freeReplyObject(r);
+  }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+timeval Timeout(absl::Duration d) {
+  return absl::ToTimeval(std::max(d, absl::Milliseconds(1)));
+}
+
+std::string Ms(absl::Time t) { return absl::StrCat(absl::ToUnixMillis(t)); }
+std::string Ms(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d));
+}
+std::string Num(double v) { return absl::StrFormat("%.17g", v); }
+
+absl::string_view Str(const redisReply* r) {
+  if (r == nullptr) return {};
+  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+    return absl::string_view(r->str, r->len);
+  }
+  return {};
+}
+
+double ToDouble(const redisReply* r) {
+  double v = 0;
+  if (r != nullptr && r->type == REDIS_REPLY_INTEGER) return r->integer;
+  return absl::SimpleAtod(Str(r), &v) ? v : 0;
+}
+
+uint64_t ToU64(const redisReply* r) {
+  if (r != nullptr && r->type == REDIS_REPLY_INTEGER) {
+    return r->integer > 0 ? static_cast<uint64_t>(r->integer) : 0;
+  }
+  uint64_t v = 0;
+  if (absl::SimpleAtoi(Str(r), &v)) return v;
+  double d = 0;  // Lua may hand back "1e+15" for large totals
+  return absl::SimpleAtod(Str(r), &d) && d > 0 ? static_cast<uint64_t>(d) : 0;
+}
+
+absl::Status ErrorOf(const redisContext* c, absl::string_view what) {
+  const std::string msg = absl::StrCat(what, ": ", c->errstr);
+  if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    return absl::DeadlineExceededError(msg);
+  }
+  return absl::UnavailableError(msg);
+}
+
+void Append(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  argv.reserve(args.size());
+  lens.reserve(args.size());
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  redisAppendCommandArgv(c, static_cast<int>(args.size()), argv.data(),
+                         lens.data());
+}
+
+absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
+  if (r->type == REDIS_REPLY_ERROR) {
+    return absl::InternalError(
+        absl::StrCat("tick script failed: ", absl::string_view(r->str, r->len)));
+  }
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
+    return absl::InternalError("tick script answered in an unexpected shape");
+  }
+  PolicyPull pull;
+  const redisReply* demands = r->element[0];
+  for (size_t k = 0; k < nkeys && k < demands->elements; ++k) {
+    const redisReply* flat = demands->element[k];
+    std::vector<ReplicaDemand> entries;
+    for (size_t j = 0; j + 2 < flat->elements; j += 3) {
+      ReplicaDemand d;
+      d.replica = std::string(Str(flat->element[j]));
+      d.rate_demand = ToDouble(flat->element[j + 1]);
+      d.concurrency_demand = ToDouble(flat->element[j + 2]);
+      entries.push_back(std::move(d));
+    }
+    pull.keys.push_back(std::move(entries));
+  }
+  const redisReply* outcomes = r->element[1];
+  for (size_t j = 0; j + 3 < outcomes->elements; j += 4) {
+    ReplicaOutcomes o;
+    o.replica = std::string(Str(outcomes->element[j]));
+    o.totals.calls = ToU64(outcomes->element[j + 1]);
+    o.totals.failures = ToU64(outcomes->element[j + 2]);
+    o.totals.slow = ToU64(outcomes->element[j + 3]);
+    pull.outcomes.push_back(std::move(o));
+  }
+  const redisReply* breaker = r->element[2];
+  if (breaker->elements == 6) {
+    core::BreakerRecord rec;
+    rec.generation = ToU64(breaker->element[0]);
+    rec.state = Str(breaker->element[1]) == "OPEN" ? core::BreakerState::kOpen
+                                                    : core::BreakerState::kClosed;
+    const auto until = static_cast<int64_t>(ToDouble(breaker->element[2]));
+    rec.open_until = until > 0 ? absl::FromUnixMillis(until)
+                               : absl::InfinitePast();
+    rec.open_duration =
+        absl::Milliseconds(static_cast<int64_t>(ToDouble(breaker->element[3])));
+    rec.cause = std::string(Str(breaker->element[4]));
+    rec.replica = std::string(Str(breaker->element[5]));
+    pull.breaker = std::move(rec);
+  }
+  pull.leases_granted = static_cast<uint32_t>(ToU64(r->element[3]));
+  return pull;
+}
+
+}  // namespace
+
+absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
+    const std::string& address) {
+  Options options;
+  std::pair<std::string, std::string> parts =
+      absl::StrSplit(address, absl::MaxSplits(':', 1));
+  if (parts.first.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redis must be host:port, got \"", address, "\""));
+  }
+  options.host = parts.first;
+  if (!parts.second.empty() &&
+      (!absl::SimpleAtoi(parts.second, &options.port) || options.port <= 0 ||
+       options.port > 65535)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redis port must be 1-65535, got \"", parts.second,
+                     "\""));
+  }
+  return options;
+}
+
+RedisStore::RedisStore(Options options)
+    : options_(std::move(options)), backoff_(options_.min_backoff) {}
+
+RedisStore::~RedisStore() {
+  if (context_ != nullptr) redisFree(context_);
+}
+
+std::string RedisStore::Describe() const {
+  return absl::StrCat("redis ", options_.host, ":", options_.port);
+}
+
+void RedisStore::Disconnect(absl::Time now) {
+  if (context_ != nullptr) redisFree(context_);
+  context_ = nullptr;
+  script_sha_.clear();
+  next_attempt_ = now + backoff_;
+  backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+}
+
+absl::Status RedisStore::EnsureConnected(absl::Time now) {
+  if (context_ != nullptr && context_->err == 0 && !script_sha_.empty()) {
+    return absl::OkStatus();
+  }
+  if (context_ == nullptr) {
+    if (now < next_attempt_) {
+      return absl::UnavailableError(absl::StrCat(
+          "waiting ", absl::FormatDuration(next_attempt_ - now),
+          " before reconnecting"));
+    }
+    context_ = redisConnectWithTimeout(options_.host.c_str(), options_.port,
+                                       Timeout(options_.timeout));
+    if (context_ == nullptr) {
+      Disconnect(now);
+      return absl::UnavailableError("cannot allocate a redis context");
+    }
+    if (context_->err != 0) {
+      absl::Status status = ErrorOf(context_, "connect");
+      Disconnect(now);
+      return status;
+    }
+    redisSetTimeout(context_, Timeout(options_.timeout));
+  }
+  ReplyPtr reply(static_cast<redisReply*>(
+      redisCommand(context_, "SCRIPT LOAD %s", TickScript())));
+  if (reply == nullptr) {
+    absl::Status status = ErrorOf(context_, "SCRIPT LOAD");
+    Disconnect(now);
+    return status;
+  }
+  if (reply->type != REDIS_REPLY_STRING) {
+    absl::Status status = absl::UnavailableError(
+        absl::StrCat("SCRIPT LOAD refused: ", Str(reply.get())));
+    Disconnect(now);
+    return status;
+  }
+  script_sha_ = std::string(Str(reply.get()));
+  backoff_ = options_.min_backoff;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
+  absl::StatusOr<TickReply> reply = RunTick(request);
+  // A Redis restart forgets loaded scripts; load it again and retry once.
+  if (!reply.ok() && absl::StrContains(reply.status().message(), "NOSCRIPT")) {
+    script_sha_.clear();
+    reply = RunTick(request);
+  }
+  return reply;
+}
+
+absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
+  const absl::Time now = request.now;
+  if (absl::Status s = EnsureConnected(now); !s.ok()) return s;
+
+  const std::string members = options_.key_prefix + "replicas";
+  const std::string expiry = Ms(now + request.stale_after);
+  Append(context_, {"ZADD", members, expiry, request.replica_id});
+  Append(context_, {"ZREMRANGEBYSCORE", members, "-inf", absl::StrCat("(", Ms(now))});
+  Append(context_, {"ZRANGEBYSCORE", members, Ms(now), "+inf"});
+  Append(context_, {"PEXPIRE", members, Ms(request.key_ttl)});
+  for (const PolicyPush& push : request.policies) {
+    std::vector<std::string> args = {
+        "EVALSHA", script_sha_, "1",
+        absl::StrCat(options_.key_prefix, "{", push.policy, "}"),
+        request.replica_id, Ms(now), Ms(request.stale_after),
+        Ms(request.key_ttl), absl::StrCat(push.keys.size())};
+    for (const core::KeyTick& key : push.keys) {
+      args.push_back(key.key);
+      args.push_back(Num(key.rate_demand));
+      args.push_back(Num(key.concurrency_demand));
+      args.push_back(absl::StrCat(key.admitted_total));
+    }
+    args.push_back(push.has_breaker ? "1" : "0");
+    if (push.has_breaker) {
+      args.push_back(absl::StrCat(push.outcomes.calls));
+      args.push_back(absl::StrCat(push.outcomes.failures));
+      args.push_back(absl::StrCat(push.outcomes.slow));
+      args.push_back(absl::StrCat(push.breaker.generation));
+      args.push_back(push.breaker.state == core::BreakerState::kOpen ? "OPEN"
+                                                                     : "CLOSED");
+      args.push_back(push.breaker.open_until == absl::InfinitePast()
+                         ? "0"
+                         : Ms(push.breaker.open_until));
+      args.push_back(Ms(push.breaker.open_duration));
+      args.push_back(push.breaker.cause);
+      args.push_back(absl::StrCat(push.leases_wanted));
+      args.push_back(absl::StrCat(push.lease_cap));
+      args.push_back(Ms(push.lease_ttl));
+    }
+    Append(context_, args);
+  }
+
+  // Read every reply, even after an error reply, to keep the pipeline whole.
+  const size_t expected = 4 + request.policies.size();
+  std::vector<ReplyPtr> replies;
+  replies.reserve(expected);
+  for (size_t i = 0; i < expected; ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
+      absl::Status status = ErrorOf(context_, "tick");
+      Disconnect(now);
+      return status;
+    }
+    replies.emplace_back(static_cast<redisReply*>(raw));
+  }
+
+  TickReply out;
+  const redisReply* live = replies[2].get();
+  if (live->type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i < live->elements; ++i) {
+      out.replicas.emplace_back(Str(live->element[i]));
+    }
+  }
+  for (size_t p = 0; p < request.policies.size(); ++p) {
+    const redisReply* r = replies[4 + p].get();
+    if (r->type == REDIS_REPLY_ERROR &&
+        absl::StartsWith(absl::string_view(r->str, r->len), "NOSCRIPT")) {
+      return absl::UnavailableError("NOSCRIPT: tick script not loaded");
+    }
+    absl::StatusOr<PolicyPull> pull =
+        ParsePull(r, request.policies[p].keys.size());
+    if (!pull.ok()) return pull.status();
+    out.policies.push_back(*std::move(pull));
+  }
+  return out;
+}
+
+}  // namespace sluice::cluster

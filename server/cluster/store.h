@@ -1,0 +1,91 @@
+#ifndef SLUICE_SERVER_CLUSTER_STORE_H_
+#define SLUICE_SERVER_CLUSTER_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/core/tick.h"
+
+namespace sluice::cluster {
+
+// What one replica pushes for one policy in a tick.
+struct PolicyPush {
+  std::string policy;
+  // Demand and admitted totals of the keys active in the last tick (the one
+  // key "" for a policy without per_key). Empty when the policy has no
+  // cluster-scope limit.
+  std::vector<core::KeyTick> keys;
+  bool has_breaker = false;
+  core::OutcomeTotals outcomes;
+  // This replica's breaker state; stored when its generation is higher than
+  // the stored one.
+  core::BreakerRecord breaker;
+  uint32_t leases_wanted = 0;
+  uint32_t lease_cap = 0;
+  absl::Duration lease_ttl = absl::ZeroDuration();
+};
+
+struct ReplicaDemand {
+  std::string replica;
+  double rate_demand = 0;
+  double concurrency_demand = 0;
+};
+
+struct ReplicaOutcomes {
+  std::string replica;
+  core::OutcomeTotals totals;
+};
+
+// What the store answers for one policy.
+struct PolicyPull {
+  // One entry per pushed key, in push order: the live replicas' demand for
+  // that key, this replica's included.
+  std::vector<std::vector<ReplicaDemand>> keys;
+  // Cumulative outcome totals of every live replica.
+  std::vector<ReplicaOutcomes> outcomes;
+  // The stored breaker record, if any replica stored one.
+  std::optional<core::BreakerRecord> breaker;
+  // Probe leases granted to this replica for the stored generation.
+  uint32_t leases_granted = 0;
+};
+
+struct TickRequest {
+  std::string replica_id;
+  absl::Time now;
+  // A replica (and its demand and outcomes) not heard from for this long is
+  // gone.
+  absl::Duration stale_after = absl::Seconds(3);
+  // Lifetime of the state keys; refreshed on every tick.
+  absl::Duration key_ttl = absl::Minutes(10);
+  std::vector<PolicyPush> policies;
+};
+
+struct TickReply {
+  // Live replicas, this one included.
+  std::vector<std::string> replicas;
+  // One entry per pushed policy, in push order.
+  std::vector<PolicyPull> policies;
+};
+
+// The shared ledger of the cluster. A Tick is one round trip whatever the
+// request rate: it refreshes this replica's membership and, for every policy,
+// stores what the replica pushes and returns what all replicas stored. It
+// fails as a whole (UNAVAILABLE, DEADLINE_EXCEEDED) when the store is
+// unreachable or too slow; a failed tick may still have been applied, which
+// is harmless because every pushed value is a level or a cumulative total,
+// never an increment. Called from the sync loop's thread only.
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual absl::StatusOr<TickReply> Tick(const TickRequest& request) = 0;
+  // What the operator sees, e.g. "redis 127.0.0.1:6379".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace sluice::cluster
+
+#endif  // SLUICE_SERVER_CLUSTER_STORE_H_

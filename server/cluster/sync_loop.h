@@ -1,0 +1,104 @@
+#ifndef SLUICE_SERVER_CLUSTER_SYNC_LOOP_H_
+#define SLUICE_SERVER_CLUSTER_SYNC_LOOP_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/cluster/share_allocator.h"
+#include "server/cluster/store.h"
+#include "server/core/clock.h"
+#include "server/core/engine.h"
+
+namespace sluice::cluster {
+
+// What the sync loop has been doing, for logs, metrics and GetState.
+struct SyncStats {
+  bool store_up = false;
+  uint64_t ticks = 0;
+  uint64_t failures = 0;
+  uint32_t live_replicas = 0;
+  absl::Duration last_tick_duration = absl::ZeroDuration();
+  absl::Time last_success = absl::InfinitePast();
+  std::string last_error;
+};
+
+// Keeps the engine in step with the cluster: once per interval (and soon
+// after a nudge) it drains the engine's demand and breaker state, makes one
+// Store::Tick round trip, and hands back shares, other replicas' outcomes,
+// the newest breaker records and probe leases. Runs on its own thread; the
+// request path never waits for it. A failed tick switches the engine to
+// store-down behaviour (each policy's on_store_failure) until a tick works
+// again; the transition is logged once each way.
+class SyncLoop {
+ public:
+  struct Options {
+    // Names this replica in the store; must be unique in the cluster.
+    std::string replica_id;
+    absl::Duration interval = absl::Seconds(1);
+    // A replica silent for this many intervals no longer counts.
+    int stale_ticks = 3;
+    // Lifetime of state keys in the store, refreshed every tick.
+    absl::Duration key_ttl = absl::Minutes(10);
+    ShareOptions shares;
+    // Called (from the loop's thread) when the store goes up or down.
+    std::function<void(bool up, const std::string& detail)> on_store_change;
+  };
+
+  // `engine`, `store` and `clock` must outlive the loop.
+  SyncLoop(core::Engine* engine, Store* store, core::Clock* clock,
+           Options options);
+  ~SyncLoop();  // Stops the thread.
+
+  // Starts the thread. The first tick runs at once.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the thread after one last tick, so the counts of the final
+  // interval reach the store.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks for a tick soon (a breaker tripped here: tell the others now).
+  void Nudge() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // One tick on the caller's thread. Tests drive the loop with this.
+  absl::Status TickOnce() ABSL_LOCKS_EXCLUDED(tick_mu_);
+
+  SyncStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+  const Options& options() const { return options_; }
+
+ private:
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  void SetStoreUp(bool up, const std::string& detail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+
+  core::Engine* const engine_;
+  Store* const store_;
+  core::Clock* const clock_;
+  const Options options_;
+
+  // Serializes ticks (the thread's and TestOnce callers').
+  absl::Mutex tick_mu_;
+  absl::Time last_tick_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
+  bool store_up_ ABSL_GUARDED_BY(tick_mu_) = false;
+  bool store_known_ ABSL_GUARDED_BY(tick_mu_) = false;
+  // Per policy, the outcome totals last seen from each other replica.
+  absl::flat_hash_map<std::string,
+                      absl::flat_hash_map<std::string, core::OutcomeTotals>>
+      seen_outcomes_ ABSL_GUARDED_BY(tick_mu_);
+
+  mutable absl::Mutex stats_mu_;
+  SyncStats stats_ ABSL_GUARDED_BY(stats_mu_);
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool nudged_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace sluice::cluster
+
+#endif  // SLUICE_SERVER_CLUSTER_SYNC_LOOP_H_

@@ -1,0 +1,328 @@
+#include "server/cluster/sync_loop.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/core/engine.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_store.h"
+
+namespace sluice::cluster {
+namespace {
+
+using core::BreakerState;
+using core::Outcome;
+using core::PolicyConfig;
+using core::Reason;
+using core::Verdict;
+
+// One sluiced replica: an engine in cluster mode and its sync loop, sharing
+// the test's clock and store. Ticks are driven by hand.
+struct Replica {
+  Replica(const std::string& id, core::Clock* clock, Store* store)
+      : engine(clock, EngineOptions()),
+        loop(&engine, store, clock, LoopOptions(id)) {}
+
+  static core::Engine::Options EngineOptions() {
+    core::Engine::Options o;
+    o.cluster = true;
+    return o;
+  }
+  static SyncLoop::Options LoopOptions(const std::string& id) {
+    SyncLoop::Options o;
+    o.replica_id = id;
+    return o;
+  }
+
+  core::Decision Acquire(const std::string& dep) {
+    absl::StatusOr<core::Decision> d = engine.Acquire(dep, "", 1);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return *d;
+  }
+
+  core::Engine engine;
+  SyncLoop loop;
+};
+
+class SyncLoopTest : public ::testing::Test {
+ protected:
+  void AddReplicas(int n) {
+    for (int i = 0; i < n; ++i) {
+      replicas_.push_back(std::make_unique<Replica>(
+          "r" + std::to_string(i), &clock_, &store_));
+    }
+  }
+  void Install(const PolicyConfig& p) {
+    for (auto& r : replicas_) r->engine.PutPolicy(p);
+  }
+  void TickAll() {
+    for (auto& r : replicas_) r->loop.TickOnce().IgnoreError();
+  }
+  Replica& R(int i) { return *replicas_[i]; }
+
+  static PolicyConfig ClusterBucket(const std::string& name, double rate,
+                                    double burst) {
+    PolicyConfig p;
+    p.name = name;
+    core::RateLimitConfig rl;
+    rl.rate = rate;
+    rl.burst = burst;
+    rl.scope = core::Scope::kCluster;
+    p.rate_limit = rl;
+    return p;
+  }
+  static PolicyConfig WithBreaker(PolicyConfig p) {
+    core::BreakerConfig b;
+    b.consecutive_failures = 3;
+    b.open_duration = absl::Seconds(5);
+    b.half_open_probes = 1;
+    b.successes_to_close = 1;
+    p.breaker = b;
+    return p;
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeStore store_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+};
+
+TEST_F(SyncLoopTest, SkewedLoadHoldsTheClusterLimit) {
+  AddReplicas(3);
+  Install(ClusterBucket("inv", 100, 10));
+  // Replica 0 is offered 1000/s, replicas 1 and 2 are paced at 20/s each.
+  // Time moves in 1 ms steps; every replica ticks once per second, at
+  // different offsets, as real replicas do.
+  std::vector<int64_t> admitted(3, 0);
+  std::vector<int64_t> asked(3, 0);
+  int64_t total_measured = 0;
+  int64_t worst_second = 0;
+  for (int ms = 0; ms < 15000; ++ms) {
+    clock_.Advance(absl::Milliseconds(1));
+    int64_t this_ms = 0;
+    for (int r = 0; r < 3; ++r) {
+      const bool offered = r == 0 ? true : ms % 50 == r * 7;
+      if (!offered) continue;
+      const bool allowed = R(r).Acquire("inv").verdict == Verdict::kAllow;
+      if (ms >= 5000) {
+        ++asked[r];
+        if (allowed) {
+          ++admitted[r];
+          ++this_ms;
+        }
+      }
+    }
+    total_measured += this_ms;
+    for (int r = 0; r < 3; ++r) {
+      if (ms % 1000 == r * 300) R(r).loop.TickOnce().IgnoreError();
+    }
+    if (ms >= 5000 && ms % 1000 == 999) {
+      worst_second = std::max(worst_second, total_measured);
+      total_measured = 0;
+    }
+  }
+  const int64_t total = admitted[0] + admitted[1] + admitted[2];
+  RecordProperty("admitted_total", static_cast<int>(total));
+  std::printf("admitted %lld %lld %lld of asked %lld %lld %lld, worst 1s %lld\n", (long long)admitted[0], (long long)admitted[1], (long long)admitted[2], (long long)asked[0], (long long)asked[1], (long long)asked[2], (long long)worst_second);
+  // 10 s at 100/s after 5 s of warm-up: within 5% of 1000.
+  EXPECT_NEAR(total, 1000, 50);
+  EXPECT_LE(worst_second, 110);
+  // The paced replicas get most of their calls through.
+  EXPECT_GT(admitted[1], asked[1] * 8 / 10);
+  EXPECT_GT(admitted[2], asked[2] * 8 / 10);
+}
+
+TEST_F(SyncLoopTest, AdmittedCountsReachTheStoreOnceEach) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 1000, 1000));
+  int64_t allowed0 = 0;
+  for (int t = 0; t < 5; ++t) {
+    for (int i = 0; i < 30; ++i) {
+      allowed0 += R(0).Acquire("inv").verdict == Verdict::kAllow;
+    }
+    // A reply lost after the store applied the tick must not count twice.
+    if (t == 2) store_.LoseNextReplies(1);
+    clock_.Advance(absl::Seconds(1));
+    TickAll();
+  }
+  EXPECT_EQ(static_cast<int64_t>(store_.Admitted("inv", "r0")), allowed0);
+  EXPECT_EQ(store_.Admitted("inv", "r1"), 0u);
+}
+
+TEST_F(SyncLoopTest, TripOnOneReplicaOpensTheOthersOnTheirNextTick) {
+  AddReplicas(3);
+  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+  TickAll();
+  for (int i = 0; i < 3; ++i) {
+    const core::Decision d = R(0).Acquire("pay");
+    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
+                       absl::Milliseconds(5));
+  }
+  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
+  EXPECT_EQ(R(1).Acquire("pay").verdict, Verdict::kAllow);
+  clock_.Advance(absl::Milliseconds(10));
+  R(0).loop.TickOnce().IgnoreError();
+  R(1).loop.TickOnce().IgnoreError();
+  R(2).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kCircuitOpen);
+  EXPECT_EQ(R(2).Acquire("pay").reason, Reason::kCircuitOpen);
+  auto status = R(1).engine.Inspect("pay");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->gates->breaker_state, BreakerState::kOpen);
+  EXPECT_NE(status->gates->trip_cause.find("consecutive"), std::string::npos);
+}
+
+TEST_F(SyncLoopTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
+  AddReplicas(3);
+  PolicyConfig p = WithBreaker(ClusterBucket("pay", 1000, 1000));
+  p.breaker->half_open_probes = 2;
+  p.breaker->successes_to_close = 3;
+  Install(p);
+  TickAll();
+  for (int i = 0; i < 3; ++i) {
+    const core::Decision d = R(0).Acquire("pay");
+    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
+                       absl::Milliseconds(5));
+  }
+  TickAll();
+  clock_.Advance(absl::Seconds(6));
+  // Every replica is HALF_OPEN and wants probes; before leases arrive none
+  // may probe.
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(R(r).Acquire("pay").reason, Reason::kProbeLimit);
+  }
+  int max_in_flight = 0;
+  std::vector<core::Decision> probes;
+  for (int round = 0; round < 4; ++round) {
+    TickAll();
+    for (int r = 0; r < 3; ++r) {
+      for (int k = 0; k < 3; ++k) {
+        core::Decision d = R(r).Acquire("pay");
+        if (d.verdict == Verdict::kAllow) probes.push_back(d);
+      }
+    }
+    max_in_flight = std::max<int>(max_in_flight, probes.size());
+  }
+  EXPECT_EQ(max_in_flight, 2);
+}
+
+TEST_F(SyncLoopTest, RatioRulesAreJudgedOnTheClusterWindow) {
+  AddReplicas(2);
+  PolicyConfig p = ClusterBucket("inv", 1000, 1000);
+  core::BreakerConfig b;
+  b.failure_rate_threshold = 0.5;
+  b.minimum_calls = 16;
+  p.breaker = b;
+  Install(p);
+  TickAll();
+  // Each replica alone sees 10 calls, 6 failed: below minimum_calls.
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 10; ++i) {
+      const core::Decision d = R(r).Acquire("inv");
+      R(r).engine.Report("inv", "", d.permit_id,
+                         i < 6 ? Outcome::kFailure : Outcome::kSuccess,
+                         absl::Milliseconds(5));
+    }
+  }
+  EXPECT_EQ(R(0).Acquire("inv").verdict, Verdict::kAllow);
+  clock_.Advance(absl::Milliseconds(100));
+  TickAll();
+  TickAll();
+  // Together: 20 calls, 60% failed.
+  EXPECT_EQ(R(0).Acquire("inv").reason, Reason::kCircuitOpen);
+  EXPECT_EQ(R(1).Acquire("inv").reason, Reason::kCircuitOpen);
+}
+
+TEST_F(SyncLoopTest, StoreFailureModes) {
+  AddReplicas(1);
+  PolicyConfig open = ClusterBucket("open", 2, 2);
+  PolicyConfig local = ClusterBucket("local", 2, 2);
+  local.on_store_failure = core::StoreFailureMode::kLocal;
+  PolicyConfig closed = ClusterBucket("closed", 2, 2);
+  closed.on_store_failure = core::StoreFailureMode::kFailClosed;
+  PolicyConfig local_only;
+  local_only.name = "plain";
+  core::RateLimitConfig rl;
+  rl.rate = 2;
+  rl.burst = 2;
+  local_only.rate_limit = rl;
+  for (const auto& p : {open, local, closed, local_only}) Install(p);
+  TickAll();
+  store_.SetDown(true);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_FALSE(R(0).loop.TickOnce().ok());
+  EXPECT_FALSE(R(0).loop.stats().store_up);
+
+  auto count = [&](const std::string& dep, Reason* last) {
+    int allowed = 0;
+    for (int i = 0; i < 10; ++i) {
+      const core::Decision d = R(0).Acquire(dep);
+      if (d.verdict == Verdict::kAllow) ++allowed;
+      *last = d.reason;
+    }
+    return allowed;
+  };
+  Reason last;
+  EXPECT_EQ(count("open", &last), 10);  // cluster limit lifted
+  EXPECT_EQ(count("local", &last), 2);  // last share kept
+  EXPECT_EQ(last, Reason::kRateLimited);
+  EXPECT_EQ(count("closed", &last), 0);
+  EXPECT_EQ(last, Reason::kStoreUnavailable);
+  EXPECT_EQ(count("plain", &last), 2);  // local limits keep working
+
+  store_.SetDown(false);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(R(0).loop.TickOnce().ok());
+  EXPECT_TRUE(R(0).loop.stats().store_up);
+  EXPECT_EQ(count("open", &last), 2);  // enforced again
+  EXPECT_EQ(last, Reason::kRateLimited);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(count("closed", &last), 2);
+}
+
+TEST_F(SyncLoopTest, RestartedReplicaAdoptsAnOpenBreaker) {
+  AddReplicas(2);
+  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+  TickAll();
+  for (int i = 0; i < 3; ++i) {
+    const core::Decision d = R(0).Acquire("pay");
+    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
+                       absl::Milliseconds(5));
+  }
+  TickAll();
+  // Replica 1 restarts: a fresh engine under a new id.
+  replicas_[1] = std::make_unique<Replica>("r1-restarted", &clock_, &store_);
+  replicas_[1]->engine.PutPolicy(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+  clock_.Advance(absl::Milliseconds(500));
+  R(1).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kCircuitOpen);
+}
+
+TEST_F(SyncLoopTest, ClosingAfterProbesReachesEveryReplica) {
+  AddReplicas(2);
+  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+  TickAll();
+  for (int i = 0; i < 3; ++i) {
+    const core::Decision d = R(0).Acquire("pay");
+    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
+                       absl::Milliseconds(5));
+  }
+  TickAll();
+  clock_.Advance(absl::Seconds(6));
+  EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);
+  TickAll();  // replica 1 asked, so it gets the one lease
+  const core::Decision probe = R(1).Acquire("pay");
+  ASSERT_EQ(probe.verdict, Verdict::kAllow);
+  EXPECT_EQ(R(1).engine.Report("pay", "", probe.permit_id, Outcome::kSuccess,
+                               absl::Milliseconds(5)),
+            BreakerState::kClosed);
+  TickAll();
+  TickAll();
+  EXPECT_EQ(R(0).Acquire("pay").verdict, Verdict::kAllow);
+  auto status = R(0).engine.Inspect("pay");
+  EXPECT_EQ(status->gates->breaker_state, BreakerState::kClosed);
+}
+
+}  // namespace
+}  // namespace sluice::cluster
