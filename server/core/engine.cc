@@ -143,7 +143,10 @@ std::shared_ptr<const Engine::DependencyMap> Engine::CurrentMap() {
 }
 
 void Engine::Sweep() {
-  for (const auto& [name, dep] : *CurrentMap()) dep->Sweep();
+  // Hold the snapshot: in `for (x : *CurrentMap())` the shared_ptr temporary
+  // dies before the loop runs, and a concurrent swap frees the map.
+  const std::shared_ptr<const DependencyMap> map = CurrentMap();
+  for (const auto& [name, dep] : *map) dep->Sweep();
 }
 
 std::vector<DependencyTick> Engine::CollectTick(absl::Duration interval) {
