@@ -1,0 +1,112 @@
+#ifndef SLUICE_TESTS_TESTING_REDIS_SERVER_H_
+#define SLUICE_TESTS_TESTING_REDIS_SERVER_H_
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <hiredis/hiredis.h>
+
+namespace sluice::testing {
+
+// A free TCP port on 127.0.0.1 (bound and released; a tiny race we accept
+// in integration tests, since redis-server cannot report a port 0 choice).
+inline int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+// A real redis-server child process on loopback, without persistence, for
+// integration tests. It can be paused (SIGSTOP), resumed, killed and started
+// again on the same port.
+class RedisServer {
+ public:
+  RedisServer() : port_(FreePort()) {}
+  ~RedisServer() { Kill(); }
+
+  // Starts the server and waits until it answers PING. False on failure.
+  bool Start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string port = std::to_string(port_);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
+             "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel",
+             "warning", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      if (Ping()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGCONT);
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  void Pause() { kill(pid_, SIGSTOP); }
+  void Resume() { kill(pid_, SIGCONT); }
+
+  bool Ping() const {
+    timeval tv{0, 200000};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    bool ok = false;
+    if (c != nullptr && c->err == 0) {
+      redisSetTimeout(c, tv);
+      auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
+      ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+      if (r != nullptr) freeReplyObject(r);
+    }
+    if (c != nullptr) redisFree(c);
+    return ok;
+  }
+
+  // Runs one command and returns its integer or string reply as text.
+  std::string Command(const std::string& command) const {
+    timeval tv{1, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    std::string out;
+    if (c != nullptr && c->err == 0) {
+      auto* r = static_cast<redisReply*>(redisCommand(c, command.c_str()));
+      if (r != nullptr) {
+        if (r->type == REDIS_REPLY_INTEGER) out = std::to_string(r->integer);
+        if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+          out.assign(r->str, r->len);
+        }
+        freeReplyObject(r);
+      }
+    }
+    if (c != nullptr) redisFree(c);
+    return out;
+  }
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  const int port_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace sluice::testing
+
+#endif  // SLUICE_TESTS_TESTING_REDIS_SERVER_H_
