@@ -1,94 +1,38 @@
-#include "server/cluster/sync_loop.h"
+#include "tests/cluster/cluster_scenarios.h"
 
-#include <memory>
-#include <string>
-#include <vector>
+#include <cstdio>
 
-#include "gtest/gtest.h"
-#include "server/core/engine.h"
-#include "tests/testing/fake_clock.h"
-#include "tests/testing/fake_store.h"
+#include "server/cluster/redis_store.h"
 
 namespace sluice::cluster {
+
+std::string* ClusterScenarioTest::redis_address = nullptr;
+
+void ClusterScenarioTest::SetUp() {
+  if (GetParam() == "redis") {
+    ASSERT_NE(redis_address, nullptr) << "no redis-server for this binary";
+  }
+}
+
+Store* ClusterScenarioTest::StoreFor(const std::string& replica) {
+  if (GetParam() == "fake") return &fake_;
+  absl::StatusOr<RedisStore::Options> options =
+      RedisStore::ParseAddress(*redis_address);
+  EXPECT_TRUE(options.ok());
+  // Each test gets its own key space, so leftovers of another test (and
+  // their TTLs) never meet this one.
+  options->key_prefix = std::string("sluice-test:") +
+                        ::testing::UnitTest::GetInstance()
+                            ->current_test_info()
+                            ->name() +
+                        ":";
+  redis_stores_.push_back(std::make_unique<RedisStore>(*options));
+  return redis_stores_.back().get();
+}
+
 namespace {
 
-using core::BreakerState;
-using core::Outcome;
-using core::PolicyConfig;
-using core::Reason;
-using core::Verdict;
-
-// One sluiced replica: an engine in cluster mode and its sync loop, sharing
-// the test's clock and store. Ticks are driven by hand.
-struct Replica {
-  Replica(const std::string& id, core::Clock* clock, Store* store)
-      : engine(clock, EngineOptions()),
-        loop(&engine, store, clock, LoopOptions(id)) {}
-
-  static core::Engine::Options EngineOptions() {
-    core::Engine::Options o;
-    o.cluster = true;
-    return o;
-  }
-  static SyncLoop::Options LoopOptions(const std::string& id) {
-    SyncLoop::Options o;
-    o.replica_id = id;
-    return o;
-  }
-
-  core::Decision Acquire(const std::string& dep) {
-    absl::StatusOr<core::Decision> d = engine.Acquire(dep, "", 1);
-    EXPECT_TRUE(d.ok()) << d.status();
-    return *d;
-  }
-
-  core::Engine engine;
-  SyncLoop loop;
-};
-
-class SyncLoopTest : public ::testing::Test {
- protected:
-  void AddReplicas(int n) {
-    for (int i = 0; i < n; ++i) {
-      replicas_.push_back(std::make_unique<Replica>(
-          "r" + std::to_string(i), &clock_, &store_));
-    }
-  }
-  void Install(const PolicyConfig& p) {
-    for (auto& r : replicas_) r->engine.PutPolicy(p);
-  }
-  void TickAll() {
-    for (auto& r : replicas_) r->loop.TickOnce().IgnoreError();
-  }
-  Replica& R(int i) { return *replicas_[i]; }
-
-  static PolicyConfig ClusterBucket(const std::string& name, double rate,
-                                    double burst) {
-    PolicyConfig p;
-    p.name = name;
-    core::RateLimitConfig rl;
-    rl.rate = rate;
-    rl.burst = burst;
-    rl.scope = core::Scope::kCluster;
-    p.rate_limit = rl;
-    return p;
-  }
-  static PolicyConfig WithBreaker(PolicyConfig p) {
-    core::BreakerConfig b;
-    b.consecutive_failures = 3;
-    b.open_duration = absl::Seconds(5);
-    b.half_open_probes = 1;
-    b.successes_to_close = 1;
-    p.breaker = b;
-    return p;
-  }
-
-  testing::FakeClock clock_;
-  testing::FakeStore store_;
-  std::vector<std::unique_ptr<Replica>> replicas_;
-};
-
-TEST_F(SyncLoopTest, SkewedLoadHoldsTheClusterLimit) {
+TEST_P(ClusterScenarioTest, SkewedLoadHoldsTheClusterLimit) {
   AddReplicas(3);
   Install(ClusterBucket("inv", 100, 10));
   // Replica 0 is offered 1000/s, replicas 1 and 2 are paced at 20/s each.
@@ -133,24 +77,7 @@ TEST_F(SyncLoopTest, SkewedLoadHoldsTheClusterLimit) {
   EXPECT_GT(admitted[2], asked[2] * 8 / 10);
 }
 
-TEST_F(SyncLoopTest, AdmittedCountsReachTheStoreOnceEach) {
-  AddReplicas(2);
-  Install(ClusterBucket("inv", 1000, 1000));
-  int64_t allowed0 = 0;
-  for (int t = 0; t < 5; ++t) {
-    for (int i = 0; i < 30; ++i) {
-      allowed0 += R(0).Acquire("inv").verdict == Verdict::kAllow;
-    }
-    // A reply lost after the store applied the tick must not count twice.
-    if (t == 2) store_.LoseNextReplies(1);
-    clock_.Advance(absl::Seconds(1));
-    TickAll();
-  }
-  EXPECT_EQ(static_cast<int64_t>(store_.Admitted("inv", "r0")), allowed0);
-  EXPECT_EQ(store_.Admitted("inv", "r1"), 0u);
-}
-
-TEST_F(SyncLoopTest, TripOnOneReplicaOpensTheOthersOnTheirNextTick) {
+TEST_P(ClusterScenarioTest, TripOnOneReplicaOpensTheOthersOnTheirNextTick) {
   AddReplicas(3);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   TickAll();
@@ -173,7 +100,7 @@ TEST_F(SyncLoopTest, TripOnOneReplicaOpensTheOthersOnTheirNextTick) {
   EXPECT_NE(status->gates->trip_cause.find("consecutive"), std::string::npos);
 }
 
-TEST_F(SyncLoopTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
+TEST_P(ClusterScenarioTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
   AddReplicas(3);
   PolicyConfig p = WithBreaker(ClusterBucket("pay", 1000, 1000));
   p.breaker->half_open_probes = 2;
@@ -207,7 +134,7 @@ TEST_F(SyncLoopTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
   EXPECT_EQ(max_in_flight, 2);
 }
 
-TEST_F(SyncLoopTest, RatioRulesAreJudgedOnTheClusterWindow) {
+TEST_P(ClusterScenarioTest, RatioRulesAreJudgedOnTheClusterWindow) {
   AddReplicas(2);
   PolicyConfig p = ClusterBucket("inv", 1000, 1000);
   core::BreakerConfig b;
@@ -234,54 +161,7 @@ TEST_F(SyncLoopTest, RatioRulesAreJudgedOnTheClusterWindow) {
   EXPECT_EQ(R(1).Acquire("inv").reason, Reason::kCircuitOpen);
 }
 
-TEST_F(SyncLoopTest, StoreFailureModes) {
-  AddReplicas(1);
-  PolicyConfig open = ClusterBucket("open", 2, 2);
-  PolicyConfig local = ClusterBucket("local", 2, 2);
-  local.on_store_failure = core::StoreFailureMode::kLocal;
-  PolicyConfig closed = ClusterBucket("closed", 2, 2);
-  closed.on_store_failure = core::StoreFailureMode::kFailClosed;
-  PolicyConfig local_only;
-  local_only.name = "plain";
-  core::RateLimitConfig rl;
-  rl.rate = 2;
-  rl.burst = 2;
-  local_only.rate_limit = rl;
-  for (const auto& p : {open, local, closed, local_only}) Install(p);
-  TickAll();
-  store_.SetDown(true);
-  clock_.Advance(absl::Seconds(1));
-  EXPECT_FALSE(R(0).loop.TickOnce().ok());
-  EXPECT_FALSE(R(0).loop.stats().store_up);
-
-  auto count = [&](const std::string& dep, Reason* last) {
-    int allowed = 0;
-    for (int i = 0; i < 10; ++i) {
-      const core::Decision d = R(0).Acquire(dep);
-      if (d.verdict == Verdict::kAllow) ++allowed;
-      *last = d.reason;
-    }
-    return allowed;
-  };
-  Reason last;
-  EXPECT_EQ(count("open", &last), 10);  // cluster limit lifted
-  EXPECT_EQ(count("local", &last), 2);  // last share kept
-  EXPECT_EQ(last, Reason::kRateLimited);
-  EXPECT_EQ(count("closed", &last), 0);
-  EXPECT_EQ(last, Reason::kStoreUnavailable);
-  EXPECT_EQ(count("plain", &last), 2);  // local limits keep working
-
-  store_.SetDown(false);
-  clock_.Advance(absl::Seconds(1));
-  ASSERT_TRUE(R(0).loop.TickOnce().ok());
-  EXPECT_TRUE(R(0).loop.stats().store_up);
-  EXPECT_EQ(count("open", &last), 2);  // enforced again
-  EXPECT_EQ(last, Reason::kRateLimited);
-  clock_.Advance(absl::Seconds(1));
-  EXPECT_EQ(count("closed", &last), 2);
-}
-
-TEST_F(SyncLoopTest, RestartedReplicaAdoptsAnOpenBreaker) {
+TEST_P(ClusterScenarioTest, RestartedReplicaAdoptsAnOpenBreaker) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   TickAll();
@@ -292,14 +172,14 @@ TEST_F(SyncLoopTest, RestartedReplicaAdoptsAnOpenBreaker) {
   }
   TickAll();
   // Replica 1 restarts: a fresh engine under a new id.
-  replicas_[1] = std::make_unique<Replica>("r1-restarted", &clock_, &store_);
+  Restart(1, "r1-restarted");
   replicas_[1]->engine.PutPolicy(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   clock_.Advance(absl::Milliseconds(500));
   R(1).loop.TickOnce().IgnoreError();
   EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kCircuitOpen);
 }
 
-TEST_F(SyncLoopTest, ClosingAfterProbesReachesEveryReplica) {
+TEST_P(ClusterScenarioTest, ClosingAfterProbesReachesEveryReplica) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   TickAll();

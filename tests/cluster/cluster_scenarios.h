@@ -1,0 +1,114 @@
+#ifndef SLUICE_TESTS_CLUSTER_CLUSTER_SCENARIOS_H_
+#define SLUICE_TESTS_CLUSTER_CLUSTER_SCENARIOS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/cluster/sync_loop.h"
+#include "server/core/engine.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_store.h"
+
+namespace sluice::cluster {
+
+using core::BreakerState;
+using core::Outcome;
+using core::PolicyConfig;
+using core::Reason;
+using core::Verdict;
+
+// One sluiced replica: an engine in cluster mode and its sync loop, sharing
+// the test's clock and store. Ticks are driven by hand.
+struct Replica {
+  Replica(const std::string& id, core::Clock* clock, Store* store)
+      : engine(clock, EngineOptions()),
+        loop(&engine, store, clock, LoopOptions(id)) {}
+
+  static core::Engine::Options EngineOptions() {
+    core::Engine::Options o;
+    o.cluster = true;
+    return o;
+  }
+  static SyncLoop::Options LoopOptions(const std::string& id) {
+    SyncLoop::Options o;
+    o.replica_id = id;
+    return o;
+  }
+
+  core::Decision Acquire(const std::string& dep) {
+    absl::StatusOr<core::Decision> d = engine.Acquire(dep, "", 1);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return *d;
+  }
+
+  core::Engine engine;
+  SyncLoop loop;
+};
+
+// Runs each scenario against a store backend: "fake" (one FakeStore shared
+// by every replica) or "redis" (one RedisStore per replica, on a real
+// redis-server that the integration binary starts).
+class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
+ public:
+  // Set by the redis binary before its tests run.
+  static std::string* redis_address;
+
+ protected:
+  void SetUp() override;
+  Store* StoreFor(const std::string& replica);
+  void AddReplicas(int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string id = "r" + std::to_string(i);
+      replicas_.push_back(std::make_unique<Replica>(id, &clock_, StoreFor(id)));
+    }
+  }
+  void Restart(int i, const std::string& new_id) {
+    replicas_[i] =
+        std::make_unique<Replica>(new_id, &clock_, StoreFor(new_id));
+  }
+  void Install(const PolicyConfig& p) {
+    for (auto& r : replicas_) r->engine.PutPolicy(p);
+  }
+  void TickAll() {
+    for (auto& r : replicas_) r->loop.TickOnce().IgnoreError();
+  }
+  Replica& R(int i) { return *replicas_[i]; }
+
+  static PolicyConfig ClusterBucket(const std::string& name, double rate,
+                                    double burst) {
+    PolicyConfig p;
+    p.name = name;
+    core::RateLimitConfig rl;
+    rl.rate = rate;
+    rl.burst = burst;
+    rl.scope = core::Scope::kCluster;
+    p.rate_limit = rl;
+    return p;
+  }
+  static PolicyConfig WithBreaker(PolicyConfig p) {
+    core::BreakerConfig b;
+    b.consecutive_failures = 3;
+    b.open_duration = absl::Seconds(5);
+    b.half_open_probes = 1;
+    b.successes_to_close = 1;
+    p.breaker = b;
+    return p;
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeStore fake_;
+  std::vector<std::unique_ptr<Store>> redis_stores_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+};
+
+// The fake store's own failure injection, beside the shared scenarios.
+class FakeStoreTest : public ClusterScenarioTest {
+ protected:
+  testing::FakeStore& store_ = fake_;
+};
+
+}  // namespace sluice::cluster
+
+#endif  // SLUICE_TESTS_CLUSTER_CLUSTER_SCENARIOS_H_

@@ -1,0 +1,163 @@
+// The cluster scenarios and the Redis store's own failure handling, against
+// a real redis-server started by this binary.
+#include <map>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "server/cluster/redis_store.h"
+#include "tests/cluster/cluster_scenarios.h"
+#include "tests/testing/redis_server.h"
+
+namespace sluice::cluster {
+namespace {
+
+testing::RedisServer* redis = nullptr;
+
+INSTANTIATE_TEST_SUITE_P(Redis, ClusterScenarioTest,
+                         ::testing::Values("redis"));
+
+RedisStore::Options StoreOptions(const std::string& prefix) {
+  RedisStore::Options o;
+  o.host = "127.0.0.1";
+  o.port = redis->port();
+  o.timeout = absl::Milliseconds(200);
+  o.min_backoff = absl::Milliseconds(10);
+  o.max_backoff = absl::Milliseconds(40);
+  o.key_prefix = prefix;
+  return o;
+}
+
+TickRequest Request(absl::Time now) {
+  TickRequest r;
+  r.replica_id = "solo";
+  r.now = now;
+  PolicyPush p;
+  p.policy = "inv";
+  p.keys.push_back({"", 10, 1, 5});
+  r.policies.push_back(p);
+  return r;
+}
+
+// Calls per command name, from INFO commandstats.
+std::map<std::string, int64_t> CommandStats() {
+  std::map<std::string, int64_t> calls;
+  std::istringstream info(redis->Command("INFO commandstats"));
+  std::string line;
+  while (std::getline(info, line)) {
+    if (line.rfind("cmdstat_", 0) != 0) continue;
+    const std::string name = line.substr(8, line.find(':') - 8);
+    const size_t at = line.find("calls=");
+    int64_t n = 0;
+    if (at != std::string::npos &&
+        absl::SimpleAtoi(line.substr(at + 6, line.find(',', at) - at - 6), &n)) {
+      calls[name] = n;
+    }
+  }
+  return calls;
+}
+
+int64_t TotalCalls() {
+  int64_t total = 0;
+  for (const auto& [name, n] : CommandStats()) {
+    if (name != "info" && name != "config|resetstat") total += n;
+  }
+  return total;
+}
+
+TEST(RedisStoreTest, ParsesAddresses) {
+  EXPECT_EQ(RedisStore::ParseAddress("redis.ns:6380")->port, 6380);
+  EXPECT_EQ(RedisStore::ParseAddress("redis.ns")->port, 6379);
+  EXPECT_FALSE(RedisStore::ParseAddress(":6379").ok());
+  EXPECT_FALSE(RedisStore::ParseAddress("host:http").ok());
+  EXPECT_FALSE(RedisStore::ParseAddress("host:70000").ok());
+}
+
+TEST(RedisStoreTest, PausedRedisTimesOutAndComesBack) {
+  RedisStore store(StoreOptions("pause:"));
+  ASSERT_TRUE(store.Tick(Request(absl::Now())).ok());
+  redis->Pause();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<TickReply> reply = store.Tick(Request(absl::Now()));
+  const absl::Duration took = absl::Now() - start;
+  redis->Resume();
+  EXPECT_FALSE(reply.ok());
+  EXPECT_LT(took, absl::Seconds(1)) << "a paused Redis must cost one timeout";
+  // Back within a few attempts once the backoff has passed.
+  bool ok = false;
+  for (int i = 0; i < 20 && !ok; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    ok = store.Tick(Request(absl::Now())).ok();
+  }
+  EXPECT_TRUE(ok);
+}
+
+TEST(RedisStoreTest, ReloadsItsScriptAfterAScriptFlush) {
+  RedisStore store(StoreOptions("flush:"));
+  ASSERT_TRUE(store.Tick(Request(absl::Now())).ok());
+  redis->Command("SCRIPT FLUSH");
+  EXPECT_TRUE(store.Tick(Request(absl::Now())).ok());
+}
+
+TEST(RedisStoreTest, CommandsPerTickStayFlatWhenTheRequestRateGrows) {
+  testing::FakeClock clock;
+  core::Engine::Options eo;
+  eo.cluster = true;
+  core::Engine engine(&clock, eo);
+  core::PolicyConfig p;
+  p.name = "flat";
+  core::RateLimitConfig rl;
+  rl.rate = 1e9;
+  rl.burst = 1e9;
+  rl.scope = core::Scope::kCluster;
+  p.rate_limit = rl;
+  core::BreakerConfig b;
+  b.consecutive_failures = 1000;
+  p.breaker = b;
+  engine.PutPolicy(p);
+  RedisStore store(StoreOptions("flat:"));
+  SyncLoop::Options lo;
+  lo.replica_id = "flat-replica";
+  SyncLoop loop(&engine, &store, &clock, lo);
+  // The first tick also connects and loads the script.
+  ASSERT_TRUE(loop.TickOnce().ok());
+  auto run = [&](int per_tick) {
+    const int64_t before = TotalCalls();
+    for (int t = 0; t < 10; ++t) {
+      for (int i = 0; i < per_tick; ++i) {
+        auto d = engine.Acquire("flat", "", 1);
+        engine.Report("flat", "", d->permit_id, core::Outcome::kSuccess,
+                      absl::Milliseconds(1));
+      }
+      clock.Advance(absl::Seconds(1));
+      EXPECT_TRUE(loop.TickOnce().ok());
+    }
+    return TotalCalls() - before;
+  };
+  const int64_t slow = run(100);
+  const int64_t fast = run(1000);
+  // One round trip per tick: four membership commands and one EVALSHA, plus
+  // the commands the script itself runs, whatever the request rate.
+  EXPECT_EQ(slow, fast);
+  EXPECT_GT(slow, 0);
+  EXPECT_LE(slow / 10, 30) << "commands per tick";
+}
+
+}  // namespace
+}  // namespace sluice::cluster
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  sluice::testing::RedisServer server;
+  if (!server.Start()) {
+    std::fprintf(stderr, "cannot start redis-server on port %d\n",
+                 server.port());
+    return 1;
+  }
+  sluice::cluster::redis = &server;
+  std::string address = server.address();
+  sluice::cluster::ClusterScenarioTest::redis_address = &address;
+  const int rc = RUN_ALL_TESTS();
+  server.Kill();
+  return rc;
+}
