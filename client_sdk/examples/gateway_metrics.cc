@@ -1,0 +1,109 @@
+#include "gateway_metrics.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace sluice::examples {
+namespace {
+
+constexpr const char* kKindNames[] = {"backend", "degraded", "rejected",
+                                      "error", "no_route"};
+
+void Header(std::string* out, const char* name, const char* type,
+            const char* help) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ",
+                  type, "\n");
+}
+
+}  // namespace
+
+GatewayMetrics::GatewayMetrics(const std::vector<std::string>& dependencies) {
+  for (const std::string& dependency : dependencies) {
+    auto counters = std::make_unique<RouteCounters>();
+    counters->dependency = dependency;
+    routes_.push_back(std::move(counters));
+  }
+}
+
+void GatewayMetrics::CountResponse(int status, Kind kind) {
+  if (status < 100 || status > 599) status = 599;
+  responses_[static_cast<int>(kind)][status - 100].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+std::string GatewayMetrics::Render(const client::ClientStats& sdk) const {
+  std::string out;
+  Header(&out, "sluice_gateway_requests_total", "counter",
+         "Client requests received.");
+  absl::StrAppend(&out, "sluice_gateway_requests_total ", requests_.load(),
+                  "\n");
+
+  Header(&out, "sluice_gateway_responses_total", "counter",
+         "Client responses by HTTP status and kind.");
+  for (int k = 0; k < kKinds; ++k) {
+    for (int s = 0; s < 500; ++s) {
+      const uint64_t n = responses_[k][s].load();
+      if (n == 0) continue;
+      absl::StrAppend(&out, "sluice_gateway_responses_total{code=\"", s + 100,
+                      "\",kind=\"", kKindNames[k], "\"} ", n, "\n");
+    }
+  }
+
+  Header(&out, "sluice_gateway_backend_calls_total", "counter",
+         "Backend calls by result; short_circuit = not made because the "
+         "breaker refused.");
+  for (const auto& r : routes_) {
+    const std::string dep = r->dependency;
+    absl::StrAppend(&out, "sluice_gateway_backend_calls_total{dependency=\"",
+                    dep, "\",result=\"success\"} ", r->backend_success.load(),
+                    "\n");
+    absl::StrAppend(&out, "sluice_gateway_backend_calls_total{dependency=\"",
+                    dep, "\",result=\"failure\"} ", r->backend_failure.load(),
+                    "\n");
+    absl::StrAppend(&out, "sluice_gateway_backend_calls_total{dependency=\"",
+                    dep, "\",result=\"short_circuit\"} ",
+                    r->backend_short_circuit.load(), "\n");
+  }
+
+  Header(&out, "sluice_gateway_degraded_responses_total", "counter",
+         "Degraded (fallback) responses by reason.");
+  for (const auto& r : routes_) {
+    for (int i = 0; i < kReasons; ++i) {
+      const uint64_t n = r->degraded[i].load();
+      if (n == 0) continue;
+      absl::StrAppend(
+          &out, "sluice_gateway_degraded_responses_total{dependency=\"",
+          r->dependency, "\",reason=\"",
+          client::ReasonName(static_cast<client::Reason>(i)), "\"} ", n, "\n");
+    }
+  }
+
+  Header(&out, "sluice_gateway_breaker_state", "gauge",
+         "Breaker state Sluice last reported: 0 unknown, 1 closed, 2 open, "
+         "3 half-open, 4 forced open, 5 forced closed.");
+  for (const auto& r : routes_) {
+    absl::StrAppend(&out, "sluice_gateway_breaker_state{dependency=\"",
+                    r->dependency, "\"} ", r->breaker_state.load(), "\n");
+  }
+
+  Header(&out, "sluice_gateway_sdk_events_total", "counter",
+         "Sluice client SDK counters.");
+  const std::pair<const char*, uint64_t> sdk_counters[] = {
+      {"acquires", sdk.acquires},
+      {"local_decisions", sdk.local_decisions},
+      {"backoff_decisions", sdk.backoff_decisions},
+      {"reports_sent", sdk.reports_sent},
+      {"reports_failed", sdk.reports_failed},
+      {"reports_dropped", sdk.reports_dropped},
+      {"reports_auto_cancelled", sdk.reports_auto_cancelled},
+      {"cache_hits", sdk.cache_hits},
+      {"cache_misses", sdk.cache_misses},
+  };
+  for (const auto& [name, value] : sdk_counters) {
+    absl::StrAppend(&out, "sluice_gateway_sdk_events_total{event=\"", name,
+                    "\"} ", value, "\n");
+  }
+  return out;
+}
+
+}  // namespace sluice::examples

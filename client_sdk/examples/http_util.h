@@ -1,0 +1,31 @@
+#ifndef SLUICE_CLIENT_SDK_EXAMPLES_HTTP_UTIL_H_
+#define SLUICE_CLIENT_SDK_EXAMPLES_HTTP_UTIL_H_
+
+#include <httplib.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sluice::examples {
+
+// "host:port" -> (host, port). INVALID_ARGUMENT naming `what` otherwise.
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
+    absl::string_view address, absl::string_view what);
+
+// A JSON string literal for `s`.
+std::string JsonQuote(absl::string_view s);
+
+// Blocks SIGINT and SIGTERM in every thread started after this call and
+// starts a thread that stops `server` when one arrives. Call first in main.
+void StopOnSignal(httplib::Server* server);
+
+// Thread-per-connection pool for httplib (each keep-alive client connection
+// holds a worker), with keep-alive connections that last.
+void ConfigureServer(httplib::Server* server, int threads);
+
+}  // namespace sluice::examples
+
+#endif  // SLUICE_CLIENT_SDK_EXAMPLES_HTTP_UTIL_H_
