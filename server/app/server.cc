@@ -4,11 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -28,20 +24,6 @@ core::Engine::Options EngineOptions(const Server::Options& options) {
   core::Engine::Options engine_options;
   engine_options.unknown_dependency = options.unknown_dependency;
   return engine_options;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    const std::string message =
-        absl::StrCat("cannot read policies file ", path, ": ", strerror(err));
-    if (err == EACCES) return absl::PermissionDeniedError(message);
-    return absl::NotFoundError(message);
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
 }
 
 std::string HostName() {
@@ -121,7 +103,7 @@ absl::Status Server::BuildAndStart() {
             ? "allow"
             : "reject");
   } else {
-    absl::StatusOr<std::string> contents = ReadFile(options_.policies_path);
+    absl::StatusOr<std::string> contents = policy::ReadTextFile(options_.policies_path);
     if (!contents.ok()) return contents.status();
     absl::StatusOr<std::vector<v1::Policy>> policies =
         policy::ParsePolicies(*contents, options_.policies_path);

@@ -1,0 +1,150 @@
+// Unit tests of the DecisionService edge: request validation and the
+// core <-> proto conversions. (server/rpc has no tests directory of its own
+// yet; these live beside the server's integration test.)
+
+#include "server/rpc/decision_convert.h"
+
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/rpc/status_convert.h"
+
+namespace sluice::rpc {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PermitIdTest, RoundTripsAndRejectsMalformed) {
+  EXPECT_EQ(FormatPermitId(0), "");
+  EXPECT_EQ(FormatPermitId(18446744073709551615u), "18446744073709551615");
+  EXPECT_EQ(*ParsePermitId(""), 0u);
+  EXPECT_EQ(*ParsePermitId("18446744073709551615"), 18446744073709551615u);
+  for (const char* bad : {"18446744073709551616", "-1", "+1", " 1", "1 ",
+                          "0x10", "1e3", "abc"}) {
+    absl::StatusOr<uint64_t> id = ParsePermitId(bad);
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(DurationTest, ConvertsBothWaysAndRejectsInvalid) {
+  google::protobuf::Duration proto;
+  DurationToProto(absl::Milliseconds(1500), &proto);
+  EXPECT_EQ(proto.seconds(), 1);
+  EXPECT_EQ(proto.nanos(), 500000000);
+  EXPECT_EQ(*DurationFromProto(proto, "d"), absl::Milliseconds(1500));
+  DurationToProto(-absl::Milliseconds(1500), &proto);
+  EXPECT_EQ(proto.seconds(), -1);
+  EXPECT_EQ(proto.nanos(), -500000000);
+  DurationToProto(absl::InfiniteDuration(), &proto);
+  EXPECT_EQ(proto.seconds(), 315576000000);
+
+  proto.set_seconds(1);
+  proto.set_nanos(-1);
+  EXPECT_THAT(DurationFromProto(proto, "latency").status().message(),
+              HasSubstr("latency"));
+  proto.set_seconds(0);
+  proto.set_nanos(1000000000);
+  EXPECT_FALSE(DurationFromProto(proto, "latency").ok());
+}
+
+TEST(ValidateAcquireTest, EnforcesLimits) {
+  v1::AcquireRequest request;
+  request.set_dependency("inventory");
+  EXPECT_TRUE(ValidateAcquireRequest(request).ok());
+  request.set_permits(kMaxPermits);
+  EXPECT_TRUE(ValidateAcquireRequest(request).ok());
+  request.set_permits(kMaxPermits + 1);
+  EXPECT_THAT(ValidateAcquireRequest(request).message(),
+              HasSubstr("permits must be at most 1000000"));
+  request.set_permits(1);
+  request.set_key(std::string(kMaxKeyBytes + 1, 'k'));
+  EXPECT_THAT(ValidateAcquireRequest(request).message(), HasSubstr("key"));
+  request.set_key("");
+  request.set_dependency("");
+  EXPECT_EQ(ValidateAcquireRequest(request).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ParseReportTest, ChecksOutcomeLatencyAndPermit) {
+  v1::ReportResultRequest request;
+  request.set_dependency("inventory");
+  request.set_permit_id("42");
+  request.set_outcome(v1::TIMEOUT);
+  request.mutable_latency()->set_nanos(120000000);
+  absl::StatusOr<ReportArgs> args = ParseReportRequest(request);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->permit_id, 42u);
+  EXPECT_EQ(args->outcome, core::Outcome::kTimeout);
+  EXPECT_EQ(args->latency, absl::Milliseconds(120));
+
+  request.set_outcome(static_cast<v1::Outcome>(7));
+  EXPECT_THAT(ParseReportRequest(request).status().message(),
+              HasSubstr("got 7"));
+  request.set_outcome(v1::OUTCOME_UNSPECIFIED);
+  EXPECT_THAT(ParseReportRequest(request).status().message(),
+              HasSubstr("OUTCOME_UNSPECIFIED"));
+  request.set_outcome(v1::SUCCESS);
+  request.mutable_latency()->set_seconds(-2);
+  request.mutable_latency()->set_nanos(0);
+  EXPECT_THAT(ParseReportRequest(request).status().message(),
+              HasSubstr("latency must not be negative"));
+}
+
+TEST(DecisionToProtoTest, CopiesFallbackOnlyOnDegrade) {
+  auto policy = std::make_shared<core::PolicyConfig>();
+  policy->name = "inventory";
+  policy->fallback.strategy = core::FallbackStrategy::kCache;
+  policy->fallback.payload = "{}";
+  policy->fallback.content_type = "application/json";
+  policy->fallback.on_mask = (1u << static_cast<int>(core::Reason::kCircuitOpen)) |
+                             (1u << static_cast<int>(core::Reason::kRateLimited));
+  policy->fallback.cache_ttl = absl::Seconds(30);
+  policy->fallback.serve_on_failure = true;
+
+  core::Decision decision;
+  decision.verdict = core::Verdict::kDegrade;
+  decision.reason = core::Reason::kCircuitOpen;
+  decision.retry_after = absl::Milliseconds(250);
+  decision.breaker_state = core::BreakerState::kOpen;
+  decision.remaining = 7;
+  decision.policy_version = 3;
+  decision.policy = policy;
+  v1::AcquireResponse response;
+  DecisionToProto(decision, &response);
+  EXPECT_EQ(response.verdict(), v1::DEGRADE);
+  EXPECT_EQ(response.reason(), v1::CIRCUIT_OPEN);
+  EXPECT_EQ(response.permit_id(), "");
+  EXPECT_EQ(response.retry_after().nanos(), 250000000);
+  EXPECT_EQ(response.breaker_state(), v1::OPEN);
+  EXPECT_EQ(response.remaining(), 7);
+  EXPECT_EQ(response.policy_version(), 3u);
+  EXPECT_EQ(response.fallback().strategy(), v1::Fallback::CACHE);
+  EXPECT_EQ(response.fallback().payload(), "{}");
+  EXPECT_EQ(response.fallback().content_type(), "application/json");
+  EXPECT_THAT(response.fallback().on(),
+              ::testing::ElementsAre(v1::RATE_LIMITED, v1::CIRCUIT_OPEN));
+  EXPECT_EQ(response.fallback().cache_ttl().seconds(), 30);
+  EXPECT_TRUE(response.fallback().serve_on_failure());
+
+  decision.verdict = core::Verdict::kAllow;
+  decision.reason = core::Reason::kNone;
+  decision.permit_id = 99;
+  v1::AcquireResponse allowed;
+  DecisionToProto(decision, &allowed);
+  EXPECT_FALSE(allowed.has_fallback());
+  EXPECT_EQ(allowed.permit_id(), "99");
+}
+
+TEST(StatusConvertTest, KeepsCodeAndMessage) {
+  grpc::Status s = ToGrpcStatus(absl::InvalidArgumentError("dependency is required"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "dependency is required");
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace sluice::rpc
