@@ -165,6 +165,11 @@ def analyse(work):
               f"wrk saw {w['r5xx']}, gateway sent {g['r5xx']:.0f}")
         check(f"{n}: no socket errors", w["sockerr"] == 0,
               f"{w['sockerr']} connect/read/write/timeout errors")
+    check("healthy: no backend failures and breaker CLOSED at the end",
+          phases[0]["gw"]["failure"] == 0 and
+          phases[0]["gw"]["breaker_end"] == "CLOSED",
+          f"{phases[0]['gw']['failure']:.0f} failures, "
+          f"{phases[0]['gw']['breaker_end']}")
     outage = phases[1]
     check("outage: failed backend calls <= consecutive_failures + "
           "concurrency + probe attempts",
