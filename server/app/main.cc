@@ -61,9 +61,8 @@ constexpr int kExitUsage = 2;
 
 // The flags sluiced takes, as written on the command line.
 constexpr const char* kFlagNames[] = {
-    "listen",      "admin-listen",       "metrics-listen",
-    "policies",    "redis",              "sync-interval",
-    "replica-id",  "unknown-dependency", "log-level",
+    "listen",        "admin-listen", "metrics-listen",     "policies",  "redis",
+    "sync-interval", "replica-id",   "unknown-dependency", "log-level",
 };
 
 std::string AbslName(const std::string& name) {
@@ -75,8 +74,7 @@ std::string EnvName(const std::string& name) {
 }
 
 [[noreturn]] void UsageError(const std::string& message) {
-  std::fprintf(stderr, "sluiced: %s\nTry 'sluiced --help'.\n",
-               message.c_str());
+  std::fprintf(stderr, "sluiced: %s\nTry 'sluiced --help'.\n", message.c_str());
   std::exit(kExitUsage);
 }
 
@@ -102,7 +100,8 @@ std::string UsageMessage() {
       "Every flag can also be set by the environment variable shown; the\n"
       "command line wins over the environment.\n\n";
   for (const char* name : kFlagNames) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(AbslName(name));
+    const absl::CommandLineFlag* flag =
+        absl::FindCommandLineFlag(AbslName(name));
     absl::StrAppend(&usage, "  --", name, "  (env ", EnvName(name),
                     ", default \"", flag->DefaultValue(), "\")\n",
                     Wrap(flag->Help(), "      "));
@@ -123,8 +122,8 @@ void ApplyEnvironment() {
     if (value == nullptr) continue;
     std::string error;
     if (!absl::FindCommandLineFlag(AbslName(name))->ParseFrom(value, &error)) {
-      UsageError(absl::StrCat("bad value for ", env, "=\"", value,
-                              "\": ", error));
+      UsageError(
+          absl::StrCat("bad value for ", env, "=\"", value, "\": ", error));
     }
   }
 }
@@ -215,8 +214,7 @@ sluice::app::Server::Options OptionsFromFlags() {
        {std::pair<const char*, std::string>{"listen", options.listen},
         {"admin-listen", options.admin_listen},
         {"metrics-listen", options.metrics_listen}}) {
-    if (absl::Status s = sluice::app::ValidateListenAddress(address);
-        !s.ok()) {
+    if (absl::Status s = sluice::app::ValidateListenAddress(address); !s.ok()) {
       UsageError(absl::StrCat("--", name, ": ", s.message()));
     }
   }
@@ -237,8 +235,9 @@ sluice::app::Server::Options OptionsFromFlags() {
   } else if (unknown == "reject") {
     options.unknown_dependency = sluice::core::UnknownDependencyAction::kReject;
   } else {
-    UsageError(absl::StrCat("--unknown-dependency must be allow or reject, got \"",
-                            absl::GetFlag(FLAGS_unknown_dependency), "\""));
+    UsageError(
+        absl::StrCat("--unknown-dependency must be allow or reject, got \"",
+                     absl::GetFlag(FLAGS_unknown_dependency), "\""));
   }
   return options;
 }

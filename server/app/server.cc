@@ -51,20 +51,21 @@ std::string DescribeChange(const policy::PolicyChange& change) {
 class Server::LoggingEventSink final : public core::EventSink {
  public:
   void OnBreakerTransition(const core::BreakerTransition& t) override {
-    const std::string key = t.key.empty() ? "" : absl::StrCat(" key \"", t.key, "\"");
+    const std::string key =
+        t.key.empty() ? "" : absl::StrCat(" key \"", t.key, "\"");
     const std::string until =
         t.open_until == absl::InfinitePast()
             ? ""
             : absl::StrCat(", open until ",
                            absl::FormatTime("%H:%M:%E3S", t.open_until,
                                             absl::LocalTimeZone()));
-    const spdlog::level::level_enum level =
-        t.to == core::BreakerState::kClosed ? spdlog::level::info
-                                            : spdlog::level::warn;
+    const spdlog::level::level_enum level = t.to == core::BreakerState::kClosed
+                                                ? spdlog::level::info
+                                                : spdlog::level::warn;
     spdlog::log(level, "breaker \"{}\"{}: {} -> {} ({}; generation {}{})",
                 t.dependency, key, std::string(core::BreakerStateName(t.from)),
-                std::string(core::BreakerStateName(t.to)), t.cause, t.generation,
-                until);
+                std::string(core::BreakerStateName(t.to)), t.cause,
+                t.generation, until);
   }
 };
 
@@ -80,7 +81,8 @@ Server::~Server() { Shutdown(absl::Now()); }
 absl::Status Server::BuildAndStart() {
   {
     absl::MutexLock lock(&mu_);
-    if (started_) return absl::FailedPreconditionError("server already started");
+    if (started_)
+      return absl::FailedPreconditionError("server already started");
     started_ = true;
   }
   if (absl::Status s = ValidateListenAddress(options_.listen); !s.ok()) {
@@ -103,7 +105,8 @@ absl::Status Server::BuildAndStart() {
             ? "allow"
             : "reject");
   } else {
-    absl::StatusOr<std::string> contents = policy::ReadTextFile(options_.policies_path);
+    absl::StatusOr<std::string> contents =
+        policy::ReadTextFile(options_.policies_path);
     if (!contents.ok()) return contents.status();
     absl::StatusOr<std::vector<v1::Policy>> policies =
         policy::ParsePolicies(*contents, options_.policies_path);
@@ -170,11 +173,12 @@ void Server::Shutdown(absl::Time deadline) {
     stopping_ = true;  // also wakes the housekeeping thread
   }
   if (grpc_server_ != nullptr) {
-    spdlog::info("shutting down: NOT_SERVING, draining in-flight RPCs for up "
-                 "to {}",
-                 absl::FormatDuration(absl::Ceil(
-                     std::max(deadline - absl::Now(), absl::ZeroDuration()),
-                     absl::Milliseconds(100))));
+    spdlog::info(
+        "shutting down: NOT_SERVING, draining in-flight RPCs for up "
+        "to {}",
+        absl::FormatDuration(
+            absl::Ceil(std::max(deadline - absl::Now(), absl::ZeroDuration()),
+                       absl::Milliseconds(100))));
     // Health reports NOT_SERVING from here on, so load balancers move away.
     grpc_server_->GetHealthCheckService()->Shutdown();
     grpc_server_->Shutdown(absl::ToChronoTime(deadline));
@@ -233,30 +237,32 @@ void Server::Housekeeping() {
 
 void Server::LogConfiguration() const {
   spdlog::info("sluiced configuration:");
-  spdlog::info("  listen               {} (DecisionService, health, reflection)",
-               options_.listen);
-  spdlog::info("  admin-listen         {} (not served: the admin API is not "
-               "built yet)",
-               options_.admin_listen);
-  spdlog::info("  metrics-listen       {} (not served: metrics are not built "
-               "yet)",
-               options_.metrics_listen);
-  spdlog::info("  policies             {} (checked every {})",
-               options_.policies_path.empty() ? "(none)"
-                                              : options_.policies_path,
-               absl::FormatDuration(options_.policies_poll_interval));
-  spdlog::info("  redis                {}", options_.redis.empty()
-                                                ? "(none: standalone)"
-                                                : options_.redis);
+  spdlog::info(
+      "  listen               {} (DecisionService, health, reflection)",
+      options_.listen);
+  spdlog::info(
+      "  admin-listen         {} (not served: the admin API is not "
+      "built yet)",
+      options_.admin_listen);
+  spdlog::info(
+      "  metrics-listen       {} (not served: metrics are not built "
+      "yet)",
+      options_.metrics_listen);
+  spdlog::info(
+      "  policies             {} (checked every {})",
+      options_.policies_path.empty() ? "(none)" : options_.policies_path,
+      absl::FormatDuration(options_.policies_poll_interval));
+  spdlog::info("  redis                {}",
+               options_.redis.empty() ? "(none: standalone)" : options_.redis);
   spdlog::info("  sync-interval        {} (cluster mode only)",
                absl::FormatDuration(options_.sync_interval));
   spdlog::info("  replica-id           {} (cluster mode only)",
                options_.replica_id.empty() ? HostName() : options_.replica_id);
-  spdlog::info("  unknown-dependency   {}",
-               options_.unknown_dependency ==
-                       core::UnknownDependencyAction::kAllow
-                   ? "allow"
-                   : "reject");
+  spdlog::info(
+      "  unknown-dependency   {}",
+      options_.unknown_dependency == core::UnknownDependencyAction::kAllow
+          ? "allow"
+          : "reject");
   spdlog::info("  sweep-interval       {}",
                absl::FormatDuration(options_.sweep_interval));
 }

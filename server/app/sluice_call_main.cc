@@ -44,7 +44,8 @@ constexpr char kUsage[] =
     "Exit codes: 0 ok, 1 RPC error or health not SERVING, 2 usage error.\n";
 
 [[noreturn]] void Usage(const std::string& message) {
-  if (!message.empty()) std::fprintf(stderr, "sluice-call: %s\n", message.c_str());
+  if (!message.empty())
+    std::fprintf(stderr, "sluice-call: %s\n", message.c_str());
   std::fputs(kUsage, stderr);
   std::exit(kExitUsage);
 }
@@ -87,8 +88,9 @@ Args ParseArgs(int argc, char** argv) {
     } else if (name == "deadline") {
       if (!absl::ParseDuration(value, &args.deadline) ||
           args.deadline <= absl::ZeroDuration()) {
-        Usage(absl::StrCat("--deadline wants a positive duration like 2s, got \"",
-                           value, "\""));
+        Usage(
+            absl::StrCat("--deadline wants a positive duration like 2s, got \"",
+                         value, "\""));
       }
     } else {
       args.options[name] = value;
@@ -131,13 +133,23 @@ void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
 }
 
 const char* StatusCodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",
-      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",     "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",
-      "DATA_LOSS",     "UNAUTHENTICATED"};
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
   const int i = static_cast<int>(code);
   return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
 }
@@ -176,8 +188,8 @@ int Acquire(sluice::v1::DecisionService::Stub* stub, Args args) {
   PrintRow("reason:", response.reason() == sluice::v1::REASON_UNSPECIFIED
                           ? "(none)"
                           : sluice::v1::Reason_Name(response.reason()));
-  PrintRow("permit_id:", response.permit_id().empty() ? "(none)"
-                                                      : response.permit_id());
+  PrintRow("permit_id:",
+           response.permit_id().empty() ? "(none)" : response.permit_id());
   PrintRow("call_timeout:", response.has_call_timeout()
                                 ? FormatDuration(response.call_timeout())
                                 : "(none)");
@@ -195,18 +207,19 @@ int Acquire(sluice::v1::DecisionService::Stub* stub, Args args) {
     const sluice::v1::Fallback& fallback = response.fallback();
     std::vector<std::string> on;
     for (int reason : fallback.on()) {
-      on.push_back(sluice::v1::Reason_Name(
-          static_cast<sluice::v1::Reason>(reason)));
+      on.push_back(
+          sluice::v1::Reason_Name(static_cast<sluice::v1::Reason>(reason)));
     }
     PrintRow("fallback:",
-             absl::StrCat(sluice::v1::Fallback::Strategy_Name(fallback.strategy()),
-                          " (on: ", on.empty() ? "every reason" : absl::StrJoin(on, ","),
-                          fallback.serve_on_failure() ? ", serve_on_failure" : "",
-                          fallback.has_cache_ttl()
-                              ? absl::StrCat(", cache_ttl ",
-                                             FormatDuration(fallback.cache_ttl()))
-                              : "",
-                          ")"));
+             absl::StrCat(
+                 sluice::v1::Fallback::Strategy_Name(fallback.strategy()),
+                 " (on: ", on.empty() ? "every reason" : absl::StrJoin(on, ","),
+                 fallback.serve_on_failure() ? ", serve_on_failure" : "",
+                 fallback.has_cache_ttl()
+                     ? absl::StrCat(", cache_ttl ",
+                                    FormatDuration(fallback.cache_ttl()))
+                     : "",
+                 ")"));
     PrintRow("content_type:", fallback.content_type());
     PrintRow("payload:", fallback.payload());
   }
@@ -224,8 +237,10 @@ int Report(sluice::v1::DecisionService::Stub* stub, Args args) {
   sluice::v1::Outcome parsed;
   if (!sluice::v1::Outcome_Parse(outcome, &parsed) ||
       parsed == sluice::v1::OUTCOME_UNSPECIFIED) {
-    Usage(absl::StrCat("OUTCOME must be success, failure, timeout or "
-                       "cancelled, got \"", args.positional[3], "\""));
+    Usage(
+        absl::StrCat("OUTCOME must be success, failure, timeout or "
+                     "cancelled, got \"",
+                     args.positional[3], "\""));
   }
   request.set_outcome(parsed);
   request.set_key(TakeOption(&args, "key"));
@@ -267,10 +282,9 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, Args args) {
   grpc::Status status = grpc::health::v1::Health::NewStub(channel)->Check(
       &context, request, &response);
   if (!status.ok()) return RpcError(status);
-  std::printf("%s\n",
-              grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                  response.status())
-                  .c_str());
+  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                          response.status())
+                          .c_str());
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING
              ? kExitOk
              : kExitRpcError;

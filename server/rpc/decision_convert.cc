@@ -125,8 +125,9 @@ absl::StatusOr<ReportArgs> ParseReportRequest(
         DurationFromProto(request.latency(), "latency");
     if (!latency.ok()) return latency.status();
     if (*latency < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "latency must not be negative, got ", absl::FormatDuration(*latency)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("latency must not be negative, got ",
+                       absl::FormatDuration(*latency)));
     }
     args.latency = *latency;
   }
@@ -182,9 +183,9 @@ absl::StatusOr<absl::Duration> DurationFromProto(
   if (seconds > kMaxDurationSeconds || seconds < -kMaxDurationSeconds ||
       nanos > kMaxDurationNanos || nanos < -kMaxDurationNanos ||
       (seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " is not a valid google.protobuf.Duration (seconds ",
-                     seconds, ", nanos ", nanos, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " is not a valid google.protobuf.Duration (seconds ", seconds,
+        ", nanos ", nanos, ")"));
   }
   return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
 }

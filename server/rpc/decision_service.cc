@@ -25,9 +25,8 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::Acquire(
   if (absl::Status s = ValidateAcquireRequest(*request); !s.ok()) {
     return Finish(context, s);
   }
-  absl::StatusOr<core::Decision> decision =
-      engine_->Acquire(request->dependency(), request->key(),
-                       request->permits());
+  absl::StatusOr<core::Decision> decision = engine_->Acquire(
+      request->dependency(), request->key(), request->permits());
   if (!decision.ok()) return Finish(context, decision.status());
   DecisionToProto(*decision, response);
   return Finish(context, absl::OkStatus());

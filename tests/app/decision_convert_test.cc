@@ -21,8 +21,8 @@ TEST(PermitIdTest, RoundTripsAndRejectsMalformed) {
   EXPECT_EQ(FormatPermitId(18446744073709551615u), "18446744073709551615");
   EXPECT_EQ(*ParsePermitId(""), 0u);
   EXPECT_EQ(*ParsePermitId("18446744073709551615"), 18446744073709551615u);
-  for (const char* bad : {"18446744073709551616", "-1", "+1", " 1", "1 ",
-                          "0x10", "1e3", "abc"}) {
+  for (const char* bad :
+       {"18446744073709551616", "-1", "+1", " 1", "1 ", "0x10", "1e3", "abc"}) {
     absl::StatusOr<uint64_t> id = ParsePermitId(bad);
     EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
@@ -98,8 +98,9 @@ TEST(DecisionToProtoTest, CopiesFallbackOnlyOnDegrade) {
   policy->fallback.strategy = core::FallbackStrategy::kCache;
   policy->fallback.payload = "{}";
   policy->fallback.content_type = "application/json";
-  policy->fallback.on_mask = (1u << static_cast<int>(core::Reason::kCircuitOpen)) |
-                             (1u << static_cast<int>(core::Reason::kRateLimited));
+  policy->fallback.on_mask =
+      (1u << static_cast<int>(core::Reason::kCircuitOpen)) |
+      (1u << static_cast<int>(core::Reason::kRateLimited));
   policy->fallback.cache_ttl = absl::Seconds(30);
   policy->fallback.serve_on_failure = true;
 
@@ -138,7 +139,8 @@ TEST(DecisionToProtoTest, CopiesFallbackOnlyOnDegrade) {
 }
 
 TEST(StatusConvertTest, KeepsCodeAndMessage) {
-  grpc::Status s = ToGrpcStatus(absl::InvalidArgumentError("dependency is required"));
+  grpc::Status s =
+      ToGrpcStatus(absl::InvalidArgumentError("dependency is required"));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(s.error_message(), "dependency is required");
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());

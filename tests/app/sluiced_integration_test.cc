@@ -4,6 +4,7 @@
 // breaker open time or for the policies file watcher.
 
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -19,8 +20,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -126,7 +125,8 @@ class Sluiced {
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     Spawn(args, env);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
-    const std::regex serving("serving DecisionService on 127\\.0\\.0\\.1:([0-9]+)");
+    const std::regex serving(
+        "serving DecisionService on 127\\.0\\.0\\.1:([0-9]+)");
     const absl::Time give_up = absl::Now() + kStartTimeout;
     std::smatch match;
     std::string log;
@@ -337,8 +337,7 @@ TEST_F(SluicedTest, BreakerTripsDegradesProbesAndRecovers) {
   EXPECT_EQ(open.fallback().strategy(), v1::Fallback::STATIC);
   EXPECT_EQ(open.fallback().payload(), R"({"degraded":true})");
   EXPECT_EQ(open.fallback().content_type(), "application/json");
-  EXPECT_THAT(open.fallback().on(),
-              ::testing::ElementsAre(v1::CIRCUIT_OPEN));
+  EXPECT_THAT(open.fallback().on(), ::testing::ElementsAre(v1::CIRCUIT_OPEN));
   ExpectAlive();
 
   // After open_duration: HALF_OPEN, exactly two probes, then PROBE_LIMIT.
@@ -491,8 +490,8 @@ TEST_F(SluicedTest, BadInputIsInvalidArgumentAndHarmless) {
   EXPECT_THAT(message, HasSubstr("latency"));
   report.clear_latency();
 
-  for (const char* bad : {"abc", "-1", "12x", " 12", "+5",
-                          "123456789012345678901234567890"}) {
+  for (const char* bad :
+       {"abc", "-1", "12x", " 12", "+5", "123456789012345678901234567890"}) {
     report.set_permit_id(bad);
     EXPECT_EQ(ReportCode(&sluiced_, report, &message),
               grpc::StatusCode::INVALID_ARGUMENT)
@@ -528,8 +527,8 @@ TEST_F(SluicedTest, UnknownDependencyIsAllowedByDefault) {
 }
 
 TEST_F(SluicedTest, UnknownDependencyRejectFromEnvironment) {
-  ASSERT_NO_FATAL_FAILURE(sluiced_.Start(
-      kBucketPolicy, {}, {"SLUICE_UNKNOWN_DEPENDENCY=reject"}));
+  ASSERT_NO_FATAL_FAILURE(
+      sluiced_.Start(kBucketPolicy, {}, {"SLUICE_UNKNOWN_DEPENDENCY=reject"}));
   v1::AcquireResponse r = sluiced_.Acquire("not-configured");
   EXPECT_EQ(r.verdict(), v1::REJECT);
   EXPECT_EQ(r.reason(), v1::UNKNOWN_DEPENDENCY);
@@ -546,7 +545,8 @@ TEST_F(SluicedTest, CommandLineBeatsEnvironment) {
 
 TEST_F(SluicedTest, HealthIsServing) {
   ASSERT_NO_FATAL_FAILURE(sluiced_.Start(kBucketPolicy));
-  EXPECT_EQ(sluiced_.Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(sluiced_.Health(""),
+            grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_EQ(sluiced_.Health("sluice.v1.DecisionService"),
             grpc::health::v1::HealthCheckResponse::SERVING);
   ExpectAlive();
@@ -617,7 +617,8 @@ TEST_F(SluicedTest, PolicyFileHotReload) {
   EXPECT_EQ(after.policy_version(), v2_version);
   EXPECT_EQ(sluiced_.Acquire("added").policy_version(),
             sluiced_.Acquire("added").policy_version());
-  EXPECT_EQ(sluiced_.Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(sluiced_.Health(""),
+            grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 // The client keeps its idle connection open here, so the server drains for
@@ -634,9 +635,9 @@ TEST_F(SluicedTest, SigtermDrainsAndExitsZero) {
 }
 
 TEST_F(SluicedTest, StartsWithoutPoliciesAndWarns) {
-  ASSERT_NO_FATAL_FAILURE(sluiced_.Spawn(
-      {"--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
-       "--metrics-listen=127.0.0.1:0", "--log-level=debug"}));
+  ASSERT_NO_FATAL_FAILURE(
+      sluiced_.Spawn({"--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
+                      "--metrics-listen=127.0.0.1:0", "--log-level=debug"}));
   const absl::Time give_up = absl::Now() + kStartTimeout;
   while (!absl::StrContains(sluiced_.Log(), "serving DecisionService") &&
          absl::Now() < give_up && sluiced_.Alive()) {
