@@ -111,15 +111,18 @@ void CircuitBreaker::Judge(absl::Time now) {
   if (w.calls == 0 || w.calls < static_cast<int64_t>(config_.minimum_calls)) {
     return;
   }
-  const std::string over =
-      absl::StrCat(" over ", absl::FormatDuration(config_.window), ", ",
-                   w.calls, " calls");
+  // Built only for a trip: this runs on every report once minimum_calls is
+  // reached, and the hot path must not allocate.
+  const auto over = [&] {
+    return absl::StrCat(" over ", absl::FormatDuration(config_.window), ", ",
+                        w.calls, " calls");
+  };
   const double failure_rate = static_cast<double>(w.failures) / w.calls;
   if (config_.failure_rate_threshold > 0 &&
       failure_rate >= config_.failure_rate_threshold) {
     Trip(now, absl::StrCat("failure rate ", Percent(failure_rate),
                            " >= ", Percent(config_.failure_rate_threshold),
-                           over));
+                           over()));
     return;
   }
   const double slow_rate = static_cast<double>(w.slow) / w.calls;
@@ -129,7 +132,7 @@ void CircuitBreaker::Judge(absl::Time now) {
                            Percent(config_.slow_call_rate_threshold),
                            " (slower than ",
                            absl::FormatDuration(config_.slow_call_duration),
-                           ")", over));
+                           ")", over()));
   }
 }
 
