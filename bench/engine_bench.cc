@@ -1,0 +1,264 @@
+// Cost of one in-process decision (Engine::Acquire + Engine::Report) beside
+// a plain std::mutex counter, measured in the same run. Also counts heap
+// allocations per decision: the goal is none for a known dependency.
+//
+//   build/bench/engine_bench            (or scripts/bench)
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "server/core/clock.h"
+#include "server/core/engine.h"
+#include "server/core/policy_config.h"
+
+// --- Allocation counting -----------------------------------------------------
+// Every operator new in this binary bumps a per-thread count, so a benchmark
+// thread sees only its own allocations.
+
+namespace {
+thread_local uint64_t allocations = 0;
+
+void* CountedAlloc(std::size_t size) {
+  ++allocations;
+  if (size == 0) size = 1;
+  if (void* p = std::malloc(size)) return p;
+  throw std::bad_alloc();
+}
+void* CountedAlignedAlloc(std::size_t size, std::align_val_t align) {
+  ++allocations;
+  const std::size_t a = static_cast<std::size_t>(align);
+  void* p = nullptr;
+  if (posix_memalign(&p, a < sizeof(void*) ? sizeof(void*) : a,
+                     size == 0 ? 1 : size) != 0) {
+    throw std::bad_alloc();
+  }
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t size) { return CountedAlloc(size); }
+void* operator new[](std::size_t size) { return CountedAlloc(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  ++allocations;
+  return std::malloc(size == 0 ? 1 : size);
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  ++allocations;
+  return std::malloc(size == 0 ? 1 : size);
+}
+void* operator new(std::size_t size, std::align_val_t align) {
+  return CountedAlignedAlloc(size, align);
+}
+void* operator new[](std::size_t size, std::align_val_t align) {
+  return CountedAlignedAlloc(size, align);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+
+namespace sluice::core {
+namespace {
+
+// Reports allocations per iteration of the calling benchmark thread,
+// averaged over the threads.
+class AllocationCounter {
+ public:
+  AllocationCounter() : start_(allocations) {}
+  void Report(benchmark::State& state) const {
+    const double per_op = state.iterations() == 0
+                              ? 0
+                              : static_cast<double>(allocations - start_) /
+                                    static_cast<double>(state.iterations());
+    state.counters["allocs_per_op"] =
+        benchmark::Counter(per_op, benchmark::Counter::kAvgThreads);
+  }
+
+ private:
+  uint64_t start_;
+};
+
+// A policy on which every gate runs: a token bucket too large to refuse, a
+// concurrency cap the benchmark threads never reach, and a breaker.
+PolicyConfig HotPolicy(std::string name, bool per_key) {
+  PolicyConfig p;
+  p.name = std::move(name);
+  p.call_timeout = absl::Seconds(2);
+  RateLimitConfig rate;
+  rate.rate = 1e12;
+  rate.burst = 1e12;
+  p.rate_limit = rate;
+  ConcurrencyConfig concurrency;
+  concurrency.max_in_flight = 1000000;
+  p.concurrency = concurrency;
+  BreakerConfig breaker;
+  breaker.consecutive_failures = 5;
+  breaker.failure_rate_threshold = 0.5;
+  breaker.slow_call_duration = absl::Seconds(1);
+  breaker.slow_call_rate_threshold = 0.8;
+  p.breaker = breaker;
+  p.per_key = per_key;
+  p.max_keys = 100000;
+  return p;
+}
+
+// One engine for the whole binary, so threads of a benchmark share it.
+Engine& SharedEngine() {
+  static Engine* engine = [] {
+    auto* e = new Engine(RealClock::Get(), Engine::Options{});
+    PolicyConfig refused;
+    refused.name = "refused";
+    RateLimitConfig rate;
+    rate.rate = 1;
+    rate.per = absl::Hours(24);
+    rate.burst = 1;
+    refused.rate_limit = rate;
+    e->ReplacePolicies({HotPolicy("hot", false), HotPolicy("hot_keys", true),
+                        refused});
+    (void)e->Acquire("refused", "", 1);  // spends the only token
+    return e;
+  }();
+  return *engine;
+}
+
+void BM_AcquireReport(benchmark::State& state) {
+  Engine& engine = SharedEngine();
+  // Warm up this thread's snapshot cache and the permit ring.
+  for (int i = 0; i < 64; ++i) {
+    auto d = engine.Acquire("hot", "", 1);
+    engine.Report("hot", "", d->permit_id, Outcome::kSuccess,
+                  absl::Milliseconds(1));
+  }
+  AllocationCounter allocs;
+  for (auto _ : state) {
+    absl::StatusOr<Decision> d = engine.Acquire("hot", "", 1);
+    if (!d.ok() || d->verdict != Verdict::kAllow) {
+      state.SkipWithError("hot dependency refused a call");
+      break;
+    }
+    engine.Report("hot", "", d->permit_id, Outcome::kSuccess,
+                  absl::Milliseconds(1));
+  }
+  allocs.Report(state);
+}
+BENCHMARK(BM_AcquireReport)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_AcquireReportPerKey(benchmark::State& state) {
+  Engine& engine = SharedEngine();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 64; ++i) {
+    keys.push_back("tenant-" + std::to_string(state.thread_index() * 64 + i));
+  }
+  for (const std::string& key : keys) {
+    auto d = engine.Acquire("hot_keys", key, 1);
+    engine.Report("hot_keys", key, d->permit_id, Outcome::kSuccess,
+                  absl::Milliseconds(1));
+  }
+  AllocationCounter allocs;
+  size_t i = 0;
+  for (auto _ : state) {
+    const std::string& key = keys[i++ & 63];
+    absl::StatusOr<Decision> d = engine.Acquire("hot_keys", key, 1);
+    if (!d.ok() || d->verdict != Verdict::kAllow) {
+      state.SkipWithError("hot dependency refused a call");
+      break;
+    }
+    engine.Report("hot_keys", key, d->permit_id, Outcome::kSuccess,
+                  absl::Milliseconds(1));
+  }
+  allocs.Report(state);
+}
+BENCHMARK(BM_AcquireReportPerKey)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_AcquireRefused(benchmark::State& state) {
+  Engine& engine = SharedEngine();
+  (void)engine.Acquire("refused", "", 1);
+  AllocationCounter allocs;
+  for (auto _ : state) {
+    absl::StatusOr<Decision> d = engine.Acquire("refused", "", 1);
+    if (!d.ok() || d->reason != Reason::kRateLimited) {
+      state.SkipWithError("expected a RATE_LIMITED refusal");
+      break;
+    }
+    benchmark::DoNotOptimize(d->retry_after);
+  }
+  allocs.Report(state);
+}
+BENCHMARK(BM_AcquireRefused)->Threads(1)->UseRealTime();
+
+// The baseline: the cheapest correct shared counter with a lock.
+void BM_MutexCounter(benchmark::State& state) {
+  static std::mutex mu;
+  static uint64_t counter = 0;
+  AllocationCounter allocs;
+  for (auto _ : state) {
+    std::lock_guard<std::mutex> lock(mu);
+    benchmark::DoNotOptimize(++counter);
+  }
+  allocs.Report(state);
+}
+BENCHMARK(BM_MutexCounter)->Threads(1)->Threads(2)->UseRealTime();
+
+// Prints the usual table, then the Acquire/mutex ratios of this run.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (!run.error_occurred && run.run_type == Run::RT_Iteration) {
+        ns_per_op_[run.benchmark_name()] =
+            run.GetAdjustedRealTime();  // in the run's time unit (ns)
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void PrintRatios() const {
+    std::printf("\nRatios against the mutex baseline (real time per op):\n");
+    for (const char* threads : {"1", "2"}) {
+      const std::string suffix = std::string("/real_time/threads:") + threads;
+      const auto base = ns_per_op_.find("BM_MutexCounter" + suffix);
+      if (base == ns_per_op_.end() || base->second <= 0) continue;
+      for (const char* name : {"BM_AcquireReport", "BM_AcquireReportPerKey",
+                               "BM_AcquireRefused"}) {
+        const auto it = ns_per_op_.find(name + suffix);
+        if (it == ns_per_op_.end()) continue;
+        std::printf("  %-24s threads:%s  %8.1f ns  = %5.2fx mutex (%.1f ns)\n",
+                    name, threads, it->second, it->second / base->second,
+                    base->second);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, double> ns_per_op_;
+};
+
+}  // namespace
+}  // namespace sluice::core
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  sluice::core::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios();
+  benchmark::Shutdown();
+  return 0;
+}
