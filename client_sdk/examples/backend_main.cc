@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_listen).c_str());
     return 1;
   }
+  sluice::examples::WidenListenBacklog(address->second);
   std::fprintf(stderr, "sluice-example-backend: serving on %s\n",
                absl::GetFlag(FLAGS_listen).c_str());
   server.listen_after_bind();

@@ -86,6 +86,7 @@ absl::StatusOr<Response> CallBackend(const Route& route,
     if (conn.client == nullptr) {
       conn.client = std::make_unique<httplib::Client>(route.backend);
       conn.client->set_keep_alive(true);
+      conn.client->set_tcp_nodelay(true);
       conn.used = false;
     }
     const absl::Duration left = std::max(ctx.deadline - absl::Now(),
@@ -341,6 +342,7 @@ int Run() {
                  address->first.c_str(), address->second);
     return 1;
   }
+  WidenListenBacklog(address->second);
   std::fprintf(stderr,
                "sluice-example-gateway: serving on %s:%d (%d threads), Sluice "
                "at %s\n",

@@ -26,6 +26,11 @@ void StopOnSignal(httplib::Server* server);
 // holds a worker), with keep-alive connections that last.
 void ConfigureServer(httplib::Server* server, int threads);
 
+// httplib (Debian builds it with a listen backlog of 5) drops connection
+// attempts beyond that, and a dropped SYN costs the client a 1 s retransmit.
+// Finds this process's listening socket on `port` and widens its backlog.
+void WidenListenBacklog(int port);
+
 }  // namespace sluice::examples
 
 #endif  // SLUICE_CLIENT_SDK_EXAMPLES_HTTP_UTIL_H_
