@@ -190,9 +190,13 @@ class Gateway {
     ObserveBreaker(*route, counters, result);
 
     if (result.backend_called) {
-      (result.outcome == client::Outcome::kSuccess ? counters.backend_success
-                                                   : counters.backend_failure)
+      const bool ok = result.outcome == client::Outcome::kSuccess;
+      (ok ? counters.backend_success : counters.backend_failure)
           .fetch_add(1, std::memory_order_relaxed);
+      if (result.decided_locally) {
+        (ok ? counters.fail_open_success : counters.fail_open_failure)
+            .fetch_add(1, std::memory_order_relaxed);
+      }
     } else if (IsShortCircuit(result.reason)) {
       counters.backend_short_circuit.fetch_add(1, std::memory_order_relaxed);
     }

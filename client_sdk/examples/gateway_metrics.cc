@@ -65,6 +65,18 @@ std::string GatewayMetrics::Render(const client::ClientStats& sdk) const {
                     r->backend_short_circuit.load(), "\n");
   }
 
+  Header(&out, "sluice_gateway_fail_open_calls_total", "counter",
+         "Backend calls made because Sluice did not answer in time and the "
+         "SDK failed open (a subset of backend_calls_total).");
+  for (const auto& r : routes_) {
+    absl::StrAppend(&out, "sluice_gateway_fail_open_calls_total{dependency=\"",
+                    r->dependency, "\",result=\"success\"} ",
+                    r->fail_open_success.load(), "\n");
+    absl::StrAppend(&out, "sluice_gateway_fail_open_calls_total{dependency=\"",
+                    r->dependency, "\",result=\"failure\"} ",
+                    r->fail_open_failure.load(), "\n");
+  }
+
   Header(&out, "sluice_gateway_degraded_responses_total", "counter",
          "Degraded (fallback) responses by reason.");
   for (const auto& r : routes_) {

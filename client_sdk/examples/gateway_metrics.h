@@ -27,6 +27,10 @@ class GatewayMetrics {
     std::atomic<uint64_t> backend_failure{0};
     // Calls not made because the breaker refused (CIRCUIT_OPEN, PROBE_LIMIT).
     std::atomic<uint64_t> backend_short_circuit{0};
+    // Of the backend calls, those made on the SDK's own fail-open decision
+    // (Sluice slow or down), which no breaker could stop.
+    std::atomic<uint64_t> fail_open_success{0};
+    std::atomic<uint64_t> fail_open_failure{0};
     std::array<std::atomic<uint64_t>, kReasons> degraded{};
     // Last breaker state Sluice reported (client::BreakerState as int).
     std::atomic<int> breaker_state{0};
