@@ -1,0 +1,119 @@
+#ifndef SLUICE_SERVER_METRICS_METRIC_LIST_H_
+#define SLUICE_SERVER_METRICS_METRIC_LIST_H_
+
+#include <array>
+#include <cstddef>
+
+// Every metric sluiced exposes, in one list. Nothing is exposed that is not
+// declared here (metrics_test checks both directions), and no metric has a
+// `key` label: label values come from policy names and enums only, so the
+// series count is bounded by the number of policies.
+
+namespace sluice::metrics {
+
+enum class MetricType { kCounter, kGauge, kHistogram };
+
+enum class MetricId : int {
+  kDecisions,
+  kUnknownDependencyDecisions,
+  kOutcomes,
+  kStaleReports,
+  kDegraded,
+  kBreakerState,
+  kBreakerTransitions,
+  kInFlight,
+  kShare,
+  kPolicyVersion,
+  kPolicies,
+  kStoreUp,
+  kLiveReplicas,
+  kSyncTickDuration,
+  kSyncTicks,
+  kSyncErrors,
+  kAcquireDuration,
+  kEventsDropped,
+  kCount,  // not a metric
+};
+
+struct MetricDef {
+  MetricId id;
+  const char* name;
+  MetricType type;
+  // Label names, nullptr-terminated.
+  std::array<const char*, 4> labels;
+  const char* help;
+};
+
+inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
+    kMetrics = {{
+        {MetricId::kDecisions, "sluice_decisions_total", MetricType::kCounter,
+         {"dependency", "verdict", "reason", nullptr},
+         "Acquire answers by dependency, verdict (ALLOW, REJECT, DEGRADE) and "
+         "reason (NONE for a plain ALLOW)."},
+        {MetricId::kUnknownDependencyDecisions,
+         "sluice_unknown_dependency_decisions_total", MetricType::kCounter,
+         {"verdict", nullptr},
+         "Acquire answers for dependencies without a policy "
+         "(--unknown-dependency); the dependency is not a label."},
+        {MetricId::kOutcomes, "sluice_outcomes_total", MetricType::kCounter,
+         {"dependency", "outcome", nullptr},
+         "Reported call outcomes by dependency and outcome (SUCCESS, FAILURE, "
+         "TIMEOUT, CANCELLED); expired permits count as TIMEOUT."},
+        {MetricId::kStaleReports, "sluice_stale_reports_total",
+         MetricType::kCounter, {"dependency", nullptr},
+         "ReportResult calls for unknown, repeated or expired permits."},
+        {MetricId::kDegraded, "sluice_degraded_total", MetricType::kCounter,
+         {"dependency", "reason", nullptr},
+         "DEGRADE answers (a fallback was served) by dependency and reason."},
+        {MetricId::kBreakerState, "sluice_breaker_state", MetricType::kGauge,
+         {"dependency", "state", nullptr},
+         "1 for the breaker's current state (CLOSED, OPEN, HALF_OPEN, "
+         "FORCED_OPEN, FORCED_CLOSED), 0 for the others. Only dependencies "
+         "with a breaker and without per_key."},
+        {MetricId::kBreakerTransitions, "sluice_breaker_transitions_total",
+         MetricType::kCounter, {"dependency", "from", "to", nullptr},
+         "Breaker state changes seen by this replica, including those adopted "
+         "from the cluster."},
+        {MetricId::kInFlight, "sluice_in_flight", MetricType::kGauge,
+         {"dependency", nullptr},
+         "Calls admitted and not yet reported (dependencies without per_key)."},
+        {MetricId::kShare, "sluice_share", MetricType::kGauge,
+         {"dependency", nullptr},
+         "This replica's fraction of a cluster-scope rate limit (1 for a "
+         "local limit or standalone)."},
+        {MetricId::kPolicyVersion, "sluice_policy_version", MetricType::kGauge,
+         {"dependency", nullptr}, "Version of the policy in force."},
+        {MetricId::kPolicies, "sluice_policies", MetricType::kGauge,
+         {nullptr}, "Policies in force."},
+        {MetricId::kStoreUp, "sluice_store_up", MetricType::kGauge,
+         {nullptr},
+         "1 while the cluster store (Redis) answers, 0 while it does not. "
+         "Cluster mode only."},
+        {MetricId::kLiveReplicas, "sluice_live_replicas", MetricType::kGauge,
+         {nullptr},
+         "Live replicas at the last successful sync. Cluster mode only."},
+        {MetricId::kSyncTickDuration, "sluice_sync_tick_duration_seconds",
+         MetricType::kGauge, {nullptr},
+         "Duration of the last sync tick (one store round trip). Cluster mode "
+         "only."},
+        {MetricId::kSyncTicks, "sluice_sync_ticks_total", MetricType::kCounter,
+         {nullptr}, "Sync ticks attempted. Cluster mode only."},
+        {MetricId::kSyncErrors, "sluice_sync_errors_total",
+         MetricType::kCounter, {nullptr},
+         "Sync ticks that failed (store unreachable, slow or erroring). "
+         "Cluster mode only."},
+        {MetricId::kAcquireDuration, "sluice_acquire_duration_seconds",
+         MetricType::kHistogram, {nullptr},
+         "Time to handle one Acquire RPC, from handler entry to the answer."},
+        {MetricId::kEventsDropped, "sluice_watch_events_dropped_total",
+         MetricType::kCounter, {nullptr},
+         "Events dropped because a WatchEvents client read too slowly."},
+    }};
+
+constexpr const MetricDef& Def(MetricId id) {
+  return kMetrics[static_cast<size_t>(id)];
+}
+
+}  // namespace sluice::metrics
+
+#endif  // SLUICE_SERVER_METRICS_METRIC_LIST_H_

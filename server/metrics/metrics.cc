@@ -1,0 +1,232 @@
+#include "server/metrics/metrics.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "prometheus/exposer.h"
+#include "prometheus/text_serializer.h"
+#include "server/core/types.h"
+#include "server/metrics/metric_list.h"
+
+namespace sluice::metrics {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+
+constexpr core::BreakerState kBreakerStates[] = {
+    core::BreakerState::kClosed, core::BreakerState::kOpen,
+    core::BreakerState::kHalfOpen, core::BreakerState::kForcedOpen,
+    core::BreakerState::kForcedClosed};
+
+constexpr core::Verdict kVerdicts[] = {
+    core::Verdict::kAllow, core::Verdict::kReject, core::Verdict::kDegrade};
+
+constexpr core::Outcome kOutcomes[] = {
+    core::Outcome::kSuccess, core::Outcome::kFailure, core::Outcome::kTimeout,
+    core::Outcome::kCancelled};
+
+MetricFamily Family(MetricId id) {
+  const MetricDef& def = Def(id);
+  MetricFamily family;
+  family.name = def.name;
+  family.help = def.help;
+  switch (def.type) {
+    case MetricType::kCounter:
+      family.type = prometheus::MetricType::Counter;
+      break;
+    case MetricType::kGauge:
+      family.type = prometheus::MetricType::Gauge;
+      break;
+    case MetricType::kHistogram:
+      family.type = prometheus::MetricType::Histogram;
+      break;
+  }
+  return family;
+}
+
+// Adds one series to `family`; `values` pair with the definition's labels.
+void Add(MetricFamily* family, MetricId id,
+         std::initializer_list<std::string> values, double value) {
+  const MetricDef& def = Def(id);
+  ClientMetric metric;
+  size_t i = 0;
+  for (const std::string& v : values) {
+    metric.label.push_back({def.labels[i++], v});
+  }
+  if (def.type == MetricType::kCounter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  family->metric.push_back(std::move(metric));
+}
+
+std::string Name(absl::string_view name) { return std::string(name); }
+
+}  // namespace
+
+class Metrics::Adapter final : public prometheus::Collectable {
+ public:
+  explicit Adapter(const Metrics* metrics) : metrics_(metrics) {}
+  std::vector<MetricFamily> Collect() const override {
+    return metrics_->Collect();
+  }
+
+ private:
+  const Metrics* const metrics_;
+};
+
+Metrics::Metrics(Sources sources)
+    : sources_(std::move(sources)),
+      adapter_(std::make_shared<Adapter>(this)) {}
+
+std::shared_ptr<prometheus::Collectable> Metrics::collectable() {
+  return adapter_;
+}
+
+void Metrics::OnBreakerTransition(const core::BreakerTransition& t) {
+  absl::MutexLock lock(&mu_);
+  ++transitions_[TransitionKey(t.dependency, t.from, t.to)];
+}
+
+std::vector<MetricFamily> Metrics::Collect() const {
+  std::vector<MetricFamily> families(kMetrics.size());
+  for (const MetricDef& def : kMetrics) {
+    families[static_cast<size_t>(def.id)] = Family(def.id);
+  }
+  auto family = [&](MetricId id) -> MetricFamily* {
+    return &families[static_cast<size_t>(id)];
+  };
+
+  // Per dependency, from the engine's own counters and gates.
+  const auto policies = sources_.engine->Policies();
+  Add(family(MetricId::kPolicies), MetricId::kPolicies, {},
+      static_cast<double>(policies.size()));
+  for (const auto& policy : policies) {
+    absl::StatusOr<core::DependencyStatus> status =
+        sources_.engine->Inspect(policy->name);
+    if (!status.ok()) continue;  // deleted since Policies()
+    const std::string& dep = policy->name;
+    const core::DecisionCounters& c = status->counters;
+    for (core::Verdict verdict : kVerdicts) {
+      for (int r = 0; r < core::kReasonCount; ++r) {
+        const uint64_t n = c.by_verdict_reason[static_cast<int>(verdict)][r];
+        const auto reason = static_cast<core::Reason>(r);
+        // A plain ALLOW and every refusal are always shown, so that rate()
+        // works from the first refusal on; other combinations once seen.
+        const bool always =
+            (verdict == core::Verdict::kAllow && reason == core::Reason::kNone);
+        if (n == 0 && !always) continue;
+        Add(family(MetricId::kDecisions), MetricId::kDecisions,
+            {dep, Name(core::VerdictName(verdict)),
+             Name(core::ReasonName(reason))},
+            static_cast<double>(n));
+        if (verdict == core::Verdict::kDegrade) {
+          Add(family(MetricId::kDegraded), MetricId::kDegraded,
+              {dep, Name(core::ReasonName(reason))}, static_cast<double>(n));
+        }
+      }
+    }
+    for (core::Outcome outcome : kOutcomes) {
+      Add(family(MetricId::kOutcomes), MetricId::kOutcomes,
+          {dep, Name(core::OutcomeName(outcome))},
+          static_cast<double>(c.outcomes[static_cast<int>(outcome)]));
+    }
+    Add(family(MetricId::kStaleReports), MetricId::kStaleReports, {dep},
+        static_cast<double>(c.stale_reports));
+    Add(family(MetricId::kPolicyVersion), MetricId::kPolicyVersion, {dep},
+        static_cast<double>(status->policy->version));
+    if (!status->gates) continue;  // per_key: no dependency-wide gates
+    const core::GateStatus& g = *status->gates;
+    Add(family(MetricId::kInFlight), MetricId::kInFlight, {dep},
+        static_cast<double>(g.live_permits));
+    Add(family(MetricId::kShare), MetricId::kShare, {dep}, g.rate_fraction);
+    if (g.has_breaker) {
+      for (core::BreakerState state : kBreakerStates) {
+        Add(family(MetricId::kBreakerState), MetricId::kBreakerState,
+            {dep, Name(core::BreakerStateName(state))},
+            g.breaker_state == state ? 1 : 0);
+      }
+    }
+  }
+  if (sources_.unknown_decisions) {
+    const auto [allowed, rejected] = sources_.unknown_decisions();
+    Add(family(MetricId::kUnknownDependencyDecisions),
+        MetricId::kUnknownDependencyDecisions, {"ALLOW"},
+        static_cast<double>(allowed));
+    Add(family(MetricId::kUnknownDependencyDecisions),
+        MetricId::kUnknownDependencyDecisions, {"REJECT"},
+        static_cast<double>(rejected));
+  }
+
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, n] : transitions_) {
+      Add(family(MetricId::kBreakerTransitions), MetricId::kBreakerTransitions,
+          {std::get<0>(key), Name(core::BreakerStateName(std::get<1>(key))),
+           Name(core::BreakerStateName(std::get<2>(key)))},
+          static_cast<double>(n));
+    }
+  }
+
+  std::optional<SyncSnapshot> sync;
+  if (sources_.sync) sync = sources_.sync();
+  if (sync) {
+    Add(family(MetricId::kStoreUp), MetricId::kStoreUp, {},
+        sync->store_up ? 1 : 0);
+    Add(family(MetricId::kLiveReplicas), MetricId::kLiveReplicas, {},
+        sync->live_replicas);
+    Add(family(MetricId::kSyncTickDuration), MetricId::kSyncTickDuration, {},
+        absl::ToDoubleSeconds(sync->last_tick_duration));
+    Add(family(MetricId::kSyncTicks), MetricId::kSyncTicks, {},
+        static_cast<double>(sync->ticks));
+    Add(family(MetricId::kSyncErrors), MetricId::kSyncErrors, {},
+        static_cast<double>(sync->failures));
+  }
+  family(MetricId::kAcquireDuration)->metric.push_back(acquire_.Collect());
+  Add(family(MetricId::kEventsDropped), MetricId::kEventsDropped, {},
+      sources_.events_dropped
+          ? static_cast<double>(sources_.events_dropped())
+          : 0);
+
+  // Families with no series say nothing useful (and a cluster-only family
+  // in standalone mode would mislead); leave them out.
+  std::vector<MetricFamily> out;
+  out.reserve(families.size());
+  for (MetricFamily& f : families) {
+    if (!f.metric.empty()) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string Metrics::Render() const {
+  return prometheus::TextSerializer().Serialize(Collect());
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
+                             int port)
+    : exposer_(std::move(exposer)), port_(port) {}
+
+MetricsServer::~MetricsServer() = default;
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& address, Metrics* metrics) {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    // civetweb wants "host:port"; it throws when it cannot bind.
+    exposer = std::make_unique<prometheus::Exposer>(address, 2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", address, ": ", e.what(),
+        " (address in use or not available?)"));
+  }
+  exposer->RegisterCollectable(metrics->collectable());
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  const int port = ports.empty() ? 0 : ports.front();
+  return std::unique_ptr<MetricsServer>(
+      new MetricsServer(std::move(exposer), port));
+}
+
+}  // namespace sluice::metrics

@@ -1,0 +1,118 @@
+#ifndef SLUICE_SERVER_METRICS_METRICS_H_
+#define SLUICE_SERVER_METRICS_METRICS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+#include "server/core/engine.h"
+#include "server/core/events.h"
+#include "server/metrics/latency_histogram.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace sluice::metrics {
+
+// The cluster sync loop as metrics see it (a copy of cluster::SyncStats'
+// fields, so that this library does not depend on server/cluster).
+struct SyncSnapshot {
+  bool store_up = false;
+  uint64_t ticks = 0;
+  uint64_t failures = 0;
+  uint32_t live_replicas = 0;
+  absl::Duration last_tick_duration = absl::ZeroDuration();
+};
+
+// Where the metrics read from at scrape time. Only `engine` is required.
+struct Sources {
+  core::Engine* engine = nullptr;
+  // Cluster mode: the sync loop's state. Absent (or returning nullopt) in
+  // standalone mode, which hides the store metrics.
+  std::function<std::optional<SyncSnapshot>()> sync;
+  // Events dropped for slow watchers so far.
+  std::function<uint64_t()> events_dropped;
+  // Answers for dependencies without a policy: {allowed, rejected}.
+  std::function<std::pair<uint64_t, uint64_t>()> unknown_decisions;
+};
+
+// Every sluiced metric (see metric_list.h). Almost everything is read at
+// scrape time from the engine's own per-dependency counters, so the request
+// path pays nothing for it; the exceptions are the Acquire histogram
+// (lock-free, see LatencyHistogram) and breaker transitions (counted on each
+// state change, which is rare). Safe for concurrent use.
+class Metrics {
+ public:
+  explicit Metrics(Sources sources);
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Request path: one Acquire took `d`.
+  void ObserveAcquire(absl::Duration d) { acquire_.Observe(d); }
+
+  // Counts a breaker state change. Quick; called under the dependency lock.
+  void OnBreakerTransition(const core::BreakerTransition& transition)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every metric family, in metric_list.h order; families without series
+  // are still listed (with HELP and TYPE) except cluster-only ones in
+  // standalone mode.
+  std::vector<prometheus::MetricFamily> Collect() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The Prometheus text format of Collect().
+  std::string Render() const;
+
+  // For prometheus::Exposer; shares this object's lifetime.
+  std::shared_ptr<prometheus::Collectable> collectable();
+
+ private:
+  class Adapter;
+  using TransitionKey = std::tuple<std::string, core::BreakerState,
+                                   core::BreakerState>;
+
+  const Sources sources_;
+  LatencyHistogram acquire_;
+  std::shared_ptr<Adapter> adapter_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<TransitionKey, uint64_t> transitions_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// Serves GET /metrics over HTTP (prometheus-cpp's civetweb server).
+// Safe for concurrent use; stops serving when destroyed, which must happen
+// before `metrics` is destroyed.
+class MetricsServer {
+ public:
+  // Binds `address` ("host:port", port 0 picks one). UNAVAILABLE when it
+  // cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& address, Metrics* metrics);
+  ~MetricsServer();
+
+  int port() const { return port_; }
+
+ private:
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port);
+
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_;
+};
+
+}  // namespace sluice::metrics
+
+#endif  // SLUICE_SERVER_METRICS_METRICS_H_

@@ -1,0 +1,320 @@
+#include "server/rpc/admin_service.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "server/rpc/decision_convert.h"
+#include "server/rpc/status_convert.h"
+
+namespace sluice::rpc {
+namespace {
+
+constexpr size_t kMaxName = 256;
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status ValidateName(absl::string_view name, absl::string_view field) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be set"));
+  }
+  if (name.size() > kMaxName) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " must be at most ", kMaxName, " bytes, got ", name.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Constant-time comparison, so the token cannot be guessed byte by byte.
+bool SameSecret(absl::string_view a, absl::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i]) ^
+            static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+  }
+  return diff == 0;
+}
+
+// One WatchEvents stream. The publisher side (EventHub, any thread) only
+// kicks it; writes happen one at a time, from the kick or from OnWriteDone.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  WatchReactor(EventHub* hub, std::string dependency)
+      : hub_(hub), state_(std::make_shared<State>()) {
+    state_->reactor = this;
+    subscription_ = hub_->Subscribe(
+        std::move(dependency),
+        [state = std::weak_ptr<State>(state_)] {
+          if (auto s = state.lock()) s->Kick();
+        });
+    state_->subscription = subscription_.get();
+    // Tells the client at once that the watch is in place.
+    StartSendInitialMetadata();
+    state_->Kick();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->writing = false;
+      if (!ok) {
+        // The client went away; OnCancel or OnDone follows.
+        state_->FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED,
+                                          "watcher went away"));
+        return;
+      }
+    }
+    state_->Kick();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&state_->mu);
+    state_->FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->reactor = nullptr;
+    }
+    hub_->Unsubscribe(subscription_.get());
+    delete this;
+  }
+
+ private:
+  // Shared with the hub's callback, which may outlive the reactor.
+  struct State {
+    absl::Mutex mu;
+    WatchReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
+    EventHub::Subscription* subscription = nullptr;
+    bool writing ABSL_GUARDED_BY(mu) = false;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    // The message being written; must live until OnWriteDone.
+    v1::Event current ABSL_GUARDED_BY(mu);
+
+    // Starts the next write when none is in flight and an event is queued.
+    void Kick() ABSL_LOCKS_EXCLUDED(mu) {
+      absl::MutexLock lock(&mu);
+      if (reactor == nullptr || writing || finished) return;
+      if (!subscription->Pop(&current)) return;
+      writing = true;
+      reactor->StartWrite(&current);
+    }
+    void FinishLocked(const grpc::Status& status)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      if (finished || reactor == nullptr) return;
+      finished = true;
+      reactor->Finish(status);
+    }
+  };
+
+  EventHub* const hub_;
+  const std::shared_ptr<State> state_;
+  std::shared_ptr<EventHub::Subscription> subscription_;
+};
+
+class RejectedWatch final : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  explicit RejectedWatch(const absl::Status& status) {
+    Finish(ToGrpcStatus(status));
+  }
+  void OnDone() override { delete this; }
+};
+
+uint64_t Count(int64_t n) { return n > 0 ? static_cast<uint64_t>(n) : 0; }
+
+}  // namespace
+
+void DependencyStateToProto(const core::DependencyStatus& status,
+                            const ClusterView& cluster,
+                            v1::DependencyState* out) {
+  out->set_dependency(status.policy->name);
+  out->set_policy_version(status.policy->version);
+  out->set_keys(status.keys);
+  const core::DecisionCounters& c = status.counters;
+  v1::DecisionCounts* d = out->mutable_decisions();
+  d->set_acquired(c.acquired);
+  d->set_allowed(c.allowed);
+  d->set_rejected(c.rejected);
+  d->set_degraded(c.degraded);
+  d->set_shadow_refused(c.shadow_refused);
+  out->set_store_status(cluster.store_status);
+  out->set_live_replicas(cluster.live_replicas);
+  if (!status.gates) {
+    out->set_tokens_available(-1);
+    return;
+  }
+  const core::GateStatus& g = *status.gates;
+  out->set_tokens_available(g.tokens_available);
+  out->set_window_count(Count(g.window_count));
+  out->set_in_flight(std::max<uint32_t>(
+      g.in_flight, static_cast<uint32_t>(g.live_permits)));
+  const bool cluster_rate = status.policy->rate_limit &&
+                            status.policy->rate_limit->scope ==
+                                core::Scope::kCluster;
+  out->set_share(cluster.cluster ? (cluster_rate ? g.rate_fraction : 1.0) : 0);
+  if (!g.has_breaker) return;
+  out->set_breaker_state(BreakerStateToProto(g.breaker_state));
+  if (g.open_until != absl::InfinitePast()) {
+    SetTimestamp(g.open_until, out->mutable_open_until());
+  }
+  out->set_trip_cause(g.trip_cause);
+  out->set_breaker_generation(g.breaker_generation);
+  out->set_override(static_cast<v1::BreakerOverride>(g.override_mode));
+  DurationToProto(g.current_open_duration,
+                  out->mutable_current_open_duration());
+  v1::OutcomeCounts* w = out->mutable_window_outcomes();
+  w->set_calls(Count(g.window.calls));
+  w->set_failures(Count(g.window.failures - g.window.timeouts));
+  w->set_timeouts(Count(g.window.timeouts));
+  w->set_successes(Count(g.window.calls - g.window.failures));
+  w->set_slow(Count(g.window.slow));
+}
+
+AdminServiceImpl::AdminServiceImpl(core::Engine* engine, AdminBackend* backend,
+                                   EventHub* events, Options options)
+    : engine_(engine),
+      backend_(backend),
+      events_(events),
+      options_(std::move(options)) {}
+
+absl::Status AdminServiceImpl::Authenticate(
+    const grpc::CallbackServerContext* context) const {
+  if (options_.token.empty()) return absl::OkStatus();
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError(
+        "the admin API needs \"authorization: Bearer <token>\" metadata");
+  }
+  const absl::string_view value(it->second.data(), it->second.size());
+  constexpr absl::string_view kBearer = "Bearer ";
+  if (value.substr(0, kBearer.size()) != kBearer ||
+      !SameSecret(value.substr(kBearer.size()), options_.token)) {
+    return absl::UnauthenticatedError("wrong admin token");
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::PutPolicy(
+    grpc::CallbackServerContext* context, const v1::PutPolicyRequest* request,
+    v1::PutPolicyResponse* response) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    return Finish(context, s);
+  }
+  absl::StatusOr<policy::PolicyChange> change =
+      backend_->PutPolicy(request->policy(), request->expected_version());
+  if (!change.ok()) return Finish(context, change.status());
+  response->set_version(change->new_version);
+  response->set_previous_version(change->old_version);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::GetPolicy(
+    grpc::CallbackServerContext* context, const v1::GetPolicyRequest* request,
+    v1::Policy* response) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    return Finish(context, s);
+  }
+  if (absl::Status s = ValidateName(request->name(), "name"); !s.ok()) {
+    return Finish(context, s);
+  }
+  absl::StatusOr<v1::Policy> policy = backend_->GetPolicy(request->name());
+  if (!policy.ok()) return Finish(context, policy.status());
+  *response = *std::move(policy);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::ListPolicies(
+    grpc::CallbackServerContext* context,
+    const v1::ListPoliciesRequest* request,
+    v1::ListPoliciesResponse* response) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    return Finish(context, s);
+  }
+  for (v1::Policy& policy : backend_->ListPolicies()) {
+    *response->add_policies() = std::move(policy);
+  }
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::DeletePolicy(
+    grpc::CallbackServerContext* context,
+    const v1::DeletePolicyRequest* request,
+    v1::DeletePolicyResponse* response) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    return Finish(context, s);
+  }
+  if (absl::Status s = ValidateName(request->name(), "name"); !s.ok()) {
+    return Finish(context, s);
+  }
+  absl::StatusOr<policy::PolicyChange> change =
+      backend_->DeletePolicy(request->name(), request->expected_version());
+  return Finish(context, change.status());
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::SetBreakerOverride(
+    grpc::CallbackServerContext* context,
+    const v1::SetBreakerOverrideRequest* request,
+    v1::SetBreakerOverrideResponse* response) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    return Finish(context, s);
+  }
+  if (absl::Status s = ValidateName(request->dependency(), "dependency");
+      !s.ok()) {
+    return Finish(context, s);
+  }
+  if (request->override() != v1::AUTO && request->override() != v1::FORCE_OPEN &&
+      request->override() != v1::FORCE_CLOSED) {
+    return Finish(context,
+                  absl::InvalidArgumentError(
+                      "override must be AUTO, FORCE_OPEN or FORCE_CLOSED"));
+  }
+  const auto override = static_cast<core::BreakerOverride>(request->override());
+  absl::Status status =
+      backend_->SetOverride(request->dependency(), override, request->note());
+  if (!status.ok()) return Finish(context, status);
+  absl::StatusOr<core::DependencyStatus> state =
+      engine_->Inspect(request->dependency());
+  if (state.ok() && state->gates) {
+    response->set_breaker_state(BreakerStateToProto(state->gates->breaker_state));
+  }
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::GetState(
+    grpc::CallbackServerContext* context, const v1::GetStateRequest* request,
+    v1::DependencyState* response) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    return Finish(context, s);
+  }
+  if (absl::Status s = ValidateName(request->dependency(), "dependency");
+      !s.ok()) {
+    return Finish(context, s);
+  }
+  absl::StatusOr<core::DependencyStatus> status =
+      engine_->Inspect(request->dependency(), request->key());
+  if (!status.ok()) return Finish(context, status.status());
+  DependencyStateToProto(*status, backend_->cluster(), response);
+  response->set_replica_id(events_->replica_id());
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::Event>* AdminServiceImpl::WatchEvents(
+    grpc::CallbackServerContext* context,
+    const v1::WatchEventsRequest* request) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    return new RejectedWatch(s);
+  }
+  return new WatchReactor(events_, request->dependency());
+}
+
+}  // namespace sluice::rpc

@@ -1,0 +1,325 @@
+#include "server/metrics/metrics.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "server/core/engine.h"
+#include "server/metrics/metric_list.h"
+#include "server/policy/policy_store.h"
+#include "tests/admin/http_get.h"
+#include "tests/testing/fake_clock.h"
+
+namespace sluice::metrics {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::Policy P(const std::string& text) {
+  v1::Policy p;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
+  return p;
+}
+
+// One sample line: name, labels and value.
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+std::vector<Sample> Parse(const std::string& text) {
+  std::vector<Sample> out;
+  const std::regex line(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
+  const std::regex label(R"re(([a-zA-Z_]+)="([^"]*)")re");
+  for (absl::string_view l : absl::StrSplit(text, '\n')) {
+    if (l.empty() || l[0] == '#') continue;
+    std::smatch m;
+    const std::string s(l);
+    if (!std::regex_match(s, m, line)) {
+      ADD_FAILURE() << "unparsable line: " << s;
+      continue;
+    }
+    Sample sample;
+    sample.name = m[1];
+    const std::string labels = m[3];
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label);
+         it != std::sregex_iterator(); ++it) {
+      sample.labels[(*it)[1]] = (*it)[2];
+    }
+    EXPECT_TRUE(absl::SimpleAtod(std::string(m[4]), &sample.value)) << s;
+    out.push_back(std::move(sample));
+  }
+  return out;
+}
+
+double Sum(const std::vector<Sample>& samples, const std::string& name,
+           const std::map<std::string, std::string>& match = {}) {
+  double sum = 0;
+  for (const Sample& s : samples) {
+    if (s.name != name) continue;
+    bool ok = true;
+    for (const auto& [k, v] : match) {
+      auto it = s.labels.find(k);
+      ok = ok && it != s.labels.end() && it->second == v;
+    }
+    if (ok) sum += s.value;
+  }
+  return sum;
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(store_
+                    .ReplaceAll({P(R"pb(name: "inventory"
+                                        rate_limit { rate: 5 burst: 5 }
+                                        breaker { consecutive_failures: 2 }
+                                        fallback { strategy: STATIC
+                                                   payload: "{}" })pb"),
+                                 P(R"pb(name: "search"
+                                        concurrency { max_in_flight: 2 })pb")})
+                    .ok());
+  }
+
+  // Runs a mixed workload; returns the Acquire calls made per dependency.
+  std::map<std::string, int> Workload() {
+    std::map<std::string, int> calls;
+    std::vector<uint64_t> permits;
+    for (int i = 0; i < 8; ++i) {  // 5 allowed, 3 rate limited
+      auto d = engine_.Acquire("inventory", "", 1);
+      ++calls["inventory"];
+      if (d.ok() && d->permit_id != 0) permits.push_back(d->permit_id);
+    }
+    for (int i = 0; i < 2; ++i) {  // two failures open the breaker
+      engine_.Report("inventory", "", permits[i], core::Outcome::kFailure,
+                     absl::Milliseconds(3));
+    }
+    for (int i = 0; i < 3; ++i) {  // breaker open now: degraded
+      (void)engine_.Acquire("inventory", "", 1);
+      ++calls["inventory"];
+    }
+    for (int i = 0; i < 4; ++i) {  // 2 allowed, 2 concurrency limited
+      (void)engine_.Acquire("search", "", 1);
+      ++calls["search"];
+    }
+    (void)engine_.Acquire("unknown-thing", "", 1);
+    ++calls["(unknown)"];
+    return calls;
+  }
+
+  sluice::testing::FakeClock clock_;
+  Metrics* metrics_ptr_ = nullptr;
+  class Sink : public core::EventSink {
+   public:
+    explicit Sink(Metrics** m) : m_(m) {}
+    void OnBreakerTransition(const core::BreakerTransition& t) override {
+      if (*m_) (*m_)->OnBreakerTransition(t);
+    }
+    Metrics** m_;
+  } sink_{&metrics_ptr_};
+  core::Engine engine_{&clock_, core::Engine::Options(), &sink_};
+  policy::PolicyStore store_{&engine_};
+  uint64_t unknown_allowed_ = 0;
+};
+
+TEST(MetricListTest, NamesAreUniqueValidAndNeverUseKey) {
+  std::set<std::string> names;
+  const std::regex valid("^sluice_[a-z_]+$");
+  for (size_t i = 0; i < kMetrics.size(); ++i) {
+    const MetricDef& def = kMetrics[i];
+    EXPECT_EQ(static_cast<size_t>(def.id), i) << def.name;
+    EXPECT_TRUE(names.insert(def.name).second) << def.name;
+    EXPECT_TRUE(std::regex_match(std::string(def.name), valid)) << def.name;
+    EXPECT_EQ(absl::EndsWith(def.name, "_total"),
+              def.type == MetricType::kCounter)
+        << def.name;
+    EXPECT_GT(std::string(def.help).size(), 10u) << def.name;
+    for (const char* label : def.labels) {
+      if (label == nullptr) break;
+      EXPECT_STRNE(label, "key") << def.name;
+    }
+  }
+}
+
+TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr});
+  metrics_ptr_ = &metrics;
+  Workload();
+  metrics.ObserveAcquire(absl::Microseconds(40));
+  for (const prometheus::MetricFamily& family : metrics.Collect()) {
+    const MetricDef* def = nullptr;
+    for (const MetricDef& d : kMetrics) {
+      if (family.name == d.name) def = &d;
+    }
+    ASSERT_NE(def, nullptr) << family.name << " is not in metric_list.h";
+    std::set<std::string> want;
+    for (const char* label : def->labels) {
+      if (label == nullptr) break;
+      want.insert(label);
+    }
+    for (const auto& m : family.metric) {
+      std::set<std::string> got;
+      for (const auto& l : m.label) got.insert(l.name);
+      EXPECT_EQ(got, want) << family.name;
+    }
+  }
+}
+
+TEST_F(MetricsTest, DecisionCountersAreConservedAndLabelled) {
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr});
+  metrics_ptr_ = &metrics;
+  std::map<std::string, int> calls = Workload();
+  const std::vector<Sample> s = Parse(metrics.Render());
+
+  EXPECT_EQ(Sum(s, "sluice_decisions_total", {{"dependency", "inventory"}}),
+            calls["inventory"]);
+  EXPECT_EQ(Sum(s, "sluice_decisions_total", {{"dependency", "search"}}),
+            calls["search"]);
+  EXPECT_EQ(Sum(s, "sluice_decisions_total",
+                {{"dependency", "inventory"}, {"verdict", "ALLOW"}}),
+            5);
+  EXPECT_EQ(Sum(s, "sluice_decisions_total",
+                {{"dependency", "inventory"}, {"reason", "RATE_LIMITED"}}),
+            3);
+  EXPECT_EQ(Sum(s, "sluice_decisions_total",
+                {{"dependency", "inventory"},
+                 {"verdict", "DEGRADE"},
+                 {"reason", "CIRCUIT_OPEN"}}),
+            3);
+  EXPECT_EQ(Sum(s, "sluice_degraded_total",
+                {{"dependency", "inventory"}, {"reason", "CIRCUIT_OPEN"}}),
+            3);
+  EXPECT_EQ(Sum(s, "sluice_decisions_total",
+                {{"dependency", "search"},
+                 {"verdict", "REJECT"},
+                 {"reason", "CONCURRENCY_LIMITED"}}),
+            2);
+  EXPECT_EQ(Sum(s, "sluice_outcomes_total",
+                {{"dependency", "inventory"}, {"outcome", "FAILURE"}}),
+            2);
+  EXPECT_EQ(Sum(s, "sluice_breaker_state",
+                {{"dependency", "inventory"}, {"state", "OPEN"}}),
+            1);
+  EXPECT_EQ(Sum(s, "sluice_breaker_state", {{"dependency", "inventory"}}), 1);
+  EXPECT_EQ(Sum(s, "sluice_breaker_transitions_total",
+                {{"dependency", "inventory"}, {"from", "CLOSED"},
+                 {"to", "OPEN"}}),
+            1);
+  EXPECT_EQ(Sum(s, "sluice_in_flight", {{"dependency", "search"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_in_flight", {{"dependency", "inventory"}}), 3);
+  EXPECT_EQ(Sum(s, "sluice_policies"), 2);
+  EXPECT_GT(Sum(s, "sluice_policy_version", {{"dependency", "search"}}), 0);
+  // Standalone: no store metrics.
+  EXPECT_EQ(Sum(s, "sluice_store_up") + Sum(s, "sluice_sync_ticks_total"), 0);
+  for (const Sample& sample : s) {
+    EXPECT_EQ(sample.labels.count("key"), 0u) << sample.name;
+  }
+}
+
+TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
+  Sources sources{&engine_, [] {
+                    SyncSnapshot s;
+                    s.store_up = false;
+                    s.ticks = 12;
+                    s.failures = 3;
+                    s.live_replicas = 2;
+                    s.last_tick_duration = absl::Milliseconds(4);
+                    return std::optional<SyncSnapshot>(s);
+                  },
+                  [] { return uint64_t{7}; },
+                  [] { return std::pair<uint64_t, uint64_t>(5, 1); }};
+  Metrics metrics(sources);
+  const std::vector<Sample> s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_store_up"), 0);
+  EXPECT_EQ(Sum(s, "sluice_sync_ticks_total"), 12);
+  EXPECT_EQ(Sum(s, "sluice_sync_errors_total"), 3);
+  EXPECT_EQ(Sum(s, "sluice_live_replicas"), 2);
+  EXPECT_DOUBLE_EQ(Sum(s, "sluice_sync_tick_duration_seconds"), 0.004);
+  EXPECT_EQ(Sum(s, "sluice_watch_events_dropped_total"), 7);
+  EXPECT_EQ(Sum(s, "sluice_unknown_dependency_decisions_total",
+                {{"verdict", "ALLOW"}}),
+            5);
+}
+
+TEST(LatencyHistogramTest, BucketsAreCumulative) {
+  LatencyHistogram h;
+  h.Observe(absl::Microseconds(10));   // <= 25us
+  h.Observe(absl::Microseconds(300));  // <= 500us
+  h.Observe(absl::Seconds(3));         // +Inf only
+  const prometheus::ClientMetric m = h.Collect();
+  ASSERT_EQ(m.histogram.bucket.size(), LatencyHistogram::kBounds.size() + 1);
+  EXPECT_EQ(m.histogram.bucket[0].cumulative_count, 1u);
+  EXPECT_EQ(m.histogram.bucket[4].cumulative_count, 2u);
+  EXPECT_EQ(m.histogram.bucket.back().cumulative_count, 3u);
+  EXPECT_EQ(m.histogram.sample_count, 3u);
+  EXPECT_NEAR(m.histogram.sample_sum, 3.00031, 1e-9);
+  EXPECT_EQ(h.count(), 3u);
+}
+
+// The real /metrics endpoint, checked by promtool (Debian package
+// "prometheus"), and its decision counters against the calls made.
+TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr});
+  metrics_ptr_ = &metrics;
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start("127.0.0.1:0", &metrics);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT((*server)->port(), 0);
+  std::map<std::string, int> calls = Workload();
+  for (int i = 0; i < 100; ++i) {
+    metrics.ObserveAcquire(absl::Microseconds(i * 10));
+  }
+
+  const std::string body = sluice::testing::HttpGet((*server)->port(),
+                                                    "/metrics");
+  ASSERT_THAT(body, HasSubstr("sluice_decisions_total"));
+  const std::string path = ::testing::TempDir() + "/sluice_metrics.txt";
+  {
+    std::ofstream out(path);
+    out << body;
+  }
+  const std::string cmd =
+      absl::StrCat("promtool check metrics < ", path, " 2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
+  const int rc = pclose(pipe);
+  EXPECT_EQ(rc, 0) << "promtool check metrics failed:\n" << output << "\n"
+                   << body;
+  EXPECT_EQ(output, "") << body;
+
+  const std::vector<Sample> s = Parse(body);
+  int total_calls = calls["inventory"] + calls["search"];
+  EXPECT_EQ(Sum(s, "sluice_decisions_total"), total_calls);
+  EXPECT_EQ(Sum(s, "sluice_acquire_duration_seconds_count"), 100);
+  EXPECT_THAT(body, Not(HasSubstr("key=")));
+}
+
+TEST(MetricsServerTest, BusyAddressIsAnError) {
+  sluice::testing::FakeClock clock;
+  core::Engine engine(&clock, core::Engine::Options());
+  Metrics metrics({&engine, nullptr, nullptr, nullptr});
+  auto first = MetricsServer::Start("127.0.0.1:0", &metrics);
+  ASSERT_TRUE(first.ok());
+  auto second = MetricsServer::Start(
+      absl::StrCat("127.0.0.1:", (*first)->port()), &metrics);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace sluice::metrics
