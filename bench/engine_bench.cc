@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
@@ -254,6 +255,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace sluice::core
 
 int main(int argc, char** argv) {
+  // As sluiced does: Debian builds abseil with Mutex deadlock detection on,
+  // which walks a lock graph on every Lock().
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   sluice::core::RatioReporter reporter;

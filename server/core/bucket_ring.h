@@ -15,7 +15,9 @@ namespace sluice::core {
 // last window length (it may include up to one bucket width more). Used by
 // the sliding-window limiter and the breaker's ratio rules.
 //
-// Counts must be a default-constructible aggregate with operator+=.
+// Counts must be a default-constructible aggregate with operator+= and
+// operator-=. The ring keeps a running total, so Sum() is O(1): the breaker
+// judges its window after every outcome.
 // Not thread-safe; the owner locks.
 template <typename Counts>
 class BucketRing {
@@ -29,18 +31,22 @@ class BucketRing {
     if (index <= current_) return;
     const int64_t n = static_cast<int64_t>(ring_.size());
     const int64_t stale = index - current_ < n ? index - current_ : n;
-    for (int64_t i = 1; i <= stale; ++i) ring_[Slot(current_ + i)] = Counts{};
+    for (int64_t i = 1; i <= stale; ++i) {
+      Counts& bucket = ring_[Slot(current_ + i)];
+      total_ -= bucket;
+      bucket = Counts{};
+    }
     current_ = index;
   }
 
-  // The bucket for `now`; call Advance(now) first.
-  Counts& Current() { return ring_[Slot(current_)]; }
-
-  Counts Sum() const {
-    Counts total{};
-    for (const Counts& c : ring_) total += c;
-    return total;
+  // Adds to the bucket for `now`; call Advance(now) first.
+  void Add(const Counts& delta) {
+    ring_[Slot(current_)] += delta;
+    total_ += delta;
   }
+  const Counts& Current() const { return ring_[Slot(current_)]; }
+
+  const Counts& Sum() const { return total_; }
 
   // The oldest bucket still in the window and when it leaves it.
   const Counts& Oldest() const { return ring_[Slot(current_ + 1)]; }
@@ -59,6 +65,7 @@ class BucketRing {
 
   void Clear() {
     for (Counts& c : ring_) c = Counts{};
+    total_ = Counts{};
   }
 
   // Changes the window shape. The total counted so far moves into the
@@ -75,6 +82,7 @@ class BucketRing {
     ring_.assign(static_cast<size_t>(buckets) + 1, Counts{});
     current_ = IndexOf(now);
     ring_[Slot(current_)] = total;
+    total_ = total;
   }
 
   absl::Duration bucket_width() const { return width_; }
@@ -97,6 +105,7 @@ class BucketRing {
 
   absl::Duration width_;
   std::vector<Counts> ring_;
+  Counts total_{};
   int64_t current_ = 0;
 };
 

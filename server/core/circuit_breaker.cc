@@ -85,11 +85,12 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
     case BreakerState::kClosed:
     case BreakerState::kForcedClosed: {
       window_.Advance(now);
-      OutcomeWindow& bucket = window_.Current();
-      ++bucket.calls;
-      if (failed) ++bucket.failures;
-      if (outcome == Outcome::kTimeout) ++bucket.timeouts;
-      if (slow) ++bucket.slow;
+      OutcomeWindow one;
+      one.calls = 1;
+      one.failures = failed ? 1 : 0;
+      one.timeouts = outcome == Outcome::kTimeout ? 1 : 0;
+      one.slow = slow ? 1 : 0;
+      window_.Add(one);
       consecutive_failures_ = failed ? consecutive_failures_ + 1 : 0;
       ++totals_.calls;
       if (failed) ++totals_.failures;
@@ -220,7 +221,7 @@ void CircuitBreaker::AddRemoteOutcomes(const OutcomeWindow& delta,
     return;
   }
   window_.Advance(now);
-  window_.Current() += delta;
+  window_.Add(delta);
   if (state == BreakerState::kClosed) Judge(now);
 }
 

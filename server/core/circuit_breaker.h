@@ -54,6 +54,13 @@ struct OutcomeWindow {
     slow += o.slow;
     return *this;
   }
+  OutcomeWindow& operator-=(const OutcomeWindow& o) {
+    calls -= o.calls;
+    failures -= o.failures;
+    timeouts -= o.timeouts;
+    slow -= o.slow;
+    return *this;
+  }
 };
 
 // CLOSED -> OPEN when a rule trips (consecutive failures, failure rate, slow

@@ -31,6 +31,7 @@ GateSet::GateSet(const PolicyConfig& policy, absl::Time now, uint32_t epoch,
 
 void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
   call_timeout_ = policy.call_timeout;
+  permit_expiry_ = 2 * call_timeout_;
   rate_config_ = policy.rate_limit;
   cluster_rate_ = rate_config_ && rate_config_->scope == Scope::kCluster;
   max_in_flight_ = policy.concurrency ? policy.concurrency->max_in_flight : 0;
@@ -149,7 +150,7 @@ void GateSet::Refuse(const PolicyConfig& policy, Reason reason,
     out->verdict = Verdict::kAllow;
     out->reason = Reason::kShadow;
     PermitLedger::Permit evicted;
-    out->permit_id = ledger_.Issue(now, now + 2 * call_timeout_, false, 0,
+    out->permit_id = ledger_.Issue(now, now + permit_expiry_, false, 0,
                                    &evicted);
     if (evicted.id != 0) {
       Settle(evicted, Outcome::kTimeout, now - evicted.issued, now);
@@ -232,7 +233,7 @@ void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   admitted_total_ += static_cast<uint64_t>(n);
   out->remaining = RemainingRate(now);
   PermitLedger::Permit evicted;
-  out->permit_id = ledger_.Issue(now, now + 2 * call_timeout_, holds_slot,
+  out->permit_id = ledger_.Issue(now, now + permit_expiry_, holds_slot,
                                  probe_round, &evicted);
   if (evicted.id != 0) {
     Settle(evicted, Outcome::kTimeout, now - evicted.issued, now);
@@ -352,7 +353,7 @@ void GateSet::CollectBreaker(absl::Time now, DependencyTick* out) {
   out->outcomes = breaker_->totals();
   out->breaker = breaker_->Export(now);
   out->lease_cap = breaker_->config().half_open_probes;
-  out->lease_ttl = 2 * call_timeout_;
+  out->lease_ttl = permit_expiry_;
   const uint32_t refused = breaker_->TakeProbeRefusals();
   if (breaker_->State(now) == BreakerState::kHalfOpen) {
     out->leases_wanted =

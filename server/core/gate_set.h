@@ -153,6 +153,8 @@ class GateSet final : public BreakerListener {
   const std::string key_;
 
   absl::Duration call_timeout_;
+  // An unreported permit counts as a TIMEOUT after this (2 x call_timeout).
+  absl::Duration permit_expiry_;
   std::optional<TokenBucket> bucket_;
   std::optional<SlidingWindow> window_;
   std::optional<ConcurrencyLimiter> concurrency_;

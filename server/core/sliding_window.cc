@@ -1,5 +1,7 @@
 #include "server/core/sliding_window.h"
 
+#include <algorithm>
+
 namespace sluice::core {
 
 SlidingWindow::SlidingWindow(int64_t limit, absl::Duration window, int buckets)
@@ -12,14 +14,13 @@ int64_t SlidingWindow::Count(absl::Time now) {
 
 bool SlidingWindow::TryTake(int64_t n, absl::Time now) {
   if (Count(now) + n > limit_) return false;
-  ring_.Current().n += n;
+  ring_.Add(Count1{n});
   return true;
 }
 
 void SlidingWindow::Refund(int64_t n, absl::Time now) {
   ring_.Advance(now);
-  int64_t& current = ring_.Current().n;
-  current = current >= n ? current - n : 0;
+  ring_.Add(Count1{-std::min(n, ring_.Current().n)});
 }
 
 absl::Duration SlidingWindow::TimeUntil(int64_t n, absl::Time now) {

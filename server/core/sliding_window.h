@@ -42,6 +42,10 @@ class SlidingWindow {
       n += o.n;
       return *this;
     }
+    Count1& operator-=(const Count1& o) {
+      n -= o.n;
+      return *this;
+    }
   };
 
   int64_t limit_;
