@@ -1,5 +1,6 @@
 #include "server/policy/policy_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -102,6 +103,57 @@ absl::StatusOr<std::vector<PolicyChange>> PolicyStore::ReplaceAll(
   }
   policies_ = std::move(stored);
   // Under mu_, so that the engine sees changes in the store's order.
+  engine_->ReplacePolicies(std::move(configs));
+  return changes;
+}
+
+absl::StatusOr<std::vector<PolicyChange>> PolicyStore::Adopt(
+    const std::vector<v1::Policy>& policies) {
+  std::map<std::string, Checked, std::less<>> next;
+  for (const v1::Policy& policy : policies) {
+    absl::StatusOr<Checked> checked = Check(policy);
+    if (!checked.ok()) return checked.status();
+    checked->config.version = policy.version();
+    checked->canonical.set_version(policy.version());
+    const std::string name = checked->config.name;
+    if (!next.emplace(name, *std::move(checked)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy \"", name, "\": defined more than once"));
+    }
+  }
+
+  absl::MutexLock lock(&mu_);
+  std::vector<PolicyChange> changes;
+  for (const auto& [name, stored] : policies_) {
+    if (next.find(name) == next.end()) {
+      changes.push_back({name, stored.version(), 0});
+    }
+  }
+  for (const auto& [name, checked] : next) {
+    last_version_ = std::max(last_version_, checked.config.version);
+    auto it = policies_.find(name);
+    if (it == policies_.end()) {
+      changes.push_back({name, 0, checked.config.version});
+    } else if (it->second.version() != checked.config.version ||
+               !google::protobuf::util::MessageDifferencer::Equals(
+                   it->second, checked.canonical)) {
+      changes.push_back({name, it->second.version(), checked.config.version});
+    }
+  }
+  if (changes.empty()) return changes;
+  std::sort(changes.begin(), changes.end(),
+            [](const PolicyChange& a, const PolicyChange& b) {
+              return a.name < b.name;
+            });
+
+  std::map<std::string, v1::Policy, std::less<>> stored;
+  std::vector<core::PolicyConfig> configs;
+  configs.reserve(next.size());
+  for (auto& [name, checked] : next) {
+    stored.emplace(name, std::move(checked.canonical));
+    configs.push_back(std::move(checked.config));
+  }
+  policies_ = std::move(stored);
   engine_->ReplacePolicies(std::move(configs));
   return changes;
 }

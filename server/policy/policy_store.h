@@ -37,6 +37,13 @@ class PolicyStore {
   absl::StatusOr<std::vector<PolicyChange>> ReplaceAll(
       const std::vector<v1::Policy>& policies) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Makes `policies` the whole set with the versions they carry (the cluster
+  // store's copy, which assigned them). Validated whole first, like
+  // ReplaceAll; policies whose version and content are unchanged keep their
+  // state untouched. Later local versions continue above the highest seen.
+  absl::StatusOr<std::vector<PolicyChange>> Adopt(
+      const std::vector<v1::Policy>& policies) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Creates or replaces one policy. When expected_version is non-zero the
   // stored version must equal it (ABORTED otherwise, also when the policy is
   // absent); 0 skips the check. INVALID_ARGUMENT for an invalid policy.

@@ -260,5 +260,42 @@ TEST_F(PolicyStoreTest, ConcurrentPutsGetDistinctVersions) {
   EXPECT_EQ(EnginePolicies(), StorePolicies());
 }
 
+
+TEST_F(PolicyStoreTest, AdoptTakesTheStoresVersionsAndKeepsState) {
+  v1::Policy a = P(R"pb(name: "a" rate_limit { rate: 2 burst: 2 } version: 40)pb");
+  v1::Policy b = P(R"pb(name: "b" version: 41)pb");
+  auto changes = store_.Adopt({a, b});
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_THAT(*changes, ElementsAre(PolicyChange{"a", 0, 40},
+                                    PolicyChange{"b", 0, 41}));
+  EXPECT_THAT(EnginePolicies(), ElementsAre("a:40", "b:41"));
+  // Spend a's tokens; re-adopting the same snapshot changes nothing.
+  ASSERT_TRUE(engine_.Acquire("a", "", 2).ok());
+  changes = store_.Adopt({a, b});
+  ASSERT_TRUE(changes.ok());
+  EXPECT_THAT(*changes, IsEmpty());
+  // An edit keeps live state (the bucket stays empty); a missing policy goes.
+  a.mutable_rate_limit()->set_rate(3);
+  a.mutable_rate_limit()->set_burst(3);
+  a.set_version(42);
+  changes = store_.Adopt({a});
+  ASSERT_TRUE(changes.ok());
+  EXPECT_THAT(*changes, ElementsAre(PolicyChange{"a", 40, 42},
+                                    PolicyChange{"b", 41, 0}));
+  auto d = engine_.Acquire("a", "", 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->verdict, core::Verdict::kReject);
+  EXPECT_EQ(d->policy_version, 42u);
+  // Local versions continue above the adopted ones.
+  auto put = store_.Put(P(R"pb(name: "c")pb"), 0);
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ(put->new_version, 43u);
+  // An invalid snapshot changes nothing.
+  v1::Policy bad = P(R"pb(name: "a" rate_limit { rate: -1 } version: 44)pb");
+  EXPECT_EQ(store_.Adopt({bad}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(StorePolicies(), ElementsAre("a:42", "c:43"));
+}
+
 }  // namespace
 }  // namespace sluice::policy
