@@ -119,6 +119,8 @@ ClientImpl::ClientImpl(const ClientOptions& options,
 
 ClientImpl::~ClientImpl() {
   shared_->reporter->Drain(shared_->options.shutdown_timeout);
+  // Bounded by the Acquire deadline plus report_timeout.
+  while (shared_->callbacks.load() > 0) absl::SleepFor(absl::Milliseconds(1));
 }
 
 Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
@@ -144,12 +146,14 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
   // so that a late ALLOW still reaches us and can be handed back.
   call->context.set_deadline(
       absl::ToChronoTime(start + timeout + shared_->options.report_timeout));
+  shared_->callbacks.fetch_add(1);
   shared_->stub->async()->Acquire(
       &call->context, &call->request, &call->response,
-      [shared = shared_, call](grpc::Status status) {
+      [shared = shared_.get(), call](grpc::Status status) {
         call->status = std::move(status);
         if (!call->claimed.exchange(true)) {
           call->done.Notify();
+          shared->callbacks.fetch_sub(1);
           return;
         }
         // The caller gave up and decided locally. A late ALLOW would hold a
@@ -160,6 +164,7 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
           shared->reporter->Send(call->dependency, call->key, r.permit_id(),
                                  Outcome::kCancelled, absl::ZeroDuration(), 0);
         }
+        shared->callbacks.fetch_sub(1);
       });
   // Wait on our own clock rather than gRPC's deadline timer, so that the
   // caller is back within the timeout whatever gRPC's timers do.
@@ -199,10 +204,12 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
   call->request.set_caller(shared_->options.caller);
   call->context.set_deadline(
       absl::ToChronoTime(start + shared_->options.acquire_timeout));
+  shared_->callbacks.fetch_add(1);
   shared_->stub->async()->Acquire(
       &call->context, &call->request, &call->response,
-      [shared = shared_, call, done = std::move(done)](grpc::Status status) {
+      [shared = shared_.get(), call, done = std::move(done)](grpc::Status status) {
         done(shared->Settle(*call, status));
+        shared->callbacks.fetch_sub(1);
       });
 }
 

@@ -1,6 +1,7 @@
 #ifndef SLUICE_CLIENT_SRC_CLIENT_IMPL_H_
 #define SLUICE_CLIENT_SRC_CLIENT_IMPL_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,8 +40,8 @@ class ClientImpl final : public Client {
  private:
   struct PendingAcquire;
 
-  // State that outstanding RPC callbacks use; they hold it by shared_ptr, so
-  // it outlives the client while any callback may still run.
+  // State that outstanding RPC callbacks use. The client's destructor waits
+  // for them, so the channel is never released on a gRPC thread.
   struct Shared {
     Shared(const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
 
@@ -50,6 +51,8 @@ class ClientImpl final : public Client {
     const std::shared_ptr<Counters> counters;
     const std::shared_ptr<Reporter> reporter;
     Backoff backoff;
+    // Acquire callbacks that may still run; each decrements it last.
+    std::atomic<int> callbacks{0};
 
     // The permit for Sluice's answer, or the local one when it failed.
     Permit Settle(const PendingAcquire& call, const grpc::Status& status);

@@ -19,6 +19,10 @@ Reporter::Reporter(std::shared_ptr<grpc::Channel> channel,
       stub_(v1::DecisionService::NewStub(channel_)),
       counters_(std::move(counters)) {}
 
+Reporter::~Reporter() {
+  while (callbacks_.load() > 0) absl::SleepFor(absl::Milliseconds(1));
+}
+
 void Reporter::Send(const std::string& dependency, const std::string& key,
                     const std::string& permit_id, Outcome outcome,
                     absl::Duration latency, int status_code) {
@@ -60,11 +64,13 @@ void Reporter::Start(std::unique_ptr<v1::ReportResultRequest> request) {
   auto* call = new Call;
   call->request = std::move(request);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  callbacks_.fetch_add(1);
   stub_->async()->ReportResult(
       &call->context, call->request.get(), &call->response,
-      [self = shared_from_this(), call](grpc::Status status) {
+      [this, call](grpc::Status status) {
         delete call;
-        self->OnDone(status.ok());
+        OnDone(status.ok());
+        callbacks_.fetch_sub(1);  // Last touch of `this`.
       });
 }
 

@@ -26,7 +26,7 @@ namespace sluice::client::internal {
 //
 // Shared by the client and every permit it hands out (a permit may outlive
 // the client). Safe for concurrent use.
-class Reporter : public std::enable_shared_from_this<Reporter> {
+class Reporter {
  public:
   struct Options {
     absl::Duration timeout = absl::Seconds(1);
@@ -36,6 +36,9 @@ class Reporter : public std::enable_shared_from_this<Reporter> {
 
   Reporter(std::shared_ptr<grpc::Channel> channel, const Options& options,
            std::shared_ptr<Counters> counters);
+  // Waits for the callbacks of reports in flight (each bounded by its
+  // deadline), so that the channel is never released on a gRPC thread.
+  ~Reporter();
 
   // Never blocks on the network.
   void Send(const std::string& dependency, const std::string& key,
@@ -65,6 +68,9 @@ class Reporter : public std::enable_shared_from_this<Reporter> {
   const std::shared_ptr<Counters> counters_;
 
   std::atomic<int> in_flight_{0};
+  // Callbacks that may still touch this object; the last thing each does is
+  // decrement it.
+  std::atomic<int> callbacks_{0};
   std::atomic<size_t> queued_{0};
 
   absl::Mutex mu_;
