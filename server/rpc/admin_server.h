@@ -1,0 +1,60 @@
+#ifndef SLUICE_SERVER_RPC_ADMIN_SERVER_H_
+#define SLUICE_SERVER_RPC_ADMIN_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/core/engine.h"
+#include "server/rpc/admin_backend.h"
+#include "server/rpc/admin_events.h"
+#include "server/rpc/admin_service.h"
+
+namespace sluice::rpc {
+
+// The admin listener: AdminService on a gRPC server of its own, never on the
+// data-plane port. Start and Shutdown are for the owner, from one thread;
+// Shutdown is idempotent.
+class AdminServer {
+ public:
+  struct Options {
+    // "host:port"; port 0 picks a free one.
+    std::string listen = "127.0.0.1:50052";
+    // File holding the bearer token; "" serves without a token.
+    std::string token_file;
+  };
+
+  // Reads the token, binds and starts serving. INVALID_ARGUMENT for an
+  // unreadable or empty token file, UNAVAILABLE when the address cannot be
+  // bound. `engine`, `backend` and `events` must outlive the server.
+  static absl::StatusOr<std::unique_ptr<AdminServer>> Start(
+      const Options& options, core::Engine* engine, AdminBackend* backend,
+      EventHub* events);
+  ~AdminServer();
+
+  int port() const { return port_; }
+  bool has_token() const { return has_token_; }
+
+  // Lets in-flight calls finish until `deadline`, then cancels them (and
+  // every WatchEvents stream).
+  void Shutdown(absl::Time deadline);
+
+ private:
+  AdminServer() = default;
+
+  std::unique_ptr<AdminServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool has_token_ = false;
+  bool shut_down_ = false;
+};
+
+// The token in `path`, surrounding whitespace removed.
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path);
+
+}  // namespace sluice::rpc
+
+#endif  // SLUICE_SERVER_RPC_ADMIN_SERVER_H_
