@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/app/server.h"
 #include "spdlog/spdlog.h"
@@ -40,15 +41,19 @@ ABSL_FLAG(std::string, policies, "",
           "invalid one is logged and the previous policies stay. Empty: start "
           "with no policies.");
 ABSL_FLAG(std::string, redis, "",
-          "Redis host:port for cluster mode. NOT BUILT YET: any non-empty "
-          "value is rejected (exit 2) so that a replica never silently "
-          "enforces cluster limits alone. Omit it to run standalone.");
+          "Redis host:port for cluster mode: cluster-scope limits and "
+          "breakers are shared with the other replicas through it, once per "
+          "--sync-interval and never on the request path. Empty: standalone, "
+          "everything in memory. sluiced starts and serves even when Redis "
+          "is down; see docs/cluster.md.");
 ABSL_FLAG(absl::Duration, sync_interval, absl::Seconds(1),
-          "Cluster sync tick, e.g. 1s or 500ms (cluster mode only; "
-          "validated and logged).");
+          "Cluster sync tick, e.g. 1s or 500ms (cluster mode only).");
 ABSL_FLAG(std::string, replica_id, "",
-          "This replica's name in the cluster; empty means the host name "
-          "(cluster mode only).");
+          "This replica's name in the cluster, unique among replicas; empty "
+          "means HOSTNAME-PID (cluster mode only).");
+ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(250),
+          "Timeout of each Redis connect and reply; a slower Redis counts as "
+          "down (cluster mode only).");
 ABSL_FLAG(std::string, unknown_dependency, "allow",
           "Answer for a dependency without a policy: allow or reject (reason "
           "UNKNOWN_DEPENDENCY either way).");
@@ -62,7 +67,8 @@ constexpr int kExitUsage = 2;
 // The flags sluiced takes, as written on the command line.
 constexpr const char* kFlagNames[] = {
     "listen",        "admin-listen", "metrics-listen",     "policies",  "redis",
-    "sync-interval", "replica-id",   "unknown-dependency", "log-level",
+    "sync-interval", "replica-id",   "redis-timeout", "unknown-dependency",
+    "log-level",
 };
 
 std::string AbslName(const std::string& name) {
@@ -209,6 +215,7 @@ sluice::app::Server::Options OptionsFromFlags() {
   options.redis = absl::GetFlag(FLAGS_redis);
   options.sync_interval = absl::GetFlag(FLAGS_sync_interval);
   options.replica_id = absl::GetFlag(FLAGS_replica_id);
+  options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
 
   for (const auto& [name, address] :
        {std::pair<const char*, std::string>{"listen", options.listen},
@@ -219,14 +226,18 @@ sluice::app::Server::Options OptionsFromFlags() {
     }
   }
   if (!options.redis.empty()) {
-    UsageError(absl::StrCat(
-        "--redis=", options.redis,
-        ": cluster mode is not built yet (its own issue); omit --redis "
-        "(and SLUICE_REDIS) to run standalone"));
+    if (absl::Status s = sluice::app::ValidateRedisAddress(options.redis);
+        !s.ok()) {
+      UsageError(std::string(s.message()));
+    }
   }
-  if (options.sync_interval <= absl::ZeroDuration()) {
-    UsageError(absl::StrCat("--sync-interval must be > 0, got ",
+  if (options.sync_interval < absl::Milliseconds(10)) {
+    UsageError(absl::StrCat("--sync-interval must be at least 10ms, got ",
                             absl::FormatDuration(options.sync_interval)));
+  }
+  if (options.redis_timeout <= absl::ZeroDuration()) {
+    UsageError(absl::StrCat("--redis-timeout must be > 0, got ",
+                            absl::FormatDuration(options.redis_timeout)));
   }
   const std::string unknown =
       absl::AsciiStrToLower(absl::GetFlag(FLAGS_unknown_dependency));
@@ -266,6 +277,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Debian builds abseil with Mutex deadlock detection on, which walks a
+  // lock graph on every Lock() of the hot path. Lock order is fixed by
+  // design here (a dependency's lock is never held with another).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(UsageMessage());
 
   ApplyEnvironment();

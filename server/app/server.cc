@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,7 @@ constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
 core::Engine::Options EngineOptions(const Server::Options& options) {
   core::Engine::Options engine_options;
   engine_options.unknown_dependency = options.unknown_dependency;
+  engine_options.cluster = !options.redis.empty();
   return engine_options;
 }
 
@@ -47,10 +49,15 @@ std::string DescribeChange(const policy::PolicyChange& change) {
 
 }  // namespace
 
-// Logs every breaker transition, one line each. Safe for concurrent use.
+// Logs every breaker transition, one line each, and in cluster mode nudges
+// the sync loop so the other replicas hear of it without waiting a tick.
+// Safe for concurrent use.
 class Server::LoggingEventSink final : public core::EventSink {
  public:
+  void set_sync_loop(cluster::SyncLoop* loop) { sync_loop_.store(loop); }
+
   void OnBreakerTransition(const core::BreakerTransition& t) override {
+    if (cluster::SyncLoop* loop = sync_loop_.load()) loop->Nudge();
     const std::string key =
         t.key.empty() ? "" : absl::StrCat(" key \"", t.key, "\"");
     const std::string until =
@@ -67,6 +74,9 @@ class Server::LoggingEventSink final : public core::EventSink {
                 std::string(core::BreakerStateName(t.to)), t.cause,
                 t.generation, until);
   }
+
+ private:
+  std::atomic<cluster::SyncLoop*> sync_loop_{nullptr};
 };
 
 Server::Server(Options options)
@@ -89,10 +99,13 @@ absl::Status Server::BuildAndStart() {
     return absl::InvalidArgumentError(absl::StrCat("listen: ", s.message()));
   }
   if (!options_.redis.empty()) {
-    return absl::UnimplementedError(
-        "cluster mode (--redis) is not built yet; omit --redis to run "
-        "standalone");
+    if (absl::Status s = ValidateRedisAddress(options_.redis); !s.ok()) {
+      return s;
+    }
   }
+  replica_id_ = options_.replica_id.empty()
+                    ? absl::StrCat(HostName(), "-", getpid())
+                    : options_.replica_id;
   LogConfiguration();
 
   // Policies first: a bad file at startup is fatal and nothing is bound.
@@ -120,6 +133,10 @@ absl::Status Server::BuildAndStart() {
     spdlog::info("loaded {} policies from {}", store_.size(),
                  options_.policies_path);
     initial_contents = *std::move(contents);
+  }
+
+  if (!options_.redis.empty()) {
+    if (absl::Status s = StartCluster(); !s.ok()) return s;
   }
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -185,8 +202,38 @@ void Server::Shutdown(absl::Time deadline) {
   }
   if (watcher_ != nullptr) watcher_->Stop();
   if (housekeeping_.joinable()) housekeeping_.join();
+  if (sync_loop_ != nullptr) {
+    // After the drain, so the last tick carries the final counts.
+    sink_->set_sync_loop(nullptr);
+    sync_loop_->Stop();
+  }
   absl::MutexLock lock(&mu_);
   stopped_ = true;
+}
+
+absl::Status Server::StartCluster() {
+  absl::StatusOr<cluster::RedisStore::Options> store_options =
+      cluster::RedisStore::ParseAddress(options_.redis);
+  if (!store_options.ok()) return store_options.status();
+  store_options->timeout = options_.redis_timeout;
+  // A Redis that comes back is reached within about one tick.
+  store_options->max_backoff = options_.sync_interval;
+  redis_store_ = std::make_unique<cluster::RedisStore>(*store_options);
+  cluster::SyncLoop::Options loop_options;
+  loop_options.replica_id = replica_id_;
+  loop_options.interval = options_.sync_interval;
+  sync_loop_ = std::make_unique<cluster::SyncLoop>(
+      &engine_, redis_store_.get(), core::RealClock::Get(), loop_options);
+  // One tick before serving, so that an OPEN breaker and this replica's
+  // shares are known from the first call. A dead Redis costs one timeout
+  // here and the replica starts in store-down mode.
+  if (absl::Status s = sync_loop_->TickOnce(); !s.ok()) {
+    spdlog::warn("first cluster sync failed ({}); serving from local state",
+                 s.ToString());
+  }
+  sink_->set_sync_loop(sync_loop_.get());
+  sync_loop_->Start();
+  return absl::OkStatus();
 }
 
 void Server::OnPoliciesChanged(const std::string& contents) {
@@ -256,8 +303,9 @@ void Server::LogConfiguration() const {
                options_.redis.empty() ? "(none: standalone)" : options_.redis);
   spdlog::info("  sync-interval        {} (cluster mode only)",
                absl::FormatDuration(options_.sync_interval));
-  spdlog::info("  replica-id           {} (cluster mode only)",
-               options_.replica_id.empty() ? HostName() : options_.replica_id);
+  spdlog::info("  replica-id           {} (cluster mode only)", replica_id_);
+  spdlog::info("  redis-timeout        {} (cluster mode only)",
+               absl::FormatDuration(options_.redis_timeout));
   spdlog::info(
       "  unknown-dependency   {}",
       options_.unknown_dependency == core::UnknownDependencyAction::kAllow
@@ -286,6 +334,10 @@ absl::Status ValidateListenAddress(const std::string& address) {
         "port must be a number in [0, 65535], got \"", address, "\""));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateRedisAddress(const std::string& address) {
+  return cluster::RedisStore::ParseAddress(address).status();
 }
 
 }  // namespace sluice::app

@@ -11,6 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/redis_store.h"
+#include "server/cluster/sync_loop.h"
 #include "server/core/engine.h"
 #include "server/core/events.h"
 #include "server/core/types.h"
@@ -37,13 +39,14 @@ class Server {
     std::string policies_path;
     // How often the policies file is checked for changes.
     absl::Duration policies_poll_interval = absl::Seconds(1);
-    // Redis for cluster mode. Cluster mode is not built yet, so a non-empty
-    // value makes BuildAndStart fail.
+    // Redis host:port for cluster mode; "" runs standalone.
     std::string redis;
     // Cluster sync tick (cluster mode only).
     absl::Duration sync_interval = absl::Seconds(1);
-    // This replica's name in the cluster (cluster mode only).
+    // This replica's name in the cluster; "" means HOSTNAME-PID.
     std::string replica_id;
+    // Timeout of each Redis connect and reply (cluster mode only).
+    absl::Duration redis_timeout = absl::Milliseconds(250);
     // Answer for a dependency without a policy.
     core::UnknownDependencyAction unknown_dependency =
         core::UnknownDependencyAction::kAllow;
@@ -73,6 +76,9 @@ class Server {
   // BuildAndStart.
   int port() const { return port_; }
 
+  // The replica id in use (cluster mode), after BuildAndStart.
+  const std::string& replica_id() const { return replica_id_; }
+
  private:
   class LoggingEventSink;
 
@@ -80,6 +86,8 @@ class Server {
   void SetServing(bool serving);
   void Housekeeping() ABSL_LOCKS_EXCLUDED(mu_);
   void LogConfiguration() const;
+  // Cluster mode: builds the store and sync loop and runs the first tick.
+  absl::Status StartCluster();
 
   const Options options_;
   const std::unique_ptr<LoggingEventSink> sink_;
@@ -87,6 +95,9 @@ class Server {
   policy::PolicyStore store_;
   rpc::DecisionServiceImpl decision_service_;
   std::unique_ptr<policy::FileWatcher> watcher_;
+  std::string replica_id_;
+  std::unique_ptr<cluster::RedisStore> redis_store_;
+  std::unique_ptr<cluster::SyncLoop> sync_loop_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   std::thread housekeeping_;
@@ -99,6 +110,8 @@ class Server {
 
 // "host:port" with a port in [0, 65535]; IPv6 hosts in brackets.
 absl::Status ValidateListenAddress(const std::string& address);
+// "host:port" (or "host") for --redis.
+absl::Status ValidateRedisAddress(const std::string& address);
 
 }  // namespace sluice::app
 

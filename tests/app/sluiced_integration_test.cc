@@ -668,7 +668,10 @@ TEST_F(SluicedTest, BadFlagsExitTwo) {
                                              {"--listen=nowhere"},
                                              {"--sync-interval=soon"},
                                              {"--log-level=loud"},
-                                             {"--redis=127.0.0.1:6379"}}) {
+                                             {"--redis=:6379"},
+                                             {"--redis=127.0.0.1:port"},
+                                             {"--sync-interval=0s"},
+                                             {"--redis-timeout=0s"}}) {
     Sluiced s;
     ASSERT_NO_FATAL_FAILURE(s.Spawn(args));
     std::optional<int> status = s.WaitForExit(absl::Seconds(10));
