@@ -13,7 +13,7 @@ Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
                        const ClusterState& cluster)
     : clock_(clock), sink_(sink), epochs_(epochs), name_(policy->name) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   policy_ = std::move(policy);
   cluster_ = cluster;
   if (!policy_->per_key) {
@@ -31,7 +31,7 @@ void Dependency::InitGates(GateSet* gates, absl::Time now) {
 }
 
 std::shared_ptr<const PolicyConfig> Dependency::policy() const {
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   return policy_;
 }
 
@@ -84,7 +84,7 @@ void Dependency::Count(const Decision& d) {
 absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
                                  Decision* out) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   if (policy_->rate_limit) {
     const RateLimitConfig& rate = *policy_->rate_limit;
     const double most = rate.algorithm == RateAlgorithm::kTokenBucket
@@ -105,7 +105,7 @@ absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
 BreakerState Dependency::Report(absl::string_view key, uint64_t permit_id,
                                 Outcome outcome, absl::Duration latency) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   GateSet* gates = FindGates(key);
   if (gates == nullptr) {
     ++counters_.stale_reports;
@@ -119,7 +119,7 @@ BreakerState Dependency::Report(absl::string_view key, uint64_t permit_id,
 
 void Dependency::Sweep() {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   if (single_) {
     single_->Sweep(now);
     return;
@@ -129,7 +129,7 @@ void Dependency::Sweep() {
 
 void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   const bool was_per_key = policy_->per_key;
   policy_ = std::move(policy);
   if (was_per_key != policy_->per_key) {
@@ -158,7 +158,7 @@ void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
 void Dependency::SetOverride(BreakerOverride override,
                              const std::string& cause) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   override_ = override;
   if (single_) {
     single_->SetOverride(override, now, cause);
@@ -169,7 +169,7 @@ void Dependency::SetOverride(BreakerOverride override,
 
 DependencyStatus Dependency::Status(absl::string_view key) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   DependencyStatus status;
   status.policy = policy_;
   status.keys = single_ ? 1 : keys_.size();
@@ -182,7 +182,7 @@ DependencyStatus Dependency::Status(absl::string_view key) {
 
 void Dependency::SetClusterState(const ClusterState& cluster) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   cluster_ = cluster;
   if (single_) {
     single_->SetClusterState(cluster, now);
@@ -193,7 +193,7 @@ void Dependency::SetClusterState(const ClusterState& cluster) {
 
 void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   out->name = name_;
   out->per_key = policy_->per_key;
   out->cluster_rate =
@@ -222,7 +222,7 @@ void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
 
 void Dependency::ApplyTick(const DependencyUpdate& update) {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  HotMutexLock lock(&mu_);
   if (single_) {
     for (const KeyShare& share : update.shares) {
       single_->ApplyShare(share, now);

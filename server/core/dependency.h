@@ -19,6 +19,7 @@
 #include "server/core/decision.h"
 #include "server/core/events.h"
 #include "server/core/gate_set.h"
+#include "server/core/hot_mutex.h"
 #include "server/core/policy_config.h"
 #include "server/core/tick.h"
 
@@ -86,7 +87,7 @@ class Dependency {
   std::atomic<uint32_t>* const epochs_;
   const std::string name_;
 
-  mutable absl::Mutex mu_;
+  mutable HotMutex mu_;
   // Declared before the gate sets, which count outcomes into it.
   DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicyConfig> policy_ ABSL_GUARDED_BY(mu_);
