@@ -30,11 +30,16 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "picks a free port (the log line \"serving DecisionService on "
           "HOST:PORT\" names it).");
 ABSL_FLAG(std::string, admin_listen, "127.0.0.1:50052",
-          "Address for the AdminService. NOT SERVED YET: the admin API is a "
-          "later issue; the value is validated and logged only.");
+          "Address for the AdminService (sluicectl). Keep it on loopback or a "
+          "private network; it is never served on --listen. Port 0 picks a "
+          "free port (logged as \"serving AdminService on HOST:PORT\"). "
+          "Standalone, admin changes apply to this process only.");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding a bearer token the admin API then requires "
+          "(\"authorization: Bearer <token>\"); empty: no token.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
-          "Address for Prometheus /metrics. NOT SERVED YET: metrics are a "
-          "later issue; the value is validated and logged only.");
+          "Address for Prometheus /metrics (logged as \"serving metrics on "
+          "HOST:PORT\"); see docs/operations.md for every metric.");
 ABSL_FLAG(std::string, policies, "",
           "Policies file (YAML). Loaded at startup (an invalid file is fatal) "
           "and watched: a valid edit is applied within about a second, an "
@@ -66,7 +71,7 @@ constexpr int kExitUsage = 2;
 
 // The flags sluiced takes, as written on the command line.
 constexpr const char* kFlagNames[] = {
-    "listen",        "admin-listen", "metrics-listen",     "policies",  "redis",
+    "listen",        "admin-listen", "admin-token-file", "metrics-listen",     "policies",  "redis",
     "sync-interval", "replica-id",   "redis-timeout", "unknown-dependency",
     "log-level",
 };
@@ -211,6 +216,7 @@ sluice::app::Server::Options OptionsFromFlags() {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.admin_listen = absl::GetFlag(FLAGS_admin_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   options.policies_path = absl::GetFlag(FLAGS_policies);
   options.redis = absl::GetFlag(FLAGS_redis);
   options.sync_interval = absl::GetFlag(FLAGS_sync_interval);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "server/core/clock.h"
+#include "server/policy/policy_convert.h"
 #include "server/policy/policy_file.h"
 #include "spdlog/spdlog.h"
 
@@ -55,9 +56,16 @@ std::string DescribeChange(const policy::PolicyChange& change) {
 class Server::LoggingEventSink final : public core::EventSink {
  public:
   void set_sync_loop(cluster::SyncLoop* loop) { sync_loop_.store(loop); }
+  // Also hands every transition to the event hub and the metrics.
+  void set_observers(rpc::EventHub* events, metrics::Metrics* metrics) {
+    events_.store(events);
+    metrics_.store(metrics);
+  }
 
   void OnBreakerTransition(const core::BreakerTransition& t) override {
     if (cluster::SyncLoop* loop = sync_loop_.load()) loop->Nudge();
+    if (metrics::Metrics* m = metrics_.load()) m->OnBreakerTransition(t);
+    if (rpc::EventHub* e = events_.load()) e->OnBreakerTransition(t);
     const std::string key =
         t.key.empty() ? "" : absl::StrCat(" key \"", t.key, "\"");
     const std::string until =
@@ -77,6 +85,61 @@ class Server::LoggingEventSink final : public core::EventSink {
 
  private:
   std::atomic<cluster::SyncLoop*> sync_loop_{nullptr};
+  std::atomic<rpc::EventHub*> events_{nullptr};
+  std::atomic<metrics::Metrics*> metrics_{nullptr};
+};
+
+// Cluster mode's admin backend. Reads answer from this replica; writes must
+// reach every replica, which needs the cluster config in the store (not
+// built yet), so they are refused rather than applied to one replica only.
+class Server::ClusterAdminBackend final : public rpc::AdminBackend {
+ public:
+  ClusterAdminBackend(Server* server)
+      : server_(server),
+        local_(&server->store_, &server->engine_, server->events_.get()) {}
+
+  absl::StatusOr<policy::PolicyChange> PutPolicy(const v1::Policy& policy,
+                                                 uint64_t) override {
+    // An invalid policy is still reported as such.
+    if (absl::StatusOr<core::PolicyConfig> config = policy::ToConfig(policy);
+        !config.ok()) {
+      return config.status();
+    }
+    return Refused();
+  }
+  absl::StatusOr<policy::PolicyChange> DeletePolicy(absl::string_view,
+                                                    uint64_t) override {
+    return Refused();
+  }
+  absl::StatusOr<v1::Policy> GetPolicy(absl::string_view name) override {
+    return local_.GetPolicy(name);
+  }
+  std::vector<v1::Policy> ListPolicies() override {
+    return local_.ListPolicies();
+  }
+  absl::Status SetOverride(absl::string_view, core::BreakerOverride,
+                           const std::string&) override {
+    return Refused();
+  }
+  rpc::ClusterView cluster() override {
+    rpc::ClusterView view;
+    view.cluster = true;
+    const cluster::SyncStats stats = server_->sync_loop_->stats();
+    view.store_status = stats.store_up ? "up" : "down";
+    view.live_replicas = stats.live_replicas;
+    return view;
+  }
+
+ private:
+  static absl::Status Refused() {
+    return absl::FailedPreconditionError(
+        "cluster mode: admin writes must reach every replica through Redis, "
+        "which is not built yet; change the policies file on every replica, "
+        "or run standalone");
+  }
+
+  Server* const server_;
+  rpc::LocalAdminBackend local_;
 };
 
 Server::Server(Options options)
@@ -84,7 +147,64 @@ Server::Server(Options options)
       sink_(std::make_unique<LoggingEventSink>()),
       engine_(core::RealClock::Get(), EngineOptions(options_), sink_.get()),
       store_(&engine_),
-      decision_service_(&engine_) {}
+      metrics_(std::make_unique<metrics::Metrics>(MetricsSources())),
+      decision_service_(&engine_, [m = metrics_.get()](absl::Duration d) {
+        m->ObserveAcquire(d);
+      }) {}
+
+metrics::Sources Server::MetricsSources() {
+  metrics::Sources sources;
+  sources.engine = &engine_;
+  sources.sync = [this]() -> std::optional<metrics::SyncSnapshot> {
+    if (sync_loop_ == nullptr) return std::nullopt;
+    const cluster::SyncStats stats = sync_loop_->stats();
+    metrics::SyncSnapshot s;
+    s.store_up = stats.store_up;
+    s.ticks = stats.ticks;
+    s.failures = stats.failures;
+    s.live_replicas = stats.live_replicas;
+    s.last_tick_duration = stats.last_tick_duration;
+    return s;
+  };
+  sources.events_dropped = [this]() -> uint64_t {
+    return events_ ? events_->dropped() : 0;
+  };
+  return sources;
+}
+
+absl::Status Server::StartOperatorSurfaces() {
+  if (options_.redis.empty()) {
+    admin_backend_ = std::make_unique<rpc::LocalAdminBackend>(
+        &store_, &engine_, events_.get());
+  } else {
+    admin_backend_ = std::make_unique<ClusterAdminBackend>(this);
+  }
+  rpc::AdminServer::Options admin_options;
+  admin_options.listen = options_.admin_listen;
+  admin_options.token_file = options_.admin_token_file;
+  absl::StatusOr<std::unique_ptr<rpc::AdminServer>> admin =
+      rpc::AdminServer::Start(admin_options, &engine_, admin_backend_.get(),
+                              events_.get());
+  if (!admin.ok()) return admin.status();
+  admin_server_ = *std::move(admin);
+  absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics =
+      metrics::MetricsServer::Start(options_.metrics_listen, metrics_.get());
+  if (!metrics.ok()) return metrics.status();
+  metrics_server_ = *std::move(metrics);
+  const auto host = [](const std::string& address) {
+    return address.substr(0, address.rfind(':'));
+  };
+  spdlog::info("serving AdminService on {}:{} ({}{})",
+               host(options_.admin_listen), admin_server_->port(),
+               admin_server_->has_token() ? "bearer token required"
+                                          : "no token",
+               options_.redis.empty()
+                   ? "; standalone: admin changes apply to this process only"
+                   : "");
+  spdlog::info("serving metrics on {}:{}/metrics",
+               host(options_.metrics_listen), metrics_server_->port());
+  return absl::OkStatus();
+}
 
 Server::~Server() { Shutdown(absl::Now()); }
 
@@ -107,6 +227,18 @@ absl::Status Server::BuildAndStart() {
                     ? absl::StrCat(HostName(), "-", getpid())
                     : options_.replica_id;
   LogConfiguration();
+  events_ = std::make_unique<rpc::EventHub>(
+      rpc::EventHub::Options{/*queue_size=*/1024, replica_id_});
+  sink_->set_observers(events_.get(), metrics_.get());
+  if (absl::Status s = ValidateListenAddress(options_.admin_listen); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("admin-listen: ", s.message()));
+  }
+  if (absl::Status s = ValidateListenAddress(options_.metrics_listen);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics-listen: ", s.message()));
+  }
 
   // Policies first: a bad file at startup is fatal and nothing is bound.
   std::string initial_contents;
@@ -153,6 +285,10 @@ absl::Status Server::BuildAndStart() {
                      " (address in use or not available?)"));
   }
   SetServing(false);
+  if (absl::Status s = StartOperatorSurfaces(); !s.ok()) {
+    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    return s;
+  }
 
   if (!options_.policies_path.empty()) {
     policy::FileWatcher::Options watcher_options;
@@ -200,6 +336,9 @@ void Server::Shutdown(absl::Time deadline) {
     grpc_server_->GetHealthCheckService()->Shutdown();
     grpc_server_->Shutdown(absl::ToChronoTime(deadline));
   }
+  // WatchEvents streams never end by themselves: cancel them at once.
+  if (admin_server_ != nullptr) admin_server_->Shutdown(absl::Now());
+  metrics_server_.reset();
   if (watcher_ != nullptr) watcher_->Stop();
   if (housekeeping_.joinable()) housekeeping_.join();
   if (sync_loop_ != nullptr) {
@@ -221,6 +360,10 @@ absl::Status Server::StartCluster() {
   redis_store_ = std::make_unique<cluster::RedisStore>(*store_options);
   cluster::SyncLoop::Options loop_options;
   loop_options.replica_id = replica_id_;
+  loop_options.on_store_change = [events = events_.get()](
+                                     bool up, const std::string& detail) {
+    events->Publish(rpc::StoreEvent(up, detail));
+  };
   loop_options.interval = options_.sync_interval;
   sync_loop_ = std::make_unique<cluster::SyncLoop>(
       &engine_, redis_store_.get(), core::RealClock::Get(), loop_options);
@@ -257,6 +400,9 @@ void Server::OnPoliciesChanged(const std::string& contents) {
   }
   for (const policy::PolicyChange& change : *changes) {
     spdlog::info("reload: {}", DescribeChange(change));
+    events_->Publish(rpc::PolicyChangedEvent(
+        change.name, change.old_version, change.new_version,
+        absl::StrCat(DescribeChange(change), " by ", options_.policies_path)));
   }
   spdlog::info("reloaded {}: {} policies in force", options_.policies_path,
                store_.size());
@@ -288,12 +434,11 @@ void Server::LogConfiguration() const {
       "  listen               {} (DecisionService, health, reflection)",
       options_.listen);
   spdlog::info(
-      "  admin-listen         {} (not served: the admin API is not "
-      "built yet)",
-      options_.admin_listen);
+      "  admin-listen         {} (AdminService; token {})",
+      options_.admin_listen,
+      options_.admin_token_file.empty() ? "off" : options_.admin_token_file);
   spdlog::info(
-      "  metrics-listen       {} (not served: metrics are not built "
-      "yet)",
+      "  metrics-listen       {} (Prometheus /metrics)",
       options_.metrics_listen);
   spdlog::info(
       "  policies             {} (checked every {})",

@@ -18,6 +18,10 @@
 #include "server/core/types.h"
 #include "server/policy/file_watcher.h"
 #include "server/policy/policy_store.h"
+#include "server/metrics/metrics.h"
+#include "server/rpc/admin_backend.h"
+#include "server/rpc/admin_events.h"
+#include "server/rpc/admin_server.h"
 #include "server/rpc/decision_service.h"
 
 namespace sluice::app {
@@ -31,9 +35,11 @@ class Server {
   struct Options {
     // DecisionService, health and reflection; port 0 picks a free port.
     std::string listen = "127.0.0.1:50051";
-    // AdminService listener. Not served yet (its own issue); logged only.
+    // AdminService listener (loopback by default); port 0 picks a free port.
     std::string admin_listen = "127.0.0.1:50052";
-    // Prometheus /metrics listener. Not served yet (its own issue).
+    // File with the admin bearer token; "" serves the admin API without one.
+    std::string admin_token_file;
+    // Prometheus /metrics listener; port 0 picks a free port.
     std::string metrics_listen = "127.0.0.1:9464";
     // Policies file (YAML); "" starts with no policies. Watched for changes.
     std::string policies_path;
@@ -76,11 +82,18 @@ class Server {
   // BuildAndStart.
   int port() const { return port_; }
 
+  // The admin and metrics ports (useful with port 0), after BuildAndStart.
+  int admin_port() const { return admin_server_ ? admin_server_->port() : 0; }
+  int metrics_port() const {
+    return metrics_server_ ? metrics_server_->port() : 0;
+  }
+
   // The replica id in use (cluster mode), after BuildAndStart.
   const std::string& replica_id() const { return replica_id_; }
 
  private:
   class LoggingEventSink;
+  class ClusterAdminBackend;
 
   void OnPoliciesChanged(const std::string& contents);
   void SetServing(bool serving);
@@ -88,12 +101,21 @@ class Server {
   void LogConfiguration() const;
   // Cluster mode: builds the store and sync loop and runs the first tick.
   absl::Status StartCluster();
+  // The admin listener and /metrics.
+  absl::Status StartOperatorSurfaces();
+  metrics::Sources MetricsSources();
 
   const Options options_;
   const std::unique_ptr<LoggingEventSink> sink_;
   core::Engine engine_;
   policy::PolicyStore store_;
+  // Created by BuildAndStart once the replica id is known.
+  std::unique_ptr<rpc::EventHub> events_;
+  const std::unique_ptr<metrics::Metrics> metrics_;
   rpc::DecisionServiceImpl decision_service_;
+  std::unique_ptr<rpc::AdminBackend> admin_backend_;
+  std::unique_ptr<rpc::AdminServer> admin_server_;
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::unique_ptr<policy::FileWatcher> watcher_;
   std::string replica_id_;
   std::unique_ptr<cluster::RedisStore> redis_store_;

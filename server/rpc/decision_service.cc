@@ -1,6 +1,9 @@
 #include "server/rpc/decision_service.h"
 
+#include <utility>
+
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 #include "server/rpc/decision_convert.h"
 #include "server/rpc/status_convert.h"
 
@@ -16,10 +19,20 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
 
 }  // namespace
 
-DecisionServiceImpl::DecisionServiceImpl(core::Engine* engine)
-    : engine_(engine) {}
+DecisionServiceImpl::DecisionServiceImpl(
+    core::Engine* engine, std::function<void(absl::Duration)> on_acquire)
+    : engine_(engine), on_acquire_(std::move(on_acquire)) {}
 
 grpc::ServerUnaryReactor* DecisionServiceImpl::Acquire(
+    grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
+    v1::AcquireResponse* response) {
+  const absl::Time start = on_acquire_ ? absl::Now() : absl::InfinitePast();
+  grpc::ServerUnaryReactor* reactor = DoAcquire(context, request, response);
+  if (on_acquire_) on_acquire_(absl::Now() - start);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DecisionServiceImpl::DoAcquire(
     grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
     v1::AcquireResponse* response) {
   if (absl::Status s = ValidateAcquireRequest(*request); !s.ok()) {

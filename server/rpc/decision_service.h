@@ -3,6 +3,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+
+#include "absl/time/time.h"
+
 #include "server/core/engine.h"
 #include "sluice/v1/decision.grpc.pb.h"
 
@@ -14,7 +18,11 @@ namespace sluice::rpc {
 // concurrent use; `engine` must outlive the service.
 class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
  public:
-  explicit DecisionServiceImpl(core::Engine* engine);
+  // `on_acquire`, when set, is told how long each Acquire took to handle
+  // (for the metrics histogram); it must be cheap and lock-free.
+  explicit DecisionServiceImpl(
+      core::Engine* engine,
+      std::function<void(absl::Duration)> on_acquire = nullptr);
 
   grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* context,
                                     const v1::AcquireRequest* request,
@@ -26,7 +34,12 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
       v1::ReportResultResponse* response) override;
 
  private:
+  grpc::ServerUnaryReactor* DoAcquire(grpc::CallbackServerContext* context,
+                                      const v1::AcquireRequest* request,
+                                      v1::AcquireResponse* response);
+
   core::Engine* const engine_;
+  const std::function<void(absl::Duration)> on_acquire_;
 };
 
 }  // namespace sluice::rpc

@@ -1,0 +1,188 @@
+// sluicectl end to end against a real standalone sluiced: apply (diff,
+// dry run, CAS), get, list, breaker open, state, watch, and its exit codes
+// for an unreachable server, a wrong token and a refused request.
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/admin/sluiced_process.h"
+#include "tests/testing/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::SluicedProcess;
+
+constexpr char kToken[] = "ctl-token";
+
+class SluicectlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    ASSERT_TRUE(server_.Start("policies: []\n", {}, kToken, &error)) << error;
+  }
+  void TearDown() override { EXPECT_EQ(server_.Terminate(), 0) << server_.Log(); }
+
+  CommandResult Ctl(const std::string& args) {
+    return RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+                                   server_.admin_target(), " --token-file ",
+                                   server_.token_path(), " ", args));
+  }
+  std::string WriteYaml(const std::string& name, const std::string& text) {
+    const std::string path = server_.dir() + "/" + name;
+    testing::WriteFile(path, text);
+    return path;
+  }
+
+  SluicedProcess server_;
+};
+
+constexpr char kPolicies[] = R"(policies:
+  - name: inventory
+    rate_limit: { rate: 100, burst: 150 }
+    breaker: { consecutive_failures: 5 }
+    fallback: { strategy: STATIC, payload: '{"degraded":true}', on: [CIRCUIT_OPEN] }
+  - name: search
+    concurrency: { max_in_flight: 8 }
+)";
+
+TEST_F(SluicectlTest, ApplyGetBreakerStateWatch) {
+  const std::string file = WriteYaml("p.yaml", kPolicies);
+
+  // Dry run: a diff, nothing applied.
+  CommandResult r = Ctl("apply -f " + file + " --dry-run");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("create inventory"),
+                              HasSubstr("+   - name: inventory"),
+                              HasSubstr("dry run: nothing applied")));
+  EXPECT_THAT(Ctl("list").output, Not(HasSubstr("inventory")));
+
+  r = Ctl("apply -f " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("create inventory"),
+                              HasSubstr("create search"),
+                              HasSubstr("-> version")));
+  // Applying the same file again changes nothing.
+  r = Ctl("apply -f " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("unchanged inventory"),
+                              Not(HasSubstr("-> version"))));
+
+  r = Ctl("list");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("NAME"), HasSubstr("inventory"),
+                              HasSubstr("rate 100/1s"), HasSubstr("search")));
+
+  r = Ctl("get inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("name: inventory"),
+                              HasSubstr("burst: 150"),
+                              HasSubstr("consecutive_failures: 5")));
+  r = Ctl("get inventory -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("\"name\": \"inventory\""));
+
+  // An edit shows a diff of just the changed line.
+  const std::string edited = WriteYaml(
+      "edited.yaml", absl::StrReplaceAll(kPolicies, {{"rate: 100,", "rate: 20,"}}));
+  r = Ctl("apply -f " + edited);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("update inventory"),
+                              HasSubstr("-       rate: 100"),
+                              HasSubstr("+       rate: 20")));
+
+  // watch in the background, then force the breaker open.
+  const std::string watch_out = server_.dir() + "/watch.out";
+  std::thread watcher([&] {
+    CommandResult w = Ctl("watch inventory --count 2 -o json > " + watch_out);
+    EXPECT_EQ(w.exit_code, 0) << w.output;
+  });
+  absl::SleepFor(absl::Milliseconds(500));  // let the watch subscribe
+
+  r = Ctl("breaker open inventory --note INC-7");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("FORCED_OPEN"));
+  watcher.join();
+  const std::string events = testing::ReadFile(watch_out);
+  EXPECT_THAT(events, AllOf(HasSubstr("BREAKER_TRANSITION"),
+                            HasSubstr("FORCED_OPEN"), HasSubstr("INC-7"),
+                            HasSubstr("OVERRIDE_SET")));
+  EXPECT_EQ(server_.Acquire("inventory").verdict(), v1::DEGRADE);
+
+  r = Ctl("state inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("FORCED_OPEN"), HasSubstr("standalone"),
+                              HasSubstr("1 acquired"), HasSubstr("1 degraded")));
+  r = Ctl("state inventory -o json");
+  EXPECT_THAT(r.output, HasSubstr("\"breaker_state\": \"FORCED_OPEN\""));
+
+  r = Ctl("breaker auto inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(server_.Acquire("inventory").verdict(), v1::ALLOW);
+
+  r = Ctl("delete search");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(Ctl("list").output, Not(HasSubstr("search")));
+}
+
+TEST_F(SluicectlTest, ExitCodesAndErrors) {
+  // Refused: an invalid policy names the field and applies nothing.
+  const std::string bad = WriteYaml("bad.yaml", R"(policies:
+  - name: inventory
+    breaker: { failure_rate_threshold: 1.5 }
+)");
+  CommandResult r = Ctl("apply -f " + bad);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("breaker.failure_rate_threshold"));
+  EXPECT_EQ(Ctl("get inventory").exit_code, 1);  // NOT_FOUND
+  EXPECT_EQ(Ctl("breaker open nothing").exit_code, 1);
+
+  // Wrong token: 4, with a hint.
+  testing::WriteFile(server_.dir() + "/wrong", "nope\n");
+  r = RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+                              server_.admin_target(), " --token-file ",
+                              server_.dir(), "/wrong list"));
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--token-file"));
+
+  // Unreachable: 3, naming the target; SLUICE_ADMIN_TARGET is honoured.
+  const int dead = testing::FreePort();
+  r = RunCommand(absl::StrCat("SLUICE_ADMIN_TARGET=127.0.0.1:", dead, " ",
+                              SLUICECTL_PATH, " list --timeout 2s"));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("cannot reach"),
+                              HasSubstr(absl::StrCat(dead))));
+
+  // The data-plane port is not the admin API.
+  r = RunCommand(absl::StrCat(SLUICECTL_PATH, " --target 127.0.0.1:",
+                              server_.port(), " list"));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("does not serve the admin API"));
+
+  // Usage: 2; --help for every command: 0.
+  EXPECT_EQ(RunCommand(absl::StrCat(SLUICECTL_PATH, " frobnicate")).exit_code, 2);
+  EXPECT_EQ(Ctl("breaker sideways inventory").exit_code, 2);
+  for (const char* command : {"list", "get", "apply", "delete", "breaker",
+                              "state", "watch"}) {
+    r = RunCommand(absl::StrCat(SLUICECTL_PATH, " ", command, " --help"));
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("Usage: sluicectl ", command)));
+  }
+  r = RunCommand(absl::StrCat(SLUICECTL_PATH, " --help"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("Exit codes"));
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,238 @@
+#ifndef SLUICE_TESTS_ADMIN_SLUICED_PROCESS_H_
+#define SLUICE_TESTS_ADMIN_SLUICED_PROCESS_H_
+
+// A real sluiced child process for integration tests: its own temp dir,
+// policies file and log; ports chosen by the server (port 0) and read back
+// from its "serving ... on HOST:PORT" log lines.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "sluice/v1/admin.grpc.pb.h"
+#include "sluice/v1/decision.grpc.pb.h"
+
+extern char** environ;
+
+namespace sluice::testing {
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+// Runs a command through the shell; its exit code and combined output.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+inline CommandResult RunCommand(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class SluicedProcess {
+ public:
+  SluicedProcess() {
+    char dir[] = "/tmp/sluiced_admin_XXXXXX";
+    if (mkdtemp(dir) != nullptr) dir_ = dir;
+    policies_path_ = dir_ + "/policies.yaml";
+    log_path_ = dir_ + "/sluiced.log";
+    token_path_ = dir_ + "/token";
+  }
+  ~SluicedProcess() {
+    Kill();
+    RunCommand(absl::StrCat("rm -rf ", dir_));
+  }
+
+  const std::string& dir() const { return dir_; }
+  const std::string& policies_path() const { return policies_path_; }
+  const std::string& token_path() const { return token_path_; }
+  std::string Log() const { return ReadFile(log_path_); }
+  int port() const { return port_; }
+  int admin_port() const { return admin_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string admin_target() const {
+    return absl::StrCat("127.0.0.1:", admin_port_);
+  }
+
+  // Starts sluiced with `policies` and `extra` flags; false (with the log
+  // in `error`) when it does not come up within 15 s.
+  bool Start(const std::string& policies, const std::vector<std::string>& extra,
+             const std::string& token, std::string* error) {
+    WriteFile(policies_path_, policies);
+    token_ = token;
+    std::vector<std::string> args = {
+        SLUICED_PATH, "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
+        "--metrics-listen=127.0.0.1:0", "--policies=" + policies_path_};
+    if (!token.empty()) {
+      WriteFile(token_path_, token + "\n");
+      args.push_back("--admin-token-file=" + token_path_);
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!absl::StartsWith(*e, "SLUICE_")) env.push_back(*e);
+    }
+    std::vector<char*> argv, envp;
+    for (std::string& s : args) argv.push_back(s.data());
+    for (std::string& s : env) envp.push_back(s.data());
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
+                               envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      *error = "cannot spawn " SLUICED_PATH;
+      return false;
+    }
+    const std::regex data("serving DecisionService on [0-9.]+:([0-9]+)");
+    const std::regex admin("serving AdminService on [0-9.]+:([0-9]+)");
+    const std::regex metrics("serving metrics on [0-9.]+:([0-9]+)");
+    const absl::Time give_up = absl::Now() + absl::Seconds(15);
+    while (absl::Now() < give_up) {
+      const std::string log = Log();
+      std::smatch d, a, m;
+      if (std::regex_search(log, d, data) && std::regex_search(log, a, admin) &&
+          std::regex_search(log, m, metrics)) {
+        port_ = std::stoi(d[1]);
+        admin_port_ = std::stoi(a[1]);
+        metrics_port_ = std::stoi(m[1]);
+        data_channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
+                                            grpc::InsecureChannelCredentials());
+        admin_channel_ = grpc::CreateChannel(admin_target(),
+                                             grpc::InsecureChannelCredentials());
+        decision_ = v1::DecisionService::NewStub(data_channel_);
+        admin_ = v1::AdminService::NewStub(admin_channel_);
+        return true;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        *error = "sluiced exited early:\n" + log;
+        return false;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    *error = "sluiced did not start:\n" + Log();
+    return false;
+  }
+
+  // SIGTERM and wait; the exit code, or -1.
+  int Terminate() {
+    decision_.reset();
+    admin_.reset();
+    data_channel_.reset();
+    admin_channel_.reset();
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    int status = 0;
+    while (absl::Now() < give_up) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    Kill();
+    return -1;
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context(
+      const std::string& token_override = "\x01") const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    const std::string& token =
+        token_override == "\x01" ? token_ : token_override;
+    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+    return ctx;
+  }
+
+  v1::AcquireResponse Acquire(const std::string& dependency,
+                              grpc::Status* status = nullptr) {
+    v1::AcquireRequest req;
+    req.set_dependency(dependency);
+    v1::AcquireResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    grpc::Status s = decision_->Acquire(&ctx, req, &resp);
+    if (status) *status = s;
+    return resp;
+  }
+  v1::BreakerState Report(const std::string& dependency,
+                          const std::string& permit_id, v1::Outcome outcome) {
+    v1::ReportResultRequest req;
+    req.set_dependency(dependency);
+    req.set_permit_id(permit_id);
+    req.set_outcome(outcome);
+    req.mutable_latency()->set_nanos(5000000);
+    v1::ReportResultResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    decision_->ReportResult(&ctx, req, &resp);
+    return resp.breaker_state();
+  }
+
+  v1::AdminService::Stub* admin() { return admin_.get(); }
+  std::shared_ptr<grpc::Channel> data_channel() { return data_channel_; }
+  std::shared_ptr<grpc::Channel> admin_channel() { return admin_channel_; }
+
+ private:
+  std::string dir_, policies_path_, log_path_, token_path_, token_;
+  pid_t pid_ = -1;
+  int port_ = 0, admin_port_ = 0, metrics_port_ = 0;
+  std::shared_ptr<grpc::Channel> data_channel_, admin_channel_;
+  std::unique_ptr<v1::DecisionService::Stub> decision_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+};
+
+}  // namespace sluice::testing
+
+#endif  // SLUICE_TESTS_ADMIN_SLUICED_PROCESS_H_
