@@ -25,7 +25,7 @@
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
 #include "tests/admin/http_get.h"
-#include "tests/admin/sluiced_process.h"
+#include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
 
 namespace sluice {

@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/admin/sluiced_process.h"
+#include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
 
 namespace sluice {

@@ -1,5 +1,5 @@
-#ifndef SLUICE_TESTS_ADMIN_SLUICED_PROCESS_H_
-#define SLUICE_TESTS_ADMIN_SLUICED_PROCESS_H_
+#ifndef SLUICE_TESTS_TESTING_SLUICED_PROCESS_H_
+#define SLUICE_TESTS_TESTING_SLUICED_PROCESS_H_
 
 // A real sluiced child process for integration tests: its own temp dir,
 // policies file and log; ports chosen by the server (port 0) and read back
@@ -235,4 +235,4 @@ class SluicedProcess {
 
 }  // namespace sluice::testing
 
-#endif  // SLUICE_TESTS_ADMIN_SLUICED_PROCESS_H_
+#endif  // SLUICE_TESTS_TESTING_SLUICED_PROCESS_H_

@@ -1,0 +1,379 @@
+// Cluster mode end to end: three real sluiced processes share limits and
+// breakers through a real redis-server on loopback. These tests run for
+// seconds of wall time by nature (the sync interval is 1 s); they assert the
+// behaviour the cluster promises, with margins for a busy 2-core machine.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/sluiced_process.h"
+#include "tests/testing/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using testing::RedisServer;
+using testing::SluicedProcess;
+
+class ClusterProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(redis_.Start()); }
+
+  // Starts `n` replicas r0..r(n-1) with `policies`.
+  void StartReplicas(int n, const std::string& policies) {
+    for (int i = 0; i < n; ++i) {
+      replicas_.push_back(std::make_unique<SluicedProcess>());
+      std::string error;
+      ASSERT_TRUE(replicas_.back()->Start(
+          policies,
+          {"--redis=" + redis_.address(), "--sync-interval=1s",
+           "--replica-id=r" + std::to_string(i), "--redis-timeout=200ms"},
+          "", &error))
+          << error;
+    }
+  }
+
+  // Calls per command name from INFO commandstats.
+  std::map<std::string, int64_t> CommandStats() {
+    std::map<std::string, int64_t> calls;
+    std::istringstream info(redis_.Command("INFO commandstats"));
+    std::string line;
+    while (std::getline(info, line)) {
+      if (line.rfind("cmdstat_", 0) != 0) continue;
+      const std::string name = line.substr(8, line.find(':') - 8);
+      const size_t at = line.find("calls=");
+      int64_t n = 0;
+      if (at != std::string::npos &&
+          absl::SimpleAtoi(line.substr(at + 6, line.find(',', at) - at - 6),
+                           &n)) {
+        calls[name] = n;
+      }
+    }
+    return calls;
+  }
+
+  RedisServer redis_;
+  std::vector<std::unique_ptr<SluicedProcess>> replicas_;
+};
+
+// Offered load against one replica until `stop`: every admitted call's time
+// and the counts.
+struct Load {
+  std::vector<absl::Time> admitted;
+  int64_t asked = 0;
+  int64_t allowed = 0;
+  int64_t errors = 0;
+};
+
+void Drive(SluicedProcess* replica, const std::string& dep,
+           absl::Duration pause, const std::atomic<bool>* stop, Load* out) {
+  while (!stop->load()) {
+    grpc::Status status;
+    const v1::AcquireResponse r = replica->Acquire(dep, &status);
+    if (!status.ok()) {
+      ++out->errors;
+    } else {
+      ++out->asked;
+      if (r.verdict() == v1::ALLOW) {
+        ++out->allowed;
+        out->admitted.push_back(absl::Now());
+      }
+    }
+    absl::SleepFor(pause);
+  }
+}
+
+TEST_F(ClusterProcessTest, SkewedLoadHoldsTheGlobalLimitAndTheBooksBalance) {
+  StartReplicas(3, R"(policies:
+  - name: inventory
+    rate_limit: { rate: 100, per: 1s, burst: 10, scope: CLUSTER }
+)");
+  // Replica 0 flat out (far above 100/s), replicas 1 and 2 paced at ~20/s.
+  std::atomic<bool> stop{false};
+  std::vector<Load> loads(3);
+  std::vector<std::thread> threads;
+  threads.emplace_back(Drive, replicas_[0].get(), "inventory",
+                       absl::Microseconds(200), &stop, &loads[0]);
+  for (int r = 1; r < 3; ++r) {
+    threads.emplace_back(Drive, replicas_[r].get(), "inventory",
+                         absl::Milliseconds(50), &stop, &loads[r]);
+  }
+  const absl::Time start = absl::Now();
+  const absl::Time from = start + absl::Seconds(4);  // a few ticks of warm-up
+  const absl::Time to = from + absl::Seconds(10);
+  absl::SleepFor(to - start + absl::Milliseconds(100));
+  stop = true;
+  for (auto& t : threads) t.join();
+
+  std::vector<absl::Time> all;
+  int64_t paced_asked = 0, paced_allowed = 0;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(loads[r].errors, 0) << "replica " << r;
+    all.insert(all.end(), loads[r].admitted.begin(), loads[r].admitted.end());
+    if (r > 0) {
+      paced_asked += loads[r].asked;
+      paced_allowed += loads[r].allowed;
+    }
+  }
+  std::sort(all.begin(), all.end());
+  int64_t in_window = 0;
+  for (absl::Time t : all) in_window += t >= from && t < to;
+  // Admitted over 10 s at 100/s: within 5% of 1000.
+  EXPECT_GE(in_window, 950);
+  EXPECT_LE(in_window, 1050);
+  // No span of one second admits more than 110.
+  size_t lo = 0;
+  int64_t worst = 0;
+  for (size_t hi = 0; hi < all.size(); ++hi) {
+    if (all[hi] < from || all[hi] >= to) continue;
+    while (all[hi] - all[lo] >= absl::Seconds(1)) ++lo;
+    worst = std::max<int64_t>(worst, hi - lo + 1);
+  }
+  EXPECT_LE(worst, 110);
+  // The paced replicas still get most of their calls through.
+  EXPECT_GE(paced_allowed * 10, paced_asked * 7)
+      << paced_allowed << " of " << paced_asked;
+  std::printf("admitted in 10 s: %lld; worst 1 s: %lld; paced %lld/%lld\n",
+              static_cast<long long>(in_window),
+              static_cast<long long>(worst),
+              static_cast<long long>(paced_allowed),
+              static_cast<long long>(paced_asked));
+
+  // Conservation: after a clean stop (each replica pushes a last tick),
+  // Redis holds exactly what each replica admitted.
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(replicas_[r]->Terminate(), 0);
+    const std::string stored = redis_.Command(
+        absl::StrCat("HGET sluice:{inventory}:a: r", r));
+    EXPECT_EQ(stored, std::to_string(loads[r].allowed)) << "replica " << r;
+  }
+}
+
+TEST_F(ClusterProcessTest, TripOnOneReplicaReachesTheOthersWithinATick) {
+  StartReplicas(3, R"(policies:
+  - name: payments
+    call_timeout: 5s
+    breaker: { consecutive_failures: 3, open_duration: 2s,
+               half_open_probes: 1, successes_to_close: 1 }
+    fallback: { strategy: STATIC, payload: 'cached', on: [CIRCUIT_OPEN] }
+)");
+  absl::SleepFor(absl::Milliseconds(1500));  // every replica has ticked
+  for (int i = 0; i < 3; ++i) {
+    const v1::AcquireResponse r = replicas_[0]->Acquire("payments");
+    ASSERT_EQ(r.verdict(), v1::ALLOW);
+    replicas_[0]->Report("payments", r.permit_id(), v1::FAILURE);
+  }
+  const absl::Time tripped = absl::Now();
+  EXPECT_EQ(replicas_[0]->Acquire("payments").reason(), v1::CIRCUIT_OPEN);
+  for (int r = 1; r < 3; ++r) {
+    absl::Time seen = absl::InfiniteFuture();
+    while (absl::Now() < tripped + absl::Seconds(3)) {
+      if (replicas_[r]->Acquire("payments").reason() == v1::CIRCUIT_OPEN) {
+        seen = absl::Now();
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    // Within sync_interval + 200 ms of the trip.
+    EXPECT_LE(seen - tripped, absl::Milliseconds(1200)) << "replica " << r;
+    std::printf("replica %d refused %lld ms after the trip\n", r,
+                static_cast<long long>(absl::ToInt64Milliseconds(seen - tripped)));
+  }
+
+  // HALF_OPEN: at most one probe in flight across the cluster. Probes are
+  // never reported here (call_timeout 5s keeps them alive), so every ALLOW
+  // is a probe that still holds its lease.
+  std::atomic<int> probes{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      while (!stop) {
+        if (replicas_[r]->Acquire("payments").verdict() == v1::ALLOW) ++probes;
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    });
+  }
+  absl::SleepFor(tripped + absl::Seconds(2) + absl::Milliseconds(2500) -
+                 absl::Now());
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(probes.load(), 1);
+}
+
+// Load on three policies with different on_store_failure while Redis is
+// killed, restarted, and paused.
+TEST_F(ClusterProcessTest, StoreOutagesFollowEachPolicysFailureMode) {
+  StartReplicas(2, R"(policies:
+  - name: open
+    rate_limit: { rate: 20, per: 1s, burst: 2, scope: CLUSTER }
+  - name: local
+    rate_limit: { rate: 20, per: 1s, burst: 2, scope: CLUSTER }
+    on_store_failure: LOCAL
+  - name: closed
+    rate_limit: { rate: 20, per: 1s, burst: 2, scope: CLUSTER }
+    on_store_failure: FAIL_CLOSED
+)");
+  struct Sample {
+    absl::Time at;
+    std::string dep;
+    v1::Reason reason;
+    bool allowed;
+    absl::Duration latency;
+    bool error;
+  };
+  std::mutex mu;
+  std::vector<Sample> samples;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    for (const char* dep : {"open", "local", "closed"}) {
+      threads.emplace_back([&, r, dep] {
+        while (!stop) {
+          grpc::Status status;
+          const absl::Time t0 = absl::Now();
+          const v1::AcquireResponse resp = replicas_[r]->Acquire(dep, &status);
+          const absl::Time t1 = absl::Now();
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            samples.push_back({t1, dep, resp.reason(),
+                               resp.verdict() == v1::ALLOW, t1 - t0,
+                               !status.ok()});
+          }
+          absl::SleepFor(absl::Milliseconds(4));
+        }
+      });
+    }
+  }
+  const absl::Time t0 = absl::Now();
+  absl::SleepFor(absl::Seconds(4));
+  redis_.Kill();
+  const absl::Time killed = absl::Now();
+  absl::SleepFor(absl::Seconds(5));
+  ASSERT_TRUE(redis_.Start());
+  const absl::Time restarted = absl::Now();
+  absl::SleepFor(absl::Seconds(5));
+  redis_.Pause();
+  const absl::Time paused = absl::Now();
+  absl::SleepFor(absl::Seconds(4));
+  redis_.Resume();
+  stop = true;
+  for (auto& t : threads) t.join();
+
+  // Admitted per second and latencies of one policy over [from, to).
+  auto admitted_rate = [&](const std::string& dep, absl::Time from,
+                           absl::Time to) {
+    int64_t n = 0;
+    for (const Sample& s : samples) {
+      n += s.dep == dep && s.allowed && s.at >= from && s.at < to;
+    }
+    return n / absl::ToDoubleSeconds(to - from);
+  };
+  auto p99 = [&](absl::Time from, absl::Time to) {
+    std::vector<absl::Duration> l;
+    for (const Sample& s : samples) {
+      if (s.at >= from && s.at < to) l.push_back(s.latency);
+    }
+    std::sort(l.begin(), l.end());
+    return l.empty() ? absl::ZeroDuration() : l[l.size() * 99 / 100];
+  };
+  auto all_reason = [&](const std::string& dep, absl::Time from,
+                        absl::Time to, v1::Reason reason) {
+    int64_t total = 0, matching = 0;
+    for (const Sample& s : samples) {
+      if (s.dep != dep || s.at < from || s.at >= to) continue;
+      ++total;
+      matching += s.reason == reason;
+    }
+    return total > 0 && matching == total;
+  };
+  int64_t errors = 0;
+  for (const Sample& s : samples) errors += s.error;
+  EXPECT_EQ(errors, 0) << "no Redis failure may become an RPC error";
+
+  // Detection takes up to a tick plus a timeout; judge after 2 s.
+  const absl::Time down_from = killed + absl::Seconds(2);
+  const absl::Time down_to = restarted;
+  const double limit = 20;
+  EXPECT_LE(admitted_rate("open", t0 + absl::Seconds(2), killed), limit * 1.3);
+  EXPECT_GT(admitted_rate("open", down_from, down_to), limit * 3)
+      << "FAIL_OPEN: the cluster limit stops limiting";
+  EXPECT_LE(admitted_rate("local", down_from, down_to), limit * 1.5)
+      << "LOCAL: the last share keeps enforcing";
+  EXPECT_GT(admitted_rate("local", down_from, down_to), limit * 0.5);
+  EXPECT_TRUE(all_reason("closed", down_from, down_to, v1::STORE_UNAVAILABLE))
+      << "FAIL_CLOSED: every call refused for the store";
+  // Restarted: enforced again within a few ticks.
+  const absl::Time back = restarted + absl::Seconds(3);
+  EXPECT_LE(admitted_rate("open", back, paused), limit * 1.3);
+  EXPECT_EQ(admitted_rate("closed", back, paused) > 0, true);
+  // A paused Redis is a dead one.
+  EXPECT_TRUE(all_reason("closed", paused + absl::Seconds(2),
+                         paused + absl::Seconds(4), v1::STORE_UNAVAILABLE));
+  EXPECT_GT(admitted_rate("open", paused + absl::Seconds(2),
+                          paused + absl::Seconds(4)),
+            limit * 3);
+  // Acquire latency does not depend on Redis.
+  const absl::Duration before = p99(t0 + absl::Seconds(1), killed);
+  const absl::Duration during = p99(down_from, down_to);
+  const absl::Duration stopped = p99(paused + absl::Seconds(1),
+                                     paused + absl::Seconds(4));
+  std::printf("Acquire p99: redis up %s, killed %s, paused %s\n",
+              absl::FormatDuration(before).c_str(),
+              absl::FormatDuration(during).c_str(),
+              absl::FormatDuration(stopped).c_str());
+  EXPECT_LE(during, std::max(before * 3, before + absl::Milliseconds(10)));
+  EXPECT_LE(stopped, std::max(before * 3, before + absl::Milliseconds(10)));
+  // The outage was logged once, not once per tick.
+  const std::string log = replicas_[0]->Log();
+  size_t downs = 0;
+  for (size_t at = log.find("is unreachable"); at != std::string::npos;
+       at = log.find("is unreachable", at + 1)) {
+    ++downs;
+  }
+  EXPECT_EQ(downs, 2u) << "one line for the kill, one for the pause";
+}
+
+TEST_F(ClusterProcessTest, RedisCommandsPerTickStayFlatAsTheRateGrows) {
+  StartReplicas(1, R"(policies:
+  - name: flat
+    rate_limit: { rate: 1000000, per: 1s, burst: 1000000, scope: CLUSTER }
+    breaker: { consecutive_failures: 1000 }
+)");
+  auto run = [&](absl::Duration pause) {
+    redis_.Command("CONFIG RESETSTAT");
+    std::atomic<bool> stop{false};
+    Load load;
+    std::thread t(Drive, replicas_[0].get(), "flat", pause, &stop, &load);
+    absl::SleepFor(absl::Seconds(5));
+    stop = true;
+    t.join();
+    const auto stats = CommandStats();
+    int64_t total = 0;
+    for (const auto& [name, n] : stats) {
+      if (name != "info" && name != "config|resetstat") total += n;
+    }
+    const int64_t ticks = stats.count("zadd") ? stats.at("zadd") : 0;
+    return std::make_pair(load.asked, ticks > 0 ? total / ticks : -1);
+  };
+  const auto slow = run(absl::Milliseconds(10));
+  const auto fast = run(absl::Microseconds(100));
+  std::printf("requests %lld -> %lld; commands per tick %lld -> %lld\n",
+              static_cast<long long>(slow.first),
+              static_cast<long long>(fast.first),
+              static_cast<long long>(slow.second),
+              static_cast<long long>(fast.second));
+  ASSERT_GE(fast.first, slow.first * 5) << "the load did not grow enough";
+  EXPECT_GT(slow.second, 0);
+  EXPECT_EQ(slow.second, fast.second);
+}
+
+}  // namespace
+}  // namespace sluice
