@@ -89,27 +89,23 @@ class Server::LoggingEventSink final : public core::EventSink {
   std::atomic<metrics::Metrics*> metrics_{nullptr};
 };
 
-// Cluster mode's admin backend. Reads answer from this replica; writes must
-// reach every replica, which needs the cluster config in the store (not
-// built yet), so they are refused rather than applied to one replica only.
+// Cluster mode's admin backend: writes go to the cluster store (with
+// compare-and-set) and return once this replica has applied them; every
+// other replica applies them on its next tick. Reads answer from this
+// replica's policy store.
 class Server::ClusterAdminBackend final : public rpc::AdminBackend {
  public:
-  ClusterAdminBackend(Server* server)
+  explicit ClusterAdminBackend(Server* server)
       : server_(server),
         local_(&server->store_, &server->engine_, server->events_.get()) {}
 
-  absl::StatusOr<policy::PolicyChange> PutPolicy(const v1::Policy& policy,
-                                                 uint64_t) override {
-    // An invalid policy is still reported as such.
-    if (absl::StatusOr<core::PolicyConfig> config = policy::ToConfig(policy);
-        !config.ok()) {
-      return config.status();
-    }
-    return Refused();
+  absl::StatusOr<policy::PolicyChange> PutPolicy(
+      const v1::Policy& policy, uint64_t expected_version) override {
+    return server_->cluster_config_->Put(policy, expected_version);
   }
-  absl::StatusOr<policy::PolicyChange> DeletePolicy(absl::string_view,
-                                                    uint64_t) override {
-    return Refused();
+  absl::StatusOr<policy::PolicyChange> DeletePolicy(
+      absl::string_view name, uint64_t expected_version) override {
+    return server_->cluster_config_->Delete(name, expected_version);
   }
   absl::StatusOr<v1::Policy> GetPolicy(absl::string_view name) override {
     return local_.GetPolicy(name);
@@ -117,9 +113,10 @@ class Server::ClusterAdminBackend final : public rpc::AdminBackend {
   std::vector<v1::Policy> ListPolicies() override {
     return local_.ListPolicies();
   }
-  absl::Status SetOverride(absl::string_view, core::BreakerOverride,
-                           const std::string&) override {
-    return Refused();
+  absl::Status SetOverride(absl::string_view dependency,
+                           core::BreakerOverride override,
+                           const std::string& note) override {
+    return server_->cluster_config_->SetOverride(dependency, override, note);
   }
   rpc::ClusterView cluster() override {
     rpc::ClusterView view;
@@ -131,13 +128,6 @@ class Server::ClusterAdminBackend final : public rpc::AdminBackend {
   }
 
  private:
-  static absl::Status Refused() {
-    return absl::FailedPreconditionError(
-        "cluster mode: admin writes must reach every replica through Redis, "
-        "which is not built yet; change the policies file on every replica, "
-        "or run standalone");
-  }
-
   Server* const server_;
   rpc::LocalAdminBackend local_;
 };
@@ -242,6 +232,7 @@ absl::Status Server::BuildAndStart() {
 
   // Policies first: a bad file at startup is fatal and nothing is bound.
   std::string initial_contents;
+  std::vector<v1::Policy> file_policies;
   if (options_.policies_path.empty()) {
     spdlog::warn(
         "no --policies file: starting with no policies; every dependency is "
@@ -265,10 +256,11 @@ absl::Status Server::BuildAndStart() {
     spdlog::info("loaded {} policies from {}", store_.size(),
                  options_.policies_path);
     initial_contents = *std::move(contents);
+    file_policies = *std::move(policies);
   }
 
   if (!options_.redis.empty()) {
-    if (absl::Status s = StartCluster(); !s.ok()) return s;
+    if (absl::Status s = StartCluster(file_policies); !s.ok()) return s;
   }
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -350,7 +342,8 @@ void Server::Shutdown(absl::Time deadline) {
   stopped_ = true;
 }
 
-absl::Status Server::StartCluster() {
+absl::Status Server::StartCluster(
+    const std::vector<v1::Policy>& file_policies) {
   absl::StatusOr<cluster::RedisStore::Options> store_options =
       cluster::RedisStore::ParseAddress(options_.redis);
   if (!store_options.ok()) return store_options.status();
@@ -358,7 +351,29 @@ absl::Status Server::StartCluster() {
   // A Redis that comes back is reached within about one tick.
   store_options->max_backoff = options_.sync_interval;
   redis_store_ = std::make_unique<cluster::RedisStore>(*store_options);
+
+  cluster::ClusterConfig::Options config_options;
+  config_options.nudge = [this] { sync_loop_->Nudge(); };
+  config_options.on_policy_change = [this](const policy::PolicyChange& change,
+                                           const std::string& source) {
+    spdlog::info("{} ({})", DescribeChange(change), source);
+    events_->Publish(rpc::PolicyChangedEvent(
+        change.name, change.old_version, change.new_version,
+        absl::StrCat(DescribeChange(change), " by ", source)));
+  };
+  config_options.on_override = [this](const std::string& dependency,
+                                      core::BreakerOverride override,
+                                      const std::string& cause) {
+    spdlog::warn("breaker \"{}\": {}", dependency, cause);
+    events_->Publish(rpc::OverrideEvent(dependency, override, cause));
+  };
+  cluster_config_ = std::make_unique<cluster::ClusterConfig>(
+      redis_store_.get(), &store_, &engine_, config_options);
+
   cluster::SyncLoop::Options loop_options;
+  loop_options.on_config = [this](const cluster::ConfigSnapshot& config) {
+    cluster_config_->Apply(config);
+  };
   loop_options.replica_id = replica_id_;
   loop_options.on_store_change = [events = events_.get()](
                                      bool up, const std::string& detail) {
@@ -367,6 +382,11 @@ absl::Status Server::StartCluster() {
   loop_options.interval = options_.sync_interval;
   sync_loop_ = std::make_unique<cluster::SyncLoop>(
       &engine_, redis_store_.get(), core::RealClock::Get(), loop_options);
+  // The policies file seeds the cluster with the policies it does not have.
+  absl::StatusOr<std::vector<cluster::StoredPolicy>> seed =
+      cluster::ClusterConfig::ToStored(file_policies);
+  if (!seed.ok()) return seed.status();
+  sync_loop_->SetSeed(*std::move(seed));
   // One tick before serving, so that an OPEN breaker and this replica's
   // shares are known from the first call. A dead Redis costs one timeout
   // here and the replica starts in store-down mode.
@@ -382,6 +402,26 @@ absl::Status Server::StartCluster() {
 void Server::OnPoliciesChanged(const std::string& contents) {
   absl::StatusOr<std::vector<v1::Policy>> policies =
       policy::ParsePolicies(contents, options_.policies_path);
+  if (sync_loop_ != nullptr) {
+    // Cluster mode: the cluster's config lives in the store; the file only
+    // seeds the policies the store does not have.
+    absl::StatusOr<std::vector<cluster::StoredPolicy>> seed =
+        policies.ok() ? cluster::ClusterConfig::ToStored(*policies)
+                      : absl::StatusOr<std::vector<cluster::StoredPolicy>>(
+                            policies.status());
+    if (!seed.ok()) {
+      spdlog::error("policies file {} changed but was rejected: {}",
+                    options_.policies_path, seed.status().ToString());
+      return;
+    }
+    spdlog::info(
+        "policies file {} changed; cluster mode: it seeds only the policies "
+        "the cluster does not have (change the others with sluicectl)",
+        options_.policies_path);
+    sync_loop_->SetSeed(*std::move(seed));
+    sync_loop_->Nudge();
+    return;
+  }
   absl::StatusOr<std::vector<policy::PolicyChange>> changes =
       policies.ok() ? store_.ReplaceAll(*policies)
                     : absl::StatusOr<std::vector<policy::PolicyChange>>(

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/cluster_config.h"
 #include "server/cluster/redis_store.h"
 #include "server/cluster/sync_loop.h"
 #include "server/core/engine.h"
@@ -99,8 +100,9 @@ class Server {
   void SetServing(bool serving);
   void Housekeeping() ABSL_LOCKS_EXCLUDED(mu_);
   void LogConfiguration() const;
-  // Cluster mode: builds the store and sync loop and runs the first tick.
-  absl::Status StartCluster();
+  // Cluster mode: builds the store, the shared config and the sync loop,
+  // seeds the store with the policies file, and runs the first tick.
+  absl::Status StartCluster(const std::vector<v1::Policy>& file_policies);
   // The admin listener and /metrics.
   absl::Status StartOperatorSurfaces();
   metrics::Sources MetricsSources();
@@ -119,6 +121,7 @@ class Server {
   std::unique_ptr<policy::FileWatcher> watcher_;
   std::string replica_id_;
   std::unique_ptr<cluster::RedisStore> redis_store_;
+  std::unique_ptr<cluster::ClusterConfig> cluster_config_;
   std::unique_ptr<cluster::SyncLoop> sync_loop_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;

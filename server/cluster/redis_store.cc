@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -131,6 +132,62 @@ absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
   return pull;
 }
 
+// Pairs of a flat HGETALL list.
+std::vector<std::pair<std::string, std::string>> Pairs(const redisReply* r) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return out;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    out.emplace_back(std::string(Str(r->element[i])),
+                     std::string(Str(r->element[i + 1])));
+  }
+  return out;
+}
+
+// config.lua's read answer: {version} when unchanged, else the config.
+absl::StatusOr<std::optional<ConfigSnapshot>> ParseConfig(const redisReply* r) {
+  if (r->type == REDIS_REPLY_ERROR) {
+    const absl::string_view error(r->str, r->len);
+    if (absl::StartsWith(error, "NOSCRIPT")) {
+      return absl::UnavailableError("NOSCRIPT: config script not loaded");
+    }
+    return absl::InternalError(absl::StrCat("config script failed: ", error));
+  }
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
+    return absl::InternalError("config script answered in an unexpected shape");
+  }
+  if (r->elements == 1) return std::optional<ConfigSnapshot>();
+  if (r->elements != 4) {
+    return absl::InternalError("config script answered in an unexpected shape");
+  }
+  ConfigSnapshot snapshot;
+  snapshot.version = ToU64(r->element[0]);
+  absl::flat_hash_map<std::string, uint64_t> versions;
+  for (auto& [name, v] : Pairs(r->element[2])) {
+    uint64_t n = 0;
+    absl::SimpleAtoi(v, &n);
+    versions[name] = n;
+  }
+  for (auto& [name, blob] : Pairs(r->element[1])) {
+    StoredPolicy p;
+    p.name = name;
+    p.blob = std::move(blob);
+    p.version = versions[name];
+    snapshot.policies.push_back(std::move(p));
+  }
+  for (auto& [dep, value] : Pairs(r->element[3])) {
+    StoredOverride o;
+    o.dependency = dep;
+    const size_t space = value.find(' ');
+    const std::string mode = value.substr(0, space);
+    o.mode = mode == "FORCE_OPEN"     ? core::BreakerOverride::kForceOpen
+             : mode == "FORCE_CLOSED" ? core::BreakerOverride::kForceClosed
+                                      : core::BreakerOverride::kAuto;
+    o.note = space == std::string::npos ? "" : value.substr(space + 1);
+    snapshot.overrides.push_back(std::move(o));
+  }
+  return std::optional<ConfigSnapshot>(std::move(snapshot));
+}
+
 }  // namespace
 
 absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
@@ -154,26 +211,35 @@ absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
 }
 
 RedisStore::RedisStore(Options options)
-    : options_(std::move(options)), backoff_(options_.min_backoff) {}
+    : options_(std::move(options)),
+      tick_connection_(options_),
+      admin_connection_(options_) {}
 
-RedisStore::~RedisStore() {
-  if (context_ != nullptr) redisFree(context_);
-}
+RedisStore::~RedisStore() = default;
 
 std::string RedisStore::Describe() const {
   return absl::StrCat("redis ", options_.host, ":", options_.port);
 }
 
-void RedisStore::Disconnect(absl::Time now) {
+RedisStore::Connection::Connection(const Options& options)
+    : options_(options), backoff_(options.min_backoff) {}
+
+RedisStore::Connection::~Connection() {
+  if (context_ != nullptr) redisFree(context_);
+}
+
+void RedisStore::Connection::Drop(absl::Time now) {
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
-  script_sha_.clear();
+  tick_sha_.clear();
+  config_sha_.clear();
   next_attempt_ = now + backoff_;
   backoff_ = std::min(backoff_ * 2, options_.max_backoff);
 }
 
-absl::Status RedisStore::EnsureConnected(absl::Time now) {
-  if (context_ != nullptr && context_->err == 0 && !script_sha_.empty()) {
+absl::Status RedisStore::Connection::Ensure(absl::Time now) {
+  if (context_ != nullptr && context_->err == 0 && !tick_sha_.empty() &&
+      !config_sha_.empty()) {
     return absl::OkStatus();
   }
   if (context_ == nullptr) {
@@ -185,39 +251,42 @@ absl::Status RedisStore::EnsureConnected(absl::Time now) {
     context_ = redisConnectWithTimeout(options_.host.c_str(), options_.port,
                                        Timeout(options_.timeout));
     if (context_ == nullptr) {
-      Disconnect(now);
+      Drop(now);
       return absl::UnavailableError("cannot allocate a redis context");
     }
     if (context_->err != 0) {
       absl::Status status = ErrorOf(context_, "connect");
-      Disconnect(now);
+      Drop(now);
       return status;
     }
     redisSetTimeout(context_, Timeout(options_.timeout));
   }
-  ReplyPtr reply(static_cast<redisReply*>(
-      redisCommand(context_, "SCRIPT LOAD %s", TickScript())));
-  if (reply == nullptr) {
-    absl::Status status = ErrorOf(context_, "SCRIPT LOAD");
-    Disconnect(now);
-    return status;
+  for (auto [script, sha] : {std::make_pair(TickScript(), &tick_sha_),
+                             std::make_pair(ConfigScript(), &config_sha_)}) {
+    ReplyPtr reply(static_cast<redisReply*>(
+        redisCommand(context_, "SCRIPT LOAD %s", script)));
+    if (reply == nullptr) {
+      absl::Status status = ErrorOf(context_, "SCRIPT LOAD");
+      Drop(now);
+      return status;
+    }
+    if (reply->type != REDIS_REPLY_STRING) {
+      absl::Status status = absl::UnavailableError(
+          absl::StrCat("SCRIPT LOAD refused: ", Str(reply.get())));
+      Drop(now);
+      return status;
+    }
+    *sha = std::string(Str(reply.get()));
   }
-  if (reply->type != REDIS_REPLY_STRING) {
-    absl::Status status = absl::UnavailableError(
-        absl::StrCat("SCRIPT LOAD refused: ", Str(reply.get())));
-    Disconnect(now);
-    return status;
-  }
-  script_sha_ = std::string(Str(reply.get()));
   backoff_ = options_.min_backoff;
   return absl::OkStatus();
 }
 
 absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
   absl::StatusOr<TickReply> reply = RunTick(request);
-  // A Redis restart forgets loaded scripts; load it again and retry once.
+  // A Redis restart forgets loaded scripts; load them again and retry once.
   if (!reply.ok() && absl::StrContains(reply.status().message(), "NOSCRIPT")) {
-    script_sha_.clear();
+    tick_connection_.Drop(absl::InfinitePast());
     reply = RunTick(request);
   }
   return reply;
@@ -225,7 +294,9 @@ absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
 
 absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   const absl::Time now = request.now;
-  if (absl::Status s = EnsureConnected(now); !s.ok()) return s;
+  Connection& c = tick_connection_;
+  if (absl::Status s = c.Ensure(now); !s.ok()) return s;
+  redisContext* context_ = c.context();
 
   const std::string members = options_.key_prefix + "replicas";
   const std::string expiry = Ms(now + request.stale_after);
@@ -233,9 +304,20 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   Append(context_, {"ZREMRANGEBYSCORE", members, "-inf", absl::StrCat("(", Ms(now))});
   Append(context_, {"ZRANGEBYSCORE", members, Ms(now), "+inf"});
   Append(context_, {"PEXPIRE", members, Ms(request.key_ttl)});
+  {
+    std::vector<std::string> args = {
+        "EVALSHA", c.config_sha(), "1", ConfigKey(), "read",
+        absl::StrCat(request.config_seen),
+        absl::StrCat(request.seed.size())};
+    for (const StoredPolicy& p : request.seed) {
+      args.push_back(p.name);
+      args.push_back(p.blob);
+    }
+    Append(context_, args);
+  }
   for (const PolicyPush& push : request.policies) {
     std::vector<std::string> args = {
-        "EVALSHA", script_sha_, "1",
+        "EVALSHA", c.tick_sha(), "1",
         absl::StrCat(options_.key_prefix, "{", push.policy, "}"),
         request.replica_id, Ms(now), Ms(request.stale_after),
         Ms(request.key_ttl), absl::StrCat(push.keys.size())};
@@ -266,14 +348,15 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   }
 
   // Read every reply, even after an error reply, to keep the pipeline whole.
-  const size_t expected = 4 + request.policies.size();
+  constexpr size_t kFirstPolicy = 5;  // 4 membership replies, then config
+  const size_t expected = kFirstPolicy + request.policies.size();
   std::vector<ReplyPtr> replies;
   replies.reserve(expected);
   for (size_t i = 0; i < expected; ++i) {
     void* raw = nullptr;
     if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
       absl::Status status = ErrorOf(context_, "tick");
-      Disconnect(now);
+      c.Drop(now);
       return status;
     }
     replies.emplace_back(static_cast<redisReply*>(raw));
@@ -286,8 +369,12 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       out.replicas.emplace_back(Str(live->element[i]));
     }
   }
+  absl::StatusOr<std::optional<ConfigSnapshot>> config =
+      ParseConfig(replies[4].get());
+  if (!config.ok()) return config.status();
+  out.config = *std::move(config);
   for (size_t p = 0; p < request.policies.size(); ++p) {
-    const redisReply* r = replies[4 + p].get();
+    const redisReply* r = replies[kFirstPolicy + p].get();
     if (r->type == REDIS_REPLY_ERROR &&
         absl::StartsWith(absl::string_view(r->str, r->len), "NOSCRIPT")) {
       return absl::UnavailableError("NOSCRIPT: tick script not loaded");
@@ -298,6 +385,114 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
     out.policies.push_back(*std::move(pull));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::string>> RedisStore::RunConfig(
+    const std::vector<std::string>& args) {
+  absl::MutexLock lock(&admin_mu_);
+  Connection& c = admin_connection_;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const absl::Time now = absl::Now();
+    if (absl::Status s = c.Ensure(now); !s.ok()) return s;
+    std::vector<std::string> argv = {"EVALSHA", c.config_sha(), "1",
+                                     ConfigKey()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Append(c.context(), argv);
+    void* raw = nullptr;
+    if (redisGetReply(c.context(), &raw) != REDIS_OK || raw == nullptr) {
+      absl::Status status = ErrorOf(c.context(), "config write");
+      c.Drop(now);
+      return status;
+    }
+    ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (reply->type == REDIS_REPLY_ERROR) {
+      const absl::string_view error(reply->str, reply->len);
+      if (absl::StartsWith(error, "NOSCRIPT") && attempt == 0) {
+        c.Drop(absl::InfinitePast());  // reload the scripts, then retry
+        continue;
+      }
+      return absl::InternalError(absl::StrCat("config script failed: ", error));
+    }
+    std::vector<std::string> out;
+    if (reply->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < reply->elements; ++i) {
+        const redisReply* e = reply->element[i];
+        out.push_back(e->type == REDIS_REPLY_INTEGER
+                          ? absl::StrCat(e->integer)
+                          : std::string(Str(e)));
+      }
+    }
+    return out;
+  }
+  return absl::UnavailableError("config script not loaded");
+}
+
+namespace {
+
+// Turns config.lua's write answers into a ConfigWrite or a status.
+absl::StatusOr<ConfigWrite> WriteResult(
+    const std::vector<std::string>& r, absl::string_view what,
+    absl::string_view name, uint64_t expected_version) {
+  if (r.empty()) {
+    return absl::InternalError("config script answered nothing");
+  }
+  if (r[0] == "NOT_FOUND") {
+    return absl::NotFoundError(
+        absl::StrCat("no policy named \"", name, "\""));
+  }
+  if (r[0] == "ABORTED") {
+    const std::string stored = r.size() > 1 ? r[1] : "0";
+    return absl::AbortedError(absl::StrCat(
+        what, " policy \"", name, "\": expected version ", expected_version,
+        ", but ",
+        stored == "0" ? std::string("the policy does not exist")
+                      : absl::StrCat("the stored version is ", stored)));
+  }
+  ConfigWrite w;
+  if (r[0] != "OK") {
+    return absl::InternalError(absl::StrCat("config script answered ", r[0]));
+  }
+  if (r.size() == 2) {  // override: {"OK", version}
+    absl::SimpleAtoi(r[1], &w.config_version);
+    return w;
+  }
+  if (r.size() < 4 || !absl::SimpleAtoi(r[1], &w.old_version) ||
+      !absl::SimpleAtoi(r[2], &w.new_version) ||
+      !absl::SimpleAtoi(r[3], &w.config_version)) {
+    return absl::InternalError("config script answered in an unexpected shape");
+  }
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<ConfigWrite> RedisStore::PutPolicy(const StoredPolicy& policy,
+                                                  uint64_t expected_version) {
+  absl::StatusOr<std::vector<std::string>> r = RunConfig(
+      {"put", policy.name, policy.blob, absl::StrCat(expected_version)});
+  if (!r.ok()) return r.status();
+  return WriteResult(*r, "put", policy.name, expected_version);
+}
+
+absl::StatusOr<ConfigWrite> RedisStore::DeletePolicy(
+    const std::string& name, uint64_t expected_version) {
+  absl::StatusOr<std::vector<std::string>> r =
+      RunConfig({"delete", name, absl::StrCat(expected_version)});
+  if (!r.ok()) return r.status();
+  return WriteResult(*r, "delete", name, expected_version);
+}
+
+absl::StatusOr<ConfigWrite> RedisStore::SetOverride(
+    const StoredOverride& override) {
+  absl::string_view mode = "AUTO";
+  if (override.mode == core::BreakerOverride::kForceOpen) mode = "FORCE_OPEN";
+  if (override.mode == core::BreakerOverride::kForceClosed) {
+    mode = "FORCE_CLOSED";
+  }
+  absl::StatusOr<std::vector<std::string>> r = RunConfig(
+      {"override", override.dependency, std::string(mode), override.note});
+  if (!r.ok()) return r.status();
+  return WriteResult(*r, "override", override.dependency, 0);
 }
 
 }  // namespace sluice::cluster

@@ -4,7 +4,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/cluster/store.h"
 
@@ -12,12 +14,14 @@ struct redisContext;
 
 namespace sluice::cluster {
 
-// The Store on one Redis server (hiredis, synchronous, on the sync loop's
-// thread). A tick is one pipelined round trip: the membership commands and
-// one EVALSHA of tick.lua per policy. Every connect and every read has a
-// timeout, so a dead or paused (SIGSTOPped) Redis costs at most `timeout`
-// per tick; after a failure the next connect waits a backoff that doubles up
-// to `max_backoff`. Not thread-safe: one thread calls Tick.
+// The Store on one Redis server (hiredis, synchronous). A tick is one
+// pipelined round trip on the sync loop's connection: the membership
+// commands, one EVALSHA of config.lua and one EVALSHA of tick.lua per policy.
+// Admin writes use a second connection of their own, so they never wait
+// behind a tick. Every connect and every read has a timeout, so a dead or
+// paused (SIGSTOPped) Redis costs at most `timeout`; after a failure the next
+// connect waits a backoff that doubles up to `max_backoff`. Tick is called
+// from one thread; the config writes are safe from any thread.
 class RedisStore final : public Store {
  public:
   struct Options {
@@ -39,21 +43,53 @@ class RedisStore final : public Store {
   ~RedisStore() override;
 
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override;
+  absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& policy,
+                                        uint64_t expected_version) override;
+  absl::StatusOr<ConfigWrite> DeletePolicy(const std::string& name,
+                                           uint64_t expected_version) override;
+  absl::StatusOr<ConfigWrite> SetOverride(
+      const StoredOverride& override) override;
   std::string Describe() const override;
 
-  // The Lua source run for each policy (tick.lua).
+  // The Lua sources: tick.lua runs once per policy per tick, config.lua
+  // reads and writes the shared config.
   static const char* TickScript();
+  static const char* ConfigScript();
 
  private:
-  absl::Status EnsureConnected(absl::Time now);
-  void Disconnect(absl::Time now);
+  // One hiredis connection with both scripts loaded, and its own backoff.
+  class Connection {
+   public:
+    explicit Connection(const Options& options);
+    ~Connection();
+    // Connects and loads the scripts unless that is done; UNAVAILABLE while
+    // backing off after a failure.
+    absl::Status Ensure(absl::Time now);
+    // Closes after an error; the next Ensure waits the backoff.
+    void Drop(absl::Time now);
+    redisContext* context() { return context_; }
+    const std::string& tick_sha() const { return tick_sha_; }
+    const std::string& config_sha() const { return config_sha_; }
+
+   private:
+    const Options& options_;
+    redisContext* context_ = nullptr;
+    std::string tick_sha_;
+    std::string config_sha_;
+    absl::Duration backoff_;
+    absl::Time next_attempt_ = absl::InfinitePast();
+  };
+
   absl::StatusOr<TickReply> RunTick(const TickRequest& request);
+  // Runs config.lua with `args` on the admin connection.
+  absl::StatusOr<std::vector<std::string>> RunConfig(
+      const std::vector<std::string>& args) ABSL_LOCKS_EXCLUDED(admin_mu_);
+  std::string ConfigKey() const { return options_.key_prefix + "{config}"; }
 
   const Options options_;
-  redisContext* context_ = nullptr;
-  std::string script_sha_;
-  absl::Duration backoff_;
-  absl::Time next_attempt_ = absl::InfinitePast();
+  Connection tick_connection_;
+  absl::Mutex admin_mu_;
+  Connection admin_connection_ ABSL_GUARDED_BY(admin_mu_);
 };
 
 }  // namespace sluice::cluster

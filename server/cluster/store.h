@@ -53,6 +53,38 @@ struct PolicyPull {
   uint32_t leases_granted = 0;
 };
 
+// A policy as the store keeps it: the serialized sluice.v1.Policy with every
+// default written out and version 0, so equal content means equal bytes.
+struct StoredPolicy {
+  std::string name;
+  std::string blob;
+  // The config version that last wrote it (set by the store).
+  uint64_t version = 0;
+};
+
+// An operator's breaker override for one dependency (FORCE_OPEN or
+// FORCE_CLOSED; AUTO is the absence of one).
+struct StoredOverride {
+  std::string dependency;
+  core::BreakerOverride mode = core::BreakerOverride::kAuto;
+  std::string note;
+};
+
+// The operator config every replica shares: all policies and overrides at
+// one config version. The version increases with every change.
+struct ConfigSnapshot {
+  uint64_t version = 0;
+  std::vector<StoredPolicy> policies;
+  std::vector<StoredOverride> overrides;
+};
+
+// The result of an admin write.
+struct ConfigWrite {
+  uint64_t old_version = 0;  // the policy's version before; 0 when new
+  uint64_t new_version = 0;  // after; 0 when deleted; == old when unchanged
+  uint64_t config_version = 0;
+};
+
 struct TickRequest {
   std::string replica_id;
   absl::Time now;
@@ -62,6 +94,12 @@ struct TickRequest {
   // Lifetime of the state keys; refreshed on every tick.
   absl::Duration key_ttl = absl::Minutes(10);
   std::vector<PolicyPush> policies;
+  // The config version this replica has applied; the reply carries the
+  // config only when the store's differs.
+  uint64_t config_seen = 0;
+  // Policies to store where the store has none of that name (the policies
+  // file seeds the cluster; a policy deleted by an operator stays deleted).
+  std::vector<StoredPolicy> seed;
 };
 
 struct TickReply {
@@ -69,6 +107,8 @@ struct TickReply {
   std::vector<std::string> replicas;
   // One entry per pushed policy, in push order.
   std::vector<PolicyPull> policies;
+  // Present when the store's config version differs from config_seen.
+  std::optional<ConfigSnapshot> config;
 };
 
 // The shared ledger of the cluster. A Tick is one round trip whatever the
@@ -77,11 +117,26 @@ struct TickReply {
 // fails as a whole (UNAVAILABLE, DEADLINE_EXCEEDED) when the store is
 // unreachable or too slow; a failed tick may still have been applied, which
 // is harmless because every pushed value is a level or a cumulative total,
-// never an increment. Called from the sync loop's thread only.
+// never an increment. Tick is called from the sync loop's thread only; the
+// config writes may come from any thread, concurrently with Tick.
 class Store {
  public:
   virtual ~Store() = default;
   virtual absl::StatusOr<TickReply> Tick(const TickRequest& request) = 0;
+
+  // Admin writes to the shared config; every replica applies them on its
+  // next tick. `expected_version` 0 skips the compare-and-set; otherwise a
+  // mismatch (or an absent policy) is ABORTED. Storing unchanged content
+  // keeps the version. UNAVAILABLE when the store cannot be reached.
+  virtual absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& policy,
+                                                uint64_t expected_version) = 0;
+  // NOT_FOUND when absent. The name stays deleted: seeding skips it.
+  virtual absl::StatusOr<ConfigWrite> DeletePolicy(
+      const std::string& name, uint64_t expected_version) = 0;
+  // NOT_FOUND when the policy is absent. kAuto clears the override.
+  virtual absl::StatusOr<ConfigWrite> SetOverride(
+      const StoredOverride& override) = 0;
+
   // What the operator sees, e.g. "redis 127.0.0.1:6379".
   virtual std::string Describe() const = 0;
 };

@@ -70,6 +70,12 @@ void SyncLoop::Nudge() {
   nudged_ = true;
 }
 
+void SyncLoop::SetSeed(std::vector<StoredPolicy> seed) {
+  absl::MutexLock lock(&tick_mu_);
+  seed_ = std::move(seed);
+  seed_pending_ = true;
+}
+
 void SyncLoop::Run() {
   // A nudge is honoured after at least this long, so a flapping breaker
   // cannot turn the loop into a busy one.
@@ -129,6 +135,9 @@ absl::Status SyncLoop::TickOnce() {
   request.now = start;
   request.stale_after = options_.interval * options_.stale_ticks;
   request.key_ttl = options_.key_ttl;
+  request.config_seen = config_seen_;
+  const bool seeding = seed_pending_;
+  if (seeding) request.seed = seed_;
   std::vector<const core::DependencyTick*> pushed;
   for (core::DependencyTick& tick : ticks) {
     const bool cluster_limits = tick.cluster_rate || tick.cluster_concurrency;
@@ -168,6 +177,22 @@ absl::Status SyncLoop::TickOnce() {
   const uint32_t live = static_cast<uint32_t>(reply->replicas.size());
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
   engine_->SetStoreState(true, live);
+  if (seeding) seed_pending_ = false;
+  if (reply->config) {
+    if (reply->config->version < config_seen_) {
+      // The store lost its config (a restart without persistence): seed it
+      // again and take the config it then has, not this empty one.
+      spdlog::warn(
+          "cluster config version went back from {} to {}; seeding the store "
+          "again from the policies file",
+          config_seen_, reply->config->version);
+      config_seen_ = 0;
+      seed_pending_ = true;
+    } else if (reply->config->version > 0) {
+      if (options_.on_config) options_.on_config(*reply->config);
+      config_seen_ = reply->config->version;
+    }
+  }
 
   std::vector<core::DependencyUpdate> updates;
   updates.reserve(pushed.size());

@@ -49,6 +49,9 @@ class SyncLoop {
     ShareOptions shares;
     // Called (from the loop's thread) when the store goes up or down.
     std::function<void(bool up, const std::string& detail)> on_store_change;
+    // Called (from the loop's thread) with the shared config whenever its
+    // version moved since the last call.
+    std::function<void(const ConfigSnapshot& config)> on_config;
   };
 
   // `engine`, `store` and `clock` must outlive the loop.
@@ -63,6 +66,11 @@ class SyncLoop {
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   // Asks for a tick soon (a breaker tripped here: tell the others now).
   void Nudge() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The policies (from the policies file) to store where the cluster has
+  // none of that name. Sent with the next tick, and again whenever the
+  // store turns out to have lost its config.
+  void SetSeed(std::vector<StoredPolicy> seed) ABSL_LOCKS_EXCLUDED(tick_mu_);
 
   // One tick on the caller's thread. Tests drive the loop with this.
   absl::Status TickOnce() ABSL_LOCKS_EXCLUDED(tick_mu_);
@@ -85,6 +93,10 @@ class SyncLoop {
   absl::Time last_tick_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
   bool store_up_ ABSL_GUARDED_BY(tick_mu_) = false;
   bool store_known_ ABSL_GUARDED_BY(tick_mu_) = false;
+  // The config version applied (via on_config), and the seed to send.
+  uint64_t config_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  std::vector<StoredPolicy> seed_ ABSL_GUARDED_BY(tick_mu_);
+  bool seed_pending_ ABSL_GUARDED_BY(tick_mu_) = false;
   // Per policy, the outcome totals last seen from each other replica.
   absl::flat_hash_map<std::string,
                       absl::flat_hash_map<std::string, core::OutcomeTotals>>

@@ -120,8 +120,7 @@ class ClusterAdminTest : public ::testing::Test {
   SluicedProcess a_, b_;
 };
 
-// Needs cluster config propagation (not built yet: see docs/operations.md).
-TEST_F(ClusterAdminTest, DISABLED_PolicyPutOnOneIsEnforcedOnTheOtherWithin2s) {
+TEST_F(ClusterAdminTest, PolicyPutOnOneIsEnforcedOnTheOtherWithin2s) {
   v1::PutPolicyResponse put;
   ASSERT_TRUE(
       Put(&a_, P(R"pb(name: "payments" rate_limit { rate: 2 burst: 2 per { seconds: 60 } })pb"),
@@ -162,8 +161,7 @@ TEST_F(ClusterAdminTest, DISABLED_PolicyPutOnOneIsEnforcedOnTheOtherWithin2s) {
   EXPECT_LE(*deleted, kPropagationBound);
 }
 
-// Needs cluster config propagation (not built yet: see docs/operations.md).
-TEST_F(ClusterAdminTest, DISABLED_ForceOpenOnOneDegradesOnTheOtherAndAutoRestores) {
+TEST_F(ClusterAdminTest, ForceOpenOnOneDegradesOnTheOtherAndAutoRestores) {
   ASSERT_EQ(b_.Acquire("inventory").verdict(), v1::ALLOW);
   ASSERT_TRUE(Override(&a_, "inventory", v1::FORCE_OPEN).ok());
   // A applied it before answering.
@@ -213,8 +211,7 @@ TEST_F(ClusterAdminTest, InvalidPolicyChangesNothing) {
   }
 }
 
-// Needs cluster config propagation (not built yet: see docs/operations.md).
-TEST_F(ClusterAdminTest, DISABLED_CompareAndSetConflictIsAbortedAcrossReplicas) {
+TEST_F(ClusterAdminTest, CompareAndSetConflictIsAbortedAcrossReplicas) {
   const uint64_t v = Version(&a_, "inventory");
   v1::Policy edit = P(R"pb(name: "inventory" rate_limit { rate: 500 })pb");
   v1::PutPolicyResponse put;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,12 @@ class FakeStore final : public cluster::Store {
     }
     const absl::Time now = request.now;
     const std::string& me = request.replica_id;
+    for (const cluster::StoredPolicy& seed : request.seed) {
+      if (policies_.count(seed.name) || deleted_.count(seed.name)) continue;
+      cluster::StoredPolicy p = seed;
+      p.version = ++config_version_;
+      policies_[p.name] = p;
+    }
     members_[me] = now + request.stale_after;
     cluster::TickReply reply;
     for (auto it = members_.begin(); it != members_.end();) {
@@ -135,6 +142,13 @@ class FakeStore final : public cluster::Store {
       }
       reply.policies.push_back(std::move(pull));
     }
+    if (config_version_ != request.config_seen) {
+      cluster::ConfigSnapshot config;
+      config.version = config_version_;
+      for (const auto& [name, p] : policies_) config.policies.push_back(p);
+      for (const auto& [name, o] : overrides_) config.overrides.push_back(o);
+      reply.config = std::move(config);
+    }
     ++applied_;
     if (fail_after_ > 0) {
       --fail_after_;
@@ -144,6 +158,73 @@ class FakeStore final : public cluster::Store {
   }
 
   std::string Describe() const override { return "fake store"; }
+
+  // The shared config, as config.lua keeps it.
+  absl::StatusOr<cluster::ConfigWrite> PutPolicy(
+      const cluster::StoredPolicy& policy, uint64_t expected_version) override {
+    absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("fake store is down");
+    auto it = policies_.find(policy.name);
+    const uint64_t stored = it == policies_.end() ? 0 : it->second.version;
+    if (expected_version != 0 && stored != expected_version) {
+      return absl::AbortedError("expected version mismatch");
+    }
+    cluster::ConfigWrite w;
+    w.old_version = stored;
+    if (it != policies_.end() && it->second.blob == policy.blob) {
+      w.new_version = stored;
+      w.config_version = config_version_;
+      return w;
+    }
+    cluster::StoredPolicy p = policy;
+    p.version = ++config_version_;
+    policies_[p.name] = p;
+    deleted_.erase(p.name);
+    w.new_version = p.version;
+    w.config_version = config_version_;
+    return w;
+  }
+  absl::StatusOr<cluster::ConfigWrite> DeletePolicy(
+      const std::string& name, uint64_t expected_version) override {
+    absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("fake store is down");
+    auto it = policies_.find(name);
+    if (it == policies_.end()) return absl::NotFoundError("no such policy");
+    if (expected_version != 0 && it->second.version != expected_version) {
+      return absl::AbortedError("expected version mismatch");
+    }
+    cluster::ConfigWrite w;
+    w.old_version = it->second.version;
+    policies_.erase(it);
+    overrides_.erase(name);
+    deleted_.insert(name);
+    w.config_version = ++config_version_;
+    return w;
+  }
+  absl::StatusOr<cluster::ConfigWrite> SetOverride(
+      const cluster::StoredOverride& override) override {
+    absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("fake store is down");
+    if (policies_.count(override.dependency) == 0) {
+      return absl::NotFoundError("no such policy");
+    }
+    if (override.mode == core::BreakerOverride::kAuto) {
+      overrides_.erase(override.dependency);
+    } else {
+      overrides_[override.dependency] = override;
+    }
+    cluster::ConfigWrite w;
+    w.config_version = ++config_version_;
+    return w;
+  }
+  // Forgets the whole config, as a Redis restarted without persistence.
+  void WipeConfig() {
+    absl::MutexLock lock(&mu_);
+    policies_.clear();
+    overrides_.clear();
+    deleted_.clear();
+    config_version_ = 0;
+  }
 
  private:
   struct Demand {
@@ -174,6 +255,10 @@ class FakeStore final : public cluster::Store {
   std::map<std::string, std::map<std::string, Outcomes>> outcomes_;
   std::map<std::string, core::BreakerRecord> breakers_;
   std::map<std::string, std::map<std::string, Lease>> leases_;
+  uint64_t config_version_ = 0;
+  std::map<std::string, cluster::StoredPolicy> policies_;
+  std::map<std::string, cluster::StoredOverride> overrides_;
+  std::set<std::string> deleted_;
 };
 
 }  // namespace sluice::testing
