@@ -156,6 +156,7 @@ metrics::Sources Server::MetricsSources() {
     s.last_tick_duration = stats.last_tick_duration;
     return s;
   };
+  sources.unknown_decisions = [this] { return engine_.UnknownDecisions(); };
   sources.events_dropped = [this]() -> uint64_t {
     return events_ ? events_->dropped() : 0;
   };

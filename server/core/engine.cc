@@ -116,9 +116,11 @@ absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
   if (dep == nullptr) {
     decision.reason = Reason::kUnknownDependency;
     if (options_.unknown_dependency == UnknownDependencyAction::kAllow) {
+      unknown_allowed_.fetch_add(1, std::memory_order_relaxed);
       decision.verdict = Verdict::kAllow;
       decision.call_timeout = options_.unknown_call_timeout;
     } else {
+      unknown_rejected_.fetch_add(1, std::memory_order_relaxed);
       decision.verdict = Verdict::kReject;
       decision.http_status = 503;
     }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -92,6 +93,13 @@ class Engine {
   void SetStoreState(bool up, uint32_t live_replicas)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Acquire answers given for dependencies without a policy: {allowed,
+  // rejected}.
+  std::pair<uint64_t, uint64_t> UnknownDecisions() const {
+    return {unknown_allowed_.load(std::memory_order_relaxed),
+            unknown_rejected_.load(std::memory_order_relaxed)};
+  }
+
   // The policies in force, sorted by name.
   std::vector<std::shared_ptr<const PolicyConfig>> Policies();
 
@@ -120,6 +128,8 @@ class Engine {
   const uint64_t id_;
   // Gives each gate set a distinct permit epoch.
   std::atomic<uint32_t> epochs_{1};
+  std::atomic<uint64_t> unknown_allowed_{0};
+  std::atomic<uint64_t> unknown_rejected_{0};
   // Bumped on every Publish; readers compare it with their cached version.
   std::atomic<uint64_t> version_{1};
 

@@ -26,6 +26,7 @@ TEST_F(EngineTest, UnknownDependencyAllowsByDefault) {
                           absl::Seconds(1)),
             BreakerState::kClosed);
   EXPECT_FALSE(engine.Inspect("nope").ok());
+  EXPECT_EQ(engine.UnknownDecisions(), std::make_pair(uint64_t{1}, uint64_t{0}));
 }
 
 TEST_F(EngineTest, UnknownDependencyRejectsWhenConfigured) {
@@ -37,6 +38,8 @@ TEST_F(EngineTest, UnknownDependencyRejectsWhenConfigured) {
   EXPECT_EQ(d->verdict, Verdict::kReject);
   EXPECT_EQ(d->reason, Reason::kUnknownDependency);
   EXPECT_EQ(d->permit_id, 0u);
+  (void)engine.Acquire("nope-either", "", 1);
+  EXPECT_EQ(engine.UnknownDecisions(), std::make_pair(uint64_t{0}, uint64_t{2}));
 }
 
 TEST_F(EngineTest, AllowCarriesPolicyFields) {
