@@ -39,9 +39,15 @@ struct ClientOptions {
   std::shared_ptr<grpc::Channel> channel;
   // Null means insecure (plaintext) credentials.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
-  // gRPC load-balancing policy; "round_robin" spreads calls over every
-  // address the target resolves to. "" keeps gRPC's default (pick_first).
-  std::string load_balancing_policy = "round_robin";
+  // gRPC load-balancing policy. The default, "pick_first", keeps one
+  // connection to one Sluice replica, so every ReportResult reaches the
+  // replica that issued the permit: a replica only knows its own permits,
+  // and one it never hears back about counts as a TIMEOUT after
+  // 2 x call_timeout. Gateways spread over the replicas by their own number
+  // (an L4 Kubernetes Service does that per connection). "round_robin"
+  // spreads calls per request and breaks that pairing; use it only with a
+  // single replica address.
+  std::string load_balancing_policy = "pick_first";
   // Extra integer channel arguments, e.g. {"grpc.keepalive_time_ms", 10000}.
   std::vector<std::pair<std::string, int>> channel_int_args;
   // Sent as AcquireRequest.caller, for Sluice's logs ("" = none).
