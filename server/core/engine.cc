@@ -183,40 +183,35 @@ void Engine::SetStoreState(bool up, uint32_t live_replicas) {
   for (const auto& [name, dep] : *map) dep->SetClusterState(cluster);
 }
 
-absl::Status Engine::SetOverride(absl::string_view dependency,
-                                 BreakerOverride override,
-                                 const std::string& cause) {
-  std::shared_ptr<Dependency> dep;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = current_->find(dependency);
-    if (it != current_->end()) dep = it->second;
-  }
-  if (dep == nullptr) {
+absl::StatusOr<std::shared_ptr<Dependency>> Engine::Lookup(
+    absl::string_view dependency) {
+  std::shared_ptr<const DependencyMap> map = CurrentMap();
+  auto it = map->find(dependency);
+  if (it == map->end()) {
     return absl::NotFoundError(
         absl::StrCat("no policy named \"", dependency, "\""));
   }
-  if (!dep->policy()->breaker) {
+  return it->second;
+}
+
+absl::Status Engine::SetOverride(absl::string_view dependency,
+                                 BreakerOverride override,
+                                 const std::string& cause) {
+  absl::StatusOr<std::shared_ptr<Dependency>> dep = Lookup(dependency);
+  if (!dep.ok()) return dep.status();
+  if (!(*dep)->policy()->breaker) {
     return absl::FailedPreconditionError(absl::StrCat(
         "policy \"", dependency, "\" has no breaker to override"));
   }
-  dep->SetOverride(override, cause);
+  (*dep)->SetOverride(override, cause);
   return absl::OkStatus();
 }
 
 absl::StatusOr<DependencyStatus> Engine::Inspect(absl::string_view dependency,
                                                  absl::string_view key) {
-  std::shared_ptr<Dependency> dep;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = current_->find(dependency);
-    if (it != current_->end()) dep = it->second;
-  }
-  if (dep == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no policy named \"", dependency, "\""));
-  }
-  return dep->Status(key);
+  absl::StatusOr<std::shared_ptr<Dependency>> dep = Lookup(dependency);
+  if (!dep.ok()) return dep.status();
+  return (*dep)->Status(key);
 }
 
 std::vector<std::shared_ptr<const PolicyConfig>> Engine::Policies() {

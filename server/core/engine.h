@@ -118,6 +118,9 @@ class Engine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<Dependency> MakeDependency(PolicyConfig policy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The dependency named so, off the request path; NOT_FOUND without one.
+  absl::StatusOr<std::shared_ptr<Dependency>> Lookup(
+      absl::string_view dependency) ABSL_LOCKS_EXCLUDED(mu_);
   // The current map, for work off the request path.
   std::shared_ptr<const DependencyMap> CurrentMap() ABSL_LOCKS_EXCLUDED(mu_);
 

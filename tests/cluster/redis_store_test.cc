@@ -1,10 +1,5 @@
 // The cluster scenarios and the Redis store's own failure handling, against
 // a real redis-server started by this binary.
-#include <map>
-#include <sstream>
-
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "server/cluster/redis_store.h"
 #include "tests/cluster/cluster_scenarios.h"
 #include "tests/testing/redis_server.h"
@@ -39,31 +34,7 @@ TickRequest Request(absl::Time now) {
   return r;
 }
 
-// Calls per command name, from INFO commandstats.
-std::map<std::string, int64_t> CommandStats() {
-  std::map<std::string, int64_t> calls;
-  std::istringstream info(redis->Command("INFO commandstats"));
-  std::string line;
-  while (std::getline(info, line)) {
-    if (line.rfind("cmdstat_", 0) != 0) continue;
-    const std::string name = line.substr(8, line.find(':') - 8);
-    const size_t at = line.find("calls=");
-    int64_t n = 0;
-    if (at != std::string::npos &&
-        absl::SimpleAtoi(line.substr(at + 6, line.find(',', at) - at - 6), &n)) {
-      calls[name] = n;
-    }
-  }
-  return calls;
-}
-
-int64_t TotalCalls() {
-  int64_t total = 0;
-  for (const auto& [name, n] : CommandStats()) {
-    if (name != "info" && name != "config|resetstat") total += n;
-  }
-  return total;
-}
+int64_t TotalCalls() { return redis->TotalCommandCalls(); }
 
 TEST(RedisStoreTest, ParsesAddresses) {
   EXPECT_EQ(RedisStore::ParseAddress("redis.ns:6380")->port, 6380);

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -97,6 +100,29 @@ class RedisServer {
     }
     if (c != nullptr) redisFree(c);
     return out;
+  }
+
+  // Calls per command name from INFO commandstats ("zadd", "evalsha", ...).
+  std::map<std::string, int64_t> CommandCalls() const {
+    std::map<std::string, int64_t> calls;
+    std::istringstream info(Command("INFO commandstats"));
+    std::string line;
+    while (std::getline(info, line)) {
+      if (line.rfind("cmdstat_", 0) != 0) continue;
+      const std::string name = line.substr(8, line.find(':') - 8);
+      const size_t at = line.find("calls=");
+      if (at == std::string::npos) continue;
+      calls[name] = std::atoll(line.c_str() + at + 6);
+    }
+    return calls;
+  }
+  // Calls of every command but the test's own INFO and CONFIG RESETSTAT.
+  int64_t TotalCommandCalls() const {
+    int64_t total = 0;
+    for (const auto& [name, n] : CommandCalls()) {
+      if (name != "info" && name != "config|resetstat") total += n;
+    }
+    return total;
   }
 
   int port() const { return port_; }
