@@ -151,6 +151,10 @@ void DecisionToProto(const core::Decision& decision,
   }
   if (const core::FallbackConfig* fallback = decision.fallback()) {
     FallbackToProto(*fallback, response->mutable_fallback());
+  } else if (decision.verdict == core::Verdict::kAllow && decision.policy &&
+             decision.policy->fallback.serve_on_failure) {
+    // The gateway serves it if the allowed call fails.
+    FallbackToProto(decision.policy->fallback, response->mutable_fallback());
   }
   response->set_breaker_state(BreakerStateToProto(decision.breaker_state));
   response->set_remaining(decision.remaining);

@@ -92,7 +92,7 @@ TEST(ParseReportTest, ChecksOutcomeLatencyAndPermit) {
               HasSubstr("latency must not be negative"));
 }
 
-TEST(DecisionToProtoTest, CopiesFallbackOnlyOnDegrade) {
+TEST(DecisionToProtoTest, CopiesFallbackOnDegradeAndForFailedCalls) {
   auto policy = std::make_shared<core::PolicyConfig>();
   policy->name = "inventory";
   policy->fallback.strategy = core::FallbackStrategy::kCache;
@@ -134,8 +134,15 @@ TEST(DecisionToProtoTest, CopiesFallbackOnlyOnDegrade) {
   decision.permit_id = 99;
   v1::AcquireResponse allowed;
   DecisionToProto(decision, &allowed);
-  EXPECT_FALSE(allowed.has_fallback());
+  // serve_on_failure: the gateway gets the fallback to serve if the call
+  // fails.
+  EXPECT_EQ(allowed.fallback().payload(), "{}");
   EXPECT_EQ(allowed.permit_id(), "99");
+
+  policy->fallback.serve_on_failure = false;
+  v1::AcquireResponse plain;
+  DecisionToProto(decision, &plain);
+  EXPECT_FALSE(plain.has_fallback());
 }
 
 TEST(StatusConvertTest, KeepsCodeAndMessage) {
