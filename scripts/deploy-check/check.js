@@ -1,0 +1,360 @@
+#!/usr/bin/env node
+// Validates Kubernetes manifests against the kubernetes-models classes
+// (the Kubernetes OpenAPI schemas, compiled) and flags unknown fields, which
+// kubernetes-models alone accepts silently.
+//
+// Usage:
+//   node check.js --tree DIR            every kustomization under DIR, and
+//                                       every file each one names
+//   node check.js [--partial] FILE...   the given files ("-" = stdin)
+//   node check.js --rendered FILE...    kustomize output: also cross-checks
+//
+//   Every YAML document in each file is checked on its own:
+//   - kind Kustomization: only its top-level keys (kustomize's own format);
+//   - any other kind: the kubernetes-models class for its apiVersion/kind
+//     validates it (required fields, types, enums, formats) and every field
+//     must be one the schema knows;
+//   - with --partial (kustomize patches, which are partial objects) required
+//     fields are not asked for, but unknown fields still fail.
+//   --tree reads each kustomization.yaml: its `resources` files are checked
+//   in full, its `patches` / `patchesStrategicMerge` files with --partial,
+//   and a YAML file under DIR that no kustomization names is an error
+//   (configMapGenerator files are data and are not checked as manifests).
+//   --rendered (the output of `kubectl kustomize`) adds cross-checks between
+//   objects: Service selectors match a Deployment's pods, named targetPorts
+//   exist, mounted ConfigMaps exist, gRPC probe ports are container ports.
+// Exit status: 0 all valid, 1 a problem found, 2 bad usage.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const yaml = require('js-yaml');
+
+// Top-level fields of kustomize.config.k8s.io/v1beta1 Kustomization.
+const KUSTOMIZATION_FIELDS = new Set([
+  'apiVersion', 'kind', 'metadata', 'resources', 'components', 'bases',
+  'namespace', 'namePrefix', 'nameSuffix', 'labels', 'commonLabels',
+  'commonAnnotations', 'images', 'replicas', 'patches',
+  'patchesStrategicMerge', 'patchesJson6902', 'configMapGenerator',
+  'secretGenerator', 'generatorOptions', 'generators', 'transformers',
+  'validators', 'vars', 'replacements', 'crds', 'openapi', 'helmCharts',
+  'helmGlobals', 'buildMetadata', 'sortOptions', 'configurations',
+]);
+
+function modelClass(apiVersion, kind) {
+  if (typeof apiVersion !== 'string' || typeof kind !== 'string') return null;
+  // "v1" -> kubernetes-models/v1, "apps/v1" -> kubernetes-models/apps/v1.
+  let mod;
+  try {
+    mod = require(`kubernetes-models/${apiVersion}`);
+  } catch (e) {
+    return null;
+  }
+  const cls = mod[kind];
+  return typeof cls === 'function' ? cls : null;
+}
+
+// Wraps `data` so that every property the schema validator reads (present or
+// not) is recorded per object. The compiled validators read each property
+// their schema declares and iterate maps, so a key that is present but never
+// read is one the schema does not know.
+function tracking(data, seen) {
+  if (data === null || typeof data !== 'object') return data;
+  const read = new Set();
+  seen.set(data, read);
+  return new Proxy(data, {
+    get(target, prop, receiver) {
+      if (typeof prop === 'string') read.add(prop);
+      return tracking(Reflect.get(target, prop, receiver), seen);
+    },
+    has(target, prop) {
+      if (typeof prop === 'string') read.add(prop);
+      return Reflect.has(target, prop);
+    },
+  });
+}
+
+function unknownFields(data, seen, path, out) {
+  if (data === null || typeof data !== 'object') return;
+  const read = seen.get(data);
+  if (Array.isArray(data)) {
+    data.forEach((v, i) => unknownFields(v, seen, `${path}[${i}]`, out));
+    return;
+  }
+  // An object the validator never looked into has no schema to judge by
+  // (free-form); skip it rather than guess.
+  if (read === undefined || read.size === 0) return;
+  for (const key of Object.keys(data)) {
+    const child = `${path}.${key}`;
+    if (!read.has(key)) out.push(child);
+    else unknownFields(data[key], seen, child, out);
+  }
+}
+
+function checkObject(doc, where, partial) {
+  const problems = [];
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
+    return [`${where}: not a mapping`];
+  }
+  if (doc.kind === 'Kustomization') {
+    for (const key of Object.keys(doc)) {
+      if (!KUSTOMIZATION_FIELDS.has(key)) {
+        problems.push(`${where}: unknown Kustomization field "${key}"`);
+      }
+    }
+    return problems;
+  }
+  const cls = modelClass(doc.apiVersion, doc.kind);
+  if (!cls) {
+    return [`${where}: no kubernetes-models class for ` +
+            `apiVersion "${doc.apiVersion}" kind "${doc.kind}"`];
+  }
+  const name = `${doc.kind}/${(doc.metadata && doc.metadata.name) || '?'}`;
+  if (!partial) {
+    try {
+      new cls(doc).validate();
+    } catch (e) {
+      problems.push(`${where}: ${name}: ${e.message}`);
+    }
+  }
+  // Run the same compiled validator on a tracking proxy; its verdict is
+  // ignored here (reported above), only what it read matters.
+  const seen = new WeakMap();
+  try {
+    cls.prototype.validate.call(tracking(doc, seen));
+  } catch (e) {
+    // Expected for partial objects.
+  }
+  const unknown = [];
+  unknownFields(doc, seen, '', unknown);
+  for (const field of unknown) {
+    problems.push(`${where}: ${name}: unknown field "${field.slice(1)}"`);
+  }
+  return problems;
+}
+
+function loadDocs(file) {
+  const text = fs.readFileSync(file === '-' ? 0 : file, 'utf8');
+  return yaml.loadAll(text).filter((d) => d !== null && d !== undefined);
+}
+
+// Walks DIR for kustomization.yaml files and returns
+// {full: [...], partial: [...], data: [...], problems: [...]}.
+function collectTree(dir) {
+  const out = { full: [], partial: [], data: [], problems: [] };
+  const yamlFiles = [];
+  const kustomizations = [];
+  (function walk(d) {
+    for (const ent of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, ent.name);
+      if (ent.isDirectory()) walk(p);
+      else if (ent.name === 'kustomization.yaml' || ent.name === 'kustomization.yml') {
+        kustomizations.push(p);
+      } else if (/\.ya?ml$/.test(ent.name)) yamlFiles.push(path.resolve(p));
+    }
+  })(dir);
+  const named = new Set();
+  for (const k of kustomizations.sort()) {
+    out.full.push(k);
+    let doc;
+    try {
+      doc = yaml.load(fs.readFileSync(k, 'utf8')) || {};
+    } catch (e) {
+      out.problems.push(`${k}: ${e.message.split('\n')[0]}`);
+      continue;
+    }
+    const base = path.dirname(k);
+    const local = (rel) => {
+      const abs = path.resolve(base, rel);
+      return fs.existsSync(abs) && fs.statSync(abs).isFile() ? abs : null;
+    };
+    for (const r of doc.resources || []) {
+      const abs = local(r);
+      if (abs) { named.add(abs); out.full.push(abs); }
+      else if (!fs.existsSync(path.resolve(base, r))) {
+        out.problems.push(`${k}: resource "${r}" does not exist`);
+      }
+    }
+    const patchPaths = [];
+    for (const p of doc.patches || []) if (p && p.path) patchPaths.push(p.path);
+    for (const p of doc.patchesStrategicMerge || []) patchPaths.push(p);
+    for (const p of patchPaths) {
+      const abs = local(p);
+      if (abs) { named.add(abs); out.partial.push(abs); }
+      else out.problems.push(`${k}: patch "${p}" does not exist`);
+    }
+    for (const g of doc.configMapGenerator || []) {
+      for (const f of g.files || []) {
+        const rel = String(f).includes('=') ? String(f).split('=').slice(1).join('=') : f;
+        const abs = local(rel);
+        if (abs) { named.add(abs); out.data.push(abs); }
+        else out.problems.push(`${k}: configMapGenerator file "${rel}" does not exist`);
+      }
+    }
+  }
+  for (const f of yamlFiles) {
+    if (!named.has(f)) {
+      out.problems.push(`${path.relative(process.cwd(), f)}: no kustomization names this file`);
+    }
+  }
+  out.full = [...new Set(out.full)].map((f) => path.relative(process.cwd(), f) || f);
+  out.partial = [...new Set(out.partial)].map((f) => path.relative(process.cwd(), f));
+  return out;
+}
+
+function matches(selector, labels) {
+  return Object.entries(selector || {}).every(([k, v]) => labels && labels[k] === v);
+}
+
+// Cross-object checks on one rendered kustomization.
+function crossCheck(docs, label) {
+  const problems = [];
+  const pods = [];  // {name, labels, containers, volumes}
+  const configMaps = new Set();
+  for (const d of docs) {
+    if (d.kind === 'ConfigMap') configMaps.add(d.metadata && d.metadata.name);
+    if (['Deployment', 'StatefulSet', 'DaemonSet'].includes(d.kind)) {
+      const t = (d.spec && d.spec.template) || {};
+      const podLabels = (t.metadata && t.metadata.labels) || {};
+      const name = `${d.kind}/${d.metadata && d.metadata.name}`;
+      const sel = d.spec && d.spec.selector && d.spec.selector.matchLabels;
+      if (!matches(sel, podLabels)) {
+        problems.push(`${label}: ${name}: selector does not match its pod labels`);
+      }
+      pods.push({ name, labels: podLabels, annotations: (t.metadata && t.metadata.annotations) || {}, spec: t.spec || {} });
+    }
+  }
+  for (const p of pods) {
+    const containers = p.spec.containers || [];
+    const scrapePort = p.annotations && p.annotations['prometheus.io/port'];
+    if (scrapePort !== undefined &&
+        !containers.some((c) => (c.ports || []).some((x) => String(x.containerPort) === scrapePort))) {
+      problems.push(`${label}: ${p.name}: prometheus.io/port ${scrapePort} is not a container port`);
+    }
+    for (const v of p.spec.volumes || []) {
+      if (v.configMap && !configMaps.has(v.configMap.name) && !v.configMap.optional) {
+        problems.push(`${label}: ${p.name}: volume "${v.name}" mounts ConfigMap ` +
+                      `"${v.configMap.name}", which is not in the output`);
+      }
+    }
+    for (const c of containers) {
+      const portNumbers = new Set((c.ports || []).map((x) => x.containerPort));
+      for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
+        const g = c[probe] && c[probe].grpc;
+        if (g && !portNumbers.has(g.port)) {
+          problems.push(`${label}: ${p.name}: ${c.name} ${probe} gRPC port ` +
+                        `${g.port} is not a container port`);
+        }
+      }
+      // sluiced's listeners that must be reachable from outside the pod.
+      for (const e of c.env || []) {
+        if (!['SLUICE_LISTEN', 'SLUICE_METRICS_LISTEN'].includes(e.name) ||
+            typeof e.value !== 'string') continue;
+        const port = Number(e.value.slice(e.value.lastIndexOf(':') + 1));
+        if (!portNumbers.has(port)) {
+          problems.push(`${label}: ${p.name}: ${c.name} ${e.name}=${e.value} ` +
+                        `is not on a container port`);
+        }
+        if (/^(127\.|localhost|\[::1\])/.test(e.value)) {
+          problems.push(`${label}: ${p.name}: ${c.name} ${e.name}=${e.value} ` +
+                        `listens on loopback only`);
+        }
+      }
+      for (const m of c.volumeMounts || []) {
+        if (!(p.spec.volumes || []).some((v) => v.name === m.name)) {
+          problems.push(`${label}: ${p.name}: ${c.name} mounts unknown volume "${m.name}"`);
+        }
+      }
+    }
+  }
+  for (const d of docs) {
+    if (d.kind !== 'Service') continue;
+    const name = `Service/${d.metadata && d.metadata.name}`;
+    const sel = (d.spec && d.spec.selector) || {};
+    const targets = pods.filter((p) => matches(sel, p.labels));
+    if (targets.length !== 1) {
+      problems.push(`${label}: ${name}: selector matches ${targets.length} workloads, want 1`);
+      continue;
+    }
+    const portNames = new Set();
+    for (const c of targets[0].spec.containers || []) {
+      for (const x of c.ports || []) if (x.name) portNames.add(x.name);
+    }
+    for (const sp of (d.spec && d.spec.ports) || []) {
+      if (typeof sp.targetPort === 'string' && !portNames.has(sp.targetPort)) {
+        problems.push(`${label}: ${name}: targetPort "${sp.targetPort}" is not a ` +
+                      `container port of ${targets[0].name}`);
+      }
+    }
+  }
+  return problems;
+}
+
+function checkFiles(files, partial, rendered, problems) {
+  let objects = 0;
+  for (const file of files) {
+    const label = file === '-' ? '<stdin>' : file;
+    let docs;
+    try {
+      docs = loadDocs(file);
+    } catch (e) {
+      problems.push(`${label}: ${e.message.split('\n')[0]}`);
+      continue;
+    }
+    docs.forEach((doc, i) => {
+      objects++;
+      problems.push(...checkObject(doc, `${label}#${i + 1}`, partial));
+    });
+    if (rendered) problems.push(...crossCheck(docs, label));
+  }
+  return objects;
+}
+
+function main(argv) {
+  const usage = 'usage: node check.js --tree DIR | [--partial | --rendered] FILE... ("-" = stdin)\n';
+  let partial = false;
+  let rendered = false;
+  let tree = null;
+  const files = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--partial') partial = true;
+    else if (arg === '--rendered') rendered = true;
+    else if (arg === '--tree') tree = argv[++i];
+    else if (arg === '-h' || arg === '--help') {
+      process.stdout.write(usage);
+      return 0;
+    } else if (arg.startsWith('--')) {
+      process.stderr.write(`deploy-check: unknown flag ${arg}\n${usage}`);
+      return 2;
+    } else files.push(arg);
+  }
+  const problems = [];
+  let objects = 0;
+  let what;
+  if (tree !== null && tree !== undefined) {
+    if (files.length || partial || rendered) {
+      process.stderr.write(usage);
+      return 2;
+    }
+    const t = collectTree(tree);
+    problems.push(...t.problems);
+    objects += checkFiles(t.full, false, false, problems);
+    objects += checkFiles(t.partial, true, false, problems);
+    what = `${t.full.length} manifest(s) and ${t.partial.length} patch(es) under ${tree}`;
+  } else {
+    if (files.length === 0 || (partial && rendered)) {
+      process.stderr.write(usage);
+      return 2;
+    }
+    objects += checkFiles(files, partial, rendered, problems);
+    const mode = partial ? ', partial: unknown fields only' : rendered ? ', rendered' : '';
+    what = `${files.map((f) => (f === '-' ? '<stdin>' : f)).join(' ')}${mode}`;
+  }
+  for (const p of problems) process.stderr.write(`deploy-check: ${p}\n`);
+  process.stdout.write(`deploy-check: ${objects} objects (${what}): ` +
+                       `${problems.length} problem(s)\n`);
+  return problems.length === 0 ? 0 : 1;
+}
+
+process.exitCode = main(process.argv.slice(2));
