@@ -101,6 +101,13 @@ TEST_F(SluicectlTest, ApplyGetBreakerStateWatch) {
   EXPECT_THAT(r.output, AllOf(HasSubstr("update inventory"),
                               HasSubstr("-       rate: 100"),
                               HasSubstr("+       rate: 20")));
+  // The same from stdin (kubectl exec ... sluicectl apply -f - < file).
+  const std::string piped = WriteYaml(
+      "piped.yaml", absl::StrReplaceAll(kPolicies, {{"rate: 100,", "rate: 30,"}}));
+  r = Ctl("apply -f - < " + piped);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("-       rate: 20"),
+                              HasSubstr("+       rate: 30")));
 
   // watch in the background, then force the breaker open.
   const std::string watch_out = server_.dir() + "/watch.out";

@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,8 +49,9 @@ Usage: sluicectl [global flags] COMMAND [args] [flags]
 Commands:
   list                      list the policies in force (table)
   get NAME                  show one policy (YAML; -o json)
-  apply -f FILE [--dry-run] create or update the policies of a YAML file,
-                            showing a diff first; --dry-run changes nothing
+  apply -f FILE [--dry-run] create or update the policies of a YAML file
+                            (-f - reads stdin), showing a diff first;
+                            --dry-run changes nothing
   delete NAME               delete a policy; its dependency then follows
                             --unknown-dependency
   breaker open|close|auto DEP [--note TEXT]
@@ -411,9 +414,16 @@ class Ctl {
   }
 
   int Apply() {
-    if (flags_.file.empty()) UsageError("apply needs -f FILE");
-    absl::StatusOr<std::vector<v1::Policy>> file =
-        policy::LoadPolicyFile(flags_.file);
+    if (flags_.file.empty()) UsageError("apply needs -f FILE (or -f - for stdin)");
+    absl::StatusOr<std::vector<v1::Policy>> file;
+    if (flags_.file == "-") {
+      // kubectl exec ... sluicectl apply -f - < policies.yaml
+      std::string text((std::istreambuf_iterator<char>(std::cin)),
+                       std::istreambuf_iterator<char>());
+      file = policy::ParsePolicies(text, "(stdin)");
+    } else {
+      file = policy::LoadPolicyFile(flags_.file);
+    }
     if (!file.ok()) {
       std::fprintf(stderr, "sluicectl: %s\n",
                    std::string(file.status().message()).c_str());
