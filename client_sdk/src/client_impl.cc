@@ -8,32 +8,11 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "permit_access.h"
+#include "sluice/v1/request_limits.h"
 
 namespace sluice::client {
 namespace internal {
 namespace {
-
-// Limits of the wire contract (decision.proto), checked here so that a bad
-// name never costs a round trip.
-constexpr size_t kMaxDependencyBytes = 256;
-constexpr size_t kMaxKeyBytes = 1024;
-
-absl::Status ValidateNames(absl::string_view dependency,
-                           absl::string_view key) {
-  if (dependency.empty()) {
-    return absl::InvalidArgumentError("dependency is required");
-  }
-  if (dependency.size() > kMaxDependencyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dependency must be at most ", kMaxDependencyBytes,
-                     " bytes, got ", dependency.size()));
-  }
-  if (key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status FromGrpc(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
@@ -126,7 +105,7 @@ ClientImpl::~ClientImpl() {
 Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
                            uint32_t permits) {
   Counters::Inc(counters_->acquires);
-  if (absl::Status s = ValidateNames(dependency, key); !s.ok()) {
+  if (absl::Status s = v1::ValidateRequestNames(dependency, key); !s.ok()) {
     return shared_->Local(std::string(dependency), std::string(key), s);
   }
   const absl::Time start = absl::Now();
@@ -185,7 +164,7 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
                               absl::string_view key, uint32_t permits,
                               std::function<void(Permit)> done) {
   Counters::Inc(counters_->acquires);
-  if (absl::Status s = ValidateNames(dependency, key); !s.ok()) {
+  if (absl::Status s = v1::ValidateRequestNames(dependency, key); !s.ok()) {
     done(shared_->Local(std::string(dependency), std::string(key), s));
     return;
   }

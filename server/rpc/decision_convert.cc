@@ -69,27 +69,10 @@ void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
   out->set_serve_on_failure(config.serve_on_failure);
 }
 
-absl::Status ValidateNames(absl::string_view dependency,
-                           absl::string_view key) {
-  if (dependency.empty()) {
-    return absl::InvalidArgumentError("dependency is required");
-  }
-  if (dependency.size() > kMaxDependencyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dependency must be at most ", kMaxDependencyBytes,
-                     " bytes, got ", dependency.size()));
-  }
-  if (key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
-  if (absl::Status s = ValidateNames(request.dependency(), request.key());
+  if (absl::Status s = v1::ValidateRequestNames(request.dependency(), request.key());
       !s.ok()) {
     return s;
   }
@@ -102,7 +85,7 @@ absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
 
 absl::StatusOr<ReportArgs> ParseReportRequest(
     const v1::ReportResultRequest& request) {
-  if (absl::Status s = ValidateNames(request.dependency(), request.key());
+  if (absl::Status s = v1::ValidateRequestNames(request.dependency(), request.key());
       !s.ok()) {
     return s;
   }

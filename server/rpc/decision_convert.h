@@ -12,15 +12,16 @@
 #include "server/core/decision.h"
 #include "server/core/types.h"
 #include "sluice/v1/decision.pb.h"
+#include "sluice/v1/request_limits.h"
 
 // Request validation and core <-> proto conversion for DecisionService. Pure
 // functions; safe for concurrent use.
 
 namespace sluice::rpc {
 
-// Request limits enforced at the edge.
-inline constexpr size_t kMaxDependencyBytes = 256;
-inline constexpr size_t kMaxKeyBytes = 1024;
+// Request limits enforced at the edge (names: sluice/v1/request_limits.h).
+using v1::kMaxDependencyBytes;
+using v1::kMaxKeyBytes;
 inline constexpr uint32_t kMaxPermits = 1000000;
 
 // INVALID_ARGUMENT naming the field and the rule when `request` breaks one.
