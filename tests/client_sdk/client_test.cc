@@ -199,8 +199,9 @@ TEST_F(ClientTest, CallReturnsTheBackendAnswerAndReportsSuccess) {
 
 TEST_F(ClientTest, OpenBreakerServesTheCachedGoodResponse) {
   client_->Call("fragile", [](const CallContext&) { return Ok("fresh"); });
+  // The policy serves its fallback on failure, so the ALLOW carries it: a
+  // failed call gets the cached good answer without any gateway setting.
   CallOptions options;
-  options.fallback_on_failure = true;  // The ALLOW carries no fallback.
   options.default_fallback.body = "gateway default";
   for (int i = 0; i < 3; ++i) {
     CallResult failed = client_->Call(
@@ -212,7 +213,8 @@ TEST_F(ClientTest, OpenBreakerServesTheCachedGoodResponse) {
     EXPECT_EQ(failed.kind, CallResult::Kind::kDegraded);
     EXPECT_EQ(failed.reason, Reason::kCallFailed);
     EXPECT_EQ(failed.outcome, Outcome::kFailure);
-    EXPECT_EQ(failed.response.body, "gateway default");
+    EXPECT_EQ(failed.fallback_source, CallResult::FallbackSource::kCache);
+    EXPECT_EQ(failed.response.body, "fresh");
   }
   AwaitReports(4);
 
@@ -227,7 +229,7 @@ TEST_F(ClientTest, OpenBreakerServesTheCachedGoodResponse) {
   EXPECT_EQ(result.breaker_state, BreakerState::kOpen);
   EXPECT_EQ(result.fallback_source, CallResult::FallbackSource::kCache);
   EXPECT_EQ(result.response.body, "fresh");
-  EXPECT_EQ(client_->stats().cache_hits, 1u);
+  EXPECT_EQ(client_->stats().cache_hits, 4u);  // three failed calls, then this
 
   // Another key has nothing cached: the policy's payload.
   CallOptions other;
