@@ -260,6 +260,22 @@ TEST_F(ClientTest, StaticFallbackAndTimeoutClassification) {
   EXPECT_EQ(degraded.response.content_type, "text/plain");
 }
 
+TEST_F(ClientTest, GatewaySettingServesItsDefaultOnFailure) {
+  // The policy has no fallback; the route asks for its own on failure.
+  CallOptions options;
+  options.fallback_on_failure = true;
+  options.default_fallback.body = "gateway default";
+  CallResult failed = client_->Call(
+      "open-no-fallback",
+      [](const CallContext&) -> absl::StatusOr<Response> {
+        return absl::UnavailableError("connection refused");
+      },
+      options);
+  EXPECT_EQ(failed.kind, CallResult::Kind::kDegraded);
+  EXPECT_EQ(failed.reason, Reason::kCallFailed);
+  EXPECT_EQ(failed.response.body, "gateway default");
+}
+
 TEST_F(ClientTest, OpenBreakerWithoutFallbackRejects503) {
   client_->Call("open-no-fallback", [](const CallContext&) {
     Response r;
