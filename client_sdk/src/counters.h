@@ -16,12 +16,13 @@ struct Counters {
   std::atomic<uint64_t> reports_sent{0};
   std::atomic<uint64_t> reports_failed{0};
   std::atomic<uint64_t> reports_dropped{0};
+  std::atomic<uint64_t> report_batches{0};
   std::atomic<uint64_t> reports_auto_cancelled{0};
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> cache_misses{0};
 
-  static void Inc(std::atomic<uint64_t>& c) {
-    c.fetch_add(1, std::memory_order_relaxed);
+  static void Inc(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.fetch_add(n, std::memory_order_relaxed);
   }
   ClientStats Snapshot() const;
 };

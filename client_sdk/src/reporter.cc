@@ -12,6 +12,12 @@ struct Reporter::Call {
   v1::ReportResultResponse response;
 };
 
+struct Reporter::BatchCall {
+  grpc::ClientContext context;
+  v1::ReportResultsRequest request;
+  v1::ReportResultsResponse response;
+};
+
 Reporter::Reporter(std::shared_ptr<grpc::Channel> channel,
                    const Options& options, std::shared_ptr<Counters> counters)
     : options_(options),
@@ -69,20 +75,39 @@ void Reporter::Start(std::unique_ptr<v1::ReportResultRequest> request) {
       &call->context, call->request.get(), &call->response,
       [this, call](grpc::Status status) {
         delete call;
-        OnDone(status.ok());
+        OnDone(status.ok(), 1);
         callbacks_.fetch_sub(1);  // Last touch of `this`.
       });
 }
 
-void Reporter::OnDone(bool ok) {
-  Counters::Inc(ok ? counters_->reports_sent : counters_->reports_failed);
+void Reporter::StartBatch(
+    std::vector<std::unique_ptr<v1::ReportResultRequest>> batch) {
+  auto* call = new BatchCall;
+  call->request.mutable_reports()->Reserve(static_cast<int>(batch.size()));
+  for (auto& report : batch) call->request.add_reports()->Swap(report.get());
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  callbacks_.fetch_add(1);
+  Counters::Inc(counters_->report_batches);
+  const uint64_t n = batch.size();
+  stub_->async()->ReportResults(&call->context, &call->request,
+                                &call->response,
+                                [this, call, n](grpc::Status status) {
+                                  delete call;
+                                  OnDone(status.ok(), n);
+                                  callbacks_.fetch_sub(1);  // Last touch.
+                                });
+}
+
+void Reporter::OnDone(bool ok, uint64_t reports) {
+  Counters::Inc(ok ? counters_->reports_sent : counters_->reports_failed,
+                reports);
   in_flight_.fetch_sub(1);
   if (queued_.load() > 0) Pump();
 }
 
 void Reporter::Pump() {
   while (true) {
-    std::unique_ptr<v1::ReportResultRequest> next;
+    std::vector<std::unique_ptr<v1::ReportResultRequest>> batch;
     {
       absl::MutexLock lock(&mu_);
       if (queue_.empty()) return;
@@ -90,11 +115,18 @@ void Reporter::Pump() {
         in_flight_.fetch_sub(1);
         return;
       }
-      next = std::move(queue_.front());
-      queue_.pop_front();
-      queued_.fetch_sub(1);
+      while (!queue_.empty() &&
+             batch.size() < static_cast<size_t>(options_.max_batch)) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      queued_.fetch_sub(batch.size());
     }
-    Start(std::move(next));
+    if (batch.size() == 1) {
+      Start(std::move(batch.front()));
+    } else {
+      StartBatch(std::move(batch));
+    }
   }
 }
 

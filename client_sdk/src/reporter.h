@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -16,13 +17,14 @@
 
 namespace sluice::client::internal {
 
-// Sends ReportResult RPCs without ever blocking the caller. Each report is
-// started at once on gRPC's callback API (no thread hop, so Sluice hears
-// about a failure before the caller's next Acquire can overtake it) while
-// fewer than `max_in_flight` are outstanding; beyond that reports wait in a
-// queue that completions drain, and when the queue is full the newest report
-// is dropped and counted. The wire contract has no batch RPC; HTTP/2
-// multiplexing on one channel makes a unary report cheap enough.
+// Sends reports without ever blocking the caller. While fewer than
+// `max_in_flight` calls are outstanding, each report is started at once as
+// its own ReportResult on gRPC's callback API (no thread hop, so Sluice hears
+// about a failure before the caller's next Acquire can overtake it). Beyond
+// that, reports wait in a queue, and completions drain it in batches of up to
+// `max_batch` per ReportResults call: under load one call carries many
+// reports. When the queue is full the newest report is dropped and counted
+// (Sluice then expires that permit as a TIMEOUT).
 //
 // Shared by the client and every permit it hands out (a permit may outlive
 // the client). Safe for concurrent use.
@@ -32,6 +34,7 @@ class Reporter {
     absl::Duration timeout = absl::Seconds(1);
     int max_in_flight = 512;
     size_t max_queued = 100000;
+    int max_batch = 256;
   };
 
   Reporter(std::shared_ptr<grpc::Channel> channel, const Options& options,
@@ -56,9 +59,11 @@ class Reporter {
 
  private:
   struct Call;
+  struct BatchCall;
 
   void Start(std::unique_ptr<v1::ReportResultRequest> request);
-  void OnDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void StartBatch(std::vector<std::unique_ptr<v1::ReportResultRequest>> batch);
+  void OnDone(bool ok, uint64_t reports) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts queued reports while in-flight slots are free.
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
 

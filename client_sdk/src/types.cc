@@ -101,6 +101,7 @@ ClientStats Counters::Snapshot() const {
   s.reports_sent = reports_sent.load(std::memory_order_relaxed);
   s.reports_failed = reports_failed.load(std::memory_order_relaxed);
   s.reports_dropped = reports_dropped.load(std::memory_order_relaxed);
+  s.report_batches = report_batches.load(std::memory_order_relaxed);
   s.reports_auto_cancelled =
       reports_auto_cancelled.load(std::memory_order_relaxed);
   s.cache_hits = cache_hits.load(std::memory_order_relaxed);

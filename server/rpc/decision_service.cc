@@ -1,8 +1,10 @@
 #include "server/rpc/decision_service.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/rpc/decision_convert.h"
 #include "server/rpc/status_convert.h"
@@ -55,6 +57,38 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
       engine_->Report(request->dependency(), request->key(), args->permit_id,
                       args->outcome, args->latency);
   response->set_breaker_state(BreakerStateToProto(state));
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResults(
+    grpc::CallbackServerContext* context,
+    const v1::ReportResultsRequest* request,
+    v1::ReportResultsResponse* response) {
+  const int n = request->reports_size();
+  if (n > kMaxBatch) {
+    return Finish(context, absl::InvalidArgumentError(absl::StrCat(
+                               "reports: at most ", kMaxBatch,
+                               " per call, got ", n)));
+  }
+  // All or nothing: check every report before applying any.
+  std::vector<ReportArgs> args;
+  args.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<ReportArgs> parsed =
+        ParseReportRequest(request->reports(i));
+    if (!parsed.ok()) {
+      return Finish(context,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "reports[", i, "]: ", parsed.status().message())));
+    }
+    args.push_back(*parsed);
+  }
+  for (int i = 0; i < n; ++i) {
+    const v1::ReportResultRequest& r = request->reports(i);
+    response->add_breaker_states(BreakerStateToProto(
+        engine_->Report(r.dependency(), r.key(), args[i].permit_id,
+                        args[i].outcome, args[i].latency)));
+  }
   return Finish(context, absl::OkStatus());
 }
 

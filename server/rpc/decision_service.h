@@ -33,6 +33,14 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
       const v1::ReportResultRequest* request,
       v1::ReportResultResponse* response) override;
 
+  grpc::ServerUnaryReactor* ReportResults(
+      grpc::CallbackServerContext* context,
+      const v1::ReportResultsRequest* request,
+      v1::ReportResultsResponse* response) override;
+
+  // Most reports one ReportResults call may carry.
+  static constexpr int kMaxBatch = 10000;
+
  private:
   grpc::ServerUnaryReactor* DoAcquire(grpc::CallbackServerContext* context,
                                       const v1::AcquireRequest* request,

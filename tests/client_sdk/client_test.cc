@@ -45,6 +45,8 @@ policies:
     breaker: { consecutive_failures: 1, open_duration: 10s }
   - name: shared
     concurrency: { max_in_flight: 4 }
+  - name: guarded-batch
+    concurrency: { max_in_flight: 1000 }
 )yaml";
 
 class InProcessSluice {
@@ -350,6 +352,66 @@ TEST_F(ClientTest, ConcurrentCallsKeepTheBooks) {
     EXPECT_TRUE(held.back().allowed()) << i;
   }
   EXPECT_FALSE(client_->Acquire("shared").allowed());
+}
+
+TEST_F(ClientTest, QueuedReportsGoInBatchesAndAllArrive) {
+  // One report in flight at a time: the rest queue and leave in batches.
+  ClientOptions options;
+  options.channel = sluice_.Channel();
+  options.acquire_timeout = absl::Seconds(5);
+  options.max_reports_in_flight = 1;
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  constexpr int kPermits = 600;
+  std::vector<Permit> permits;
+  for (int i = 0; i < kPermits; ++i) {
+    permits.push_back((*client)->Acquire("guarded-batch"));
+    ASSERT_TRUE(permits.back().allowed());
+  }
+  for (Permit& p : permits) p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((*client)->stats().reports_sent < kPermits && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ((*client)->stats().reports_sent, static_cast<uint64_t>(kPermits));
+  EXPECT_EQ((*client)->stats().reports_dropped, 0u);
+  // Fewer calls than reports: the queue left in batches.
+  EXPECT_GT((*client)->stats().report_batches, 0u);
+  EXPECT_LT((*client)->stats().report_batches, static_cast<uint64_t>(kPermits));
+  // Sluice settled every permit: all slots are free again.
+  absl::StatusOr<core::DependencyStatus> status =
+      sluice_.engine().Inspect("guarded-batch");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->gates->in_flight, 0u);
+  EXPECT_EQ(status->counters.outcomes[static_cast<int>(core::Outcome::kSuccess)],
+            static_cast<uint64_t>(kPermits));
+}
+
+TEST_F(ClientTest, ServerRefusesABatchWithAnInvalidReportWhole) {
+  auto stub = v1::DecisionService::NewStub(sluice_.Channel());
+  v1::AcquireRequest acquire;
+  acquire.set_dependency("guarded-batch");
+  v1::AcquireResponse held;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Acquire(&context, acquire, &held).ok());
+  }
+  ASSERT_EQ(held.verdict(), v1::ALLOW);
+  v1::ReportResultsRequest request;
+  v1::ReportResultRequest* good = request.add_reports();
+  good->set_dependency("guarded-batch");
+  good->set_permit_id(held.permit_id());
+  good->set_outcome(v1::SUCCESS);
+  v1::ReportResultRequest* bad = request.add_reports();
+  bad->set_dependency("guarded-batch");  // no outcome
+  v1::ReportResultsResponse response;
+  grpc::ClientContext context;
+  const grpc::Status status = stub->ReportResults(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("reports[1]"), std::string::npos)
+      << status.error_message();
+  // Nothing was applied: the good report's slot is still held.
+  EXPECT_EQ(sluice_.engine().Inspect("guarded-batch")->gates->in_flight, 1u);
 }
 
 }  // namespace

@@ -101,6 +101,8 @@ struct ClientStats {
   uint64_t reports_sent = 0;
   uint64_t reports_failed = 0;
   uint64_t reports_dropped = 0;
+  // ReportResults calls that carried queued reports in a batch.
+  uint64_t report_batches = 0;
   // Permits destroyed unreported (reported as kCancelled).
   uint64_t reports_auto_cancelled = 0;
   uint64_t cache_hits = 0;
