@@ -26,6 +26,10 @@ core::Engine::Options EngineOptions(const Server::Options& options) {
   core::Engine::Options engine_options;
   engine_options.unknown_dependency = options.unknown_dependency;
   engine_options.cluster = !options.redis.empty();
+  if (engine_options.cluster) {
+    // A report that reached another replica arrives here within two ticks.
+    engine_options.permit_grace = 2 * options.sync_interval;
+  }
   return engine_options;
 }
 
@@ -395,6 +399,10 @@ absl::Status Server::StartCluster(
     spdlog::warn("first cluster sync failed ({}); serving from local state",
                  s.ToString());
   }
+  decision_service_.EnableForwarding(
+      replica_id_, [loop = sync_loop_.get()](core::ForwardedReport report) {
+        return loop->Forward(std::move(report));
+      });
   sink_->set_sync_loop(sync_loop_.get());
   sync_loop_->Start();
   return absl::OkStatus();

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -130,6 +132,39 @@ absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
   }
   pull.leases_granted = static_cast<uint32_t>(ToU64(r->element[3]));
   return pull;
+}
+
+// A forwarded report as one list element: "outcome latency_ns permit_id
+// dependency_length dependency key" (the key is the rest, any bytes).
+std::string EncodeForwarded(const core::ForwardedReport& f) {
+  return absl::StrCat(static_cast<int>(f.outcome), " ",
+                      absl::ToInt64Nanoseconds(f.latency), " ", f.permit_id,
+                      " ", f.dependency.size(), " ", f.dependency, f.key);
+}
+
+std::optional<core::ForwardedReport> DecodeForwarded(absl::string_view text,
+                                                     const std::string& me) {
+  core::ForwardedReport f;
+  f.issuer = me;
+  int64_t numbers[4];
+  for (int64_t& n : numbers) {
+    const size_t space = text.find(' ');
+    if (space == absl::string_view::npos ||
+        !absl::SimpleAtoi(text.substr(0, space), &n)) {
+      return std::nullopt;
+    }
+    text.remove_prefix(space + 1);
+  }
+  if (numbers[0] < 1 || numbers[0] > 4 || numbers[3] < 0 ||
+      static_cast<size_t>(numbers[3]) > text.size()) {
+    return std::nullopt;
+  }
+  f.outcome = static_cast<core::Outcome>(numbers[0]);
+  f.latency = absl::Nanoseconds(numbers[1]);
+  f.permit_id = static_cast<uint64_t>(numbers[2]);
+  f.dependency = std::string(text.substr(0, numbers[3]));
+  f.key = std::string(text.substr(numbers[3]));
+  return f;
 }
 
 // Pairs of a flat HGETALL list.
@@ -348,8 +383,27 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   }
 
   // Read every reply, even after an error reply, to keep the pipeline whole.
+  // Forwarded reports: pushed to each issuer's inbox; this replica's own
+  // inbox is emptied in the same round trip.
+  absl::flat_hash_map<std::string, std::vector<std::string>> outbox;
+  for (const core::ForwardedReport& f : request.forwarded) {
+    outbox[f.issuer].push_back(EncodeForwarded(f));
+  }
+  for (auto& [issuer, items] : outbox) {
+    const std::string inbox = absl::StrCat(options_.key_prefix, "inbox:", issuer);
+    std::vector<std::string> args = {"RPUSH", inbox};
+    args.insert(args.end(), std::make_move_iterator(items.begin()),
+                std::make_move_iterator(items.end()));
+    Append(context_, args);
+    Append(context_, {"PEXPIRE", inbox, Ms(request.key_ttl)});
+  }
+  const std::string my_inbox =
+      absl::StrCat(options_.key_prefix, "inbox:", request.replica_id);
+  Append(context_, {"LPOP", my_inbox, "100000"});
+
   constexpr size_t kFirstPolicy = 5;  // 4 membership replies, then config
-  const size_t expected = kFirstPolicy + request.policies.size();
+  const size_t expected =
+      kFirstPolicy + request.policies.size() + 2 * outbox.size() + 1;
   std::vector<ReplyPtr> replies;
   replies.reserve(expected);
   for (size_t i = 0; i < expected; ++i) {
@@ -383,6 +437,15 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
         ParsePull(r, request.policies[p].keys.size());
     if (!pull.ok()) return pull.status();
     out.policies.push_back(*std::move(pull));
+  }
+  const redisReply* inbox = replies.back().get();
+  if (inbox->type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i < inbox->elements; ++i) {
+      if (std::optional<core::ForwardedReport> f =
+              DecodeForwarded(Str(inbox->element[i]), request.replica_id)) {
+        out.forwarded_to_me.push_back(*std::move(f));
+      }
+    }
   }
   return out;
 }

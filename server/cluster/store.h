@@ -100,6 +100,8 @@ struct TickRequest {
   // Policies to store where the store has none of that name (the policies
   // file seeds the cluster; a policy deleted by an operator stays deleted).
   std::vector<StoredPolicy> seed;
+  // Reports this replica received for other replicas' permits, to pass on.
+  std::vector<core::ForwardedReport> forwarded;
 };
 
 struct TickReply {
@@ -109,6 +111,8 @@ struct TickReply {
   std::vector<PolicyPull> policies;
   // Present when the store's config version differs from config_seen.
   std::optional<ConfigSnapshot> config;
+  // Reports for this replica's permits that reached other replicas.
+  std::vector<core::ForwardedReport> forwarded_to_me;
 };
 
 // The shared ledger of the cluster. A Tick is one round trip whatever the

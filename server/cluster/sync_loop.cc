@@ -70,6 +70,20 @@ void SyncLoop::Nudge() {
   nudged_ = true;
 }
 
+bool SyncLoop::Forward(core::ForwardedReport report) {
+  {
+    absl::MutexLock lock(&forward_mu_);
+    if (report.issuer != options_.replica_id && live_.contains(report.issuer) &&
+        forward_queue_.size() < kMaxForwardQueue) {
+      forward_queue_.push_back(std::move(report));
+      return true;
+    }
+  }
+  absl::MutexLock lock(&stats_mu_);
+  ++stats_.reports_not_forwarded;
+  return false;
+}
+
 void SyncLoop::SetSeed(std::vector<StoredPolicy> seed) {
   absl::MutexLock lock(&tick_mu_);
   seed_ = std::move(seed);
@@ -138,6 +152,10 @@ absl::Status SyncLoop::TickOnce() {
   request.config_seen = config_seen_;
   const bool seeding = seed_pending_;
   if (seeding) request.seed = seed_;
+  {
+    absl::MutexLock lock(&forward_mu_);
+    request.forwarded.swap(forward_queue_);
+  }
   std::vector<const core::DependencyTick*> pushed;
   for (core::DependencyTick& tick : ticks) {
     const bool cluster_limits = tick.cluster_rate || tick.cluster_concurrency;
@@ -165,6 +183,15 @@ absl::Status SyncLoop::TickOnce() {
                    : reply.status().ToString();
     SetStoreUp(false, error);
     engine_->SetStoreState(false, 0);
+    {
+      // Pass them on with a later tick; a report that did reach the store
+      // and comes twice finds its permit settled and changes nothing.
+      absl::MutexLock lock(&forward_mu_);
+      for (core::ForwardedReport& f : request.forwarded) {
+        if (forward_queue_.size() >= kMaxForwardQueue) break;
+        forward_queue_.push_back(std::move(f));
+      }
+    }
     absl::MutexLock stats_lock(&stats_mu_);
     ++stats_.ticks;
     ++stats_.failures;
@@ -177,6 +204,14 @@ absl::Status SyncLoop::TickOnce() {
   const uint32_t live = static_cast<uint32_t>(reply->replicas.size());
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
   engine_->SetStoreState(true, live);
+  {
+    absl::MutexLock lock(&forward_mu_);
+    live_.clear();
+    live_.insert(reply->replicas.begin(), reply->replicas.end());
+  }
+  for (const core::ForwardedReport& f : reply->forwarded_to_me) {
+    engine_->Report(f.dependency, f.key, f.permit_id, f.outcome, f.latency);
+  }
   if (seeding) seed_pending_ = false;
   if (reply->config) {
     if (reply->config->version < config_seen_) {
@@ -243,6 +278,8 @@ absl::Status SyncLoop::TickOnce() {
   stats_.live_replicas = live;
   stats_.last_tick_duration = took;
   stats_.last_success = start;
+  stats_.reports_forwarded += request.forwarded.size();
+  stats_.reports_received += reply->forwarded_to_me.size();
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -27,6 +28,11 @@ struct SyncStats {
   absl::Duration last_tick_duration = absl::ZeroDuration();
   absl::Time last_success = absl::InfinitePast();
   std::string last_error;
+  // Reports for other replicas' permits passed on, and received for ours.
+  uint64_t reports_forwarded = 0;
+  uint64_t reports_received = 0;
+  // Forwarded reports refused: unknown issuer, or the queue was full.
+  uint64_t reports_not_forwarded = 0;
 };
 
 // Keeps the engine in step with the cluster: once per interval (and soon
@@ -67,6 +73,11 @@ class SyncLoop {
   // Asks for a tick soon (a breaker tripped here: tell the others now).
   void Nudge() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Takes a report for a permit another replica issued, to pass on with the
+  // next tick. False (nothing queued) when `report.issuer` is not a live
+  // replica or the queue is full; the permit then expires at its issuer.
+  bool Forward(core::ForwardedReport report) ABSL_LOCKS_EXCLUDED(forward_mu_);
+
   // The policies (from the policies file) to store where the cluster has
   // none of that name. Sent with the next tick, and again whenever the
   // store turns out to have lost its config.
@@ -101,6 +112,12 @@ class SyncLoop {
   absl::flat_hash_map<std::string,
                       absl::flat_hash_map<std::string, core::OutcomeTotals>>
       seen_outcomes_ ABSL_GUARDED_BY(tick_mu_);
+
+  // Reports waiting to be forwarded, and who may receive them.
+  static constexpr size_t kMaxForwardQueue = 100000;
+  absl::Mutex forward_mu_;
+  std::vector<core::ForwardedReport> forward_queue_ ABSL_GUARDED_BY(forward_mu_);
+  absl::flat_hash_set<std::string> live_ ABSL_GUARDED_BY(forward_mu_);
 
   mutable absl::Mutex stats_mu_;
   SyncStats stats_ ABSL_GUARDED_BY(stats_mu_);

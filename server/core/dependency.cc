@@ -10,8 +10,13 @@ namespace sluice::core {
 Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
                        Clock* clock, EventSink* sink,
                        std::atomic<uint32_t>* epochs,
-                       const ClusterState& cluster)
-    : clock_(clock), sink_(sink), epochs_(epochs), name_(policy->name) {
+                       const ClusterState& cluster,
+                       absl::Duration permit_grace)
+    : clock_(clock),
+      sink_(sink),
+      epochs_(epochs),
+      name_(policy->name),
+      permit_grace_(permit_grace) {
   const absl::Time now = clock_->Now();
   HotMutexLock lock(&mu_);
   policy_ = std::move(policy);
@@ -23,7 +28,15 @@ Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
   }
 }
 
+BreakerState Dependency::PeekBreaker(absl::string_view key) {
+  const absl::Time now = clock_->Now();
+  HotMutexLock lock(&mu_);
+  GateSet* gates = FindGates(key);
+  return gates == nullptr ? BreakerState::kClosed : gates->breaker_state(now);
+}
+
 void Dependency::InitGates(GateSet* gates, absl::Time now) {
+  gates->set_permit_grace(permit_grace_);
   if (cluster_.enabled) gates->SetClusterState(cluster_, now);
   if (override_ != BreakerOverride::kAuto) {
     gates->SetOverride(override_, now, "override of the dependency");

@@ -42,7 +42,8 @@ class Dependency {
  public:
   Dependency(std::shared_ptr<const PolicyConfig> policy, Clock* clock,
              EventSink* sink, std::atomic<uint32_t>* epochs,
-             const ClusterState& cluster);
+             const ClusterState& cluster,
+             absl::Duration permit_grace = absl::ZeroDuration());
 
   // Decides one call and fills every field of `out`. INVALID_ARGUMENT when
   // `permits` can never be admitted under the policy.
@@ -52,6 +53,7 @@ class Dependency {
                       Outcome outcome, absl::Duration latency)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Sweep() ABSL_LOCKS_EXCLUDED(mu_);
+  BreakerState PeekBreaker(absl::string_view key) ABSL_LOCKS_EXCLUDED(mu_);
   // Installs a changed version of the same policy, keeping live state.
   void Reconfigure(std::shared_ptr<const PolicyConfig> policy)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -86,6 +88,7 @@ class Dependency {
   EventSink* const sink_;
   std::atomic<uint32_t>* const epochs_;
   const std::string name_;
+  const absl::Duration permit_grace_;
 
   mutable HotMutex mu_;
   // Declared before the gate sets, which count outcomes into it.

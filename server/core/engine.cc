@@ -58,7 +58,7 @@ Dependency* Engine::Find(absl::string_view dependency) {
 std::shared_ptr<Dependency> Engine::MakeDependency(PolicyConfig policy) {
   return std::make_shared<Dependency>(
       std::make_shared<const PolicyConfig>(std::move(policy)), clock_, sink_,
-      &epochs_, cluster_);
+      &epochs_, cluster_, options_.permit_grace);
 }
 
 void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
@@ -142,6 +142,12 @@ BreakerState Engine::Report(absl::string_view dependency,
 std::shared_ptr<const Engine::DependencyMap> Engine::CurrentMap() {
   absl::MutexLock lock(&mu_);
   return current_;
+}
+
+BreakerState Engine::PeekBreaker(absl::string_view dependency,
+                                 absl::string_view key) {
+  Dependency* dep = Find(dependency);
+  return dep == nullptr ? BreakerState::kClosed : dep->PeekBreaker(key);
 }
 
 void Engine::Sweep() {

@@ -40,6 +40,10 @@ class Engine {
     // Cluster mode: cluster-scope limits take shares from the sync loop and
     // follow on_store_failure until the first successful sync.
     bool cluster = false;
+    // Added to 2 x call_timeout before an unreported permit counts as a
+    // TIMEOUT. Cluster mode sets two sync intervals, the time a report that
+    // reached another replica takes to be forwarded here.
+    absl::Duration permit_grace = absl::ZeroDuration();
   };
 
   // `clock` must outlive the engine; `sink` may be null, else it must too.
@@ -68,6 +72,11 @@ class Engine {
   BreakerState Report(absl::string_view dependency, absl::string_view key,
                       uint64_t permit_id, Outcome outcome,
                       absl::Duration latency);
+
+  // The breaker state of a dependency (and key), without reporting
+  // anything; kClosed without a policy or a breaker.
+  BreakerState PeekBreaker(absl::string_view dependency,
+                           absl::string_view key = "");
 
   // Expires overdue permits and moves breakers whose open time is over. The
   // server calls this a few times a second so that idle dependencies also

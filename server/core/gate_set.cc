@@ -31,7 +31,7 @@ GateSet::GateSet(const PolicyConfig& policy, absl::Time now, uint32_t epoch,
 
 void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
   call_timeout_ = policy.call_timeout;
-  permit_expiry_ = 2 * call_timeout_;
+  permit_expiry_ = 2 * call_timeout_ + permit_grace_;
   rate_config_ = policy.rate_limit;
   cluster_rate_ = rate_config_ && rate_config_->scope == Scope::kCluster;
   max_in_flight_ = policy.concurrency ? policy.concurrency->max_in_flight : 0;

@@ -92,6 +92,13 @@ class GateSet final : public BreakerListener {
   bool Report(uint64_t permit_id, Outcome outcome, absl::Duration latency,
               absl::Time now);
 
+  // Extra time before an unreported permit counts as a TIMEOUT (see
+  // Engine::Options::permit_grace).
+  void set_permit_grace(absl::Duration grace) {
+    permit_grace_ = grace;
+    permit_expiry_ = 2 * call_timeout_ + permit_grace_;
+  }
+
   // kClosed when there is no breaker.
   BreakerState breaker_state(absl::Time now) {
     return breaker_ ? breaker_->State(now) : BreakerState::kClosed;
@@ -153,8 +160,10 @@ class GateSet final : public BreakerListener {
   const std::string key_;
 
   absl::Duration call_timeout_;
-  // An unreported permit counts as a TIMEOUT after this (2 x call_timeout).
+  // An unreported permit counts as a TIMEOUT after this:
+  // 2 x call_timeout + permit_grace_.
   absl::Duration permit_expiry_;
+  absl::Duration permit_grace_ = absl::ZeroDuration();
   std::optional<TokenBucket> bucket_;
   std::optional<SlidingWindow> window_;
   std::optional<ConcurrencyLimiter> concurrency_;

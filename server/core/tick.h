@@ -65,6 +65,19 @@ struct DependencyUpdate {
   uint32_t leases_granted = 0;
 };
 
+// A ReportResult that reached a replica other than the one that issued the
+// permit. The receiving replica hands it to its sync loop, which passes it
+// through the store to the issuer, which settles the permit as if it had
+// been reported there.
+struct ForwardedReport {
+  std::string issuer;  // replica id from the permit
+  std::string dependency;
+  std::string key;
+  uint64_t permit_id = 0;
+  Outcome outcome = Outcome::kSuccess;
+  absl::Duration latency = absl::ZeroDuration();
+};
+
 }  // namespace sluice::core
 
 #endif  // SLUICE_SERVER_CORE_TICK_H_

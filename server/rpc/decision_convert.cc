@@ -93,6 +93,7 @@ absl::StatusOr<ReportArgs> ParseReportRequest(
   absl::StatusOr<uint64_t> permit_id = ParsePermitId(request.permit_id());
   if (!permit_id.ok()) return permit_id.status();
   args.permit_id = *permit_id;
+  args.issuer = std::string(PermitIssuer(request.permit_id()));
 
   const int outcome = request.outcome();
   if (outcome == v1::OUTCOME_UNSPECIFIED || !v1::Outcome_IsValid(outcome)) {
@@ -149,8 +150,24 @@ std::string FormatPermitId(uint64_t permit_id) {
   return permit_id == 0 ? std::string() : absl::StrCat(permit_id);
 }
 
+absl::string_view PermitIssuer(absl::string_view text) {
+  const size_t at = text.find('@');
+  return at == absl::string_view::npos ? absl::string_view()
+                                       : text.substr(at + 1);
+}
+
 absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
   if (text.empty()) return 0;
+  const absl::string_view issuer = PermitIssuer(text);
+  const size_t at = text.find('@');
+  if (at != absl::string_view::npos) {
+    if (issuer.empty() || issuer.size() > 256) {
+      return absl::InvalidArgumentError(
+          "permit_id must be ID@REPLICA as returned by Acquire, with a "
+          "replica id of 1 to 256 bytes");
+    }
+    text = text.substr(0, at);
+  }
   bool digits = text.size() <= 20;
   for (char c : text) digits = digits && absl::ascii_isdigit(c);
   uint64_t id = 0;

@@ -30,6 +30,9 @@ absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request);
 // A ReportResultRequest checked and converted for Engine::Report.
 struct ReportArgs {
   uint64_t permit_id = 0;  // 0: none given
+  // The replica that issued the permit ("id@replica"); "" for a permit
+  // without one (standalone).
+  std::string issuer;
   core::Outcome outcome = core::Outcome::kSuccess;
   absl::Duration latency = absl::ZeroDuration();
 };
@@ -42,11 +45,15 @@ void DecisionToProto(const core::Decision& decision,
 
 v1::BreakerState BreakerStateToProto(core::BreakerState state);
 
-// permit_id on the wire: the core's id in decimal, "" for 0.
+// permit_id on the wire: the core's id in decimal, "" for 0. In cluster mode
+// the server appends "@" and its replica id, so that a report reaching
+// another replica can be passed on to the issuer.
 std::string FormatPermitId(uint64_t permit_id);
 // Inverse of FormatPermitId; "" is 0. INVALID_ARGUMENT for anything that is
 // not 1-20 decimal digits fitting in a uint64.
 absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text);
+// The replica id after "@" in a permit_id; "" when there is none.
+absl::string_view PermitIssuer(absl::string_view text);
 
 // Durations. FromProto rejects values outside the range documented for
 // google.protobuf.Duration and mixed-sign seconds/nanos; `field` names the

@@ -44,7 +44,35 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::DoAcquire(
       request->dependency(), request->key(), request->permits());
   if (!decision.ok()) return Finish(context, decision.status());
   DecisionToProto(*decision, response);
+  if (!permit_suffix_.empty() && !response->permit_id().empty()) {
+    response->mutable_permit_id()->append(permit_suffix_);
+  }
   return Finish(context, absl::OkStatus());
+}
+
+void DecisionServiceImpl::EnableForwarding(
+    std::string replica_id,
+    std::function<bool(core::ForwardedReport)> forward) {
+  replica_id_ = std::move(replica_id);
+  permit_suffix_ = "@" + replica_id_;
+  forward_ = std::move(forward);
+}
+
+core::BreakerState DecisionServiceImpl::Settle(
+    const v1::ReportResultRequest& request, const ReportArgs& args) {
+  if (forward_ && !args.issuer.empty() && args.issuer != replica_id_) {
+    core::ForwardedReport f;
+    f.issuer = args.issuer;
+    f.dependency = request.dependency();
+    f.key = request.key();
+    f.permit_id = args.permit_id;
+    f.outcome = args.outcome;
+    f.latency = args.latency;
+    forward_(std::move(f));
+    return engine_->PeekBreaker(request.dependency(), request.key());
+  }
+  return engine_->Report(request.dependency(), request.key(), args.permit_id,
+                         args.outcome, args.latency);
 }
 
 grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
@@ -53,10 +81,7 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
     v1::ReportResultResponse* response) {
   absl::StatusOr<ReportArgs> args = ParseReportRequest(*request);
   if (!args.ok()) return Finish(context, args.status());
-  const core::BreakerState state =
-      engine_->Report(request->dependency(), request->key(), args->permit_id,
-                      args->outcome, args->latency);
-  response->set_breaker_state(BreakerStateToProto(state));
+  response->set_breaker_state(BreakerStateToProto(Settle(*request, *args)));
   return Finish(context, absl::OkStatus());
 }
 
@@ -84,10 +109,8 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResults(
     args.push_back(*parsed);
   }
   for (int i = 0; i < n; ++i) {
-    const v1::ReportResultRequest& r = request->reports(i);
-    response->add_breaker_states(BreakerStateToProto(
-        engine_->Report(r.dependency(), r.key(), args[i].permit_id,
-                        args[i].outcome, args[i].latency)));
+    response->add_breaker_states(
+        BreakerStateToProto(Settle(request->reports(i), args[i])));
   }
   return Finish(context, absl::OkStatus());
 }

@@ -8,6 +8,8 @@
 #include "absl/time/time.h"
 
 #include "server/core/engine.h"
+#include "server/core/tick.h"
+#include "server/rpc/decision_convert.h"
 #include "sluice/v1/decision.grpc.pb.h"
 
 namespace sluice::rpc {
@@ -38,6 +40,13 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
       const v1::ReportResultsRequest* request,
       v1::ReportResultsResponse* response) override;
 
+  // Cluster mode: permits carry `replica_id`, and a report for a permit of
+  // another replica goes to `forward`, which passes it on to the issuer (and
+  // returns false when it cannot; the permit then expires there). Call
+  // before serving.
+  void EnableForwarding(std::string replica_id,
+                        std::function<bool(core::ForwardedReport)> forward);
+
   // Most reports one ReportResults call may carry.
   static constexpr int kMaxBatch = 10000;
 
@@ -46,8 +55,17 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
                                       const v1::AcquireRequest* request,
                                       v1::AcquireResponse* response);
 
+  // Settles one checked report here, or forwards it to its issuer; the
+  // breaker state this replica sees for the dependency.
+  core::BreakerState Settle(const v1::ReportResultRequest& request,
+                            const ReportArgs& args);
+
   core::Engine* const engine_;
   const std::function<void(absl::Duration)> on_acquire_;
+  // Set by EnableForwarding; read-only while serving.
+  std::string replica_id_;
+  std::string permit_suffix_;  // "@" + replica_id_, or ""
+  std::function<bool(core::ForwardedReport)> forward_;
 };
 
 }  // namespace sluice::rpc

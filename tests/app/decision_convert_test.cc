@@ -28,6 +28,23 @@ TEST(PermitIdTest, RoundTripsAndRejectsMalformed) {
   }
 }
 
+TEST(PermitIdTest, CarriesTheIssuingReplicaInClusterMode) {
+  EXPECT_EQ(*ParsePermitId("1099511627778@sluice-7d9f-x2k4q"), 1099511627778u);
+  EXPECT_EQ(PermitIssuer("1099511627778@sluice-7d9f-x2k4q"), "sluice-7d9f-x2k4q");
+  EXPECT_EQ(PermitIssuer("1099511627778"), "");
+  EXPECT_FALSE(ParsePermitId("1099511627778@").ok());
+  EXPECT_FALSE(ParsePermitId("abc@r0").ok());
+  EXPECT_FALSE(ParsePermitId("12@" + std::string(300, 'r')).ok());
+  v1::ReportResultRequest request;
+  request.set_dependency("inventory");
+  request.set_permit_id("42@r1");
+  request.set_outcome(v1::FAILURE);
+  absl::StatusOr<ReportArgs> args = ParseReportRequest(request);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->permit_id, 42u);
+  EXPECT_EQ(args->issuer, "r1");
+}
+
 TEST(DurationTest, ConvertsBothWaysAndRejectsInvalid) {
   google::protobuf::Duration proto;
   DurationToProto(absl::Milliseconds(1500), &proto);

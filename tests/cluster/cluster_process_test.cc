@@ -186,6 +186,41 @@ TEST_F(ClusterProcessTest, TripOnOneReplicaReachesTheOthersWithinATick) {
   EXPECT_EQ(probes.load(), 1);
 }
 
+TEST_F(ClusterProcessTest, ReportsReachingAnotherReplicaSettleAtTheIssuer) {
+  StartReplicas(2, R"(policies:
+  - name: payments
+    call_timeout: 1s
+    concurrency: { max_in_flight: 3 }
+    breaker: { consecutive_failures: 3, open_duration: 30s }
+)");
+  absl::SleepFor(absl::Milliseconds(1200));  // both replicas know each other
+  // Replica 0 admits three calls; a gateway balancing per request reports
+  // them to replica 1.
+  std::vector<std::string> permits;
+  for (int i = 0; i < 3; ++i) {
+    const v1::AcquireResponse r = replicas_[0]->Acquire("payments");
+    ASSERT_EQ(r.verdict(), v1::ALLOW);
+    EXPECT_NE(r.permit_id().find("@r0"), std::string::npos) << r.permit_id();
+    permits.push_back(r.permit_id());
+  }
+  EXPECT_EQ(replicas_[0]->Acquire("payments").reason(), v1::CONCURRENCY_LIMITED);
+  const absl::Time reported = absl::Now();
+  for (const std::string& permit : permits) {
+    replicas_[1]->Report("payments", permit, v1::FAILURE);
+  }
+  // Within two ticks replica 0 has settled them: the failures opened its
+  // breaker (and the cluster's), and no slot stayed held to expire later.
+  bool open = false;
+  while (!open && absl::Now() < reported + absl::Seconds(4)) {
+    open = replicas_[0]->Acquire("payments").reason() == v1::CIRCUIT_OPEN;
+    if (!open) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(open) << replicas_[0]->Log();
+  EXPECT_LE(absl::Now() - reported, absl::Milliseconds(2500));
+  EXPECT_NE(replicas_[0]->Log().find("3 consecutive failures"),
+            std::string::npos);
+}
+
 // Load on three policies with different on_store_failure while Redis is
 // killed, restarted, and paused.
 TEST_F(ClusterProcessTest, StoreOutagesFollowEachPolicysFailureMode) {

@@ -204,5 +204,45 @@ TEST_P(ClusterScenarioTest, ClosingAfterProbesReachesEveryReplica) {
   EXPECT_EQ(status->gates->breaker_state, BreakerState::kClosed);
 }
 
+TEST_P(ClusterScenarioTest, AReportThatReachedAnotherReplicaSettlesAtItsIssuer) {
+  AddReplicas(2);
+  PolicyConfig p = WithBreaker(ClusterBucket("pay", 1000, 1000));
+  core::ConcurrencyConfig c;
+  c.max_in_flight = 10;
+  p.concurrency = c;
+  Install(p);
+  TickAll();
+  // Replica 0 admits three calls; their failures are reported to replica 1.
+  for (int i = 0; i < 3; ++i) {
+    const core::Decision d = R(0).Acquire("pay");
+    ASSERT_EQ(d.verdict, Verdict::kAllow);
+    core::ForwardedReport f;
+    f.issuer = "r0";
+    f.dependency = "pay";
+    f.permit_id = d.permit_id;
+    f.outcome = Outcome::kFailure;
+    f.latency = absl::Milliseconds(5);
+    EXPECT_TRUE(R(1).loop.Forward(f));
+  }
+  EXPECT_EQ(R(0).engine.Inspect("pay")->gates->in_flight, 3u);
+  // An issuer that is not a live replica gets nothing queued.
+  core::ForwardedReport stray;
+  stray.issuer = "nobody";
+  stray.dependency = "pay";
+  EXPECT_FALSE(R(1).loop.Forward(stray));
+
+  clock_.Advance(absl::Milliseconds(100));
+  R(1).loop.TickOnce().IgnoreError();  // passes them on
+  R(0).loop.TickOnce().IgnoreError();  // settles them
+  auto status = R(0).engine.Inspect("pay");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->gates->in_flight, 0u);
+  EXPECT_EQ(status->counters.outcomes[static_cast<int>(Outcome::kFailure)], 3u);
+  EXPECT_EQ(status->counters.outcomes[static_cast<int>(Outcome::kTimeout)], 0u);
+  EXPECT_EQ(status->gates->breaker_state, BreakerState::kOpen);
+  EXPECT_EQ(R(1).loop.stats().reports_forwarded, 3u);
+  EXPECT_EQ(R(0).loop.stats().reports_received, 3u);
+}
+
 }  // namespace
 }  // namespace sluice::cluster

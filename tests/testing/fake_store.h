@@ -142,6 +142,14 @@ class FakeStore final : public cluster::Store {
       }
       reply.policies.push_back(std::move(pull));
     }
+    for (const core::ForwardedReport& f : request.forwarded) {
+      inboxes_[f.issuer].push_back(f);
+    }
+    auto inbox = inboxes_.find(me);
+    if (inbox != inboxes_.end()) {
+      reply.forwarded_to_me = std::move(inbox->second);
+      inboxes_.erase(inbox);
+    }
     if (config_version_ != request.config_seen) {
       cluster::ConfigSnapshot config;
       config.version = config_version_;
@@ -259,6 +267,7 @@ class FakeStore final : public cluster::Store {
   std::map<std::string, cluster::StoredPolicy> policies_;
   std::map<std::string, cluster::StoredOverride> overrides_;
   std::set<std::string> deleted_;
+  std::map<std::string, std::vector<core::ForwardedReport>> inboxes_;
 };
 
 }  // namespace sluice::testing

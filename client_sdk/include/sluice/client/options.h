@@ -40,13 +40,12 @@ struct ClientOptions {
   // Null means insecure (plaintext) credentials.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // gRPC load-balancing policy. The default, "pick_first", keeps one
-  // connection to one Sluice replica, so every ReportResult reaches the
-  // replica that issued the permit: a replica only knows its own permits,
-  // and one it never hears back about counts as a TIMEOUT after
-  // 2 x call_timeout. Gateways spread over the replicas by their own number
-  // (an L4 Kubernetes Service does that per connection). "round_robin"
-  // spreads calls per request and breaks that pairing; use it only with a
-  // single replica address.
+  // connection to one Sluice replica, so every report reaches the replica
+  // that issued the permit and settles at once; gateways spread over the
+  // replicas by their own number (an L4 Kubernetes Service does that per
+  // connection). "round_robin" spreads calls per request: in cluster mode a
+  // report that reaches another replica is passed on to the issuer through
+  // Redis, which takes up to two sync ticks (docs/cluster.md).
   std::string load_balancing_policy = "pick_first";
   // Extra integer channel arguments, e.g. {"grpc.keepalive_time_ms", 10000}.
   std::vector<std::pair<std::string, int>> channel_int_args;
