@@ -158,6 +158,9 @@ metrics::Sources Server::MetricsSources() {
     s.failures = stats.failures;
     s.live_replicas = stats.live_replicas;
     s.last_tick_duration = stats.last_tick_duration;
+    s.reports_forwarded = stats.reports_forwarded;
+    s.reports_received = stats.reports_received;
+    s.reports_not_forwarded = stats.reports_not_forwarded;
     return s;
   };
   sources.unknown_decisions = [this] { return engine_.UnknownDecisions(); };

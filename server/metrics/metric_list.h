@@ -30,6 +30,7 @@ enum class MetricId : int {
   kSyncTickDuration,
   kSyncTicks,
   kSyncErrors,
+  kReportsForwarded,
   kAcquireDuration,
   kEventsDropped,
   kCount,  // not a metric
@@ -102,6 +103,11 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          MetricType::kCounter, {nullptr},
          "Sync ticks that failed (store unreachable, slow or erroring). "
          "Cluster mode only."},
+        {MetricId::kReportsForwarded, "sluice_forwarded_reports_total",
+         MetricType::kCounter, {"direction", nullptr},
+         "Reports for permits of another replica: out (passed on to the "
+         "issuer), in (received for this replica's permits), dropped (issuer "
+         "not live, or the queue full). Cluster mode only."},
         {MetricId::kAcquireDuration, "sluice_acquire_duration_seconds",
          MetricType::kHistogram, {nullptr},
          "Time to handle one Acquire RPC, from handler entry to the answer."},

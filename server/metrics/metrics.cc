@@ -184,6 +184,13 @@ std::vector<MetricFamily> Metrics::Collect() const {
         static_cast<double>(sync->ticks));
     Add(family(MetricId::kSyncErrors), MetricId::kSyncErrors, {},
         static_cast<double>(sync->failures));
+    for (const auto& [direction, n] :
+         {std::pair<const char*, uint64_t>{"out", sync->reports_forwarded},
+          {"in", sync->reports_received},
+          {"dropped", sync->reports_not_forwarded}}) {
+      Add(family(MetricId::kReportsForwarded), MetricId::kReportsForwarded,
+          {direction}, static_cast<double>(n));
+    }
   }
   family(MetricId::kAcquireDuration)->metric.push_back(acquire_.Collect());
   Add(family(MetricId::kEventsDropped), MetricId::kEventsDropped, {},

@@ -35,6 +35,9 @@ struct SyncSnapshot {
   uint64_t failures = 0;
   uint32_t live_replicas = 0;
   absl::Duration last_tick_duration = absl::ZeroDuration();
+  uint64_t reports_forwarded = 0;
+  uint64_t reports_received = 0;
+  uint64_t reports_not_forwarded = 0;
 };
 
 // Where the metrics read from at scrape time. Only `engine` is required.

@@ -237,6 +237,8 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
                     s.failures = 3;
                     s.live_replicas = 2;
                     s.last_tick_duration = absl::Milliseconds(4);
+                    s.reports_forwarded = 9;
+                    s.reports_received = 2;
                     return std::optional<SyncSnapshot>(s);
                   },
                   [] { return uint64_t{7}; },
@@ -249,6 +251,8 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
   EXPECT_EQ(Sum(s, "sluice_live_replicas"), 2);
   EXPECT_DOUBLE_EQ(Sum(s, "sluice_sync_tick_duration_seconds"), 0.004);
   EXPECT_EQ(Sum(s, "sluice_watch_events_dropped_total"), 7);
+  EXPECT_EQ(Sum(s, "sluice_forwarded_reports_total", {{"direction", "out"}}), 9);
+  EXPECT_EQ(Sum(s, "sluice_forwarded_reports_total", {{"direction", "in"}}), 2);
   EXPECT_EQ(Sum(s, "sluice_unknown_dependency_decisions_total",
                 {{"verdict", "ALLOW"}}),
             5);
