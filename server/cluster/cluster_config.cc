@@ -11,18 +11,6 @@
 namespace sluice::cluster {
 namespace {
 
-absl::string_view OverrideName(core::BreakerOverride o) {
-  switch (o) {
-    case core::BreakerOverride::kForceOpen:
-      return "FORCE_OPEN";
-    case core::BreakerOverride::kForceClosed:
-      return "FORCE_CLOSED";
-    case core::BreakerOverride::kAuto:
-      break;
-  }
-  return "AUTO";
-}
-
 // Deterministic bytes, so that an unchanged policy compares equal in Lua.
 std::string Serialize(const v1::Policy& policy) {
   std::string out;
@@ -182,7 +170,7 @@ void ClusterConfig::Apply(const ConfigSnapshot& snapshot) {
     if (mode == previous && mode == core::BreakerOverride::kAuto) continue;
     const std::string note = w == wanted.end() ? "" : w->second->note;
     const std::string cause =
-        absl::StrCat("operator override ", OverrideName(mode),
+        absl::StrCat("operator override ", core::BreakerOverrideName(mode),
                      note.empty() ? "" : ": ", note, " (", source, ")");
     engine_->SetOverride(policy->name, mode, cause).IgnoreError();
     if (mode != previous && options_.on_override) {

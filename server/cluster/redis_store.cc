@@ -214,9 +214,11 @@ absl::StatusOr<std::optional<ConfigSnapshot>> ParseConfig(const redisReply* r) {
     o.dependency = dep;
     const size_t space = value.find(' ');
     const std::string mode = value.substr(0, space);
-    o.mode = mode == "FORCE_OPEN"     ? core::BreakerOverride::kForceOpen
-             : mode == "FORCE_CLOSED" ? core::BreakerOverride::kForceClosed
-                                      : core::BreakerOverride::kAuto;
+    o.mode = core::BreakerOverride::kAuto;
+    for (core::BreakerOverride m : {core::BreakerOverride::kForceOpen,
+                                    core::BreakerOverride::kForceClosed}) {
+      if (mode == core::BreakerOverrideName(m)) o.mode = m;
+    }
     o.note = space == std::string::npos ? "" : value.substr(space + 1);
     snapshot.overrides.push_back(std::move(o));
   }
@@ -547,11 +549,7 @@ absl::StatusOr<ConfigWrite> RedisStore::DeletePolicy(
 
 absl::StatusOr<ConfigWrite> RedisStore::SetOverride(
     const StoredOverride& override) {
-  absl::string_view mode = "AUTO";
-  if (override.mode == core::BreakerOverride::kForceOpen) mode = "FORCE_OPEN";
-  if (override.mode == core::BreakerOverride::kForceClosed) {
-    mode = "FORCE_CLOSED";
-  }
+  const absl::string_view mode = core::BreakerOverrideName(override.mode);
   absl::StatusOr<std::vector<std::string>> r = RunConfig(
       {"override", override.dependency, std::string(mode), override.note});
   if (!r.ok()) return r.status();

@@ -68,4 +68,16 @@ absl::string_view OutcomeName(Outcome o) {
   return "OUTCOME_UNSPECIFIED";
 }
 
+absl::string_view BreakerOverrideName(BreakerOverride o) {
+  switch (o) {
+    case BreakerOverride::kAuto:
+      return "AUTO";
+    case BreakerOverride::kForceOpen:
+      return "FORCE_OPEN";
+    case BreakerOverride::kForceClosed:
+      return "FORCE_CLOSED";
+  }
+  return "BREAKER_OVERRIDE_UNSPECIFIED";
+}
+
 }  // namespace sluice::core

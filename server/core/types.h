@@ -71,6 +71,7 @@ absl::string_view VerdictName(Verdict v);
 absl::string_view ReasonName(Reason r);
 absl::string_view BreakerStateName(BreakerState s);
 absl::string_view OutcomeName(Outcome o);
+absl::string_view BreakerOverrideName(BreakerOverride o);
 
 }  // namespace sluice::core
 

@@ -4,21 +4,10 @@
 
 namespace sluice::rpc {
 
-absl::string_view OverrideName(core::BreakerOverride override) {
-  switch (override) {
-    case core::BreakerOverride::kAuto:
-      return "AUTO";
-    case core::BreakerOverride::kForceOpen:
-      return "FORCE_OPEN";
-    case core::BreakerOverride::kForceClosed:
-      return "FORCE_CLOSED";
-  }
-  return "BREAKER_OVERRIDE_UNSPECIFIED";
-}
-
 std::string OverrideCause(core::BreakerOverride override,
                           absl::string_view note) {
-  return absl::StrCat("operator override ", OverrideName(override),
+  return absl::StrCat("operator override ",
+                      core::BreakerOverrideName(override),
                       note.empty() ? "" : ": ", note);
 }
 

@@ -74,8 +74,6 @@ class LocalAdminBackend final : public AdminBackend {
   EventHub* const events_;
 };
 
-// "FORCE_OPEN", "FORCE_CLOSED", "AUTO".
-absl::string_view OverrideName(core::BreakerOverride override);
 // The cause recorded for an operator override, e.g.
 // "operator override FORCE_OPEN: INC-42".
 std::string OverrideCause(core::BreakerOverride override,
