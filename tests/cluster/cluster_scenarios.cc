@@ -81,11 +81,7 @@ TEST_P(ClusterScenarioTest, TripOnOneReplicaOpensTheOthersOnTheirNextTick) {
   AddReplicas(3);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   TickAll();
-  for (int i = 0; i < 3; ++i) {
-    const core::Decision d = R(0).Acquire("pay");
-    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
-                       absl::Milliseconds(5));
-  }
+  FailCalls(0, "pay", 3);
   EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
   EXPECT_EQ(R(1).Acquire("pay").verdict, Verdict::kAllow);
   clock_.Advance(absl::Milliseconds(10));
@@ -107,11 +103,7 @@ TEST_P(ClusterScenarioTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
   p.breaker->successes_to_close = 3;
   Install(p);
   TickAll();
-  for (int i = 0; i < 3; ++i) {
-    const core::Decision d = R(0).Acquire("pay");
-    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
-                       absl::Milliseconds(5));
-  }
+  FailCalls(0, "pay", 3);
   TickAll();
   clock_.Advance(absl::Seconds(6));
   // Every replica is HALF_OPEN and wants probes; before leases arrive none
@@ -165,11 +157,7 @@ TEST_P(ClusterScenarioTest, RestartedReplicaAdoptsAnOpenBreaker) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   TickAll();
-  for (int i = 0; i < 3; ++i) {
-    const core::Decision d = R(0).Acquire("pay");
-    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
-                       absl::Milliseconds(5));
-  }
+  FailCalls(0, "pay", 3);
   TickAll();
   // Replica 1 restarts: a fresh engine under a new id.
   Restart(1, "r1-restarted");
@@ -183,11 +171,7 @@ TEST_P(ClusterScenarioTest, ClosingAfterProbesReachesEveryReplica) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   TickAll();
-  for (int i = 0; i < 3; ++i) {
-    const core::Decision d = R(0).Acquire("pay");
-    R(0).engine.Report("pay", "", d.permit_id, Outcome::kFailure,
-                       absl::Milliseconds(5));
-  }
+  FailCalls(0, "pay", 3);
   TickAll();
   clock_.Advance(absl::Seconds(6));
   EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);

@@ -75,6 +75,14 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     for (auto& r : replicas_) r->loop.TickOnce().IgnoreError();
   }
   Replica& R(int i) { return *replicas_[i]; }
+  // `n` calls on replica `r`, each reported as a failure.
+  void FailCalls(int r, const std::string& dep, int n) {
+    for (int i = 0; i < n; ++i) {
+      const core::Decision d = R(r).Acquire(dep);
+      R(r).engine.Report(dep, "", d.permit_id, Outcome::kFailure,
+                         absl::Milliseconds(5));
+    }
+  }
 
   static PolicyConfig ClusterBucket(const std::string& name, double rate,
                                     double burst) {
