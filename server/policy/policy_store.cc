@@ -17,6 +17,23 @@ struct Checked {
   v1::Policy canonical;
 };
 
+// Makes `next` the whole set: its canonical forms for the store, its configs
+// for the engine. Runs under the store's lock, so that the engine sees
+// changes in the store's order.
+void InstallAll(std::map<std::string, Checked, std::less<>> next,
+                std::map<std::string, v1::Policy, std::less<>>* policies,
+                core::Engine* engine) {
+  std::map<std::string, v1::Policy, std::less<>> stored;
+  std::vector<core::PolicyConfig> configs;
+  configs.reserve(next.size());
+  for (auto& [name, checked] : next) {
+    stored.emplace(name, std::move(checked.canonical));
+    configs.push_back(std::move(checked.config));
+  }
+  *policies = std::move(stored);
+  engine->ReplacePolicies(std::move(configs));
+}
+
 absl::StatusOr<Checked> Check(const v1::Policy& policy) {
   v1::Policy input = policy;
   input.set_version(0);  // output only; the store assigns it
@@ -94,16 +111,7 @@ absl::StatusOr<std::vector<PolicyChange>> PolicyStore::ReplaceAll(
   }
   if (changes.empty()) return changes;
 
-  std::map<std::string, v1::Policy, std::less<>> stored;
-  std::vector<core::PolicyConfig> configs;
-  configs.reserve(next.size());
-  for (auto& [name, checked] : next) {
-    stored.emplace(name, std::move(checked.canonical));
-    configs.push_back(std::move(checked.config));
-  }
-  policies_ = std::move(stored);
-  // Under mu_, so that the engine sees changes in the store's order.
-  engine_->ReplacePolicies(std::move(configs));
+  InstallAll(std::move(next), &policies_, engine_);
   return changes;
 }
 
@@ -146,15 +154,7 @@ absl::StatusOr<std::vector<PolicyChange>> PolicyStore::Adopt(
               return a.name < b.name;
             });
 
-  std::map<std::string, v1::Policy, std::less<>> stored;
-  std::vector<core::PolicyConfig> configs;
-  configs.reserve(next.size());
-  for (auto& [name, checked] : next) {
-    stored.emplace(name, std::move(checked.canonical));
-    configs.push_back(std::move(checked.config));
-  }
-  policies_ = std::move(stored);
-  engine_->ReplacePolicies(std::move(configs));
+  InstallAll(std::move(next), &policies_, engine_);
   return changes;
 }
 
