@@ -37,7 +37,7 @@ struct Result {
 Result Simulate(const Load& load, int seconds, const std::string& redis,
                 const std::string& prefix) {
   testing::FakeClock clock;
-  testing::FakeStore fake;
+  testing::FakeStore fake(&clock);
   std::vector<std::unique_ptr<cluster::Store>> stores;
   std::vector<std::unique_ptr<core::Engine>> engines;
   std::vector<std::unique_ptr<cluster::SyncLoop>> loops;

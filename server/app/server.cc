@@ -161,6 +161,8 @@ metrics::Sources Server::MetricsSources() {
     s.reports_forwarded = stats.reports_forwarded;
     s.reports_received = stats.reports_received;
     s.reports_not_forwarded = stats.reports_not_forwarded;
+    s.clock_offset = stats.clock_offset;
+    s.store_resets = stats.store_resets;
     return s;
   };
   sources.unknown_decisions = [this] { return engine_.UnknownDecisions(); };
@@ -356,8 +358,10 @@ absl::Status Server::StartCluster(
       cluster::RedisStore::ParseAddress(options_.redis);
   if (!store_options.ok()) return store_options.status();
   store_options->timeout = options_.redis_timeout;
-  // A Redis that comes back is reached within about one tick.
-  store_options->max_backoff = options_.sync_interval;
+  // A Redis that comes back is reached within a retry or two: the sync
+  // loop retries a failed tick every 200 ms.
+  store_options->max_backoff =
+      std::min(options_.sync_interval, absl::Milliseconds(200));
   redis_store_ = std::make_unique<cluster::RedisStore>(*store_options);
 
   cluster::ClusterConfig::Options config_options;
@@ -386,6 +390,10 @@ absl::Status Server::StartCluster(
   loop_options.on_store_change = [events = events_.get()](
                                      bool up, const std::string& detail) {
     events->Publish(rpc::StoreEvent(up, detail));
+  };
+  loop_options.on_store_reset = [events = events_.get()](
+                                     const std::string& detail) {
+    events->Publish(rpc::StoreEvent(true, detail));
   };
   loop_options.interval = options_.sync_interval;
   sync_loop_ = std::make_unique<cluster::SyncLoop>(

@@ -5,13 +5,24 @@
 --   <prefix>:pversions  hash name -> config version that last wrote it
 --   <prefix>:deleted    hash name -> config version of its deletion
 --   <prefix>:overrides  hash dependency -> "FORCE_OPEN <note>" | "FORCE_CLOSED <note>"
--- These keys have no TTL: they are the cluster's configuration, like the
--- policies file, and are only changed by operators.
+--   <prefix>:epoch      when this store's config was created (Redis TIME)
+--   <prefix>:replicas   zset replica id -> expiry (ms, Redis TIME)
+-- These keys have no TTL (but replicas): they are the cluster's
+-- configuration, like the policies file, and are only changed by operators.
 --
 -- ARGV[1] is the operation:
---   read SEEN NSEED [NAME BLOB]...   stores each seed policy whose name is
---       neither stored nor deleted; then {version} when version == SEEN,
---       else {version, policies, pversions, overrides} (flat HGETALL lists)
+--   read REPLICA STALE_MS LEAVING SEEN EPOCH_SEEN NSEED [NAME BLOB]...
+--       refreshes REPLICA's membership (or removes it when LEAVING is "1");
+--       stores each seed policy whose name is neither stored nor deleted;
+--       then {now_ms, epoch, lost, live, version} when version == SEEN, else
+--       {now_ms, epoch, lost, live, version, policies, pversions, overrides,
+--       deleted} (flat HGETALL lists). lost is 1 when EPOCH_SEEN is set and
+--       differs: the store lost its config since this replica last looked.
+--   restore VERSION NP [NAME PVERSION BLOB]... ND [NAME DVERSION]...
+--       NO [DEP VALUE]...   rebuilds a config lost by the store from a
+--       replica's memory: every policy, tombstone and override the store
+--       does not have again, and the version counter at least VERSION.
+--       {version}
 --   put NAME BLOB EXPECTED           {"OK", old, new, version} | {"ABORTED", stored}
 --   delete NAME EXPECTED             {"OK", old, "0", version} | {"ABORTED", stored}
 --                                    | {"NOT_FOUND"}
@@ -32,9 +43,28 @@ local function current()
 end
 
 if op == 'read' then
-  local n = tonumber(ARGV[3])
+  local replica, stale, leaving = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+  local seen, epoch_seen = ARGV[5], ARGV[6]
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local members = prefix .. ':replicas'
+  if leaving then
+    redis.call('ZREM', members, replica)
+  else
+    redis.call('ZADD', members, now + stale, replica)
+  end
+  redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+  local live = redis.call('ZRANGEBYSCORE', members, now, '+inf')
+  local ekey = prefix .. ':epoch'
+  local epoch = redis.call('GET', ekey)
+  if not epoch then
+    epoch = t[1] .. '.' .. t[2]
+    redis.call('SET', ekey, epoch)
+  end
+  local lost = (epoch_seen ~= '' and epoch_seen ~= epoch) and 1 or 0
+  local n = tonumber(ARGV[7])
   for j = 0, n - 1 do
-    local name, blob = ARGV[4 + 2 * j], ARGV[5 + 2 * j]
+    local name, blob = ARGV[8 + 2 * j], ARGV[9 + 2 * j]
     if redis.call('HEXISTS', pkey, name) == 0 and
        redis.call('HEXISTS', dkey, name) == 0 then
       local v = redis.call('INCR', vkey)
@@ -43,9 +73,42 @@ if op == 'read' then
     end
   end
   local version = current()
-  if version == ARGV[2] then return {version} end
-  return {version, redis.call('HGETALL', pkey), redis.call('HGETALL', verkey),
-          redis.call('HGETALL', okey)}
+  if version == seen then return {now, epoch, lost, live, version} end
+  return {now, epoch, lost, live, version, redis.call('HGETALL', pkey),
+          redis.call('HGETALL', verkey), redis.call('HGETALL', okey),
+          redis.call('HGETALL', dkey)}
+end
+
+if op == 'restore' then
+  local j = 3
+  local np = tonumber(ARGV[j]); j = j + 1
+  for _ = 1, np do
+    local name, pversion, blob = ARGV[j], ARGV[j + 1], ARGV[j + 2]
+    j = j + 3
+    if redis.call('HEXISTS', pkey, name) == 0 and
+       redis.call('HEXISTS', dkey, name) == 0 then
+      redis.call('HSET', pkey, name, blob)
+      redis.call('HSET', verkey, name, pversion)
+    end
+  end
+  local nd = tonumber(ARGV[j]); j = j + 1
+  for _ = 1, nd do
+    if redis.call('HEXISTS', pkey, ARGV[j]) == 0 then
+      redis.call('HSETNX', dkey, ARGV[j], ARGV[j + 1])
+    end
+    j = j + 2
+  end
+  local no = tonumber(ARGV[j]); j = j + 1
+  for _ = 1, no do
+    if redis.call('HEXISTS', pkey, ARGV[j]) == 1 then
+      redis.call('HSETNX', okey, ARGV[j], ARGV[j + 1])
+    end
+    j = j + 2
+  end
+  if tonumber(current()) < tonumber(ARGV[2]) then
+    redis.call('SET', vkey, ARGV[2])
+  end
+  return {current()}
 end
 
 if op == 'put' then

@@ -84,29 +84,43 @@ void Append(redisContext* c, const std::vector<std::string>& args) {
                          lens.data());
 }
 
-absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
+absl::Time FromMs(const redisReply* r) {
+  const auto ms = static_cast<int64_t>(ToDouble(r));
+  return ms > 0 ? absl::FromUnixMillis(ms) : absl::InfinitePast();
+}
+
+bool IsArray(const redisReply* r, size_t min_elements) {
+  return r != nullptr && r->type == REDIS_REPLY_ARRAY &&
+         r->elements >= min_elements;
+}
+
+absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys,
+                                     const std::string& epoch_seen) {
   if (r->type == REDIS_REPLY_ERROR) {
     return absl::InternalError(
         absl::StrCat("tick script failed: ", absl::string_view(r->str, r->len)));
   }
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
+  if (!IsArray(r, 7) || !IsArray(r->element[3], 0) ||
+      !IsArray(r->element[4], 0) || !IsArray(r->element[5], 0)) {
     return absl::InternalError("tick script answered in an unexpected shape");
   }
   PolicyPull pull;
-  const redisReply* demands = r->element[0];
-  for (size_t k = 0; k < nkeys && k < demands->elements; ++k) {
-    const redisReply* flat = demands->element[k];
-    std::vector<ReplicaDemand> entries;
-    for (size_t j = 0; j + 2 < flat->elements; j += 3) {
-      ReplicaDemand d;
-      d.replica = std::string(Str(flat->element[j]));
-      d.rate_demand = ToDouble(flat->element[j + 1]);
-      d.concurrency_demand = ToDouble(flat->element[j + 2]);
-      entries.push_back(std::move(d));
+  pull.epoch = std::string(Str(r->element[1]));
+  pull.lost = ToU64(r->element[2]) == 1;
+  (void)epoch_seen;
+  const redisReply* grants = r->element[3];
+  for (size_t k = 0; k < nkeys && k < grants->elements; ++k) {
+    const redisReply* g = grants->element[k];
+    StoreGrant grant;
+    if (IsArray(g, 3)) {
+      grant.granted = ToU64(g->element[0]) == 1;
+      for (int u = 0; u < core::kClusterResources; ++u) {
+        grant.units[u] = static_cast<int64_t>(ToDouble(g->element[u + 1]));
+      }
     }
-    pull.keys.push_back(std::move(entries));
+    pull.grants.push_back(grant);
   }
-  const redisReply* outcomes = r->element[1];
+  const redisReply* outcomes = r->element[4];
   for (size_t j = 0; j + 3 < outcomes->elements; j += 4) {
     ReplicaOutcomes o;
     o.replica = std::string(Str(outcomes->element[j]));
@@ -115,22 +129,20 @@ absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
     o.totals.slow = ToU64(outcomes->element[j + 3]);
     pull.outcomes.push_back(std::move(o));
   }
-  const redisReply* breaker = r->element[2];
+  const redisReply* breaker = r->element[5];
   if (breaker->elements == 6) {
     core::BreakerRecord rec;
     rec.generation = ToU64(breaker->element[0]);
     rec.state = Str(breaker->element[1]) == "OPEN" ? core::BreakerState::kOpen
                                                     : core::BreakerState::kClosed;
-    const auto until = static_cast<int64_t>(ToDouble(breaker->element[2]));
-    rec.open_until = until > 0 ? absl::FromUnixMillis(until)
-                               : absl::InfinitePast();
+    rec.open_until = FromMs(breaker->element[2]);
     rec.open_duration =
         absl::Milliseconds(static_cast<int64_t>(ToDouble(breaker->element[3])));
     rec.cause = std::string(Str(breaker->element[4]));
     rec.replica = std::string(Str(breaker->element[5]));
     pull.breaker = std::move(rec);
   }
-  pull.leases_granted = static_cast<uint32_t>(ToU64(r->element[3]));
+  pull.leases_granted = static_cast<uint32_t>(ToU64(r->element[6]));
   return pull;
 }
 
@@ -178,8 +190,9 @@ std::vector<std::pair<std::string, std::string>> Pairs(const redisReply* r) {
   return out;
 }
 
-// config.lua's read answer: {version} when unchanged, else the config.
-absl::StatusOr<std::optional<ConfigSnapshot>> ParseConfig(const redisReply* r) {
+// config.lua's read answer: {now, epoch, lost, live, version} when the
+// version is unchanged, else also the config.
+absl::Status ParseConfig(const redisReply* r, TickReply* out) {
   if (r->type == REDIS_REPLY_ERROR) {
     const absl::string_view error(r->str, r->len);
     if (absl::StartsWith(error, "NOSCRIPT")) {
@@ -187,29 +200,34 @@ absl::StatusOr<std::optional<ConfigSnapshot>> ParseConfig(const redisReply* r) {
     }
     return absl::InternalError(absl::StrCat("config script failed: ", error));
   }
-  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
+  if (!IsArray(r, 5) || !IsArray(r->element[3], 0) ||
+      (r->elements != 5 && r->elements != 9)) {
     return absl::InternalError("config script answered in an unexpected shape");
   }
-  if (r->elements == 1) return std::optional<ConfigSnapshot>();
-  if (r->elements != 4) {
-    return absl::InternalError("config script answered in an unexpected shape");
+  out->store_now = FromMs(r->element[0]);
+  out->config_epoch = std::string(Str(r->element[1]));
+  out->config_lost = ToU64(r->element[2]) == 1;
+  const redisReply* live = r->element[3];
+  for (size_t i = 0; i < live->elements; ++i) {
+    out->replicas.emplace_back(Str(live->element[i]));
   }
+  if (r->elements == 5) return absl::OkStatus();
   ConfigSnapshot snapshot;
-  snapshot.version = ToU64(r->element[0]);
+  snapshot.version = ToU64(r->element[4]);
   absl::flat_hash_map<std::string, uint64_t> versions;
-  for (auto& [name, v] : Pairs(r->element[2])) {
+  for (auto& [name, v] : Pairs(r->element[6])) {
     uint64_t n = 0;
     absl::SimpleAtoi(v, &n);
     versions[name] = n;
   }
-  for (auto& [name, blob] : Pairs(r->element[1])) {
+  for (auto& [name, blob] : Pairs(r->element[5])) {
     StoredPolicy p;
     p.name = name;
     p.blob = std::move(blob);
     p.version = versions[name];
     snapshot.policies.push_back(std::move(p));
   }
-  for (auto& [dep, value] : Pairs(r->element[3])) {
+  for (auto& [dep, value] : Pairs(r->element[7])) {
     StoredOverride o;
     o.dependency = dep;
     const size_t space = value.find(' ');
@@ -222,7 +240,35 @@ absl::StatusOr<std::optional<ConfigSnapshot>> ParseConfig(const redisReply* r) {
     o.note = space == std::string::npos ? "" : value.substr(space + 1);
     snapshot.overrides.push_back(std::move(o));
   }
-  return std::optional<ConfigSnapshot>(std::move(snapshot));
+  for (auto& [name, v] : Pairs(r->element[8])) {
+    uint64_t n = 0;
+    absl::SimpleAtoi(v, &n);
+    snapshot.deleted.emplace_back(name, n);
+  }
+  out->config = std::move(snapshot);
+  return absl::OkStatus();
+}
+
+// config.lua's restore arguments for `config`.
+std::vector<std::string> RestoreArgs(const ConfigSnapshot& config) {
+  std::vector<std::string> args = {"restore", absl::StrCat(config.version),
+                                   absl::StrCat(config.policies.size())};
+  for (const StoredPolicy& p : config.policies) {
+    args.push_back(p.name);
+    args.push_back(absl::StrCat(p.version));
+    args.push_back(p.blob);
+  }
+  args.push_back(absl::StrCat(config.deleted.size()));
+  for (const auto& [name, version] : config.deleted) {
+    args.push_back(name);
+    args.push_back(absl::StrCat(version));
+  }
+  args.push_back(absl::StrCat(config.overrides.size()));
+  for (const StoredOverride& o : config.overrides) {
+    args.push_back(o.dependency);
+    args.push_back(absl::StrCat(core::BreakerOverrideName(o.mode), " ", o.note));
+  }
+  return args;
 }
 
 }  // namespace
@@ -330,38 +376,63 @@ absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
 }
 
 absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
-  const absl::Time now = request.now;
+  // The connection's backoff runs on this process's clock; every time in the
+  // store itself is Redis's own.
+  const absl::Time local_now = absl::Now();
   Connection& c = tick_connection_;
-  if (absl::Status s = c.Ensure(now); !s.ok()) return s;
-  redisContext* context_ = c.context();
+  if (absl::Status s = c.Ensure(local_now); !s.ok()) return s;
+  redisContext* context = c.context();
+  const std::string config_key = ConfigKey();
+  const std::string stale_ms = Ms(request.stale_after);
 
-  const std::string members = options_.key_prefix + "replicas";
-  const std::string expiry = Ms(now + request.stale_after);
-  Append(context_, {"ZADD", members, expiry, request.replica_id});
-  Append(context_, {"ZREMRANGEBYSCORE", members, "-inf", absl::StrCat("(", Ms(now))});
-  Append(context_, {"ZRANGEBYSCORE", members, Ms(now), "+inf"});
-  Append(context_, {"PEXPIRE", members, Ms(request.key_ttl)});
+  size_t expected = 0;
+  if (request.restore) {
+    std::vector<std::string> args = {"EVALSHA", c.config_sha(), "1",
+                                     config_key};
+    std::vector<std::string> restore = RestoreArgs(*request.restore);
+    args.insert(args.end(), std::make_move_iterator(restore.begin()),
+                std::make_move_iterator(restore.end()));
+    Append(context, args);
+    ++expected;
+  }
+  const size_t config_reply = expected;
   {
     std::vector<std::string> args = {
-        "EVALSHA", c.config_sha(), "1", ConfigKey(), "read",
-        absl::StrCat(request.config_seen),
+        "EVALSHA",          c.config_sha(),
+        "1",                config_key,
+        "read",             request.replica_id,
+        stale_ms,           request.leaving ? "1" : "0",
+        absl::StrCat(request.config_seen), request.config_epoch_seen,
         absl::StrCat(request.seed.size())};
     for (const StoredPolicy& p : request.seed) {
       args.push_back(p.name);
       args.push_back(p.blob);
     }
-    Append(context_, args);
+    Append(context, args);
+    ++expected;
   }
+  const size_t first_policy = expected;
   for (const PolicyPush& push : request.policies) {
     std::vector<std::string> args = {
-        "EVALSHA", c.tick_sha(), "1",
+        "EVALSHA",
+        c.tick_sha(),
+        "1",
         absl::StrCat(options_.key_prefix, "{", push.policy, "}"),
-        request.replica_id, Ms(now), Ms(request.stale_after),
-        Ms(request.key_ttl), absl::StrCat(push.keys.size())};
+        request.replica_id,
+        stale_ms,
+        Ms(request.key_ttl),
+        absl::StrCat(request.live_replicas),
+        request.leaving ? "1" : "0",
+        push.epoch_seen,
+        push.per_key ? "1" : "0",
+        absl::StrCat(push.keys.size())};
     for (const core::KeyTick& key : push.keys) {
       args.push_back(key.key);
-      args.push_back(Num(key.rate_demand));
-      args.push_back(Num(key.concurrency_demand));
+      for (int64_t v : key.limit) args.push_back(absl::StrCat(v));
+      for (double v : key.demand) args.push_back(Num(v));
+      for (int64_t v : key.usage) args.push_back(absl::StrCat(v));
+      for (int64_t v : key.applied) args.push_back(absl::StrCat(v));
+      args.push_back(Ms(std::min(key.applied_left, request.stale_after)));
       args.push_back(absl::StrCat(key.admitted_total));
     }
     args.push_back(push.has_breaker ? "1" : "0");
@@ -369,6 +440,8 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       args.push_back(absl::StrCat(push.outcomes.calls));
       args.push_back(absl::StrCat(push.outcomes.failures));
       args.push_back(absl::StrCat(push.outcomes.slow));
+      args.push_back(push.publish ? "1" : "0");
+      args.push_back(absl::StrCat(push.breaker.base));
       args.push_back(absl::StrCat(push.breaker.generation));
       args.push_back(push.breaker.state == core::BreakerState::kOpen ? "OPEN"
                                                                      : "CLOSED");
@@ -381,64 +454,73 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       args.push_back(absl::StrCat(push.lease_cap));
       args.push_back(Ms(push.lease_ttl));
     }
-    Append(context_, args);
+    Append(context, args);
+    ++expected;
   }
 
-  // Read every reply, even after an error reply, to keep the pipeline whole.
-  // Forwarded reports: pushed to each issuer's inbox; this replica's own
-  // inbox is emptied in the same round trip.
+  // Forwarded reports: pushed to each issuer's inbox, which keeps at most
+  // kMaxInbox (the oldest go first); this replica's own inbox is emptied in
+  // the same round trip.
   absl::flat_hash_map<std::string, std::vector<std::string>> outbox;
   for (const core::ForwardedReport& f : request.forwarded) {
     outbox[f.issuer].push_back(EncodeForwarded(f));
   }
+  const size_t first_inbox = expected;
   for (auto& [issuer, items] : outbox) {
     const std::string inbox = absl::StrCat(options_.key_prefix, "inbox:", issuer);
     std::vector<std::string> args = {"RPUSH", inbox};
     args.insert(args.end(), std::make_move_iterator(items.begin()),
                 std::make_move_iterator(items.end()));
-    Append(context_, args);
-    Append(context_, {"PEXPIRE", inbox, Ms(request.key_ttl)});
+    Append(context, args);
+    Append(context, {"LTRIM", inbox, absl::StrCat(-kMaxInbox), "-1"});
+    Append(context, {"PEXPIRE", inbox, Ms(request.key_ttl)});
+    expected += 3;
   }
   const std::string my_inbox =
       absl::StrCat(options_.key_prefix, "inbox:", request.replica_id);
-  Append(context_, {"LPOP", my_inbox, "100000"});
+  Append(context, {"LPOP", my_inbox, absl::StrCat(kMaxInbox)});
+  ++expected;
 
-  constexpr size_t kFirstPolicy = 5;  // 4 membership replies, then config
-  const size_t expected =
-      kFirstPolicy + request.policies.size() + 2 * outbox.size() + 1;
+  // Read every reply, even after an error reply, to keep the pipeline whole.
   std::vector<ReplyPtr> replies;
   replies.reserve(expected);
   for (size_t i = 0; i < expected; ++i) {
     void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
-      absl::Status status = ErrorOf(context_, "tick");
-      c.Drop(now);
+    if (redisGetReply(context, &raw) != REDIS_OK || raw == nullptr) {
+      absl::Status status = ErrorOf(context, "tick");
+      c.Drop(local_now);
       return status;
     }
     replies.emplace_back(static_cast<redisReply*>(raw));
   }
 
   TickReply out;
-  const redisReply* live = replies[2].get();
-  if (live->type == REDIS_REPLY_ARRAY) {
-    for (size_t i = 0; i < live->elements; ++i) {
-      out.replicas.emplace_back(Str(live->element[i]));
-    }
+  if (absl::Status s = ParseConfig(replies[config_reply].get(), &out);
+      !s.ok()) {
+    return s;
   }
-  absl::StatusOr<std::optional<ConfigSnapshot>> config =
-      ParseConfig(replies[4].get());
-  if (!config.ok()) return config.status();
-  out.config = *std::move(config);
   for (size_t p = 0; p < request.policies.size(); ++p) {
-    const redisReply* r = replies[kFirstPolicy + p].get();
+    const redisReply* r = replies[first_policy + p].get();
     if (r->type == REDIS_REPLY_ERROR &&
         absl::StartsWith(absl::string_view(r->str, r->len), "NOSCRIPT")) {
       return absl::UnavailableError("NOSCRIPT: tick script not loaded");
     }
     absl::StatusOr<PolicyPull> pull =
-        ParsePull(r, request.policies[p].keys.size());
+        ParsePull(r, request.policies[p].keys.size(),
+                  request.policies[p].epoch_seen);
     if (!pull.ok()) return pull.status();
     out.policies.push_back(*std::move(pull));
+  }
+  size_t inbox_reply = first_inbox;
+  for (auto& [issuer, items] : outbox) {
+    const redisReply* pushed = replies[inbox_reply].get();
+    if (pushed->type == REDIS_REPLY_INTEGER && pushed->integer > kMaxInbox) {
+      // The issuer's inbox was full: that many of its oldest reports went.
+      out.inbox_dropped += static_cast<uint64_t>(
+          std::min<long long>(pushed->integer - kMaxInbox,
+                              static_cast<long long>(items.size())));
+    }
+    inbox_reply += 3;
   }
   const redisReply* inbox = replies.back().get();
   if (inbox->type == REDIS_REPLY_ARRAY) {

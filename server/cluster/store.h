@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,27 +13,26 @@
 
 namespace sluice::cluster {
 
-// What one replica pushes for one policy in a tick.
+// What one replica pushes for one policy in a tick. Times are on the store's
+// clock (the sync loop converts).
 struct PolicyPush {
   std::string policy;
-  // Demand and admitted totals of the keys active in the last tick (the one
-  // key "" for a policy without per_key). Empty when the policy has no
-  // cluster-scope limit.
+  bool per_key = false;
+  // The policy's store epoch this replica knows ("" before the first tick).
+  std::string epoch_seen;
+  // Keys with a cluster-scope limit to share (see core::DependencyTick).
   std::vector<core::KeyTick> keys;
   bool has_breaker = false;
   core::OutcomeTotals outcomes;
-  // This replica's breaker state; stored when its generation is higher than
-  // the stored one.
+  // This replica's breaker state and the stored generation it derives from.
   core::BreakerRecord breaker;
+  // Whether a transition in `breaker` may be stored. False on the first tick
+  // after the store was unreachable: the replica adopts the stored state
+  // before it publishes its own.
+  bool publish = true;
   uint32_t leases_wanted = 0;
   uint32_t lease_cap = 0;
   absl::Duration lease_ttl = absl::ZeroDuration();
-};
-
-struct ReplicaDemand {
-  std::string replica;
-  double rate_demand = 0;
-  double concurrency_demand = 0;
 };
 
 struct ReplicaOutcomes {
@@ -40,14 +40,24 @@ struct ReplicaOutcomes {
   core::OutcomeTotals totals;
 };
 
+// This replica's grant for one pushed key.
+struct StoreGrant {
+  // False for a per_key key sent back to its static share.
+  bool granted = true;
+  core::Units units{};
+};
+
 // What the store answers for one policy.
 struct PolicyPull {
-  // One entry per pushed key, in push order: the live replicas' demand for
-  // that key, this replica's included.
-  std::vector<std::vector<ReplicaDemand>> keys;
+  // The policy's store epoch, and whether it differs from the one pushed
+  // (the store lost this policy's data).
+  std::string epoch;
+  bool lost = false;
+  // One entry per pushed key, in push order.
+  std::vector<StoreGrant> grants;
   // Cumulative outcome totals of every live replica.
   std::vector<ReplicaOutcomes> outcomes;
-  // The stored breaker record, if any replica stored one.
+  // The stored breaker record (store clock), if any replica stored one.
   std::optional<core::BreakerRecord> breaker;
   // Probe leases granted to this replica for the stored generation.
   uint32_t leases_granted = 0;
@@ -76,6 +86,9 @@ struct ConfigSnapshot {
   uint64_t version = 0;
   std::vector<StoredPolicy> policies;
   std::vector<StoredOverride> overrides;
+  // Deleted policy names and the config version of their deletion (so
+  // seeding skips them).
+  std::vector<std::pair<std::string, uint64_t>> deleted;
 };
 
 // The result of an admin write.
@@ -87,24 +100,37 @@ struct ConfigWrite {
 
 struct TickRequest {
   std::string replica_id;
-  absl::Time now;
-  // A replica (and its demand and outcomes) not heard from for this long is
-  // gone.
+  // A replica (and its grants, outcomes and leases) not heard from for this
+  // long is gone. Also how long grants last.
   absl::Duration stale_after = absl::Seconds(3);
   // Lifetime of the state keys; refreshed on every tick.
   absl::Duration key_ttl = absl::Minutes(10);
+  // Live replicas this replica knows of (static shares of per_key keys).
+  uint32_t live_replicas = 1;
+  // The last tick of a replica that stops: it gives its grants, leases and
+  // membership back.
+  bool leaving = false;
   std::vector<PolicyPush> policies;
   // The config version this replica has applied; the reply carries the
   // config only when the store's differs.
   uint64_t config_seen = 0;
+  // The config epoch this replica knows ("" before the first tick).
+  std::string config_epoch_seen;
   // Policies to store where the store has none of that name (the policies
   // file seeds the cluster; a policy deleted by an operator stays deleted).
   std::vector<StoredPolicy> seed;
+  // The config to rebuild in a store that lost it (applied before the read).
+  std::optional<ConfigSnapshot> restore;
   // Reports this replica received for other replicas' permits, to pass on.
   std::vector<core::ForwardedReport> forwarded;
 };
 
 struct TickReply {
+  // The store's clock when it answered (Redis TIME).
+  absl::Time store_now = absl::InfinitePast();
+  // The store's config epoch, and whether it differs from the one pushed.
+  std::string config_epoch;
+  bool config_lost = false;
   // Live replicas, this one included.
   std::vector<std::string> replicas;
   // One entry per pushed policy, in push order.
@@ -113,7 +139,13 @@ struct TickReply {
   std::optional<ConfigSnapshot> config;
   // Reports for this replica's permits that reached other replicas.
   std::vector<core::ForwardedReport> forwarded_to_me;
+  // Forwarded reports of this tick that did not fit their issuer's inbox.
+  uint64_t inbox_dropped = 0;
 };
+
+// Most forwarded reports an inbox keeps; past it the oldest are dropped
+// (their permits then expire at the issuer as TIMEOUT).
+constexpr long long kMaxInbox = 100000;
 
 // The shared ledger of the cluster. A Tick is one round trip whatever the
 // request rate: it refreshes this replica's membership and, for every policy,

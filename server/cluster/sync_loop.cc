@@ -22,22 +22,6 @@ core::OutcomeWindow Delta(const core::OutcomeTotals& now,
   return d;
 }
 
-// This replica's fraction of `limit` given every live replica's demand.
-double MyFraction(const std::vector<ReplicaDemand>& demands,
-                  const std::string& me, double limit, bool concurrency,
-                  const ShareOptions& options) {
-  std::vector<double> demand;
-  demand.reserve(demands.size());
-  size_t mine = demands.size();
-  for (size_t i = 0; i < demands.size(); ++i) {
-    demand.push_back(concurrency ? demands[i].concurrency_demand
-                                 : demands[i].rate_demand);
-    if (demands[i].replica == me) mine = i;
-  }
-  if (mine == demands.size()) return 1.0 / std::max<size_t>(1, demands.size());
-  return AllocateShares(demand, limit, options)[mine];
-}
-
 }  // namespace
 
 SyncLoop::SyncLoop(core::Engine* engine, Store* store, core::Clock* clock,
@@ -63,6 +47,12 @@ void SyncLoop::Stop() {
     stopping_ = true;
   }
   thread_.join();
+  Leave().IgnoreError();  // logged and counted inside
+}
+
+absl::Status SyncLoop::Leave() {
+  absl::MutexLock lock(&tick_mu_);
+  return Tick(/*leaving=*/true);
 }
 
 void SyncLoop::Nudge() {
@@ -111,10 +101,12 @@ void SyncLoop::Run() {
         mu_.Lock();
       }
     }
-    TickOnce().IgnoreError();  // logged and counted inside
-    next = absl::Now() + options_.interval;
+    // A failed tick is tried again soon: the grants it renews hold only for
+    // the stale period, and a Redis back from a stall is reached at once.
+    const bool ok = TickOnce().ok();  // logged and counted inside
+    next = absl::Now() + (ok ? options_.interval
+                             : std::min(options_.interval, options_.retry));
   }
-  TickOnce().IgnoreError();
 }
 
 void SyncLoop::SetStoreUp(bool up, const std::string& detail) {
@@ -136,6 +128,73 @@ void SyncLoop::SetStoreUp(bool up, const std::string& detail) {
 
 absl::Status SyncLoop::TickOnce() {
   absl::MutexLock lock(&tick_mu_);
+  return Tick(/*leaving=*/false);
+}
+
+absl::Status SyncLoop::TickFailed(absl::Time start, absl::Duration took,
+                                  const std::string& error,
+                                  std::vector<core::ForwardedReport> unsent) {
+  ++failed_in_a_row_;
+  const absl::Time held_until = last_success_ + stale_after();
+  if (start >= held_until || !store_known_) {
+    SetStoreUp(false, error);
+    adopt_first_ = true;
+    engine_->SetStoreState(false, 0);
+  } else if (failed_in_a_row_ == 1) {
+    spdlog::warn(
+        "cluster store {} did not answer ({}); keeping this replica's grants "
+        "for up to {} more, retrying every {}",
+        store_->Describe(), error, absl::FormatDuration(held_until - start),
+        absl::FormatDuration(std::min(options_.interval, options_.retry)));
+  }
+  {
+    // Pass them on with a later tick; a report that did reach the store
+    // and comes twice finds its permit settled and changes nothing.
+    absl::MutexLock lock(&forward_mu_);
+    for (core::ForwardedReport& f : unsent) {
+      if (forward_queue_.size() >= kMaxForwardQueue) break;
+      forward_queue_.push_back(std::move(f));
+    }
+  }
+  absl::MutexLock stats_lock(&stats_mu_);
+  ++stats_.ticks;
+  ++stats_.failures;
+  stats_.store_up = store_up_;
+  stats_.last_tick_duration = took;
+  stats_.last_error = error;
+  return absl::UnavailableError(error);
+}
+
+void SyncLoop::ApplyConfig(const TickReply& reply) {
+  const bool lost = reply.config_lost ||
+                    (!config_epoch_.empty() && reply.config_epoch != config_epoch_);
+  config_epoch_ = reply.config_epoch;
+  if (lost && config_) {
+    // The store lost its config (a restart without persistence, a failover
+    // to an empty replica): what it answered is not the cluster's config.
+    // Rebuild it from what this replica applied last, with the next tick.
+    const std::string detail = absl::StrCat(
+        "cluster store ", store_->Describe(),
+        " lost its config; rebuilding it from this replica's copy (version ",
+        config_->version, ", ", config_->policies.size(), " policies, ",
+        config_->deleted.size(), " deleted, ", config_->overrides.size(),
+        " overrides)");
+    spdlog::warn("{}", detail);
+    restore_pending_ = true;
+    {
+      absl::MutexLock stats_lock(&stats_mu_);
+      ++stats_.store_resets;
+    }
+    if (options_.on_store_reset) options_.on_store_reset(detail);
+    return;
+  }
+  if (!reply.config || reply.config->version == 0) return;
+  if (options_.on_config) options_.on_config(*reply.config);
+  config_seen_ = reply.config->version;
+  config_ = *reply.config;
+}
+
+absl::Status SyncLoop::Tick(bool leaving) {
   const absl::Time start = clock_->Now();
   const absl::Duration since =
       last_tick_ == absl::InfinitePast()
@@ -146,10 +205,13 @@ absl::Status SyncLoop::TickOnce() {
   std::vector<core::DependencyTick> ticks = engine_->CollectTick(since);
   TickRequest request;
   request.replica_id = options_.replica_id;
-  request.now = start;
-  request.stale_after = options_.interval * options_.stale_ticks;
+  request.stale_after = stale_after();
   request.key_ttl = options_.key_ttl;
+  request.live_replicas = live_replicas_;
+  request.leaving = leaving;
   request.config_seen = config_seen_;
+  request.config_epoch_seen = config_epoch_;
+  if (restore_pending_ && config_) request.restore = config_;
   const bool seeding = seed_pending_;
   if (seeding) request.seed = seed_;
   {
@@ -158,15 +220,21 @@ absl::Status SyncLoop::TickOnce() {
   }
   std::vector<const core::DependencyTick*> pushed;
   for (core::DependencyTick& tick : ticks) {
-    const bool cluster_limits = tick.cluster_rate || tick.cluster_concurrency;
-    if (!cluster_limits && !tick.has_breaker) continue;
+    if (tick.keys.empty() && !tick.has_breaker) continue;
     PolicyPush push;
     push.policy = tick.name;
-    if (cluster_limits) push.keys = tick.keys;
+    push.per_key = tick.per_key;
+    auto epoch = policy_epochs_.find(tick.name);
+    if (epoch != policy_epochs_.end()) push.epoch_seen = epoch->second;
+    push.keys = std::move(tick.keys);
     push.has_breaker = tick.has_breaker;
     push.outcomes = tick.outcomes;
     push.breaker = tick.breaker;
-    push.breaker.replica = options_.replica_id;
+    // Shared times are on the store's clock.
+    if (push.breaker.open_until != absl::InfinitePast()) {
+      push.breaker.open_until += offset_;
+    }
+    push.publish = !adopt_first_;
     push.leases_wanted = tick.leases_wanted;
     push.lease_cap = tick.lease_cap;
     // A lease outlives a dead replica by a few ticks at most.
@@ -176,32 +244,27 @@ absl::Status SyncLoop::TickOnce() {
   }
 
   absl::StatusOr<TickReply> reply = store_->Tick(request);
-  const absl::Duration took = clock_->Now() - start;
+  const absl::Time end = clock_->Now();
+  const absl::Duration took = end - start;
   if (!reply.ok() || reply->policies.size() != request.policies.size()) {
-    const std::string error =
-        reply.ok() ? "store answered for the wrong number of policies"
-                   : reply.status().ToString();
-    SetStoreUp(false, error);
-    engine_->SetStoreState(false, 0);
-    {
-      // Pass them on with a later tick; a report that did reach the store
-      // and comes twice finds its permit settled and changes nothing.
-      absl::MutexLock lock(&forward_mu_);
-      for (core::ForwardedReport& f : request.forwarded) {
-        if (forward_queue_.size() >= kMaxForwardQueue) break;
-        forward_queue_.push_back(std::move(f));
-      }
-    }
-    absl::MutexLock stats_lock(&stats_mu_);
-    ++stats_.ticks;
-    ++stats_.failures;
-    stats_.store_up = false;
-    stats_.last_tick_duration = took;
-    stats_.last_error = error;
-    return reply.ok() ? absl::InternalError(error) : reply.status();
+    return TickFailed(start, took,
+                      reply.ok() ? "store answered for the wrong number of "
+                                   "policies"
+                                 : reply.status().ToString(),
+                      std::move(request.forwarded));
+  }
+  if (leaving) {
+    spdlog::info("left the cluster: grants, leases and membership given back");
+    return absl::OkStatus();
   }
 
-  const uint32_t live = static_cast<uint32_t>(reply->replicas.size());
+  failed_in_a_row_ = 0;
+  last_success_ = start;
+  offset_ = reply->store_now - (start + took / 2);
+  const absl::Time valid_until = start + request.stale_after;
+  const uint32_t live =
+      std::max<uint32_t>(1, static_cast<uint32_t>(reply->replicas.size()));
+  live_replicas_ = live;
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
   engine_->SetStoreState(true, live);
   {
@@ -213,44 +276,36 @@ absl::Status SyncLoop::TickOnce() {
     engine_->Report(f.dependency, f.key, f.permit_id, f.outcome, f.latency);
   }
   if (seeding) seed_pending_ = false;
-  if (reply->config) {
-    if (reply->config->version < config_seen_) {
-      // The store lost its config (a restart without persistence): seed it
-      // again and take the config it then has, not this empty one.
-      spdlog::warn(
-          "cluster config version went back from {} to {}; seeding the store "
-          "again from the policies file",
-          config_seen_, reply->config->version);
-      config_seen_ = 0;
-      seed_pending_ = true;
-    } else if (reply->config->version > 0) {
-      if (options_.on_config) options_.on_config(*reply->config);
-      config_seen_ = reply->config->version;
-    }
-  }
+  if (request.restore) restore_pending_ = false;
+  ApplyConfig(*reply);
 
+  uint64_t resets = 0;
   std::vector<core::DependencyUpdate> updates;
   updates.reserve(pushed.size());
   for (size_t i = 0; i < pushed.size(); ++i) {
     const core::DependencyTick& tick = *pushed[i];
     const PolicyPush& push = request.policies[i];
     const PolicyPull& pull = reply->policies[i];
+    if (pull.lost) {
+      ++resets;
+      const std::string detail = absl::StrCat(
+          "cluster store ", store_->Describe(), " lost the state of policy \"",
+          tick.name, "\"; this replica keeps its grants for ",
+          absl::FormatDuration(request.stale_after),
+          " and rebuilds its entries from memory");
+      spdlog::warn("{}", detail);
+      if (options_.on_store_reset) options_.on_store_reset(detail);
+    }
+    policy_epochs_[tick.name] = pull.epoch;
     core::DependencyUpdate update;
     update.name = tick.name;
-    for (size_t k = 0; k < push.keys.size() && k < pull.keys.size(); ++k) {
-      core::KeyShare share;
-      share.key = push.keys[k].key;
-      if (tick.cluster_rate) {
-        share.rate_fraction =
-            MyFraction(pull.keys[k], options_.replica_id, tick.rate_per_second,
-                       /*concurrency=*/false, options_.shares);
-      }
-      if (tick.cluster_concurrency) {
-        share.concurrency_fraction =
-            MyFraction(pull.keys[k], options_.replica_id, tick.max_in_flight,
-                       /*concurrency=*/true, options_.shares);
-      }
-      update.shares.push_back(std::move(share));
+    for (size_t k = 0; k < push.keys.size() && k < pull.grants.size(); ++k) {
+      core::KeyGrant grant;
+      grant.key = push.keys[k].key;
+      grant.granted = pull.grants[k].granted;
+      grant.units = pull.grants[k].units;
+      grant.valid_until = valid_until;
+      update.grants.push_back(std::move(grant));
     }
     if (tick.has_breaker) {
       auto& seen = seen_outcomes_[tick.name];
@@ -263,14 +318,24 @@ absl::Status SyncLoop::TickOnce() {
         now_seen[other.replica] = other.totals;
       }
       seen = std::move(now_seen);
-      update.breaker = pull.breaker;
-      update.mine =
-          pull.breaker && pull.breaker->replica == options_.replica_id;
+      if (pull.breaker) {
+        core::BreakerRecord record = *pull.breaker;
+        if (record.open_until != absl::InfinitePast()) {
+          record.open_until -= offset_;
+        }
+        update.mine = record.replica == options_.replica_id &&
+                      record.generation >= push.breaker.generation &&
+                      push.breaker.generation != push.breaker.base;
+        update.rejected =
+            !update.mine && push.breaker.generation != push.breaker.base;
+        update.breaker = std::move(record);
+      }
       update.leases_granted = pull.leases_granted;
     }
     updates.push_back(std::move(update));
   }
   engine_->ApplyTick(updates);
+  adopt_first_ = false;
 
   absl::MutexLock stats_lock(&stats_mu_);
   ++stats_.ticks;
@@ -278,7 +343,10 @@ absl::Status SyncLoop::TickOnce() {
   stats_.live_replicas = live;
   stats_.last_tick_duration = took;
   stats_.last_success = start;
-  stats_.reports_forwarded += request.forwarded.size();
+  stats_.clock_offset = offset_;
+  stats_.store_resets += resets;
+  stats_.reports_forwarded += request.forwarded.size() - reply->inbox_dropped;
+  stats_.reports_not_forwarded += reply->inbox_dropped;
   stats_.reports_received += reply->forwarded_to_me.size();
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -12,7 +13,6 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/cluster/share_allocator.h"
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
@@ -31,17 +31,29 @@ struct SyncStats {
   // Reports for other replicas' permits passed on, and received for ours.
   uint64_t reports_forwarded = 0;
   uint64_t reports_received = 0;
-  // Forwarded reports refused: unknown issuer, or the queue was full.
+  // Forwarded reports refused: unknown issuer, or the queue was full, or
+  // the issuer's inbox in the store was full.
   uint64_t reports_not_forwarded = 0;
+  // The store's clock minus this replica's (Redis TIME against the local
+  // wall clock, at the middle of the last round trip).
+  absl::Duration clock_offset = absl::ZeroDuration();
+  // Times the store turned out to have lost its data (config or a policy's
+  // shared state), each rebuilt from this replica's memory.
+  uint64_t store_resets = 0;
 };
 
 // Keeps the engine in step with the cluster: once per interval (and soon
 // after a nudge) it drains the engine's demand and breaker state, makes one
-// Store::Tick round trip, and hands back shares, other replicas' outcomes,
-// the newest breaker records and probe leases. Runs on its own thread; the
-// request path never waits for it. A failed tick switches the engine to
-// store-down behaviour (each policy's on_store_failure) until a tick works
-// again; the transition is logged once each way.
+// Store::Tick round trip, and hands back grants, other replicas' outcomes,
+// the stored breaker records and probe leases. Runs on its own thread; the
+// request path never waits for it.
+//
+// Store states: a failed tick is retried every `retry` while the replica
+// keeps deciding with the grants it holds; only when the store has not
+// answered for the stale period (stale_ticks intervals, which is also how
+// long a grant lasts) does the engine switch to store-down behaviour (each
+// policy's on_store_failure). Both transitions are logged once. Every time
+// shared through the store is on the store's clock; this loop converts.
 class SyncLoop {
  public:
   struct Options {
@@ -52,12 +64,16 @@ class SyncLoop {
     int stale_ticks = 3;
     // Lifetime of state keys in the store, refreshed every tick.
     absl::Duration key_ttl = absl::Minutes(10);
-    ShareOptions shares;
     // Called (from the loop's thread) when the store goes up or down.
     std::function<void(bool up, const std::string& detail)> on_store_change;
     // Called (from the loop's thread) with the shared config whenever its
     // version moved since the last call.
     std::function<void(const ConfigSnapshot& config)> on_config;
+    // Called (from the loop's thread) when the store lost its data and this
+    // replica rebuilds it from memory.
+    std::function<void(const std::string& detail)> on_store_reset;
+    // How soon a failed tick is tried again.
+    absl::Duration retry = absl::Milliseconds(200);
   };
 
   // `engine`, `store` and `clock` must outlive the loop.
@@ -67,9 +83,12 @@ class SyncLoop {
 
   // Starts the thread. The first tick runs at once.
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
-  // Stops the thread after one last tick, so the counts of the final
-  // interval reach the store.
+  // Stops the thread, then Leave()s, so the counts of the final interval
+  // reach the store and the grants go back at once.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // One last tick that gives this replica's grants, leases and membership
+  // back to the store. Tests call it after driving ticks by hand.
+  absl::Status Leave() ABSL_LOCKS_EXCLUDED(tick_mu_);
   // Asks for a tick soon (a breaker tripped here: tell the others now).
   void Nudge() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -91,23 +110,52 @@ class SyncLoop {
 
  private:
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Tick(bool leaving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // A tick that failed: the store counts as down once it has been silent
+  // for the stale period.
+  absl::Status TickFailed(absl::Time start, absl::Duration took,
+                          const std::string& error,
+                          std::vector<core::ForwardedReport> unsent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // Applies the config part of a good tick.
+  void ApplyConfig(const TickReply& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   void SetStoreUp(bool up, const std::string& detail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  absl::Duration stale_after() const {
+    return options_.interval * options_.stale_ticks;
+  }
 
   core::Engine* const engine_;
   Store* const store_;
   core::Clock* const clock_;
   const Options options_;
 
-  // Serializes ticks (the thread's and TestOnce callers').
+  // Serializes ticks (the thread's and TickOnce callers').
   absl::Mutex tick_mu_;
   absl::Time last_tick_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
+  // When the last good tick was sent: grants hold until stale_after() later.
+  absl::Time last_success_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
   bool store_up_ ABSL_GUARDED_BY(tick_mu_) = false;
   bool store_known_ ABSL_GUARDED_BY(tick_mu_) = false;
-  // The config version applied (via on_config), and the seed to send.
+  // Ticks failed in a row (the first one is logged).
+  int failed_in_a_row_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  // After the store was unreachable, adopt its breaker state before
+  // publishing this replica's own.
+  bool adopt_first_ ABSL_GUARDED_BY(tick_mu_) = true;
+  uint32_t live_replicas_ ABSL_GUARDED_BY(tick_mu_) = 1;
+  absl::Duration offset_ ABSL_GUARDED_BY(tick_mu_) = absl::ZeroDuration();
+  // The config version applied (via on_config), the seed to send, and the
+  // config last applied, to rebuild a store that lost it.
   uint64_t config_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  std::string config_epoch_ ABSL_GUARDED_BY(tick_mu_);
+  std::optional<ConfigSnapshot> config_ ABSL_GUARDED_BY(tick_mu_);
+  bool restore_pending_ ABSL_GUARDED_BY(tick_mu_) = false;
   std::vector<StoredPolicy> seed_ ABSL_GUARDED_BY(tick_mu_);
   bool seed_pending_ ABSL_GUARDED_BY(tick_mu_) = false;
+  // Each policy's store epoch as last seen.
+  absl::flat_hash_map<std::string, std::string> policy_epochs_
+      ABSL_GUARDED_BY(tick_mu_);
   // Per policy, the outcome totals last seen from each other replica.
   absl::flat_hash_map<std::string,
                       absl::flat_hash_map<std::string, core::OutcomeTotals>>

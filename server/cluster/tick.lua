@@ -1,77 +1,230 @@
 -- One replica's tick for one policy. All keys share the policy's hash tag:
--- KEYS[1] is the prefix "sluice:{<policy>}".
+-- KEYS[1] is the prefix "sluice:{<policy>}". Every time is Redis's own
+-- (TIME), never a replica's clock; replicas send durations only.
 --
--- ARGV: replica, now_ms, stale_ms, ttl_ms, then
---   nkeys, and per key: key, rate_demand, concurrency_demand, admitted_total;
+-- ARGV: replica, stale_ms, ttl_ms, live (replicas this one knows of),
+--   leaving ("1": give everything back), epoch_seen ("" if none), per_key,
+--   nkeys, and per key:
+--     key, limit1, limit2, demand1, demand2, usage1, usage2,
+--     applied1, applied2, applied_left_ms, admitted_total;
 --   has_breaker ("1" or "0"), and if "1":
 --     calls, failures, slow (cumulative outcome totals),
---     generation, state ("OPEN" | "CLOSED"), open_until_ms, open_duration_ms,
---     cause, leases_wanted, lease_cap, lease_ttl_ms.
+--     publish ("1" may store a transition), base, generation,
+--     state ("OPEN" | "CLOSED"), open_until_ms, open_duration_ms, cause,
+--     leases_wanted, lease_cap, lease_ttl_ms.
+-- Resource 1 is the rate resource (token bucket capacity or window count),
+-- resource 2 the concurrency slots; limit 0 means not cluster-scope.
 --
--- Returns {demands, outcomes, breaker, leases}:
---   demands[k]  flat {replica, rate_demand, concurrency_demand, ...} of the
---               live replicas for pushed key k;
---   outcomes    flat {replica, calls, failures, slow, ...} of live replicas;
---   breaker     {generation, state, open_until_ms, open_duration_ms, cause,
---               replica} or {} when none is stored;
---   leases      probe leases granted to this replica.
+-- Returns {now_ms, epoch, lost, grants, outcomes, breaker, leases}:
+--   epoch     this policy's store epoch; lost is 1 when the replica knew
+--             another one (Redis lost the policy's data)
+--   grants[k] {granted (1, or 0 for a per_key key back on its static
+--             share), units1, units2} for pushed key k
+--   outcomes  flat {replica, calls, failures, slow, ...} of live replicas
+--   breaker   {generation, state, open_until_ms, open_duration_ms, cause,
+--             replica} or {} when none is stored
+--   leases    probe leases granted to this replica
 --
--- Every stored value is a level or a cumulative total, so running a tick
--- twice (a retry after a timeout) counts nothing twice.
+-- Grants: the hash <prefix>:g:<key> holds, per replica,
+--   "g1 g2 exp h1 h2 hexp u1 u2 d1 d2": the grant and its expiry, the grant
+--   it applied before (held until that one's expiry, in case this reply is
+--   lost), its usage (window count, calls in flight) and its demand. A
+--   replica may be granted only what no live entry of another replica holds
+--   (max of grant, previous grant, usage), so the grants in force never add
+--   up to more than the limit, whatever the timing of ticks and replies.
 
 local prefix = KEYS[1]
 local replica = ARGV[1]
-local now = tonumber(ARGV[2])
-local stale = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local i = 5
+local stale = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[3])
+local live = math.max(1, tonumber(ARGV[4]))
+local leaving = ARGV[5] == '1'
+local epoch_seen = ARGV[6]
+local per_key = ARGV[7] == '1'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local headroom = 1.05
+local i = 8
 
--- Reads hash h as {field, value, ...}, dropping entries whose last field
--- (a timestamp) is older than `stale`.
-local function live_entries(h)
-  local all = redis.call('HGETALL', h)
-  local out = {}
-  for j = 1, #all, 2 do
-    local ts = tonumber(string.match(all[j + 1], '(%S+)$'))
-    if ts == nil or ts + stale < now then
-      redis.call('HDEL', h, all[j])
-    else
-      out[#out + 1] = all[j]
-      out[#out + 1] = all[j + 1]
-    end
+-- The policy's epoch: created with its first state. A replica that knew an
+-- older one sees that Redis lost the data (restart without persistence,
+-- failover to an empty replica, eviction); for one stale period after that
+-- no replica is granted more than it already applies, while the survivors
+-- rebuild their entries from memory.
+local ekey = prefix .. ':epoch'
+local rkey = prefix .. ':recovering'
+local epoch = redis.call('GET', ekey)
+local lost = 0
+if not epoch then
+  epoch = t[1] .. '.' .. t[2]
+  redis.call('SET', ekey, epoch)
+  if epoch_seen ~= '' then
+    redis.call('SET', rkey, '1', 'PX', stale)
   end
+end
+redis.call('PEXPIRE', ekey, ttl)
+if epoch_seen ~= '' and epoch_seen ~= epoch then lost = 1 end
+local recovering = redis.call('EXISTS', rkey) == 1
+
+local function fields(v)
+  local out = {}
+  for x in string.gmatch(v, '%S+') do out[#out + 1] = tonumber(x) end
   return out
 end
 
+-- Max-min fair split of `total` whole units by demand, then whole units by
+-- largest remainder (ties by replica name). Whatever nobody wants is spread
+-- evenly. names[j] and demand[j] describe entry j.
+local function allocate(total, names, demand)
+  local n = #names
+  local units = {}
+  if n == 0 then return units end
+  if total <= 0 then
+    for j = 1, n do units[j] = 0 end
+    return units
+  end
+  local order = {}
+  for j = 1, n do order[j] = j end
+  table.sort(order, function(a, b)
+    if demand[a] ~= demand[b] then return demand[a] < demand[b] end
+    return names[a] < names[b]
+  end)
+  local share = {}
+  local left = total
+  local remaining = n
+  for _, j in ipairs(order) do
+    local give = math.min(demand[j] * headroom, left / remaining)
+    share[j] = give
+    left = left - give
+    remaining = remaining - 1
+  end
+  local used = 0
+  for j = 1, n do
+    share[j] = share[j] + left / n
+    units[j] = math.floor(share[j] + 1e-9)
+    used = used + units[j]
+  end
+  table.sort(order, function(a, b)
+    local ra, rb = share[a] - units[a], share[b] - units[b]
+    if ra ~= rb then return ra > rb end
+    return names[a] < names[b]
+  end)
+  local extra = math.min(n, math.max(0, total - used))
+  for k = 1, extra do units[order[k]] = units[order[k]] + 1 end
+  return units
+end
+
 local nkeys = tonumber(ARGV[i]); i = i + 1
-local demands = {}
+local grants = {}
 for k = 1, nkeys do
-  local key, rate, conc, admitted = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  i = i + 4
-  local h = prefix .. ':d:' .. key
-  redis.call('HSET', h, replica, rate .. ' ' .. conc .. ' ' .. now)
-  redis.call('PEXPIRE', h, ttl)
-  local a = prefix .. ':a:' .. key
-  redis.call('HSET', a, replica, admitted)
-  redis.call('PEXPIRE', a, ttl)
-  local entries = live_entries(h)
+  local key = ARGV[i]
+  local limit = {tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])}
+  local demand = {tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])}
+  local usage = {tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])}
+  local applied = {tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
+  local applied_left = tonumber(ARGV[i + 9])
+  local admitted = ARGV[i + 10]
+  i = i + 11
+  local h = prefix .. ':g:' .. key
+
+  -- Live entries of the other replicas: what each holds, and its demand.
+  local all = redis.call('HGETALL', h)
+  local held = {0, 0}
+  local names, wants = {{}, {}}, {{}, {}}
+  local others = 0
+  for j = 1, #all, 2 do
+    local e = fields(all[j + 1])
+    if e[3] == nil or e[3] < now then
+      redis.call('HDEL', h, all[j])
+    elseif all[j] ~= replica then
+      others = others + 1
+      for r = 1, 2 do
+        local held_r = math.max(e[r], e[r + 6])
+        if e[6] >= now then held_r = math.max(held_r, e[r + 3]) end
+        held[r] = held[r] + held_r
+        names[r][#names[r] + 1] = all[j]
+        wants[r][#wants[r] + 1] = e[r + 8]
+      end
+    end
+  end
+  -- Live replicas without an entry hold a per_key key's static share.
+  local cold = math.max(0, live - others - 1)
+  local granted = 1
+  local units = {0, 0}
+  if leaving then
+    redis.call('HDEL', h, replica)
+    granted = 0
+  else
+    local back_to_static = per_key
+    for r = 1, 2 do
+      local each = per_key and math.floor(limit[r] / live) or 0
+      local pool = limit[r] - cold * each
+      local avail = pool - held[r]
+      names[r][#names[r] + 1] = replica
+      wants[r][#wants[r] + 1] = demand[r]
+      local split = allocate(pool, names[r], wants[r])
+      units[r] = math.max(0, math.min(split[#split], avail))
+      if recovering then units[r] = math.min(units[r], applied[r]) end
+      if limit[r] > 0 then
+        local static = math.floor(limit[r] / (live + 1))
+        if demand[r] * headroom > static or usage[r] > static or
+           avail < each then
+          back_to_static = false
+        end
+      end
+    end
+    if back_to_static then
+      redis.call('HDEL', h, replica)
+      granted = 0
+      units = {0, 0}
+    else
+      local hold_until = now + math.min(applied_left, stale)
+      redis.call('HSET', h, replica, table.concat({
+          units[1], units[2], now + stale, applied[1], applied[2], hold_until,
+          usage[1], usage[2], string.format('%.3f', demand[1]),
+          string.format('%.3f', demand[2])}, ' '))
+      redis.call('PEXPIRE', h, ttl)
+    end
+  end
+  if not per_key then
+    local a = prefix .. ':a:' .. key
+    redis.call('HSET', a, replica, admitted)
+    redis.call('PEXPIRE', a, ttl)
+  end
+  grants[k] = {granted, units[1], units[2]}
+end
+
+-- Reads hash h as {field, value, ...}, dropping entries whose last field
+-- (a time) is older than `stale`.
+local function live_entries(h)
+  local entries = redis.call('HGETALL', h)
   local out = {}
   for j = 1, #entries, 2 do
-    local r, c = string.match(entries[j + 1], '^(%S+) (%S+)')
-    out[#out + 1] = entries[j]
-    out[#out + 1] = r
-    out[#out + 1] = c
+    local ts = tonumber(string.match(entries[j + 1], '(%S+)$'))
+    if ts == nil or ts + stale < now then
+      redis.call('HDEL', h, entries[j])
+    else
+      out[#out + 1] = entries[j]
+      out[#out + 1] = entries[j + 1]
+    end
   end
-  demands[k] = out
+  return out
 end
 
 local outcomes, breaker, leases = {}, {}, 0
 if ARGV[i] == '1' then
   i = i + 1
   local o = prefix .. ':outcomes'
-  redis.call('HSET', o, replica,
-             ARGV[i] .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2] .. ' ' .. now)
-  redis.call('PEXPIRE', o, ttl)
+  local b = prefix .. ':breaker'
+  local l = prefix .. ':probes'
+  if leaving then
+    redis.call('HDEL', o, replica)
+    redis.call('HDEL', l, replica)
+  else
+    redis.call('HSET', o, replica,
+               ARGV[i] .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2] .. ' ' .. now)
+    redis.call('PEXPIRE', o, ttl)
+  end
   i = i + 3
   local entries = live_entries(o)
   for j = 1, #entries, 2 do
@@ -82,16 +235,25 @@ if ARGV[i] == '1' then
     outcomes[#outcomes + 1] = s
   end
 
-  -- The breaker record: the highest generation wins; a tie keeps the first.
-  local b = prefix .. ':breaker'
-  local gen = tonumber(ARGV[i])
-  local stored = tonumber(redis.call('HGET', b, 'generation') or '0')
-  if gen > stored then
-    redis.call('HSET', b, 'generation', ARGV[i], 'state', ARGV[i + 1],
-               'open_until', ARGV[i + 2], 'open_duration', ARGV[i + 3],
-               'cause', ARGV[i + 4], 'replica', replica)
+  -- The breaker record, compare-and-set on the generation: a transition is
+  -- stored only if it started from the stored generation. A Redis that lost
+  -- the record takes the first replica's state as it is.
+  local publish, base, gen = ARGV[i] == '1', tonumber(ARGV[i + 1]),
+                             tonumber(ARGV[i + 2])
+  local stored = redis.call('HGET', b, 'generation')
+  local store = false
+  if not stored then
+    store = not leaving
+  elseif publish and gen ~= base and tonumber(stored) == base then
+    store = true
   end
-  i = i + 5
+  if store then
+    redis.call('HSET', b, 'generation', math.max(gen, (tonumber(stored) or 0) + 1),
+               'state', ARGV[i + 3], 'open_until', ARGV[i + 4],
+               'open_duration', ARGV[i + 5], 'cause', ARGV[i + 6],
+               'replica', replica)
+  end
+  i = i + 7
   local rec = redis.call('HMGET', b, 'generation', 'state', 'open_until',
                          'open_duration', 'cause', 'replica')
   if rec[1] then
@@ -102,30 +264,33 @@ if ARGV[i] == '1' then
   end
 
   -- Probe leases for the stored generation: at most lease_cap across the
-  -- cluster. Leases of other generations, and expired ones, are void.
+  -- cluster. A lease is void once its generation is past, once its probe
+  -- had time to finish, or as soon as its holder stops ticking.
   local wanted, cap, lease_ttl =
       tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   i = i + 3
-  local l = prefix .. ':probes'
   local current = rec[1] or '0'
   local all = redis.call('HGETALL', l)
   local others = 0
   for j = 1, #all, 2 do
-    local lgen, count, expiry = string.match(all[j + 1], '^(%S+) (%S+) (%S+)$')
-    if lgen ~= current or tonumber(expiry) < now then
+    local lgen, count, expiry, alive =
+        string.match(all[j + 1], '^(%S+) (%S+) (%S+) (%S+)$')
+    if lgen ~= current or tonumber(expiry) < now or tonumber(alive) < now then
       redis.call('HDEL', l, all[j])
     elseif all[j] ~= replica then
       others = others + tonumber(count)
     end
   end
-  leases = math.max(0, math.min(wanted, cap - others))
+  if not leaving then
+    leases = math.max(0, math.min(wanted, cap - others))
+  end
   if leases > 0 then
-    redis.call('HSET', l, replica,
-               current .. ' ' .. leases .. ' ' .. (now + lease_ttl))
+    redis.call('HSET', l, replica, table.concat(
+        {current, leases, now + lease_ttl, now + stale}, ' '))
     redis.call('PEXPIRE', l, ttl)
   else
     redis.call('HDEL', l, replica)
   end
 end
 
-return {demands, outcomes, breaker, leases}
+return {now, epoch, lost, grants, outcomes, breaker, leases}

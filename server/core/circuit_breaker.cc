@@ -228,6 +228,7 @@ void CircuitBreaker::AddRemoteOutcomes(const OutcomeWindow& delta,
 BreakerRecord CircuitBreaker::Export(absl::Time now) {
   BreakerRecord record;
   record.generation = generation_;
+  record.base = base_generation_;
   const BreakerState state = State(now);
   record.state = state == BreakerState::kOpen || state == BreakerState::kHalfOpen
                      ? BreakerState::kOpen
@@ -243,13 +244,13 @@ BreakerRecord CircuitBreaker::Export(absl::Time now) {
   return record;
 }
 
-void CircuitBreaker::Adopt(const BreakerRecord& record, bool mine,
-                           absl::Time now) {
-  if (record.generation < generation_) return;
-  if (record.generation == generation_ && mine) return;
-  if (record.generation == generation_ && open_until_ == record.open_until) {
-    return;
-  }
+void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now) {
+  base_generation_ = record.generation;
+  const bool same = record.generation == generation_ &&
+                    open_until_ == record.open_until &&
+                    (record.state == BreakerState::kOpen) ==
+                        (open_until_ != absl::InfinitePast());
+  if (same) return;
   generation_ = record.generation;
   open_duration_ = record.open_duration > absl::ZeroDuration()
                        ? record.open_duration

@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_CORE_CIRCUIT_BREAKER_H_
 #define SLUICE_SERVER_CORE_CIRCUIT_BREAKER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -28,11 +29,14 @@ struct OutcomeTotals {
   uint64_t slow = 0;
 };
 
-// The shared state of one dependency's breaker in cluster mode. Replicas
-// adopt the record with the highest generation; a tie keeps the first one
-// stored.
+// The shared state of one dependency's breaker in cluster mode. The store
+// takes a replica's transition only if the stored generation is still the
+// one the transition started from (compare-and-set), so a replica that was
+// cut off cannot overwrite what the others decided meanwhile.
 struct BreakerRecord {
   uint64_t generation = 0;
+  // The stored generation this state was derived from (Export only).
+  uint64_t base = 0;
   // kOpen or kClosed; HALF_OPEN follows from open_until by time.
   BreakerState state = BreakerState::kClosed;
   absl::Time open_until = absl::InfinitePast();
@@ -136,9 +140,16 @@ class CircuitBreaker {
   void AddRemoteOutcomes(const OutcomeWindow& delta, absl::Time now);
   // The state to share with the other replicas.
   BreakerRecord Export(absl::Time now);
-  // Takes on the shared state when it is newer than this breaker's (a higher
-  // generation, or the same generation stored by another replica first).
-  void Adopt(const BreakerRecord& record, bool mine, absl::Time now);
+  // Takes on the shared state (the caller decides when: see
+  // GateSet::ApplyBreaker); it becomes the base of later transitions.
+  void Adopt(const BreakerRecord& record, absl::Time now);
+  // The store took this breaker's state at `generation`.
+  void Published(uint64_t generation) {
+    base_generation_ = generation;
+    generation_ = std::max(generation_, generation);
+  }
+  // The stored generation the current state derives from.
+  uint64_t base_generation() const { return base_generation_; }
   const OutcomeTotals& totals() const { return totals_; }
 
   absl::Time open_until() const { return open_until_; }
@@ -174,6 +185,7 @@ class CircuitBreaker {
   // Open time of the current (or next) trip; doubles after a failed probe.
   absl::Duration open_duration_;
   uint64_t generation_ = 0;
+  uint64_t base_generation_ = 0;
   std::string trip_cause_;
   uint32_t probes_in_flight_ = 0;
   uint32_t probe_successes_ = 0;

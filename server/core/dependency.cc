@@ -1,6 +1,7 @@
 #include "server/core/dependency.h"
 
 #include <cmath>
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -109,7 +110,13 @@ absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
           "\": its rate_limit admits at most ", most, " at once"));
     }
   }
-  GatesFor(key, now)->Acquire(*policy_, permits, now, out);
+  GateSet* gates = GatesFor(key, now);
+  gates->Acquire(*policy_, permits, now, out);
+  if (!single_ && gates->TakeSyncRequest()) {
+    // A hot key: share it from the next tick on (allocates once per key
+    // and tick, not per call).
+    hot_keys_.emplace_back(key);
+  }
   out->policy = policy_;
   Count(*out);
   return absl::OkStatus();
@@ -149,6 +156,7 @@ void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
     // Per-key and shared state do not map onto each other; start afresh.
     keys_.clear();
     key_index_.clear();
+    hot_keys_.clear();
     single_.reset();
     if (!policy_->per_key) {
       single_.emplace(*policy_, now, epochs_->fetch_add(1), sink_, &counters_,
@@ -206,46 +214,73 @@ void Dependency::SetClusterState(const ClusterState& cluster) {
 
 void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
   const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  out->name = name_;
-  out->per_key = policy_->per_key;
-  out->cluster_rate =
-      policy_->rate_limit && policy_->rate_limit->scope == Scope::kCluster;
-  out->cluster_concurrency =
-      policy_->concurrency && policy_->concurrency->scope == Scope::kCluster;
-  out->rate_per_second =
-      policy_->rate_limit ? policy_->rate_limit->rate /
-                                absl::ToDoubleSeconds(policy_->rate_limit->per)
-                          : 0;
-  out->max_in_flight =
-      policy_->concurrency ? policy_->concurrency->max_in_flight : 0;
-  out->keys.clear();
-  if (single_) {
-    out->keys.emplace_back();
-    single_->CollectTick(interval, &out->keys.back());
-    // Per-key breakers stay local; the dependency's breaker is shared.
-    single_->CollectBreaker(now, out);
-    return;
+  std::vector<std::string> hot;
+  {
+    HotMutexLock lock(&mu_);
+    out->name = name_;
+    out->per_key = policy_->per_key;
+    out->keys.clear();
+    if (single_) {
+      if (cluster_.enabled && single_->has_cluster_limit()) {
+        out->keys.emplace_back();
+        single_->CollectTick(interval, now, &out->keys.back());
+      }
+      // Per-key breakers stay local; the dependency's breaker is shared.
+      single_->CollectBreaker(now, out);
+      return;
+    }
+    if (hot_keys_.size() <= kMaxKeysPerTick) {
+      hot.swap(hot_keys_);
+    } else {
+      // The rest wait for the next tick, oldest first.
+      hot.assign(std::make_move_iterator(hot_keys_.begin()),
+                 std::make_move_iterator(hot_keys_.begin() + kMaxKeysPerTick));
+      hot_keys_.erase(hot_keys_.begin(), hot_keys_.begin() + kMaxKeysPerTick);
+    }
   }
-  KeyTick tick;
-  for (auto& [key, gates] : keys_) {
-    if (gates.CollectTick(interval, &tick)) out->keys.push_back(tick);
+  // The lock is taken per batch of keys, so Acquire on this dependency
+  // waits for one batch at most, never for the whole walk.
+  out->keys.reserve(hot.size());
+  for (size_t i = 0; i < hot.size(); i += kKeysPerLock) {
+    HotMutexLock lock(&mu_);
+    if (single_) break;  // per_key was switched off meanwhile
+    const size_t end = std::min(hot.size(), i + kKeysPerLock);
+    for (size_t k = i; k < end; ++k) {
+      GateSet* gates = FindGates(hot[k]);
+      if (gates == nullptr) continue;  // evicted since
+      gates->Dequeued();
+      if (!gates->has_cluster_limit()) continue;
+      out->keys.emplace_back();
+      gates->CollectTick(interval, now, &out->keys.back());
+    }
   }
 }
 
 void Dependency::ApplyTick(const DependencyUpdate& update) {
   const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  if (single_) {
-    for (const KeyShare& share : update.shares) {
-      single_->ApplyShare(share, now);
+  {
+    HotMutexLock lock(&mu_);
+    if (single_) {
+      for (const KeyGrant& grant : update.grants) {
+        single_->ApplyGrant(grant, now);
+      }
+      single_->ApplyBreaker(update, now);
+      return;
     }
-    single_->ApplyBreaker(update, now);
-    return;
   }
-  for (const KeyShare& share : update.shares) {
-    auto it = key_index_.find(share.key);
-    if (it != key_index_.end()) it->second->second.ApplyShare(share, now);
+  for (size_t i = 0; i < update.grants.size(); i += kKeysPerLock) {
+    HotMutexLock lock(&mu_);
+    if (single_) return;
+    const size_t end = std::min(update.grants.size(), i + kKeysPerLock);
+    for (size_t k = i; k < end; ++k) {
+      const KeyGrant& grant = update.grants[k];
+      GateSet* gates = FindGates(grant.key);
+      if (gates == nullptr) continue;
+      gates->ApplyGrant(grant, now);
+      // A key that holds a grant is pushed again next tick to renew it (or
+      // to give it back once it has gone quiet).
+      if (gates->TakeSyncRequest()) hot_keys_.push_back(grant.key);
+    }
   }
 }
 

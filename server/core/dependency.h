@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -70,6 +71,10 @@ class Dependency {
 
   // Upper bounds the engine enforces on request fields.
   static constexpr uint32_t kMaxPermits = 1000000;
+  // Per-key cluster limits: most keys pushed per tick (the rest wait for
+  // the next one), and keys handled per lock hold while collecting.
+  static constexpr size_t kMaxKeysPerTick = 20000;
+  static constexpr size_t kKeysPerLock = 256;
 
  private:
   using KeyList = std::list<std::pair<std::string, GateSet>>;
@@ -102,6 +107,9 @@ class Dependency {
   KeyList keys_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<absl::string_view, KeyList::iterator> key_index_
       ABSL_GUARDED_BY(mu_);
+  // Cluster mode, per_key: keys to push with the next tick (each once; see
+  // GateSet::TakeSyncRequest).
+  std::vector<std::string> hot_keys_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::core

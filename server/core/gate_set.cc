@@ -38,6 +38,7 @@ void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
   cluster_concurrency_ =
       policy.concurrency && policy.concurrency->scope == Scope::kCluster;
   store_failure_ = policy.on_store_failure;
+  per_key_ = policy.per_key;
   ApplyLimits(now);
 
   if (policy.breaker) {
@@ -48,31 +49,49 @@ void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
       if (override_ != BreakerOverride::kAuto) {
         breaker_->SetOverride(override_, now, "override carried over");
       }
-      if (cluster_.enabled && cluster_.store_up) breaker_->SetProbeLeases(0);
+      if (SharedBreaker()) breaker_->SetProbeLeases(0);
     }
   } else {
     breaker_.reset();
   }
 }
 
+int64_t GateSet::ClusterUnits(int r, absl::Time now) const {
+  const int64_t limit = cluster_limit_[r];
+  const int64_t live = std::max<uint32_t>(1, cluster_.live_replicas);
+  // LOCAL with the store down: the last known replica count splits it.
+  if (!cluster_.store_up) return limit / live;
+  if (has_grant_ && now < grant_until_) return grant_[r];
+  // A per_key key nobody shares: a static share that leaves room for one
+  // replica joining before the others hear of it.
+  if (per_key_) return limit / (live + 1);
+  // A new replica starts with nothing and asks.
+  return 0;
+}
+
 void GateSet::ApplyLimits(absl::Time now) {
-  double rate_fraction = 1;
-  double concurrency_fraction = 1;
-  if (cluster_.enabled) {
-    // Without a share of its own yet, a replica takes an even split.
-    const double even = 1.0 / std::max<uint32_t>(1, cluster_.live_replicas);
-    if (cluster_rate_) rate_fraction = rate_fraction_.value_or(even);
-    if (cluster_concurrency_) {
-      concurrency_fraction = concurrency_fraction_.value_or(even);
-    }
+  const RateLimitConfig* rate = rate_config_ ? &*rate_config_ : nullptr;
+  cluster_limit_ = Units{};
+  if (cluster_.enabled && cluster_rate_) {
+    cluster_limit_[kRateUnits] = static_cast<int64_t>(std::floor(
+        rate->algorithm == RateAlgorithm::kTokenBucket ? rate->burst
+                                                       : rate->rate));
+  }
+  if (cluster_.enabled && cluster_concurrency_) {
+    cluster_limit_[kSlotUnits] = max_in_flight_;
   }
 
-  const RateLimitConfig* rate = rate_config_ ? &*rate_config_ : nullptr;
   if (rate && rate->algorithm == RateAlgorithm::kTokenBucket) {
-    const double refill = rate->rate * rate_fraction;
-    // At least one whole token, or a small share could never admit a call.
-    const double burst =
-        std::max(rate->burst * rate_fraction, std::min(rate->burst, 1.0));
+    double refill = rate->rate;
+    double burst = rate->burst;
+    if (cluster_limit_[kRateUnits] > 0) {
+      // The refill rate follows the capacity granted, so whole tokens of
+      // capacity carry their part of the rate and both sums stay within
+      // the policy.
+      const int64_t units = ClusterUnits(kRateUnits, now);
+      burst = static_cast<double>(units);
+      refill = rate->rate * burst / cluster_limit_[kRateUnits];
+    }
     if (bucket_) {
       bucket_->Reconfigure(refill, rate->per, burst, now);
     } else {
@@ -82,8 +101,9 @@ void GateSet::ApplyLimits(absl::Time now) {
     bucket_.reset();
   }
   if (rate && rate->algorithm == RateAlgorithm::kSlidingWindow) {
-    const auto limit = std::max<int64_t>(
-        1, std::llround(std::floor(rate->rate) * rate_fraction));
+    const int64_t limit = cluster_limit_[kRateUnits] > 0
+                              ? ClusterUnits(kRateUnits, now)
+                              : std::llround(std::floor(rate->rate));
     if (window_) {
       window_->Reconfigure(limit, rate->per, rate->buckets, now);
     } else {
@@ -95,7 +115,8 @@ void GateSet::ApplyLimits(absl::Time now) {
 
   if (max_in_flight_ > 0) {
     const auto max = static_cast<uint32_t>(
-        std::max<long>(1, std::lround(max_in_flight_ * concurrency_fraction)));
+        cluster_limit_[kSlotUnits] > 0 ? ClusterUnits(kSlotUnits, now)
+                                       : max_in_flight_);
     if (concurrency_) {
       concurrency_->SetMax(max);
     } else {
@@ -135,9 +156,12 @@ int64_t GateSet::RemainingRate(absl::Time now) {
 }
 
 absl::Duration GateSet::RateRetryAfter(double permits, absl::Time now) {
-  if (bucket_) return bucket_->TimeUntil(permits, now);
-  if (window_) return window_->TimeUntil(static_cast<int64_t>(permits), now);
-  return absl::ZeroDuration();
+  absl::Duration wait = absl::ZeroDuration();
+  if (bucket_) wait = bucket_->TimeUntil(permits, now);
+  if (window_) wait = window_->TimeUntil(static_cast<int64_t>(permits), now);
+  // A cluster grant too small for this call may grow at the next tick.
+  if (cluster_limit_[kRateUnits] > 0) wait = std::min(wait, absl::Seconds(1));
+  return wait;
 }
 
 void GateSet::Refuse(const PolicyConfig& policy, Reason reason,
@@ -174,6 +198,12 @@ void GateSet::Refuse(const PolicyConfig& policy, Reason reason,
 void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
                       absl::Time now, Decision* out) {
   ExpireDue(now);
+  if (has_grant_ && now >= grant_until_) {
+    // The store has not renewed the grant in time; it may be someone
+    // else's by now.
+    has_grant_ = false;
+    ApplyLimits(now);
+  }
   out->verdict = Verdict::kAllow;
   out->reason = Reason::kNone;
   out->permit_id = 0;
@@ -199,6 +229,7 @@ void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   // not limit.
   const bool rate_open = cluster_rate_ && ClusterGatesOpen();
   if (!rate_open && !TakeRate(n, now)) {
+    if (cluster_limit_[kRateUnits] > 0) refused_by_cluster_ = true;
     Refuse(policy, Reason::kRateLimited, RateRetryAfter(n, now), now, out);
     return;
   }
@@ -209,6 +240,7 @@ void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
       concurrency_->ForceTake();
     } else if (!concurrency_->TryTake()) {
       ++tick_concurrency_refused_;
+      if (cluster_limit_[kSlotUnits] > 0) refused_by_cluster_ = true;
       if (!rate_open) RefundRate(n, now);
       Refuse(policy, Reason::kConcurrencyLimited,
              ConcurrencyRetryAfter(call_timeout_), now, out);
@@ -291,6 +323,8 @@ GateStatus GateSet::Status(absl::Time now) {
   if (cluster_rate_ && cluster_.enabled && rate_config_->rate > 0) {
     s.rate_fraction = s.effective_rate / rate_config_->rate;
   }
+  s.has_grant = has_grant_ && now < grant_until_;
+  if (s.has_grant) s.granted = grant_;
   if (concurrency_) {
     s.in_flight = concurrency_->in_flight();
     s.effective_max_in_flight = concurrency_->max();
@@ -310,12 +344,18 @@ GateStatus GateSet::Status(absl::Time now) {
   return s;
 }
 
+bool GateSet::SharedBreaker() const {
+  // Per-key breakers stay local to each replica; only the dependency's
+  // breaker is shared, and its probes are leased cluster-wide.
+  return cluster_.enabled && cluster_.store_up && !per_key_;
+}
+
 void GateSet::SetClusterState(const ClusterState& cluster, absl::Time now) {
   cluster_ = cluster;
   if (breaker_) {
     // Probe leases need the store; without it, probe as a single replica
     // would rather than never.
-    if (cluster_.enabled && cluster_.store_up) {
+    if (SharedBreaker()) {
       breaker_->SetProbeLeases(breaker_->probes_in_flight());
     } else {
       breaker_->UseLocalProbes();
@@ -324,26 +364,55 @@ void GateSet::SetClusterState(const ClusterState& cluster, absl::Time now) {
   ApplyLimits(now);
 }
 
-bool GateSet::CollectTick(absl::Duration interval, KeyTick* out) {
+void GateSet::CollectTick(absl::Duration interval, absl::Time now,
+                          KeyTick* out) {
   const uint32_t in_flight = concurrency_ ? concurrency_->in_flight() : 0;
-  const bool active = tick_active_ || in_flight > 0;
   const double seconds = std::max(absl::ToDoubleSeconds(interval), 1e-3);
+  const double asked_per_second = tick_asked_ / seconds;
   out->key = key_;
-  out->rate_demand = tick_asked_ / seconds;
-  out->concurrency_demand =
-      std::max(tick_peak_in_flight_, in_flight) +
-      static_cast<double>(tick_concurrency_refused_);
+  out->limit = cluster_limit_;
+  out->demand = {};
+  out->usage = {};
+  if (cluster_limit_[kRateUnits] > 0) {
+    const RateLimitConfig& rate = *rate_config_;
+    const double per = absl::ToDoubleSeconds(rate.per);
+    if (rate.algorithm == RateAlgorithm::kTokenBucket) {
+      // Capacity needed for the asked rate: rate follows capacity.
+      out->demand[kRateUnits] =
+          asked_per_second * per / rate.rate * cluster_limit_[kRateUnits];
+    } else {
+      out->demand[kRateUnits] = asked_per_second * per;
+      out->usage[kRateUnits] = window_->Count(now);
+    }
+  }
+  if (cluster_limit_[kSlotUnits] > 0) {
+    out->demand[kSlotUnits] =
+        std::max(tick_peak_in_flight_, in_flight) +
+        static_cast<double>(tick_concurrency_refused_);
+    out->usage[kSlotUnits] = in_flight;
+  }
+  out->applied = {};
+  out->applied_left = absl::ZeroDuration();
+  if (cluster_.store_up && has_cluster_limit()) {
+    for (int r = 0; r < kClusterResources; ++r) {
+      if (cluster_limit_[r] > 0) out->applied[r] = ClusterUnits(r, now);
+    }
+    out->applied_left = has_grant_ && now < grant_until_
+                            ? grant_until_ - now
+                            : absl::InfiniteDuration();
+  }
   out->admitted_total = admitted_total_;
   tick_asked_ = 0;
   tick_peak_in_flight_ = in_flight;
   tick_concurrency_refused_ = 0;
   tick_active_ = false;
-  return active;
+  refused_by_cluster_ = false;
 }
 
-void GateSet::ApplyShare(const KeyShare& share, absl::Time now) {
-  rate_fraction_ = share.rate_fraction;
-  concurrency_fraction_ = share.concurrency_fraction;
+void GateSet::ApplyGrant(const KeyGrant& grant, absl::Time now) {
+  has_grant_ = grant.granted;
+  if (grant.granted) grant_ = grant.units;
+  grant_until_ = grant.valid_until;
   ApplyLimits(now);
 }
 
@@ -364,11 +433,19 @@ void GateSet::CollectBreaker(absl::Time now, DependencyTick* out) {
 
 void GateSet::ApplyBreaker(const DependencyUpdate& update, absl::Time now) {
   if (!breaker_) return;
-  if (update.breaker) breaker_->Adopt(*update.breaker, update.mine, now);
-  breaker_->AddRemoteOutcomes(update.remote_outcomes, now);
-  if (cluster_.enabled && cluster_.store_up) {
-    breaker_->SetProbeLeases(update.leases_granted);
+  if (update.breaker) {
+    const BreakerRecord& stored = *update.breaker;
+    if (update.mine) {
+      breaker_->Published(stored.generation);
+    } else if (stored.generation != breaker_->base_generation() ||
+               update.rejected) {
+      // Another replica moved the shared breaker, or ours lost the
+      // compare-and-set: the stored state wins.
+      breaker_->Adopt(stored, now);
+    }
   }
+  breaker_->AddRemoteOutcomes(update.remote_outcomes, now);
+  if (SharedBreaker()) breaker_->SetProbeLeases(update.leases_granted);
 }
 
 void GateSet::OnTransition(BreakerState from, BreakerState to,

@@ -54,6 +54,11 @@ struct GateStatus {
   int64_t window_count = 0;      // sliding window only
   // This replica's fraction of a cluster-scope rate limit (1 otherwise).
   double rate_fraction = 1;
+  // Cluster mode: whether this key holds a grant from the store, and the
+  // units granted (see ClusterResource); a per_key key without one uses its
+  // static share.
+  bool has_grant = false;
+  Units granted{};
   // The refill rate (permits per `per`) or window limit in force here.
   double effective_rate = 0;
   uint32_t effective_max_in_flight = 0;
@@ -120,10 +125,21 @@ class GateSet final : public BreakerListener {
   // Cluster mode: the store's state, applied to the cluster-scope gates.
   void SetClusterState(const ClusterState& cluster, absl::Time now);
   // Fills `out` with the demand of the tick that ends now and starts the
-  // next one. False when the gate set saw no call during the tick.
-  bool CollectTick(absl::Duration interval, KeyTick* out);
-  // Takes this replica's shares of the cluster-scope limits.
-  void ApplyShare(const KeyShare& share, absl::Time now);
+  // next one.
+  void CollectTick(absl::Duration interval, absl::Time now, KeyTick* out);
+  // Takes this replica's grant of the cluster-scope limits.
+  void ApplyGrant(const KeyGrant& grant, absl::Time now);
+  // A per_key key wants to be pushed with the next tick: it holds a grant,
+  // or a cluster-scope gate refused it. True once until Dequeued().
+  bool TakeSyncRequest() {
+    if (queued_ || !(has_grant_ || refused_by_cluster_)) return false;
+    queued_ = true;
+    return true;
+  }
+  void Dequeued() { queued_ = false; }
+  bool has_cluster_limit() const {
+    return cluster_limit_[kRateUnits] > 0 || cluster_limit_[kSlotUnits] > 0;
+  }
   // Breaker side of a tick (no-ops without a breaker).
   void CollectBreaker(absl::Time now, DependencyTick* out);
   void ApplyBreaker(const DependencyUpdate& update, absl::Time now);
@@ -147,8 +163,13 @@ class GateSet final : public BreakerListener {
               absl::Duration latency, absl::Time now);
   void ExpireDue(absl::Time now);
   // Sets the limiters from the policy and, for cluster-scope gates, from
-  // this replica's share.
+  // this replica's grant.
   void ApplyLimits(absl::Time now);
+  // Units of cluster resource `r` this replica may use while the store is
+  // up (or, LOCAL, down).
+  int64_t ClusterUnits(int r, absl::Time now) const;
+  // Whether this breaker is the cluster's shared one (probe leases).
+  bool SharedBreaker() const;
   // Whether cluster-scope limits are skipped (store down, FAIL_OPEN).
   bool ClusterGatesOpen() const;
   // Whether calls are refused for want of the store (FAIL_CLOSED).
@@ -179,9 +200,17 @@ class GateSet final : public BreakerListener {
   bool cluster_concurrency_ = false;
   StoreFailureMode store_failure_ = StoreFailureMode::kFailOpen;
   ClusterState cluster_;
-  // Shares from the last sync; absent until one arrives.
-  std::optional<double> rate_fraction_;
-  std::optional<double> concurrency_fraction_;
+  bool per_key_ = false;
+  // The policy's cluster-scope limits in whole units (0: not cluster-scope).
+  Units cluster_limit_{};
+  // The store's grant; valid until grant_until_ on this replica's clock.
+  bool has_grant_ = false;
+  Units grant_{};
+  absl::Time grant_until_ = absl::InfinitePast();
+  // A cluster-scope gate refused a call since the last tick.
+  bool refused_by_cluster_ = false;
+  // In the dependency's list of keys to push.
+  bool queued_ = false;
 
   // Demand of the tick in progress.
   double tick_asked_ = 0;

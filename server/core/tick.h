@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_CORE_TICK_H_
 #define SLUICE_SERVER_CORE_TICK_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,26 +17,45 @@
 
 namespace sluice::core {
 
-// Demand of one key (or of the dependency, key "") over the last tick.
+// The cluster-scope resources one key's gates draw on, each counted in whole
+// units:
+//   kRate   the token bucket's capacity in tokens (the refill rate follows
+//           the capacity: rate x units / burst), or the sliding window's
+//           count per window;
+//   kSlots  concurrency slots.
+enum ClusterResource : int { kRateUnits = 0, kSlotUnits = 1 };
+constexpr int kClusterResources = 2;
+using Units = std::array<int64_t, kClusterResources>;
+
+// One key (or the dependency, key "") as the sync loop pushes it.
 struct KeyTick {
   std::string key;
-  // Permits asked for, per second of the tick.
-  double rate_demand = 0;
-  // Most calls in flight at once, plus calls refused for concurrency.
-  double concurrency_demand = 0;
-  // Permits admitted since the gate set was created.
+  // The cluster-wide limit of each resource; 0 when that gate is not
+  // cluster-scope.
+  Units limit{};
+  // Units wanted over the last tick: permits asked, converted to the
+  // resource (bucket tokens or window counts), and peak calls in flight plus
+  // calls refused for concurrency.
+  std::array<double, kClusterResources> demand{};
+  // Units in use now that outlive a smaller grant: the sliding window's
+  // count, the calls in flight.
+  Units usage{};
+  // The grant this replica applies now, and how much longer it may (0 when
+  // it has none). The store keeps counting it against the others until this
+  // replica reports a newer one, so a lost reply never frees capacity that
+  // is still in use.
+  Units applied{};
+  absl::Duration applied_left = absl::ZeroDuration();
+  // Permits admitted since the gate set was created (the books).
   uint64_t admitted_total = 0;
 };
 
 struct DependencyTick {
   std::string name;
   bool per_key = false;
-  bool cluster_rate = false;         // rate_limit.scope == CLUSTER
-  bool cluster_concurrency = false;  // concurrency.scope == CLUSTER
-  // The cluster-wide limits the shares divide, in the units of the demand.
-  double rate_per_second = 0;
-  double max_in_flight = 0;
-  // Keys active in the last tick (always the one entry "" without per_key).
+  // Keys to share: the one entry "" without per_key; with per_key, the keys
+  // that hold a grant or were refused by a cluster-scope gate since the last
+  // tick (the hot keys). Empty without a cluster-scope gate.
   std::vector<KeyTick> keys;
   bool has_breaker = false;
   OutcomeTotals outcomes;
@@ -47,21 +67,31 @@ struct DependencyTick {
   absl::Duration lease_ttl = absl::ZeroDuration();
 };
 
-struct KeyShare {
+// This replica's grant for one key, from the store.
+struct KeyGrant {
   std::string key;
-  // This replica's fraction of the cluster limit, in [0, 1].
-  double rate_fraction = 1;
-  double concurrency_fraction = 1;
+  // False for a per_key key the store sent back to its static share
+  // (floor(limit / (replicas + 1)) of each resource, no store entry).
+  bool granted = true;
+  Units units{};
+  // Until when the grant holds, on this replica's clock. Past it the store
+  // may have handed the capacity to another replica.
+  absl::Time valid_until = absl::InfinitePast();
 };
 
 struct DependencyUpdate {
   std::string name;
-  std::vector<KeyShare> shares;
+  std::vector<KeyGrant> grants;
   // Outcomes other replicas saw since the last tick.
   OutcomeWindow remote_outcomes;
-  // The stored breaker record, when there is one.
+  // The stored breaker record (times on this replica's clock), when there
+  // is one.
   std::optional<BreakerRecord> breaker;
-  bool mine = false;  // the stored record is this replica's own
+  // The stored record is the one this replica pushed in this tick.
+  bool mine = false;
+  // The push carried a local transition that the store refused (the stored
+  // record had moved on, or the replica was told to adopt first).
+  bool rejected = false;
   uint32_t leases_granted = 0;
 };
 

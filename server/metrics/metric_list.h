@@ -31,6 +31,8 @@ enum class MetricId : int {
   kSyncTicks,
   kSyncErrors,
   kReportsForwarded,
+  kStoreClockOffset,
+  kStoreResets,
   kAcquireDuration,
   kEventsDropped,
   kCount,  // not a metric
@@ -108,6 +110,16 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "Reports for permits of another replica: out (passed on to the "
          "issuer), in (received for this replica's permits), dropped (issuer "
          "not live, or the queue full). Cluster mode only."},
+        {MetricId::kStoreClockOffset, "sluice_store_clock_offset_seconds",
+         MetricType::kGauge, {nullptr},
+         "The store's clock (Redis TIME) minus this replica's, at the last "
+         "sync. Every shared expiry uses the store's clock. Cluster mode "
+         "only."},
+        {MetricId::kStoreResets, "sluice_store_resets_total",
+         MetricType::kCounter, {nullptr},
+         "Times the store was found to have lost its data (config or a "
+         "policy's shared state), rebuilt from this replica's memory. "
+         "Cluster mode only."},
         {MetricId::kAcquireDuration, "sluice_acquire_duration_seconds",
          MetricType::kHistogram, {nullptr},
          "Time to handle one Acquire RPC, from handler entry to the answer."},

@@ -191,6 +191,10 @@ std::vector<MetricFamily> Metrics::Collect() const {
       Add(family(MetricId::kReportsForwarded), MetricId::kReportsForwarded,
           {direction}, static_cast<double>(n));
     }
+    Add(family(MetricId::kStoreClockOffset), MetricId::kStoreClockOffset, {},
+        absl::ToDoubleSeconds(sync->clock_offset));
+    Add(family(MetricId::kStoreResets), MetricId::kStoreResets, {},
+        static_cast<double>(sync->store_resets));
   }
   family(MetricId::kAcquireDuration)->metric.push_back(acquire_.Collect());
   Add(family(MetricId::kEventsDropped), MetricId::kEventsDropped, {},

@@ -38,6 +38,8 @@ struct SyncSnapshot {
   uint64_t reports_forwarded = 0;
   uint64_t reports_received = 0;
   uint64_t reports_not_forwarded = 0;
+  absl::Duration clock_offset = absl::ZeroDuration();
+  uint64_t store_resets = 0;
 };
 
 // Where the metrics read from at scrape time. Only `engine` is required.

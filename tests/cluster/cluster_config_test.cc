@@ -109,7 +109,7 @@ class ClusterConfigTest : public ::testing::Test {
   }
 
   testing::FakeClock clock_;
-  testing::FakeStore store_;
+  testing::FakeStore store_{&clock_};
   std::unique_ptr<Replica> a_, b_;
 };
 
@@ -205,18 +205,33 @@ TEST_F(ClusterConfigTest, OverridesReachEveryReplicaAndAutoClearsThem) {
   }
 }
 
-TEST_F(ClusterConfigTest, AStoreThatLostItsConfigIsSeededAgain) {
+TEST_F(ClusterConfigTest, AStoreThatLostItsConfigIsRebuiltFromMemory) {
   ASSERT_TRUE(a_->config.Put(Policy("search", 42), 0).ok());
+  ASSERT_TRUE(a_->config.Delete("payments", 0).ok());
+  ASSERT_TRUE(a_->config
+                  .SetOverride("inventory", core::BreakerOverride::kForceOpen,
+                               "maintenance")
+                  .ok());
   TickBoth();
+  const uint64_t search_version = a_->Version("search");
   store_.WipeConfig();
-  TickBoth();  // both see the version go back and keep their policies
-  EXPECT_DOUBLE_EQ(a_->Rate("search"), 42);
-  EXPECT_DOUBLE_EQ(b_->Rate("inventory"), 100);
-  TickBoth();  // seeded again from the files
+  TickBoth();  // both see the store's config epoch change
+  TickBoth();  // and rebuild it from what they applied
   TickBoth();
-  EXPECT_DOUBLE_EQ(a_->Rate("search"), 10);  // the operator's edit was lost
-  EXPECT_GT(b_->Version("payments"), 0u);
-  EXPECT_EQ(a_->Version("inventory"), b_->Version("inventory"));
+  for (Replica* r : {a_.get(), b_.get()}) {
+    // The operator's edit, delete and override survive; the policies files
+    // (which still name "payments" and say 10 for "search") do not win.
+    EXPECT_DOUBLE_EQ(r->Rate("search"), 42);
+    EXPECT_EQ(r->Version("search"), search_version);
+    EXPECT_EQ(r->Version("payments"), 0u);
+    EXPECT_EQ(r->Acquire("inventory").reason, core::Reason::kCircuitOpen);
+  }
+  EXPECT_EQ(a_->loop.stats().store_resets, 1u);
+  // New writes continue above the old versions.
+  absl::StatusOr<policy::PolicyChange> put =
+      b_->config.Put(Policy("search", 43), 0);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_GT(put->new_version, search_version);
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ TEST_P(ClusterScenarioTest, SkewedLoadHoldsTheClusterLimit) {
 TEST_P(ClusterScenarioTest, TripOnOneReplicaOpensTheOthersOnTheirNextTick) {
   AddReplicas(3);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
-  TickAll();
+  Converge();
   FailCalls(0, "pay", 3);
   EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
   EXPECT_EQ(R(1).Acquire("pay").verdict, Verdict::kAllow);
@@ -102,10 +102,12 @@ TEST_P(ClusterScenarioTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
   p.breaker->half_open_probes = 2;
   p.breaker->successes_to_close = 3;
   Install(p);
-  TickAll();
+  Converge();
   FailCalls(0, "pay", 3);
-  TickAll();
-  clock_.Advance(absl::Seconds(6));
+  for (int s = 0; s < 6; ++s) {  // open 5 s; ticks go on meanwhile
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
   // Every replica is HALF_OPEN and wants probes; before leases arrive none
   // may probe.
   for (int r = 0; r < 3; ++r) {
@@ -134,7 +136,7 @@ TEST_P(ClusterScenarioTest, RatioRulesAreJudgedOnTheClusterWindow) {
   b.minimum_calls = 16;
   p.breaker = b;
   Install(p);
-  TickAll();
+  Converge();
   // Each replica alone sees 10 calls, 6 failed: below minimum_calls.
   for (int r = 0; r < 2; ++r) {
     for (int i = 0; i < 10; ++i) {
@@ -156,7 +158,7 @@ TEST_P(ClusterScenarioTest, RatioRulesAreJudgedOnTheClusterWindow) {
 TEST_P(ClusterScenarioTest, RestartedReplicaAdoptsAnOpenBreaker) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
-  TickAll();
+  Converge();
   FailCalls(0, "pay", 3);
   TickAll();
   // Replica 1 restarts: a fresh engine under a new id.
@@ -170,10 +172,12 @@ TEST_P(ClusterScenarioTest, RestartedReplicaAdoptsAnOpenBreaker) {
 TEST_P(ClusterScenarioTest, ClosingAfterProbesReachesEveryReplica) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
-  TickAll();
+  Converge();
   FailCalls(0, "pay", 3);
-  TickAll();
-  clock_.Advance(absl::Seconds(6));
+  for (int s = 0; s < 6; ++s) {  // open 5 s; ticks go on meanwhile
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
   EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);
   TickAll();  // replica 1 asked, so it gets the one lease
   const core::Decision probe = R(1).Acquire("pay");
@@ -181,8 +185,7 @@ TEST_P(ClusterScenarioTest, ClosingAfterProbesReachesEveryReplica) {
   EXPECT_EQ(R(1).engine.Report("pay", "", probe.permit_id, Outcome::kSuccess,
                                absl::Milliseconds(5)),
             BreakerState::kClosed);
-  TickAll();
-  TickAll();
+  Converge();
   EXPECT_EQ(R(0).Acquire("pay").verdict, Verdict::kAllow);
   auto status = R(0).engine.Inspect("pay");
   EXPECT_EQ(status->gates->breaker_state, BreakerState::kClosed);
@@ -195,7 +198,7 @@ TEST_P(ClusterScenarioTest, AReportThatReachedAnotherReplicaSettlesAtItsIssuer) 
   c.max_in_flight = 10;
   p.concurrency = c;
   Install(p);
-  TickAll();
+  Converge();
   // Replica 0 admits three calls; their failures are reported to replica 1.
   for (int i = 0; i < 3; ++i) {
     const core::Decision d = R(0).Acquire("pay");

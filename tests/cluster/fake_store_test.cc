@@ -38,9 +38,14 @@ TEST_P(FakeStoreTest, StoreFailureModes) {
   rl.burst = 2;
   local_only.rate_limit = rl;
   for (const auto& p : {open, local, closed, local_only}) Install(p);
-  TickAll();
+  Converge();
   store_.SetDown(true);
   clock_.Advance(absl::Seconds(1));
+  // A store silent for less than the stale period is not an outage: the
+  // replica keeps its grants.
+  EXPECT_FALSE(R(0).loop.TickOnce().ok());
+  EXPECT_TRUE(R(0).loop.stats().store_up);
+  clock_.Advance(absl::Seconds(2));
   EXPECT_FALSE(R(0).loop.TickOnce().ok());
   EXPECT_FALSE(R(0).loop.stats().store_up);
 
@@ -65,7 +70,9 @@ TEST_P(FakeStoreTest, StoreFailureModes) {
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(R(0).loop.TickOnce().ok());
   EXPECT_TRUE(R(0).loop.stats().store_up);
-  EXPECT_EQ(count("open", &last), 2);  // enforced again
+  // Enforced again, with a grant that starts empty and refills at its rate.
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(count("open", &last), 2);
   EXPECT_EQ(last, Reason::kRateLimited);
   clock_.Advance(absl::Seconds(1));
   EXPECT_EQ(count("closed", &last), 2);

@@ -23,13 +23,15 @@ RedisStore::Options StoreOptions(const std::string& prefix) {
   return o;
 }
 
-TickRequest Request(absl::Time now) {
+TickRequest Request() {
   TickRequest r;
   r.replica_id = "solo";
-  r.now = now;
   PolicyPush p;
   p.policy = "inv";
-  p.keys.push_back({"", 10, 1, 5});
+  core::KeyTick key;
+  key.limit = {10, 0};
+  key.demand = {5, 0};
+  p.keys.push_back(key);
   r.policies.push_back(p);
   return r;
 }
@@ -46,10 +48,10 @@ TEST(RedisStoreTest, ParsesAddresses) {
 
 TEST(RedisStoreTest, PausedRedisTimesOutAndComesBack) {
   RedisStore store(StoreOptions("pause:"));
-  ASSERT_TRUE(store.Tick(Request(absl::Now())).ok());
+  ASSERT_TRUE(store.Tick(Request()).ok());
   redis->Pause();
   const absl::Time start = absl::Now();
-  absl::StatusOr<TickReply> reply = store.Tick(Request(absl::Now()));
+  absl::StatusOr<TickReply> reply = store.Tick(Request());
   const absl::Duration took = absl::Now() - start;
   redis->Resume();
   EXPECT_FALSE(reply.ok());
@@ -58,16 +60,16 @@ TEST(RedisStoreTest, PausedRedisTimesOutAndComesBack) {
   bool ok = false;
   for (int i = 0; i < 20 && !ok; ++i) {
     absl::SleepFor(absl::Milliseconds(20));
-    ok = store.Tick(Request(absl::Now())).ok();
+    ok = store.Tick(Request()).ok();
   }
   EXPECT_TRUE(ok);
 }
 
 TEST(RedisStoreTest, ReloadsItsScriptAfterAScriptFlush) {
   RedisStore store(StoreOptions("flush:"));
-  ASSERT_TRUE(store.Tick(Request(absl::Now())).ok());
+  ASSERT_TRUE(store.Tick(Request()).ok());
   redis->Command("SCRIPT FLUSH");
-  EXPECT_TRUE(store.Tick(Request(absl::Now())).ok());
+  EXPECT_TRUE(store.Tick(Request()).ok());
 }
 
 TEST(RedisStoreTest, CommandsPerTickStayFlatWhenTheRequestRateGrows) {

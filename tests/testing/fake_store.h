@@ -2,22 +2,31 @@
 #define SLUICE_TESTS_TESTING_FAKE_STORE_H_
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/cluster/store.h"
+#include "server/core/clock.h"
 
 namespace sluice::testing {
 
-// An in-memory cluster store with the same contract as tick.lua, shared by
-// every replica of a test. It can fail on demand, before or after applying a
-// tick, so store outages are millisecond unit tests. Safe for concurrent use.
+// An in-memory cluster store with the same contract as tick.lua and
+// config.lua, shared by every replica of a test. Its clock is the store's
+// own (Redis TIME). It can fail on demand, before or after applying a tick,
+// and lose all its data, so store outages are millisecond unit tests. Safe
+// for concurrent use.
 class FakeStore final : public cluster::Store {
  public:
+  // `clock` (the store's TIME) must outlive the store.
+  explicit FakeStore(core::Clock* clock) : clock_(clock) {}
+
   // The next `n` ticks fail without touching the state.
   void FailNextTicks(int n) {
     absl::MutexLock lock(&mu_);
@@ -51,6 +60,47 @@ class FakeStore final : public cluster::Store {
     if (it == breakers_.end()) return std::nullopt;
     return it->second;
   }
+  // Units of resource `r` that live grant entries of `policy`/`key` hold
+  // (grant, previous grant and usage), summed over replicas.
+  int64_t Held(const std::string& policy, const std::string& key,
+               int r) const {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    int64_t sum = 0;
+    auto it = grants_.find({policy, key});
+    if (it == grants_.end()) return 0;
+    for (const auto& [replica, e] : it->second) {
+      if (e.expiry >= now) sum += HeldBy(e, r, now);
+    }
+    return sum;
+  }
+  // Forgets everything, as a Redis restarted without persistence.
+  void WipeAll() {
+    absl::MutexLock lock(&mu_);
+    members_.clear();
+    grants_.clear();
+    admitted_.clear();
+    outcomes_.clear();
+    breakers_.clear();
+    leases_.clear();
+    epochs_.clear();
+    recovering_until_.clear();
+    policies_.clear();
+    overrides_.clear();
+    deleted_.clear();
+    config_version_ = 0;
+    config_epoch_.clear();
+    inboxes_.clear();
+  }
+  // Forgets the whole config, as a Redis restarted without persistence.
+  void WipeConfig() {
+    absl::MutexLock lock(&mu_);
+    policies_.clear();
+    overrides_.clear();
+    deleted_.clear();
+    config_version_ = 0;
+    config_epoch_.clear();
+  }
 
   absl::StatusOr<cluster::TickReply> Tick(
       const cluster::TickRequest& request) override {
@@ -60,16 +110,19 @@ class FakeStore final : public cluster::Store {
       --fail_before_;
       return absl::UnavailableError("fake store failed the tick");
     }
-    const absl::Time now = request.now;
+    const absl::Time now = clock_->Now();
     const std::string& me = request.replica_id;
-    for (const cluster::StoredPolicy& seed : request.seed) {
-      if (policies_.count(seed.name) || deleted_.count(seed.name)) continue;
-      cluster::StoredPolicy p = seed;
-      p.version = ++config_version_;
-      policies_[p.name] = p;
-    }
-    members_[me] = now + request.stale_after;
+    const absl::Duration stale = request.stale_after;
     cluster::TickReply reply;
+    reply.store_now = absl::FromUnixMillis(absl::ToUnixMillis(now));
+    if (request.restore) Restore(*request.restore);
+
+    // config.lua read: membership, epoch, seeds, config.
+    if (request.leaving) {
+      members_.erase(me);
+    } else {
+      members_[me] = now + stale;
+    }
     for (auto it = members_.begin(); it != members_.end();) {
       if (it->second < now) {
         it = members_.erase(it);
@@ -78,84 +131,40 @@ class FakeStore final : public cluster::Store {
         ++it;
       }
     }
-    for (const cluster::PolicyPush& push : request.policies) {
-      cluster::PolicyPull pull;
-      for (const core::KeyTick& key : push.keys) {
-        auto& entries = demand_[{push.policy, key.key}];
-        entries[me] = {key.rate_demand, key.concurrency_demand, now};
-        admitted_[{push.policy, key.key, me}] = key.admitted_total;
-        std::vector<cluster::ReplicaDemand> live;
-        for (auto e = entries.begin(); e != entries.end();) {
-          if (e->second.at + request.stale_after < now) {
-            e = entries.erase(e);
-            continue;
-          }
-          live.push_back({e->first, e->second.rate, e->second.concurrency});
-          ++e;
-        }
-        pull.keys.push_back(std::move(live));
-      }
-      if (push.has_breaker) {
-        auto& outcomes = outcomes_[push.policy];
-        outcomes[me] = {push.outcomes, now};
-        for (auto o = outcomes.begin(); o != outcomes.end();) {
-          if (o->second.at + request.stale_after < now) {
-            o = outcomes.erase(o);
-            continue;
-          }
-          pull.outcomes.push_back({o->first, o->second.totals});
-          ++o;
-        }
-        auto b = breakers_.find(push.policy);
-        const uint64_t stored = b == breakers_.end() ? 0 : b->second.generation;
-        if (push.breaker.generation > stored) {
-          core::BreakerRecord record = push.breaker;
-          record.replica = me;
-          // The store keeps millisecond times, as Redis does.
-          record.open_until =
-              record.open_until == absl::InfinitePast()
-                  ? absl::InfinitePast()
-                  : absl::FromUnixMillis(absl::ToUnixMillis(record.open_until));
-          breakers_[push.policy] = record;
-        }
-        b = breakers_.find(push.policy);
-        if (b != breakers_.end()) pull.breaker = b->second;
-        const uint64_t current = b == breakers_.end() ? 0 : b->second.generation;
-        auto& leases = leases_[push.policy];
-        uint32_t others = 0;
-        for (auto l = leases.begin(); l != leases.end();) {
-          if (l->second.generation != current || l->second.expiry < now) {
-            l = leases.erase(l);
-            continue;
-          }
-          if (l->first != me) others += l->second.count;
-          ++l;
-        }
-        const uint32_t cap = push.lease_cap;
-        pull.leases_granted =
-            std::min(push.leases_wanted, cap > others ? cap - others : 0);
-        if (pull.leases_granted > 0) {
-          leases[me] = {current, pull.leases_granted, now + push.lease_ttl};
-        } else {
-          leases.erase(me);
-        }
-      }
-      reply.policies.push_back(std::move(pull));
-    }
-    for (const core::ForwardedReport& f : request.forwarded) {
-      inboxes_[f.issuer].push_back(f);
-    }
-    auto inbox = inboxes_.find(me);
-    if (inbox != inboxes_.end()) {
-      reply.forwarded_to_me = std::move(inbox->second);
-      inboxes_.erase(inbox);
+    if (config_epoch_.empty()) config_epoch_ = NewEpoch(now);
+    reply.config_epoch = config_epoch_;
+    reply.config_lost = !request.config_epoch_seen.empty() &&
+                        request.config_epoch_seen != config_epoch_;
+    for (const cluster::StoredPolicy& seed : request.seed) {
+      if (policies_.count(seed.name) || deleted_.count(seed.name)) continue;
+      cluster::StoredPolicy p = seed;
+      p.version = ++config_version_;
+      policies_[p.name] = p;
     }
     if (config_version_ != request.config_seen) {
       cluster::ConfigSnapshot config;
       config.version = config_version_;
       for (const auto& [name, p] : policies_) config.policies.push_back(p);
       for (const auto& [name, o] : overrides_) config.overrides.push_back(o);
+      for (const auto& [name, v] : deleted_) config.deleted.emplace_back(name, v);
       reply.config = std::move(config);
+    }
+
+    for (const cluster::PolicyPush& push : request.policies) {
+      reply.policies.push_back(TickPolicy(request, push, now));
+    }
+    for (const core::ForwardedReport& f : request.forwarded) {
+      auto& inbox = inboxes_[f.issuer];
+      inbox.push_back(f);
+      if (inbox.size() > static_cast<size_t>(cluster::kMaxInbox)) {
+        inbox.erase(inbox.begin());
+        ++reply.inbox_dropped;
+      }
+    }
+    auto inbox = inboxes_.find(me);
+    if (inbox != inboxes_.end()) {
+      reply.forwarded_to_me = std::move(inbox->second);
+      inboxes_.erase(inbox);
     }
     ++applied_;
     if (fail_after_ > 0) {
@@ -205,8 +214,8 @@ class FakeStore final : public cluster::Store {
     w.old_version = it->second.version;
     policies_.erase(it);
     overrides_.erase(name);
-    deleted_.insert(name);
     w.config_version = ++config_version_;
+    deleted_[name] = config_version_;
     return w;
   }
   absl::StatusOr<cluster::ConfigWrite> SetOverride(
@@ -225,20 +234,14 @@ class FakeStore final : public cluster::Store {
     w.config_version = ++config_version_;
     return w;
   }
-  // Forgets the whole config, as a Redis restarted without persistence.
-  void WipeConfig() {
-    absl::MutexLock lock(&mu_);
-    policies_.clear();
-    overrides_.clear();
-    deleted_.clear();
-    config_version_ = 0;
-  }
-
  private:
-  struct Demand {
-    double rate = 0;
-    double concurrency = 0;
-    absl::Time at;
+  struct GrantEntry {
+    core::Units grant{};
+    absl::Time expiry;
+    core::Units hold{};
+    absl::Time hold_until;
+    core::Units usage{};
+    std::array<double, core::kClusterResources> demand{};
   };
   struct Outcomes {
     core::OutcomeTotals totals;
@@ -248,25 +251,250 @@ class FakeStore final : public cluster::Store {
     uint64_t generation = 0;
     uint32_t count = 0;
     absl::Time expiry;
+    absl::Time alive_until;
   };
 
+  static int64_t HeldBy(const GrantEntry& e, int r, absl::Time now) {
+    int64_t held = std::max(e.grant[r], e.usage[r]);
+    if (e.hold_until >= now) held = std::max(held, e.hold[r]);
+    return held;
+  }
+  static std::string NewEpoch(absl::Time now) {
+    static uint64_t serial = 0;
+    return absl::StrCat(absl::ToUnixMicros(now), ".", ++serial);
+  }
+
+  // tick.lua's allocate(): max-min fair, then whole units by largest
+  // remainder, ties by name.
+  static std::vector<int64_t> Allocate(int64_t total,
+                                       const std::vector<std::string>& names,
+                                       const std::vector<double>& demand) {
+    const size_t n = names.size();
+    std::vector<int64_t> units(n, 0);
+    if (n == 0 || total <= 0) return units;
+    std::vector<size_t> order(n);
+    for (size_t j = 0; j < n; ++j) order[j] = j;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (demand[a] != demand[b]) return demand[a] < demand[b];
+      return names[a] < names[b];
+    });
+    std::vector<double> share(n, 0);
+    double left = static_cast<double>(total);
+    size_t remaining = n;
+    for (size_t j : order) {
+      const double give = std::min(demand[j] * 1.05, left / remaining);
+      share[j] = give;
+      left -= give;
+      --remaining;
+    }
+    int64_t used = 0;
+    for (size_t j = 0; j < n; ++j) {
+      share[j] += left / n;
+      units[j] = static_cast<int64_t>(std::floor(share[j] + 1e-9));
+      used += units[j];
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const double ra = share[a] - units[a], rb = share[b] - units[b];
+      if (ra != rb) return ra > rb;
+      return names[a] < names[b];
+    });
+    const int64_t extra =
+        std::min<int64_t>(n, std::max<int64_t>(0, total - used));
+    for (int64_t k = 0; k < extra; ++k) ++units[order[k]];
+    return units;
+  }
+
+  void Restore(const cluster::ConfigSnapshot& config)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const cluster::StoredPolicy& p : config.policies) {
+      if (policies_.count(p.name) || deleted_.count(p.name)) continue;
+      policies_[p.name] = p;
+    }
+    for (const auto& [name, v] : config.deleted) {
+      if (!policies_.count(name)) deleted_.emplace(name, v);
+    }
+    for (const cluster::StoredOverride& o : config.overrides) {
+      if (policies_.count(o.dependency)) overrides_.emplace(o.dependency, o);
+    }
+    config_version_ = std::max(config_version_, config.version);
+  }
+
+  cluster::PolicyPull TickPolicy(const cluster::TickRequest& request,
+                                 const cluster::PolicyPush& push,
+                                 absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::string& me = request.replica_id;
+    const absl::Duration stale = request.stale_after;
+    const int64_t live = std::max<uint32_t>(1, request.live_replicas);
+    cluster::PolicyPull pull;
+    std::string& epoch = epochs_[push.policy];
+    if (epoch.empty()) {
+      epoch = NewEpoch(now);
+      if (!push.epoch_seen.empty()) {
+        recovering_until_[push.policy] = now + stale;
+      }
+    }
+    pull.epoch = epoch;
+    pull.lost = !push.epoch_seen.empty() && push.epoch_seen != epoch;
+    auto rec = recovering_until_.find(push.policy);
+    const bool recovering =
+        rec != recovering_until_.end() && now < rec->second;
+
+    for (const core::KeyTick& key : push.keys) {
+      auto& entries = grants_[{push.policy, key.key}];
+      core::Units held{};
+      std::array<std::vector<std::string>, core::kClusterResources> names;
+      std::array<std::vector<double>, core::kClusterResources> wants;
+      int64_t others = 0;
+      for (auto e = entries.begin(); e != entries.end();) {
+        if (e->second.expiry < now) {
+          e = entries.erase(e);
+          continue;
+        }
+        if (e->first != me) {
+          ++others;
+          for (int r = 0; r < core::kClusterResources; ++r) {
+            held[r] += HeldBy(e->second, r, now);
+            names[r].push_back(e->first);
+            wants[r].push_back(e->second.demand[r]);
+          }
+        }
+        ++e;
+      }
+      const int64_t cold = std::max<int64_t>(0, live - others - 1);
+      cluster::StoreGrant grant;
+      if (request.leaving) {
+        entries.erase(me);
+        grant.granted = false;
+      } else {
+        bool back_to_static = push.per_key;
+        for (int r = 0; r < core::kClusterResources; ++r) {
+          const int64_t limit = key.limit[r];
+          const int64_t each = push.per_key ? limit / live : 0;
+          const int64_t pool = limit - cold * each;
+          const int64_t avail = pool - held[r];
+          names[r].push_back(me);
+          wants[r].push_back(key.demand[r]);
+          const std::vector<int64_t> split = Allocate(pool, names[r], wants[r]);
+          int64_t units = std::max<int64_t>(0, std::min(split.back(), avail));
+          if (recovering) units = std::min(units, key.applied[r]);
+          grant.units[r] = units;
+          if (limit > 0) {
+            const int64_t stat = limit / (live + 1);
+            if (key.demand[r] * 1.05 > stat || key.usage[r] > stat ||
+                avail < each) {
+              back_to_static = false;
+            }
+          }
+        }
+        if (back_to_static) {
+          entries.erase(me);
+          grant.granted = false;
+          grant.units = {};
+        } else {
+          GrantEntry e;
+          e.grant = grant.units;
+          e.expiry = now + stale;
+          e.hold = key.applied;
+          e.hold_until = now + std::min(key.applied_left, stale);
+          e.usage = key.usage;
+          e.demand = key.demand;
+          entries[me] = e;
+        }
+      }
+      if (!push.per_key) admitted_[{push.policy, key.key, me}] = key.admitted_total;
+      pull.grants.push_back(grant);
+    }
+
+    if (!push.has_breaker) return pull;
+    auto& outcomes = outcomes_[push.policy];
+    if (request.leaving) {
+      outcomes.erase(me);
+    } else {
+      outcomes[me] = {push.outcomes, now};
+    }
+    for (auto o = outcomes.begin(); o != outcomes.end();) {
+      if (o->second.at + stale < now) {
+        o = outcomes.erase(o);
+        continue;
+      }
+      pull.outcomes.push_back({o->first, o->second.totals});
+      ++o;
+    }
+    // Compare-and-set on the generation; a lost record is rebuilt from the
+    // first replica that pushes.
+    auto b = breakers_.find(push.policy);
+    bool store = false;
+    if (b == breakers_.end()) {
+      store = !request.leaving;
+    } else if (push.publish && push.breaker.generation != push.breaker.base &&
+               b->second.generation == push.breaker.base) {
+      store = true;
+    }
+    if (store) {
+      core::BreakerRecord record = push.breaker;
+      record.generation = std::max(
+          record.generation,
+          (b == breakers_.end() ? 0 : b->second.generation) + 1);
+      record.base = 0;
+      record.replica = me;
+      // The store keeps millisecond times, as Redis does.
+      record.open_until =
+          record.open_until == absl::InfinitePast()
+              ? absl::InfinitePast()
+              : absl::FromUnixMillis(absl::ToUnixMillis(record.open_until));
+      breakers_[push.policy] = record;
+    }
+    b = breakers_.find(push.policy);
+    if (b != breakers_.end()) pull.breaker = b->second;
+    const uint64_t current = b == breakers_.end() ? 0 : b->second.generation;
+    auto& leases = leases_[push.policy];
+    uint32_t others = 0;
+    for (auto l = leases.begin(); l != leases.end();) {
+      if (l->second.generation != current || l->second.expiry < now ||
+          l->second.alive_until < now) {
+        l = leases.erase(l);
+        continue;
+      }
+      if (l->first != me) others += l->second.count;
+      ++l;
+    }
+    const uint32_t cap = push.lease_cap;
+    pull.leases_granted =
+        request.leaving
+            ? 0
+            : std::min(push.leases_wanted, cap > others ? cap - others : 0);
+    if (pull.leases_granted > 0) {
+      leases[me] = {current, pull.leases_granted, now + push.lease_ttl,
+                    now + stale};
+    } else {
+      leases.erase(me);
+    }
+    return pull;
+  }
+
+  core::Clock* const clock_;
   mutable absl::Mutex mu_;
   bool down_ = false;
   int fail_before_ = 0;
   int fail_after_ = 0;
   uint64_t applied_ = 0;
   std::map<std::string, absl::Time> members_;
-  std::map<std::pair<std::string, std::string>, std::map<std::string, Demand>>
-      demand_;
+  std::map<std::pair<std::string, std::string>,
+           std::map<std::string, GrantEntry>>
+      grants_;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t>
       admitted_;
   std::map<std::string, std::map<std::string, Outcomes>> outcomes_;
   std::map<std::string, core::BreakerRecord> breakers_;
   std::map<std::string, std::map<std::string, Lease>> leases_;
+  std::map<std::string, std::string> epochs_;
+  std::map<std::string, absl::Time> recovering_until_;
   uint64_t config_version_ = 0;
+  std::string config_epoch_;
   std::map<std::string, cluster::StoredPolicy> policies_;
   std::map<std::string, cluster::StoredOverride> overrides_;
-  std::set<std::string> deleted_;
+  std::map<std::string, uint64_t> deleted_;
   std::map<std::string, std::vector<core::ForwardedReport>> inboxes_;
 };
 
