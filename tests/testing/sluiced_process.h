@@ -4,6 +4,10 @@
 // A real sluiced child process for integration tests: its own temp dir,
 // policies file and log; ports chosen by the server (port 0) and read back
 // from its "serving ... on HOST:PORT" log lines.
+//
+// The binary is $SLUICED_BINARY when set (to run the tests against another
+// build, e.g. a copy of main's sluiced), else the SLUICED_PATH the test was
+// compiled with.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -24,6 +30,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "sluice/v1/admin.grpc.pb.h"
@@ -66,6 +73,13 @@ inline CommandResult RunCommand(const std::string& command) {
   return result;
 }
 
+// The sluiced binary the tests start: $SLUICED_BINARY, else SLUICED_PATH.
+inline std::string SluicedBinary() {
+  const char* path = std::getenv("SLUICED_BINARY");
+  return path != nullptr && *path != '\0' ? std::string(path)
+                                            : std::string(SLUICED_PATH);
+}
+
 class SluicedProcess {
  public:
   SluicedProcess() {
@@ -91,6 +105,12 @@ class SluicedProcess {
     return absl::StrCat("127.0.0.1:", admin_port_);
   }
 
+  // NAME=VALUE entries added to the environment of the next Start, replacing
+  // inherited variables of the same name (e.g. LD_PRELOAD and FAKETIME).
+  void set_extra_env(std::vector<std::string> env) {
+    extra_env_ = std::move(env);
+  }
+
   // Starts sluiced with `policies` and `extra` flags; false (with the log
   // in `error`) when it does not come up within 15 s.
   bool Start(const std::string& policies, const std::vector<std::string>& extra,
@@ -98,7 +118,7 @@ class SluicedProcess {
     WriteFile(policies_path_, policies);
     token_ = token;
     std::vector<std::string> args = {
-        SLUICED_PATH, "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
+        SluicedBinary(), "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
         "--metrics-listen=127.0.0.1:0", "--policies=" + policies_path_};
     if (!token.empty()) {
       WriteFile(token_path_, token + "\n");
@@ -107,8 +127,15 @@ class SluicedProcess {
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
-      if (!absl::StartsWith(*e, "SLUICE_")) env.push_back(*e);
+      if (absl::StartsWith(*e, "SLUICE_")) continue;
+      const absl::string_view entry(*e);
+      const absl::string_view name_eq = entry.substr(0, entry.find('=') + 1);
+      const bool replaced = std::any_of(
+          extra_env_.begin(), extra_env_.end(),
+          [&](const std::string& v) { return absl::StartsWith(v, name_eq); });
+      if (!replaced) env.push_back(*e);
     }
+    env.insert(env.end(), extra_env_.begin(), extra_env_.end());
     std::vector<char*> argv, envp;
     for (std::string& s : args) argv.push_back(s.data());
     for (std::string& s : env) envp.push_back(s.data());
@@ -123,7 +150,7 @@ class SluicedProcess {
                                envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
-      *error = "cannot spawn " SLUICED_PATH;
+      *error = "cannot spawn " + args[0];
       return false;
     }
     const std::regex data("serving DecisionService on [0-9.]+:([0-9]+)");
@@ -226,6 +253,7 @@ class SluicedProcess {
 
  private:
   std::string dir_, policies_path_, log_path_, token_path_, token_;
+  std::vector<std::string> extra_env_;
   pid_t pid_ = -1;
   int port_ = 0, admin_port_ = 0, metrics_port_ = 0;
   std::shared_ptr<grpc::Channel> data_channel_, admin_channel_;
