@@ -34,66 +34,9 @@
 namespace sluice {
 namespace {
 
-// ---------------------------------------------------------------------------
-// Every use of the store and sync loop API is in the helpers below, because
-// the share protocol rewrite changes it: FakeStore takes the store's clock,
-// gains WipeAll(), and SyncLoop gains Leave().
-
-// A cluster::Store forwarding to a FakeStore that can be replaced whole: the
-// store can lose all its data while every SyncLoop keeps its Store*. Not
-// thread-safe; the simulation runs on one thread.
-class SwappableStore final : public cluster::Store {
- public:
-  explicit SwappableStore(std::unique_ptr<testing::FakeStore> fake)
-      : fake_(std::move(fake)) {}
-
-  testing::FakeStore& fake() { return *fake_; }
-  void Replace(std::unique_ptr<testing::FakeStore> fake) {
-    fake_ = std::move(fake);
-  }
-
-  absl::StatusOr<cluster::TickReply> Tick(
-      const cluster::TickRequest& request) override {
-    return fake_->Tick(request);
-  }
-  absl::StatusOr<cluster::ConfigWrite> PutPolicy(
-      const cluster::StoredPolicy& policy, uint64_t expected_version) override {
-    return fake_->PutPolicy(policy, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> DeletePolicy(
-      const std::string& name, uint64_t expected_version) override {
-    return fake_->DeletePolicy(name, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> SetOverride(
-      const cluster::StoredOverride& override) override {
-    return fake_->SetOverride(override);
-  }
-  std::string Describe() const override { return fake_->Describe(); }
-
- private:
-  std::unique_ptr<testing::FakeStore> fake_;
-};
-
-// The store, keeping `clock`'s time as Redis keeps its own TIME. (The current
-// FakeStore takes each request's time instead, so `clock` is unused.)
-std::unique_ptr<SwappableStore> MakeStore(core::Clock* clock) {
-  return std::make_unique<SwappableStore>(
-      std::make_unique<testing::FakeStore>());
-}
-
-// Forgets everything (config, members, demand, breaker records, leases), as
-// a Redis restarted without persistence does.
-void WipeStore(SwappableStore& store, core::Clock* clock) {
-  store.Replace(std::make_unique<testing::FakeStore>());
-}
-
-// The next tick is applied but its reply lost: the tick in flight when a
-// Redis pauses.
-void LoseNextReply(SwappableStore& store) { store.fake().LoseNextReplies(1); }
-
-// While down, the store answers nothing.
-void SetStoreDown(SwappableStore& store, bool down) {
-  store.fake().SetDown(down);
+// The store, keeping `clock`'s time as Redis keeps its own TIME.
+std::unique_ptr<testing::FakeStore> MakeStore(core::Clock* clock) {
+  return std::make_unique<testing::FakeStore>(clock);
 }
 
 // One sluiced replica: an engine in cluster mode and its sync loop, ticked by
@@ -121,10 +64,10 @@ void TickReplica(Replica& r) {
   r.loop->TickOnce().IgnoreError();  // a failed tick is a state, not an error
 }
 
-// A graceful stop (SIGTERM): a final tick, as SyncLoop::Stop() makes, then
-// the process is gone.
+// A graceful stop (SIGTERM): the final tick that gives the grants back, as
+// SyncLoop::Stop() makes, then the process is gone.
 void StopReplica(Replica& r) {
-  r.loop->TickOnce().IgnoreError();
+  r.loop->Leave().IgnoreError();
   r.loop.reset();
   r.engine.reset();
 }
@@ -206,7 +149,7 @@ class Cluster {
   int64_t now_ms() const { return now_ms_; }
   int tick_ms(int r) const { return tick_ms_[r]; }
   core::Engine& engine(int r) { return *replicas_[r].engine; }
-  SwappableStore& store() { return *store_; }
+  testing::FakeStore& store() { return *store_; }
   core::Clock* true_clock() { return &clock_; }
 
   void Stop(int r) { StopReplica(replicas_[r]); }
@@ -254,7 +197,7 @@ class Cluster {
   const core::PolicyConfig policy_;
   testing::FakeClock clock_;  // the true time, and the store's
   std::unique_ptr<testing::OffsetClock> skewed_;
-  std::unique_ptr<SwappableStore> store_;
+  std::unique_ptr<testing::FakeStore> store_;
   std::vector<core::Clock*> clocks_;
   std::vector<int> tick_ms_;
   std::vector<Replica> replicas_;
@@ -283,9 +226,9 @@ std::vector<int64_t> StoreStall(int n) {
   // The span starts on a whole second, where replica 0 ticks: that tick is
   // the one in flight.
   return Run(c, kMeasureSeconds, kFlatOut, [&](int64_t ms) {
-    if (ms == 0) LoseNextReply(c.store());
-    if (ms == 1) SetStoreDown(c.store(), true);
-    if (ms == kStallMs) SetStoreDown(c.store(), false);
+    if (ms == 0) c.store().LoseNextReplies(1);
+    if (ms == 1) c.store().SetDown(true);
+    if (ms == kStallMs) c.store().SetDown(false);
   });
 }
 
@@ -294,7 +237,7 @@ std::vector<int64_t> StoreRestartsEmpty(int n) {
   Cluster c(n, BucketPolicy());
   Run(c, kWarmUpSeconds, kFlatOut);
   return Run(c, kMeasureSeconds, kFlatOut, [&](int64_t ms) {
-    if (ms == 0) WipeStore(c.store(), c.true_clock());
+    if (ms == 0) c.store().WipeAll();
   });
 }
 
