@@ -25,7 +25,7 @@ GateSet::GateSet(const PolicyConfig& policy, absl::Time now, uint32_t epoch,
       counters_(counters),
       dependency_(std::move(dependency)),
       key_(std::move(key)),
-      ledger_(epoch) {
+      ledger_({epoch, 1}) {
   Reconfigure(policy, now);
 }
 

@@ -8,8 +8,11 @@ namespace {
 constexpr size_t kInitialSlots = 16;
 }  // namespace
 
-PermitLedger::PermitLedger(uint32_t epoch)
-    : epoch_(epoch & 0xFFFFFF), ring_(kInitialSlots) {}
+PermitLedger::PermitLedger(Origin origin)
+    : epoch_(origin.epoch & 0xFFFFFF),
+      ring_(kInitialSlots),
+      head_(origin.first_seq & kSeqMask),
+      next_(head_) {}
 
 uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
                              bool holds_slot, uint64_t probe_round,
@@ -30,9 +33,9 @@ uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
       SkipDead();
     }
   }
-  const uint64_t seq = next_++ & kSeqMask;
-  Slot& slot = SlotFor(seq);
-  slot.permit.id = (uint64_t{epoch_} << kSeqBits) | seq;
+  const uint64_t position = next_++;
+  Slot& slot = SlotFor(position);
+  slot.permit.id = (uint64_t{epoch_} << kSeqBits) | (position & kSeqMask);
   slot.permit.issued = issued;
   slot.permit.deadline = deadline;
   slot.permit.holds_slot = holds_slot;
@@ -44,9 +47,11 @@ uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
 
 bool PermitLedger::Retire(uint64_t id, Permit* out) {
   if ((id >> kSeqBits) != epoch_) return false;
-  const uint64_t seq = id & kSeqMask;
-  if (seq < head_ || seq >= next_) return false;
-  Slot& slot = SlotFor(seq);
+  // The position of `id` if it lies at or after head_, counting across a
+  // wrap of the 40-bit sequence; an older id lands far past next_.
+  const uint64_t position = head_ + (((id & kSeqMask) - head_) & kSeqMask);
+  if (position >= next_) return false;
+  Slot& slot = SlotFor(position);
   if (!slot.live || slot.permit.id != id) return false;
   *out = slot.permit;
   slot.live = false;
@@ -74,8 +79,8 @@ void PermitLedger::SkipDead() {
 
 void PermitLedger::Grow() {
   std::vector<Slot> bigger(ring_.size() * 2);
-  for (uint64_t seq = head_; seq < next_; ++seq) {
-    bigger[seq & (bigger.size() - 1)] = SlotFor(seq);
+  for (uint64_t position = head_; position < next_; ++position) {
+    bigger[position & (bigger.size() - 1)] = SlotFor(position);
   }
   ring_ = std::move(bigger);
 }

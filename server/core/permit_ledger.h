@@ -14,6 +14,9 @@ namespace sluice::core {
 // the ring has grown to the number of permits alive within one expiry time.
 // The high 24 bits are the ledger's `epoch`, so a permit of a ledger that was
 // replaced (evicted key, recreated policy) does not match the new one.
+// The sequence starts at the Origin's first_seq and wraps from 2^40 - 1 to 0
+// (see Retire), so a ledger may start anywhere in its 40 bits; an id comes
+// back only after 2^40 more permits of the same ledger.
 // Not thread-safe; the owner locks.
 class PermitLedger {
  public:
@@ -29,7 +32,16 @@ class PermitLedger {
   // permit is retired early (see Issue).
   static constexpr size_t kMaxPermits = size_t{1} << 20;
 
-  explicit PermitLedger(uint32_t epoch);
+  // Where a ledger's ids start.
+  struct Origin {
+    // The high 24 bits of every id. Must not be 0 (mod 2^24): the sequence
+    // passes through 0 when it wraps, and the epoch keeps that id non-zero.
+    uint32_t epoch = 1;
+    // The sequence of the first permit; only its low 40 bits count.
+    uint64_t first_seq = 1;
+  };
+
+  explicit PermitLedger(Origin origin);
 
   // Records a permit. If kMaxPermits are already alive, the oldest is
   // retired first and returned through `evicted` (so the caller can count it
@@ -56,16 +68,23 @@ class PermitLedger {
   };
   static constexpr int kSeqBits = 40;
   static constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+  // Live permits span far less than the 40-bit sequence space, so an id's
+  // sequence names one position in [head_, next_) even after a wrap.
+  static_assert(kMaxPermits < kSeqMask);
 
-  Slot& SlotFor(uint64_t seq) { return ring_[seq & (ring_.size() - 1)]; }
+  Slot& SlotFor(uint64_t position) {
+    return ring_[position & (ring_.size() - 1)];
+  }
   void Grow();
   // Moves head_ past retired slots.
   void SkipDead();
 
   const uint32_t epoch_;
   std::vector<Slot> ring_;
-  uint64_t head_ = 1;  // oldest sequence that may be live
-  uint64_t next_ = 1;  // sequence of the next permit
+  // Positions count issued permits from the origin's first_seq without
+  // wrapping (64 bits do not run out); an id carries position & kSeqMask.
+  uint64_t head_;  // oldest position that may be live
+  uint64_t next_;  // position of the next permit
   size_t live_ = 0;
 };
 
