@@ -5,7 +5,19 @@
 namespace sluice::core {
 
 namespace {
+
 constexpr size_t kInitialSlots = 16;
+constexpr uint64_t kEpochCount = (uint64_t{1} << 23) - 1;
+
+// splitmix64's finaliser: cheap, and a bijection, so distinct inputs give
+// distinct, well spread outputs.
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EB;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
 
 PermitLedger::PermitLedger(Origin origin)
@@ -83,6 +95,18 @@ void PermitLedger::Grow() {
     bigger[position & (bigger.size() - 1)] = SlotFor(position);
   }
   ring_ = std::move(bigger);
+}
+
+PermitEpochs::PermitEpochs(uint64_t seed) : seed_(seed), next_(Mix(seed)) {}
+
+PermitLedger::Origin PermitEpochs::Next() {
+  const uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
+  PermitLedger::Origin origin;
+  origin.epoch = static_cast<uint32_t>(1 + n % kEpochCount);
+  // Mixed with the seed and the full count, not just the epoch, so a ledger
+  // whose epoch came round again still starts elsewhere.
+  origin.first_seq = Mix(n ^ seed_);
+  return origin;
 }
 
 }  // namespace sluice::core

@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_CORE_PERMIT_LEDGER_H_
 #define SLUICE_SERVER_CORE_PERMIT_LEDGER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -86,6 +87,29 @@ class PermitLedger {
   uint64_t head_;  // oldest position that may be live
   uint64_t next_;  // position of the next permit
   size_t live_ = 0;
+};
+
+// Hands each new ledger of one engine its Origin. Epochs are consecutive, so
+// no two ledgers of one process share one until 2^23 - 1 have been made (and
+// those then start at other sequences). The first epoch and every first
+// sequence are drawn from `seed`, so a process with another seed (a
+// restarted replica) issues other ids than the one before. Epochs skip 0
+// (see Origin) and stay below 2^23, keeping ids below 2^63 for readers that
+// parse them as int64 (the cluster store's forwarded reports).
+// Safe for concurrent use.
+class PermitEpochs {
+ public:
+  explicit PermitEpochs(uint64_t seed);
+  PermitEpochs(const PermitEpochs&) = delete;
+  PermitEpochs& operator=(const PermitEpochs&) = delete;
+
+  PermitLedger::Origin Next();
+
+ private:
+  const uint64_t seed_;
+  // Counts ledgers from a start drawn from the seed; the epoch is this
+  // count modulo the number of epochs.
+  std::atomic<uint64_t> next_;
 };
 
 }  // namespace sluice::core

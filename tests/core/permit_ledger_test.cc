@@ -285,5 +285,43 @@ TEST_P(PermitLedgerStartTest, EvictsOldestPastMaxPermits) {
   EXPECT_EQ(ledger.live(), PermitLedger::kMaxPermits - 1);
 }
 
+TEST(PermitEpochsTest, SameSeedSameOrigins) {
+  PermitEpochs a(42);
+  PermitEpochs b(42);
+  PermitEpochs c(43);
+  for (int i = 0; i < 100; ++i) {
+    const PermitLedger::Origin from_a = a.Next();
+    const PermitLedger::Origin from_b = b.Next();
+    const PermitLedger::Origin from_c = c.Next();
+    EXPECT_EQ(from_a.epoch, from_b.epoch);
+    EXPECT_EQ(from_a.first_seq, from_b.first_seq);
+    EXPECT_NE(from_a.first_seq & kSeqMask, from_c.first_seq & kSeqMask);
+  }
+}
+
+// A full cycle of epochs: each follows the one before, 0 is skipped, ids
+// stay below 2^63, and a ledger whose epoch came round again starts at
+// another sequence.
+TEST(PermitEpochsTest, EpochsCycleAndSkipZero) {
+  constexpr uint32_t kEpochCount = (uint32_t{1} << 23) - 1;
+  PermitEpochs epochs(7);
+  const PermitLedger::Origin first = epochs.Next();
+  ASSERT_GE(first.epoch, 1u);
+  ASSERT_LE(first.epoch, kEpochCount);
+  uint32_t previous = first.epoch;
+  for (uint32_t i = 1; i < kEpochCount; ++i) {
+    const uint32_t epoch = epochs.Next().epoch;
+    ASSERT_EQ(epoch, previous % kEpochCount + 1) << i;
+    previous = epoch;
+  }
+  const PermitLedger::Origin again = epochs.Next();
+  EXPECT_EQ(again.epoch, first.epoch);
+  EXPECT_NE(again.first_seq & kSeqMask, first.first_seq & kSeqMask);
+
+  PermitLedger ledger({kEpochCount, kSeqMask});
+  const uint64_t largest = IssueAt(ledger, kT0);
+  EXPECT_LT(largest, uint64_t{1} << 63);
+}
+
 }  // namespace
 }  // namespace sluice::core
