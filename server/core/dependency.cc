@@ -10,7 +10,7 @@ namespace sluice::core {
 
 Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
                        Clock* clock, EventSink* sink,
-                       std::atomic<uint32_t>* epochs,
+                       PermitEpochs* epochs,
                        const ClusterState& cluster,
                        absl::Duration permit_grace)
     : clock_(clock),
@@ -23,7 +23,7 @@ Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
   policy_ = std::move(policy);
   cluster_ = cluster;
   if (!policy_->per_key) {
-    single_.emplace(*policy_, now, epochs_->fetch_add(1), sink_, &counters_,
+    single_.emplace(*policy_, now, epochs_->Next(), sink_, &counters_,
                     name_, "");
     InitGates(&*single_, now);
   }
@@ -69,7 +69,7 @@ GateSet* Dependency::GatesFor(absl::string_view key, absl::Time now) {
   }
   keys_.emplace_front(
       std::piecewise_construct, std::forward_as_tuple(key),
-      std::forward_as_tuple(*policy_, now, epochs_->fetch_add(1), sink_,
+      std::forward_as_tuple(*policy_, now, epochs_->Next(), sink_,
                             &counters_, name_, std::string(key)));
   GateSet* gates = &keys_.front().second;
   InitGates(gates, now);
@@ -159,7 +159,7 @@ void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
     hot_keys_.clear();
     single_.reset();
     if (!policy_->per_key) {
-      single_.emplace(*policy_, now, epochs_->fetch_add(1), sink_, &counters_,
+      single_.emplace(*policy_, now, epochs_->Next(), sink_, &counters_,
                       name_, "");
       InitGates(&*single_, now);
     }

@@ -42,7 +42,7 @@ struct DependencyStatus {
 class Dependency {
  public:
   Dependency(std::shared_ptr<const PolicyConfig> policy, Clock* clock,
-             EventSink* sink, std::atomic<uint32_t>* epochs,
+             EventSink* sink, PermitEpochs* epochs,
              const ClusterState& cluster,
              absl::Duration permit_grace = absl::ZeroDuration());
 
@@ -91,7 +91,7 @@ class Dependency {
 
   Clock* const clock_;
   EventSink* const sink_;
-  std::atomic<uint32_t>* const epochs_;
+  PermitEpochs* const epochs_;
   const std::string name_;
   const absl::Duration permit_grace_;
 

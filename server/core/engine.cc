@@ -1,6 +1,7 @@
 #include "server/core/engine.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,13 +20,26 @@ struct SnapshotCache {
 };
 thread_local SnapshotCache snapshot_cache;
 
+// The one place the core touches randomness: an engine built without a
+// permit_id_seed draws one, so every process start gets its own permit ids.
+// Tests pass a fixed seed, so their ids repeat from run to run.
+Engine::Options WithPermitIdSeed(Engine::Options options) {
+  if (options.permit_id_seed != 0) return options;
+  std::random_device device;
+  while (options.permit_id_seed == 0) {
+    options.permit_id_seed = (uint64_t{device()} << 32) | device();
+  }
+  return options;
+}
+
 }  // namespace
 
 Engine::Engine(Clock* clock, Options options, EventSink* sink)
     : clock_(clock),
-      options_(options),
+      options_(WithPermitIdSeed(std::move(options))),
       sink_(sink),
-      id_(next_engine_id.fetch_add(1)) {
+      id_(next_engine_id.fetch_add(1)),
+      epochs_(options_.permit_id_seed) {
   absl::MutexLock lock(&mu_);
   current_ = std::make_shared<const DependencyMap>();
   cluster_.enabled = options_.cluster;

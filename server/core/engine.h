@@ -19,6 +19,7 @@
 #include "server/core/decision.h"
 #include "server/core/dependency.h"
 #include "server/core/events.h"
+#include "server/core/permit_ledger.h"
 #include "server/core/policy_config.h"
 #include "server/core/tick.h"
 
@@ -44,6 +45,10 @@ class Engine {
     // TIMEOUT. Cluster mode sets two sync intervals, the time a report that
     // reached another replica takes to be forwarded here.
     absl::Duration permit_grace = absl::ZeroDuration();
+    // Where permit ids start, so a restarted process does not reissue the
+    // ids of the one before. 0: drawn at random when the engine is built
+    // (options() then shows the seed in use).
+    uint64_t permit_id_seed = 0;
   };
 
   // `clock` must outlive the engine; `sink` may be null, else it must too.
@@ -138,8 +143,8 @@ class Engine {
   EventSink* const sink_;
   // Tells this engine's snapshots apart in the per-thread cache.
   const uint64_t id_;
-  // Gives each gate set a distinct permit epoch.
-  std::atomic<uint32_t> epochs_{1};
+  // Gives each gate set a distinct permit epoch and first sequence.
+  PermitEpochs epochs_;
   std::atomic<uint64_t> unknown_allowed_{0};
   std::atomic<uint64_t> unknown_rejected_{0};
   // Bumped on every Publish; readers compare it with their cached version.

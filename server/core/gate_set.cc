@@ -18,14 +18,15 @@ absl::Duration ConcurrencyRetryAfter(absl::Duration call_timeout) {
 
 }  // namespace
 
-GateSet::GateSet(const PolicyConfig& policy, absl::Time now, uint32_t epoch,
+GateSet::GateSet(const PolicyConfig& policy, absl::Time now,
+                 PermitLedger::Origin origin,
                  EventSink* sink, DecisionCounters* counters,
                  std::string dependency, std::string key)
     : sink_(sink),
       counters_(counters),
       dependency_(std::move(dependency)),
       key_(std::move(key)),
-      ledger_(epoch) {
+      ledger_(origin) {
   Reconfigure(policy, now);
 }
 

@@ -83,7 +83,8 @@ class GateSet final : public BreakerListener {
  public:
   // `sink` may be null. `dependency` and `key` name the transitions.
   // Settled outcomes are counted into `counters`, which must outlive this.
-  GateSet(const PolicyConfig& policy, absl::Time now, uint32_t epoch,
+  GateSet(const PolicyConfig& policy, absl::Time now,
+          PermitLedger::Origin origin,
           EventSink* sink, DecisionCounters* counters, std::string dependency,
           std::string key);
 

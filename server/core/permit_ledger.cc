@@ -5,11 +5,26 @@
 namespace sluice::core {
 
 namespace {
+
 constexpr size_t kInitialSlots = 16;
+constexpr uint64_t kEpochCount = (uint64_t{1} << 23) - 1;
+
+// splitmix64's finaliser: cheap, and a bijection, so distinct inputs give
+// distinct, well spread outputs.
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EB;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
 
-PermitLedger::PermitLedger(uint32_t epoch)
-    : epoch_(epoch & 0xFFFFFF), ring_(kInitialSlots) {}
+PermitLedger::PermitLedger(Origin origin)
+    : epoch_(origin.epoch & 0xFFFFFF),
+      ring_(kInitialSlots),
+      head_(origin.first_seq & kSeqMask),
+      next_(head_) {}
 
 uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
                              bool holds_slot, uint64_t probe_round,
@@ -30,9 +45,9 @@ uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
       SkipDead();
     }
   }
-  const uint64_t seq = next_++ & kSeqMask;
-  Slot& slot = SlotFor(seq);
-  slot.permit.id = (uint64_t{epoch_} << kSeqBits) | seq;
+  const uint64_t position = next_++;
+  Slot& slot = SlotFor(position);
+  slot.permit.id = (uint64_t{epoch_} << kSeqBits) | (position & kSeqMask);
   slot.permit.issued = issued;
   slot.permit.deadline = deadline;
   slot.permit.holds_slot = holds_slot;
@@ -44,9 +59,11 @@ uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
 
 bool PermitLedger::Retire(uint64_t id, Permit* out) {
   if ((id >> kSeqBits) != epoch_) return false;
-  const uint64_t seq = id & kSeqMask;
-  if (seq < head_ || seq >= next_) return false;
-  Slot& slot = SlotFor(seq);
+  // The position of `id` if it lies at or after head_, counting across a
+  // wrap of the 40-bit sequence; an older id lands far past next_.
+  const uint64_t position = head_ + (((id & kSeqMask) - head_) & kSeqMask);
+  if (position >= next_) return false;
+  Slot& slot = SlotFor(position);
   if (!slot.live || slot.permit.id != id) return false;
   *out = slot.permit;
   slot.live = false;
@@ -74,10 +91,22 @@ void PermitLedger::SkipDead() {
 
 void PermitLedger::Grow() {
   std::vector<Slot> bigger(ring_.size() * 2);
-  for (uint64_t seq = head_; seq < next_; ++seq) {
-    bigger[seq & (bigger.size() - 1)] = SlotFor(seq);
+  for (uint64_t position = head_; position < next_; ++position) {
+    bigger[position & (bigger.size() - 1)] = SlotFor(position);
   }
   ring_ = std::move(bigger);
+}
+
+PermitEpochs::PermitEpochs(uint64_t seed) : seed_(seed), next_(Mix(seed)) {}
+
+PermitLedger::Origin PermitEpochs::Next() {
+  const uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
+  PermitLedger::Origin origin;
+  origin.epoch = static_cast<uint32_t>(1 + n % kEpochCount);
+  // Mixed with the seed and the full count, not just the epoch, so a ledger
+  // whose epoch came round again still starts elsewhere.
+  origin.first_seq = Mix(n ^ seed_);
+  return origin;
 }
 
 }  // namespace sluice::core

@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_CORE_PERMIT_LEDGER_H_
 #define SLUICE_SERVER_CORE_PERMIT_LEDGER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace sluice::core {
 // the ring has grown to the number of permits alive within one expiry time.
 // The high 24 bits are the ledger's `epoch`, so a permit of a ledger that was
 // replaced (evicted key, recreated policy) does not match the new one.
+// The sequence starts at the Origin's first_seq and wraps from 2^40 - 1 to 0
+// (see Retire), so a ledger may start anywhere in its 40 bits; an id comes
+// back only after 2^40 more permits of the same ledger.
 // Not thread-safe; the owner locks.
 class PermitLedger {
  public:
@@ -29,7 +33,16 @@ class PermitLedger {
   // permit is retired early (see Issue).
   static constexpr size_t kMaxPermits = size_t{1} << 20;
 
-  explicit PermitLedger(uint32_t epoch);
+  // Where a ledger's ids start.
+  struct Origin {
+    // The high 24 bits of every id. Must not be 0 (mod 2^24): the sequence
+    // passes through 0 when it wraps, and the epoch keeps that id non-zero.
+    uint32_t epoch = 1;
+    // The sequence of the first permit; only its low 40 bits count.
+    uint64_t first_seq = 1;
+  };
+
+  explicit PermitLedger(Origin origin);
 
   // Records a permit. If kMaxPermits are already alive, the oldest is
   // retired first and returned through `evicted` (so the caller can count it
@@ -56,17 +69,47 @@ class PermitLedger {
   };
   static constexpr int kSeqBits = 40;
   static constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+  // Live permits span far less than the 40-bit sequence space, so an id's
+  // sequence names one position in [head_, next_) even after a wrap.
+  static_assert(kMaxPermits < kSeqMask);
 
-  Slot& SlotFor(uint64_t seq) { return ring_[seq & (ring_.size() - 1)]; }
+  Slot& SlotFor(uint64_t position) {
+    return ring_[position & (ring_.size() - 1)];
+  }
   void Grow();
   // Moves head_ past retired slots.
   void SkipDead();
 
   const uint32_t epoch_;
   std::vector<Slot> ring_;
-  uint64_t head_ = 1;  // oldest sequence that may be live
-  uint64_t next_ = 1;  // sequence of the next permit
+  // Positions count issued permits from the origin's first_seq without
+  // wrapping (64 bits do not run out); an id carries position & kSeqMask.
+  uint64_t head_;  // oldest position that may be live
+  uint64_t next_;  // position of the next permit
   size_t live_ = 0;
+};
+
+// Hands each new ledger of one engine its Origin. Epochs are consecutive, so
+// no two ledgers of one process share one until 2^23 - 1 have been made (and
+// those then start at other sequences). The first epoch and every first
+// sequence are drawn from `seed`, so a process with another seed (a
+// restarted replica) issues other ids than the one before. Epochs skip 0
+// (see Origin) and stay below 2^23, keeping ids below 2^63 for readers that
+// parse them as int64 (the cluster store's forwarded reports).
+// Safe for concurrent use.
+class PermitEpochs {
+ public:
+  explicit PermitEpochs(uint64_t seed);
+  PermitEpochs(const PermitEpochs&) = delete;
+  PermitEpochs& operator=(const PermitEpochs&) = delete;
+
+  PermitLedger::Origin Next();
+
+ private:
+  const uint64_t seed_;
+  // Counts ledgers from a start drawn from the seed; the epoch is this
+  // count modulo the number of epochs.
+  std::atomic<uint64_t> next_;
 };
 
 }  // namespace sluice::core

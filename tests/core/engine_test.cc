@@ -224,6 +224,120 @@ TEST_F(EngineTest, StaleReportsAreHarmlessAndCounted) {
   EXPECT_EQ(Gates("a").in_flight, 0u);
 }
 
+// The same policies set up the same way on two engines, as a replica does
+// before and after a restart: the gate sets line up one to one.
+void SetUpRestartPolicies(Engine& engine) {
+  PolicyConfig inventory = MakePolicy("inventory");
+  WithConcurrency(inventory, 1);
+  WithBreaker(inventory, 1);
+  PolicyConfig tenants = MakePolicy("tenants");
+  tenants.per_key = true;
+  tenants.max_keys = 10;
+  engine.ReplacePolicies({inventory, tenants});
+}
+
+// The first permits of each policy (and of a key) on `engine`.
+std::vector<uint64_t> FirstPermitIds(Engine& engine) {
+  std::vector<uint64_t> ids;
+  for (const char* key : {"t1", "t2"}) {
+    absl::StatusOr<Decision> d = engine.Acquire("tenants", key, 1);
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (d.ok()) ids.push_back(d->permit_id);
+  }
+  absl::StatusOr<Decision> d = engine.Acquire("inventory", "", 1);
+  EXPECT_TRUE(d.ok()) << d.status();
+  if (d.ok()) ids.push_back(d->permit_id);
+  return ids;
+}
+
+TEST_F(EngineTest, SameSeedGivesTheSamePermitIds) {
+  Engine a(&clock_, SeededOptions(42));
+  Engine b(&clock_, SeededOptions(42));
+  SetUpRestartPolicies(a);
+  SetUpRestartPolicies(b);
+  const std::vector<uint64_t> ids = FirstPermitIds(a);
+  EXPECT_EQ(FirstPermitIds(b), ids);
+  for (uint64_t id : ids) EXPECT_NE(id, 0u);
+}
+
+TEST_F(EngineTest, OtherSeedGivesOtherPermitIds) {
+  Engine a(&clock_, SeededOptions(42));
+  Engine b(&clock_, SeededOptions(43));
+  SetUpRestartPolicies(a);
+  SetUpRestartPolicies(b);
+  const std::vector<uint64_t> from_a = FirstPermitIds(a);
+  const std::vector<uint64_t> from_b = FirstPermitIds(b);
+  ASSERT_EQ(from_a.size(), from_b.size());
+  for (size_t i = 0; i < from_a.size(); ++i) {
+    EXPECT_NE(from_a[i], from_b[i]) << i;
+    EXPECT_NE(from_b[i], 0u) << i;
+  }
+  // And they stay distinct within each engine.
+  for (size_t i = 0; i < from_b.size(); ++i) {
+    for (size_t j = i + 1; j < from_b.size(); ++j) {
+      EXPECT_NE(from_b[i], from_b[j]);
+    }
+  }
+}
+
+// Without a seed each engine draws its own, so two process starts of the
+// same replica do not share ids (a clash is about 2^-63 likely).
+TEST_F(EngineTest, UnseededEnginesDrawTheirOwnSeed) {
+  Engine a(&clock_, Engine::Options{});
+  Engine b(&clock_, Engine::Options{});
+  EXPECT_NE(a.options().permit_id_seed, 0u);
+  EXPECT_NE(a.options().permit_id_seed, b.options().permit_id_seed);
+  SetUpRestartPolicies(a);
+  SetUpRestartPolicies(b);
+  EXPECT_NE(FirstPermitIds(a), FirstPermitIds(b));
+}
+
+// A late report meant for the process before a restart reaches the new one:
+// it is stale there, so it neither frees a slot nor feeds the breaker.
+TEST_F(EngineTest, ReportFromBeforeARestartIsStale) {
+  Engine before(&clock_, SeededOptions(42));
+  Engine after(&clock_, SeededOptions(43));
+  SetUpRestartPolicies(before);
+  SetUpRestartPolicies(after);
+  const std::vector<uint64_t> old_ids = FirstPermitIds(before);
+  const std::vector<uint64_t> new_ids = FirstPermitIds(after);
+  ASSERT_EQ(old_ids.size(), 3u);
+  ASSERT_EQ(new_ids.size(), 3u);
+
+  // inventory allows one call at a time and trips on one failure.
+  EXPECT_EQ(after.Report("inventory", "", old_ids[2], Outcome::kFailure,
+                         absl::Milliseconds(5)),
+            BreakerState::kClosed);
+  after.Report("tenants", "t1", old_ids[0], Outcome::kFailure,
+               absl::Milliseconds(5));
+  absl::StatusOr<DependencyStatus> inventory = after.Inspect("inventory");
+  ASSERT_TRUE(inventory.ok()) << inventory.status();
+  EXPECT_EQ(inventory->counters.stale_reports, 1u);
+  EXPECT_EQ(Outcomes(inventory->counters, Outcome::kFailure), 0u);
+  ASSERT_TRUE(inventory->gates.has_value());
+  EXPECT_EQ(inventory->gates->in_flight, 1u);
+  EXPECT_EQ(inventory->gates->breaker_state, BreakerState::kClosed);
+  absl::StatusOr<DependencyStatus> tenants = after.Inspect("tenants", "t1");
+  ASSERT_TRUE(tenants.ok()) << tenants.status();
+  EXPECT_EQ(tenants->counters.stale_reports, 1u);
+  EXPECT_EQ(Outcomes(tenants->counters, Outcome::kFailure), 0u);
+  // The slot is still held: the next call is refused.
+  absl::StatusOr<Decision> refused = after.Acquire("inventory", "", 1);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->reason, Reason::kConcurrencyLimited);
+
+  // The new process's own permit settles as usual.
+  EXPECT_EQ(after.Report("inventory", "", new_ids[2], Outcome::kSuccess,
+                         absl::Milliseconds(5)),
+            BreakerState::kClosed);
+  inventory = after.Inspect("inventory");
+  ASSERT_TRUE(inventory.ok()) << inventory.status();
+  ASSERT_TRUE(inventory->gates.has_value());
+  EXPECT_EQ(inventory->gates->in_flight, 0u);
+  EXPECT_EQ(Outcomes(inventory->counters, Outcome::kSuccess), 1u);
+  EXPECT_EQ(inventory->counters.stale_reports, 1u);
+}
+
 TEST_F(EngineTest, ReportReturnsBreakerState) {
   PolicyConfig p = MakePolicy("a");
   WithBreaker(p, 2);

@@ -96,10 +96,18 @@ inline void ExpectConserved(const DecisionCounters& c) {
   EXPECT_EQ(by_verdict[static_cast<int>(Verdict::kDegrade)], c.degraded);
 }
 
+// Options with a fixed permit_id_seed, so that permit ids are the same on
+// every run.
+inline Engine::Options SeededOptions(uint64_t permit_id_seed = 0x5EED) {
+  Engine::Options options;
+  options.permit_id_seed = permit_id_seed;
+  return options;
+}
+
 // An engine on a fake clock with a recording sink.
 class EngineTest : public ::testing::Test {
  protected:
-  EngineTest() : engine_(&clock_, Engine::Options{}, &sink_) {}
+  EngineTest() : engine_(&clock_, SeededOptions(), &sink_) {}
 
   // Acquire that must succeed (return a decision, not an error).
   Decision Acquire(absl::string_view dependency, absl::string_view key = "",
