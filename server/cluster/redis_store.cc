@@ -158,13 +158,17 @@ std::optional<core::ForwardedReport> DecodeForwarded(absl::string_view text,
                                                      const std::string& me) {
   core::ForwardedReport f;
   f.issuer = me;
+  // outcome, latency_ns, permit id (unsigned: ids use all 64 bits),
+  // dependency length.
   int64_t numbers[4];
-  for (int64_t& n : numbers) {
+  uint64_t permit_id = 0;
+  for (int i = 0; i < 4; ++i) {
     const size_t space = text.find(' ');
-    if (space == absl::string_view::npos ||
-        !absl::SimpleAtoi(text.substr(0, space), &n)) {
-      return std::nullopt;
-    }
+    if (space == absl::string_view::npos) return std::nullopt;
+    const absl::string_view field = text.substr(0, space);
+    const bool ok = i == 2 ? absl::SimpleAtoi(field, &permit_id)
+                           : absl::SimpleAtoi(field, &numbers[i]);
+    if (!ok) return std::nullopt;
     text.remove_prefix(space + 1);
   }
   if (numbers[0] < 1 || numbers[0] > 4 || numbers[3] < 0 ||
@@ -173,7 +177,7 @@ std::optional<core::ForwardedReport> DecodeForwarded(absl::string_view text,
   }
   f.outcome = static_cast<core::Outcome>(numbers[0]);
   f.latency = absl::Nanoseconds(numbers[1]);
-  f.permit_id = static_cast<uint64_t>(numbers[2]);
+  f.permit_id = permit_id;
   f.dependency = std::string(text.substr(0, numbers[3]));
   f.key = std::string(text.substr(numbers[3]));
   return f;

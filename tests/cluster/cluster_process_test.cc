@@ -380,7 +380,7 @@ TEST_F(ClusterProcessTest, StartsWithRedisDownAndJoinsWhenItComes) {
   EXPECT_TRUE(joined) << replicas_[0]->Log();
   // Within two ticks of Redis coming back.
   EXPECT_LE(absl::Now() - started, absl::Seconds(2) + absl::Milliseconds(300));
-  EXPECT_NE(redis_.Command("ZSCORE sluice:replicas r0"), "");
+  EXPECT_NE(redis_.Command("ZSCORE sluice:{config}:replicas r0"), "");
 }
 
 TEST_F(ClusterProcessTest, RedisCommandsPerTickStayFlatAsTheRateGrows) {
