@@ -56,6 +56,11 @@ ABSL_FLAG(absl::Duration, sync_interval, absl::Seconds(1),
 ABSL_FLAG(std::string, replica_id, "",
           "This replica's name in the cluster, unique among replicas; empty "
           "means HOSTNAME-PID (cluster mode only).");
+ABSL_FLAG(int32_t, expected_replicas, 1,
+          "Replicas the cluster normally runs (the Deployment's replicas). "
+          "A LOCAL policy divides its cluster limits by the live replica "
+          "count of the last good sync; a replica that starts while Redis is "
+          "down has none and divides by this instead (cluster mode only).");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(250),
           "Timeout of each Redis connect and reply; a slower Redis counts as "
           "down (cluster mode only).");
@@ -72,7 +77,8 @@ constexpr int kExitUsage = 2;
 // The flags sluiced takes, as written on the command line.
 constexpr const char* kFlagNames[] = {
     "listen",        "admin-listen", "admin-token-file", "metrics-listen",     "policies",  "redis",
-    "sync-interval", "replica-id",   "redis-timeout", "unknown-dependency",
+    "sync-interval", "replica-id",   "redis-timeout", "expected-replicas",
+    "unknown-dependency",
     "log-level",
 };
 
@@ -222,6 +228,12 @@ sluice::app::Server::Options OptionsFromFlags() {
   options.sync_interval = absl::GetFlag(FLAGS_sync_interval);
   options.replica_id = absl::GetFlag(FLAGS_replica_id);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
+  if (absl::GetFlag(FLAGS_expected_replicas) < 1) {
+    UsageError(absl::StrCat("--expected-replicas must be at least 1, got ",
+                            absl::GetFlag(FLAGS_expected_replicas)));
+  }
+  options.expected_replicas =
+      static_cast<uint32_t>(absl::GetFlag(FLAGS_expected_replicas));
 
   for (const auto& [name, address] :
        {std::pair<const char*, std::string>{"listen", options.listen},

@@ -29,6 +29,7 @@ core::Engine::Options EngineOptions(const Server::Options& options) {
   if (engine_options.cluster) {
     // A report that reached another replica arrives here within two ticks.
     engine_options.permit_grace = 2 * options.sync_interval;
+    engine_options.expected_replicas = options.expected_replicas;
   }
   return engine_options;
 }
@@ -509,6 +510,8 @@ void Server::LogConfiguration() const {
   spdlog::info("  sync-interval        {} (cluster mode only)",
                absl::FormatDuration(options_.sync_interval));
   spdlog::info("  replica-id           {} (cluster mode only)", replica_id_);
+  spdlog::info("  expected-replicas    {} (cluster mode only)",
+               options_.expected_replicas);
   spdlog::info("  redis-timeout        {} (cluster mode only)",
                absl::FormatDuration(options_.redis_timeout));
   spdlog::info(

@@ -54,6 +54,8 @@ class Server {
     std::string replica_id;
     // Timeout of each Redis connect and reply (cluster mode only).
     absl::Duration redis_timeout = absl::Milliseconds(250);
+    // The LOCAL divisor until the first good sync (cluster mode only).
+    uint32_t expected_replicas = 1;
     // Answer for a dependency without a policy.
     core::UnknownDependencyAction unknown_dependency =
         core::UnknownDependencyAction::kAllow;

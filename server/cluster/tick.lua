@@ -127,6 +127,12 @@ for k = 1, nkeys do
   i = i + 11
   local h = prefix .. ':g:' .. key
 
+  -- Every live replica may use a per_key key's static share without asking
+  -- (see below); an entry's grant comes on top of it.
+  local each = {0, 0}
+  if per_key then
+    each = {math.floor(limit[1] / live), math.floor(limit[2] / live)}
+  end
   -- Live entries of the other replicas: what each holds, and its demand.
   local all = redis.call('HGETALL', h)
   local held = {0, 0}
@@ -139,7 +145,7 @@ for k = 1, nkeys do
     elseif all[j] ~= replica then
       others = others + 1
       for r = 1, 2 do
-        local held_r = math.max(e[r], e[r + 6])
+        local held_r = math.max(e[r], e[r + 6], each[r])
         if e[6] >= now then held_r = math.max(held_r, e[r + 3]) end
         held[r] = held[r] + held_r
         names[r][#names[r] + 1] = all[j]
@@ -147,7 +153,7 @@ for k = 1, nkeys do
       end
     end
   end
-  -- Live replicas without an entry hold a per_key key's static share.
+  -- Live replicas without an entry hold the static share.
   local cold = math.max(0, live - others - 1)
   local granted = 1
   local units = {0, 0}
@@ -157,8 +163,7 @@ for k = 1, nkeys do
   else
     local back_to_static = per_key
     for r = 1, 2 do
-      local each = per_key and math.floor(limit[r] / live) or 0
-      local pool = limit[r] - cold * each
+      local pool = limit[r] - cold * each[r]
       local avail = pool - held[r]
       names[r][#names[r] + 1] = replica
       wants[r][#wants[r] + 1] = demand[r]
@@ -168,7 +173,7 @@ for k = 1, nkeys do
       if limit[r] > 0 then
         local static = math.floor(limit[r] / (live + 1))
         if demand[r] * headroom > static or usage[r] > static or
-           avail < each then
+           avail < each[r] then
           back_to_static = false
         end
       end

@@ -43,6 +43,7 @@ Engine::Engine(Clock* clock, Options options, EventSink* sink)
   absl::MutexLock lock(&mu_);
   current_ = std::make_shared<const DependencyMap>();
   cluster_.enabled = options_.cluster;
+  cluster_.live_replicas = std::max<uint32_t>(1, options_.expected_replicas);
 }
 
 const Engine::DependencyMap& Engine::Snapshot() {

@@ -41,6 +41,9 @@ class Engine {
     // Cluster mode: cluster-scope limits take shares from the sync loop and
     // follow on_store_failure until the first successful sync.
     bool cluster = false;
+    // Cluster mode: the replica count LOCAL policies divide by until the
+    // first successful sync tells the real one.
+    uint32_t expected_replicas = 1;
     // Added to 2 x call_timeout before an unreported permit counts as a
     // TIMEOUT. Cluster mode sets two sync intervals, the time a report that
     // reached another replica takes to be forwarded here.

@@ -62,12 +62,12 @@ int64_t GateSet::ClusterUnits(int r, absl::Time now) const {
   const int64_t live = std::max<uint32_t>(1, cluster_.live_replicas);
   // LOCAL with the store down: the last known replica count splits it.
   if (!cluster_.store_up) return limit / live;
-  if (has_grant_ && now < grant_until_) return grant_[r];
-  // A per_key key nobody shares: a static share that leaves room for one
-  // replica joining before the others hear of it.
-  if (per_key_) return limit / (live + 1);
-  // A new replica starts with nothing and asks.
-  return 0;
+  const bool granted = has_grant_ && now < grant_until_;
+  // A per_key key keeps a static share on every replica, which leaves room
+  // for one replica joining before the others hear of it; a grant for a hot
+  // key comes on top. A new replica starts with nothing else and asks.
+  const int64_t base = per_key_ ? limit / (live + 1) : 0;
+  return granted ? std::max(base, grant_[r]) : base;
 }
 
 void GateSet::ApplyLimits(absl::Time now) {

@@ -155,6 +155,131 @@ TEST_P(ClusterScenarioTest, RatioRulesAreJudgedOnTheClusterWindow) {
   EXPECT_EQ(R(1).Acquire("inv").reason, Reason::kCircuitOpen);
 }
 
+TEST_P(ClusterScenarioTest, ACutOffReplicaAdoptsTheStoredBreakerFirst) {
+  AddReplicas(2);
+  PolicyConfig p = WithBreaker(ClusterBucket("pay", 1000, 1000));
+  p.breaker->open_duration = absl::Seconds(30);
+  Install(p);
+  Converge();
+  // Replica 0 is cut off from the store long enough to count it as down.
+  // Meanwhile replica 1 trips the shared breaker, and replica 0 trips and
+  // closes on its own (its generation runs ahead of the stored one).
+  FailCalls(1, "pay", 3);
+  R(1).loop.TickOnce().IgnoreError();
+  for (int s = 0; s < 4; ++s) {
+    clock_.Advance(absl::Seconds(1));
+    Cut(0, true);
+    R(0).loop.TickOnce().IgnoreError();
+    R(1).loop.TickOnce().IgnoreError();
+  }
+  EXPECT_FALSE(R(0).loop.stats().store_up);
+  PolicyConfig quick = p;
+  quick.breaker->open_duration = absl::Milliseconds(100);
+  R(0).engine.PutPolicy(quick);
+  FailCalls(0, "pay", 3);
+  clock_.Advance(absl::Milliseconds(200));
+  const core::Decision probe = R(0).Acquire("pay");
+  ASSERT_EQ(probe.verdict, Verdict::kAllow);
+  R(0).engine.Report("pay", "", probe.permit_id, Outcome::kSuccess,
+                     absl::Milliseconds(1));
+  R(0).engine.PutPolicy(p);
+  EXPECT_EQ(R(0).Acquire("pay").verdict, Verdict::kAllow);
+  // Back in touch: replica 0 adopts the stored OPEN instead of publishing
+  // its own CLOSED, which came later by its own count.
+  Cut(0, false);
+  R(0).loop.TickOnce().IgnoreError();
+  R(1).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
+  EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kCircuitOpen);
+}
+
+TEST_P(ClusterScenarioTest, ATransitionFromAStaleGenerationLosesTheRace) {
+  AddReplicas(2);
+  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+  Converge();
+  // Both replicas trip from the same stored generation before either
+  // ticks: the first to reach the store wins, the other adopts it.
+  FailCalls(0, "pay", 3);
+  FailCalls(1, "pay", 3);
+  R(1).loop.TickOnce().IgnoreError();
+  R(0).loop.TickOnce().IgnoreError();
+  auto s0 = R(0).engine.Inspect("pay");
+  auto s1 = R(1).engine.Inspect("pay");
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  EXPECT_EQ(s0->gates->breaker_generation, s1->gates->breaker_generation);
+  EXPECT_EQ(s0->gates->breaker_state, BreakerState::kOpen);
+  EXPECT_EQ(s1->gates->breaker_state, BreakerState::kOpen);
+  if (GetParam() == "fake") {
+    // The same instant. (A real Redis keeps real time while this test moves
+    // its fake clock by seconds, so the offsets the replicas measure to
+    // Redis's clock differ by what the test moved between their ticks.)
+    EXPECT_EQ(s0->gates->open_until, s1->gates->open_until);
+  }
+}
+
+TEST_P(ClusterScenarioTest, PerKeyBreakersProbeAndCloseOnEachReplica) {
+  AddReplicas(2);
+  PolicyConfig p = WithBreaker(ClusterBucket("tenant", 1000, 1000));
+  p.per_key = true;
+  p.rate_limit.reset();
+  Install(p);
+  Converge();
+  for (int i = 0; i < 3; ++i) {
+    const core::Decision d = *R(0).engine.Acquire("tenant", "k", 1);
+    R(0).engine.Report("tenant", "k", d.permit_id, Outcome::kFailure,
+                       absl::Milliseconds(1));
+  }
+  EXPECT_EQ(R(0).engine.Acquire("tenant", "k", 1)->reason,
+            Reason::kCircuitOpen);
+  EXPECT_EQ(R(1).engine.Acquire("tenant", "k", 1)->verdict, Verdict::kAllow);
+  for (int s = 0; s < 6; ++s) {
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  const core::Decision probe = *R(0).engine.Acquire("tenant", "k", 1);
+  ASSERT_EQ(probe.verdict, Verdict::kAllow) << static_cast<int>(probe.reason);
+  EXPECT_EQ(R(0).engine.Report("tenant", "k", probe.permit_id,
+                               Outcome::kSuccess, absl::Milliseconds(1)),
+            BreakerState::kClosed);
+}
+
+TEST_P(ClusterScenarioTest, AHotPerKeyKeyIsSharedAndGoesBackWhenQuiet) {
+  AddReplicas(2);
+  PolicyConfig p = ClusterBucket("tenant", 10, 10);
+  p.per_key = true;
+  Install(p);
+  Converge();
+  // Each replica may admit floor(10 / 3) = 3 of a key on its own.
+  int cold = 0;
+  for (int i = 0; i < 10; ++i) {
+    cold += R(0).engine.Acquire("tenant", "k", 1)->verdict == Verdict::kAllow;
+  }
+  EXPECT_EQ(cold, 3);
+  // Refused, so the key is hot: from the next ticks on replica 0 holds a
+  // grant of what replica 1's static share leaves (10 - floor(10 / 2)).
+  int admitted = 0;
+  for (int s = 0; s < 5; ++s) {
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+    for (int i = 0; i < 20; ++i) {
+      admitted +=
+          R(0).engine.Acquire("tenant", "k", 1)->verdict == Verdict::kAllow;
+    }
+  }
+  auto status = R(0).engine.Inspect("tenant", "k");
+  ASSERT_TRUE(status.ok() && status->gates);
+  EXPECT_TRUE(status->gates->has_grant);
+  EXPECT_EQ(status->gates->granted[core::kRateUnits], 5);
+  EXPECT_GT(admitted, 15);
+  // Quiet again: back to the static share, nothing held in the store.
+  for (int s = 0; s < 4; ++s) {
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  status = R(0).engine.Inspect("tenant", "k");
+  EXPECT_FALSE(status->gates->has_grant);
+}
+
 TEST_P(ClusterScenarioTest, RestartedReplicaAdoptsAnOpenBreaker) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));

@@ -1,6 +1,7 @@
 #ifndef SLUICE_TESTS_CLUSTER_CLUSTER_SCENARIOS_H_
 #define SLUICE_TESTS_CLUSTER_CLUSTER_SCENARIOS_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,36 @@ using core::Outcome;
 using core::PolicyConfig;
 using core::Reason;
 using core::Verdict;
+
+// One replica's path to the store, which a test can cut (a partition
+// between that replica and Redis). Safe for concurrent use.
+class CuttableStore final : public Store {
+ public:
+  explicit CuttableStore(Store* store) : store_(store) {}
+  void set_cut(bool cut) { cut_ = cut; }
+
+  absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
+    if (cut_) return absl::UnavailableError("cut off from the store");
+    return store_->Tick(request);
+  }
+  absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& policy,
+                                        uint64_t expected_version) override {
+    return store_->PutPolicy(policy, expected_version);
+  }
+  absl::StatusOr<ConfigWrite> DeletePolicy(const std::string& name,
+                                           uint64_t expected_version) override {
+    return store_->DeletePolicy(name, expected_version);
+  }
+  absl::StatusOr<ConfigWrite> SetOverride(
+      const StoredOverride& override) override {
+    return store_->SetOverride(override);
+  }
+  std::string Describe() const override { return store_->Describe(); }
+
+ private:
+  Store* const store_;
+  std::atomic<bool> cut_{false};
+};
 
 // One sluiced replica: an engine in cluster mode and its sync loop, sharing
 // the test's clock and store. Ticks are driven by hand.
@@ -61,12 +92,16 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   void AddReplicas(int n) {
     for (int i = 0; i < n; ++i) {
       const std::string id = "r" + std::to_string(i);
-      replicas_.push_back(std::make_unique<Replica>(id, &clock_, StoreFor(id)));
+      paths_.push_back(std::make_unique<CuttableStore>(StoreFor(id)));
+      replicas_.push_back(
+          std::make_unique<Replica>(id, &clock_, paths_.back().get()));
     }
   }
   void Restart(int i, const std::string& new_id) {
+    replicas_[i].reset();
+    paths_[i] = std::make_unique<CuttableStore>(StoreFor(new_id));
     replicas_[i] =
-        std::make_unique<Replica>(new_id, &clock_, StoreFor(new_id));
+        std::make_unique<Replica>(new_id, &clock_, paths_[i].get());
   }
   void Install(const PolicyConfig& p) {
     for (auto& r : replicas_) r->engine.PutPolicy(p);
@@ -85,6 +120,8 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     }
   }
   Replica& R(int i) { return *replicas_[i]; }
+  // Cuts replica `i` off from the store, or lets it through again.
+  void Cut(int i, bool cut) { paths_[i]->set_cut(cut); }
   // `n` calls on replica `r`, each reported as a failure.
   void FailCalls(int r, const std::string& dep, int n) {
     for (int i = 0; i < n; ++i) {
@@ -118,6 +155,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   testing::FakeClock clock_;
   testing::FakeStore fake_{&clock_};
   std::vector<std::unique_ptr<Store>> redis_stores_;
+  std::vector<std::unique_ptr<CuttableStore>> paths_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 };
 

@@ -1,3 +1,8 @@
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <random>
+
 #include "tests/cluster/cluster_scenarios.h"
 
 namespace sluice::cluster {
@@ -23,6 +28,164 @@ TEST_P(FakeStoreTest, AdmittedCountsReachTheStoreOnceEach) {
   EXPECT_EQ(store_.Admitted("inv", "r1"), 0u);
 }
 
+
+// Store-side expiry runs on the store's clock, which only the fake store
+// lets a test move.
+TEST_P(FakeStoreTest, ADeadReplicasProbeLeaseEndsWithItsMembership) {
+  AddReplicas(2);
+  PolicyConfig p = WithBreaker(ClusterBucket("pay", 1000, 1000));
+  p.call_timeout = absl::Seconds(30);  // a lease could outlive it by far
+  Install(p);
+  Converge();
+  FailCalls(0, "pay", 3);
+  for (int s = 0; s < 6; ++s) {
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kProbeLimit);
+  R(0).loop.TickOnce().IgnoreError();  // replica 0 gets the one lease
+  ASSERT_EQ(R(0).Acquire("pay").verdict, Verdict::kAllow);
+  // Replica 0 dies with its probe in flight. Replica 1 gets the lease once
+  // replica 0 has been silent for the stale period, not 2 x call_timeout.
+  int waited = 0;
+  bool probed = false;
+  while (!probed && waited < 10) {
+    clock_.Advance(absl::Seconds(1));
+    ++waited;
+    R(1).Acquire("pay");  // asks for a lease
+    R(1).loop.TickOnce().IgnoreError();
+    probed = R(1).Acquire("pay").verdict == Verdict::kAllow;
+  }
+  EXPECT_TRUE(probed);
+  EXPECT_LE(waited, 4);
+}
+
+// The guarantee of grants, under a seeded random schedule: ticks at
+// drifting offsets, replies lost after the store applied them, ticks that
+// fail, short store outages, replicas that stop gracefully or are killed and
+// come back under the same id. At no instant may the cluster hold more calls
+// in flight than the cap, and no one-second span may admit more than a
+// bucket's rate plus its burst.
+TEST_P(FakeStoreTest, GrantsNeverAddUpToMoreThanTheLimitWhateverTheTiming) {
+  constexpr int kReplicas = 4;
+  AddReplicas(kReplicas);
+  PolicyConfig slots;
+  slots.name = "slots";
+  core::ConcurrencyConfig c;
+  c.max_in_flight = 3;
+  c.scope = core::Scope::kCluster;
+  slots.concurrency = c;
+  PolicyConfig bucket = ClusterBucket("bucket", 10, 10);
+  // A replica that counts the store as down refuses, rather than failing
+  // open, so that the guarantee must hold at every instant.
+  slots.on_store_failure = core::StoreFailureMode::kFailClosed;
+  bucket.on_store_failure = core::StoreFailureMode::kFailClosed;
+  auto install = [&](int r) {
+    R(r).engine.PutPolicy(slots);
+    R(r).engine.PutPolicy(bucket);
+  };
+  for (int r = 0; r < kReplicas; ++r) install(r);
+  // sluiced ticks once before it serves.
+  TickAll();
+
+  std::mt19937 random(20261201);
+  auto chance = [&](double p) {
+    return std::uniform_real_distribution<double>(0, 1)(random) < p;
+  };
+  struct Held {
+    int replica;
+    uint64_t permit;
+    int until_step;
+  };
+  std::vector<Held> held;
+  std::vector<int> next_tick(kReplicas);
+  for (int r = 0; r < kReplicas; ++r) next_tick[r] = r * 5;
+  std::deque<int> admitted_last_second;  // bucket admissions per 50 ms step
+  int64_t window_sum = 0;
+  int most_in_flight = 0;
+  int64_t most_in_a_second = 0;
+  int64_t slots_admitted = 0;
+  int64_t bucket_admitted = 0;
+  int store_down_until = -1;
+  constexpr int kSteps = 2400;  // 50 ms each: two simulated minutes
+  for (int step = 0; step < kSteps; ++step) {
+    clock_.Advance(absl::Milliseconds(50));
+    store_.SetDown(step < store_down_until);
+    if (store_down_until < step && chance(0.004)) {
+      store_down_until = step + 1 + static_cast<int>(random() % 40);  // < 2 s
+    }
+    // Reports of calls that are done.
+    for (auto it = held.begin(); it != held.end();) {
+      if (it->until_step <= step) {
+        R(it->replica).engine.Report("slots", "", it->permit,
+                                     Outcome::kSuccess, absl::Milliseconds(5));
+        it = held.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    int admitted_now = 0;
+    for (int r = 0; r < kReplicas; ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const core::Decision d = R(r).Acquire("slots");
+        if (d.verdict == Verdict::kAllow) {
+          ++slots_admitted;
+          held.push_back({r, d.permit_id,
+                          step + 1 + static_cast<int>(random() % 10)});
+        }
+        admitted_now += R(r).Acquire("bucket").verdict == Verdict::kAllow;
+      }
+    }
+    bucket_admitted += admitted_now;
+    admitted_last_second.push_back(admitted_now);
+    window_sum += admitted_now;
+    if (admitted_last_second.size() > 20) {
+      window_sum -= admitted_last_second.front();
+      admitted_last_second.pop_front();
+    }
+    most_in_a_second = std::max(most_in_a_second, window_sum);
+    most_in_flight = std::max<int>(most_in_flight, held.size());
+    ASSERT_LE(held.size(), 3u) << "step " << step;
+    ASSERT_LE(window_sum, 20) << "step " << step;
+    // What the replicas may use right now adds up to at most the limit.
+    int64_t slot_grants = 0, token_grants = 0;
+    for (int r = 0; r < kReplicas; ++r) {
+      const auto s = R(r).engine.Inspect("slots");
+      const auto b = R(r).engine.Inspect("bucket");
+      if (s->gates->has_grant) slot_grants += s->gates->granted[1];
+      if (b->gates->has_grant) token_grants += b->gates->granted[0];
+    }
+    ASSERT_LE(slot_grants, 3) << "step " << step;
+    ASSERT_LE(token_grants, 10) << "step " << step;
+
+    for (int r = 0; r < kReplicas; ++r) {
+      if (step < next_tick[r]) continue;
+      next_tick[r] = step + 18 + static_cast<int>(random() % 5);  // ~1 s
+      if (chance(0.15)) store_.LoseNextReplies(1);
+      if (chance(0.05)) store_.FailNextTicks(1);
+      R(r).loop.TickOnce().IgnoreError();
+      if (chance(0.02)) {
+        // Stops (gracefully or not) and comes back under the same id; its
+        // calls in flight die with it.
+        if (chance(0.5)) R(r).loop.Leave().IgnoreError();
+        held.erase(std::remove_if(held.begin(), held.end(),
+                                  [r](const Held& h) { return h.replica == r; }),
+                   held.end());
+        Restart(r, "r" + std::to_string(r));
+        install(r);
+        R(r).loop.TickOnce().IgnoreError();
+      }
+    }
+  }
+  std::printf("most in flight %d (cap 3), most in 1 s %lld (rate 10 + burst "
+              "10), admitted %lld calls and %lld permits\n",
+              most_in_flight, static_cast<long long>(most_in_a_second),
+              static_cast<long long>(slots_admitted),
+              static_cast<long long>(bucket_admitted));
+  // And the cluster did admit: the schedule is not one that refuses all.
+  EXPECT_GT(slots_admitted, 500);
+  EXPECT_GT(bucket_admitted, 600);
+}
 
 TEST_P(FakeStoreTest, StoreFailureModes) {
   AddReplicas(1);

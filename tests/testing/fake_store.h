@@ -342,6 +342,12 @@ class FakeStore final : public cluster::Store {
 
     for (const core::KeyTick& key : push.keys) {
       auto& entries = grants_[{push.policy, key.key}];
+      core::Units each{};
+      if (push.per_key) {
+        for (int r = 0; r < core::kClusterResources; ++r) {
+          each[r] = key.limit[r] / live;
+        }
+      }
       core::Units held{};
       std::array<std::vector<std::string>, core::kClusterResources> names;
       std::array<std::vector<double>, core::kClusterResources> wants;
@@ -354,7 +360,7 @@ class FakeStore final : public cluster::Store {
         if (e->first != me) {
           ++others;
           for (int r = 0; r < core::kClusterResources; ++r) {
-            held[r] += HeldBy(e->second, r, now);
+            held[r] += std::max(HeldBy(e->second, r, now), each[r]);
             names[r].push_back(e->first);
             wants[r].push_back(e->second.demand[r]);
           }
@@ -370,8 +376,7 @@ class FakeStore final : public cluster::Store {
         bool back_to_static = push.per_key;
         for (int r = 0; r < core::kClusterResources; ++r) {
           const int64_t limit = key.limit[r];
-          const int64_t each = push.per_key ? limit / live : 0;
-          const int64_t pool = limit - cold * each;
+          const int64_t pool = limit - cold * each[r];
           const int64_t avail = pool - held[r];
           names[r].push_back(me);
           wants[r].push_back(key.demand[r]);
@@ -382,7 +387,7 @@ class FakeStore final : public cluster::Store {
           if (limit > 0) {
             const int64_t stat = limit / (live + 1);
             if (key.demand[r] * 1.05 > stat || key.usage[r] > stat ||
-                avail < each) {
+                avail < each[r]) {
               back_to_static = false;
             }
           }
