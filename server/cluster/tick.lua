@@ -26,9 +26,13 @@
 --   leases    probe leases granted to this replica
 --
 -- Grants: the hash <prefix>:g:<key> holds, per replica,
---   "g1 g2 exp h1 h2 hexp u1 u2 d1 d2": the grant and its expiry, the grant
---   it applied before (held until that one's expiry, in case this reply is
---   lost), its usage (window count, calls in flight) and its demand. A
+--   "exp g1 d1 u1 g2 d2 u2 h1 h2 hexp": the grant's expiry, then per
+--   resource the grant, the demand and the usage (window count, calls in
+--   flight), then the grant it applied before (held until that one's
+--   expiry, in case this reply is lost; 0 when it is not above the new
+--   grant). Times are milliseconds since the policy's epoch was created, and
+--   trailing zeros are left out, so an entry of a plain token bucket is
+--   three short numbers: memory per key matters with many keys. A
 --   replica may be granted only what no live entry of another replica holds
 --   (max of grant, previous grant, usage), so the grants in force never add
 --   up to more than the limit, whatever the timing of ticks and replies.
@@ -65,10 +69,20 @@ end
 redis.call('PEXPIRE', ekey, ttl)
 if epoch_seen ~= '' and epoch_seen ~= epoch then lost = 1 end
 local recovering = redis.call('EXISTS', rkey) == 1
+-- Grant entries keep their times as milliseconds since the epoch was
+-- created: shorter than Redis's full time, which matters per key.
+local base = tonumber(string.match(epoch, '^(%d+)')) * 1000
 
+-- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp}, with the
+-- fields left out as zeros.
 local function fields(v)
-  local out = {}
-  for x in string.gmatch(v, '%S+') do out[#out + 1] = tonumber(x) end
+  local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  local n = 0
+  for x in string.gmatch(v, '%S+') do
+    n = n + 1
+    out[n] = tonumber(x)
+  end
+  if n == 0 then out[1] = nil end
   return out
 end
 
@@ -140,16 +154,19 @@ for k = 1, nkeys do
   local others = 0
   for j = 1, #all, 2 do
     local e = fields(all[j + 1])
-    if e[3] == nil or e[3] < now then
+    if e[1] == nil or e[1] + base < now then
       redis.call('HDEL', h, all[j])
     elseif all[j] ~= replica then
       others = others + 1
       for r = 1, 2 do
-        local held_r = math.max(e[r], e[r + 6], each[r])
-        if e[6] >= now then held_r = math.max(held_r, e[r + 3]) end
-        held[r] = held[r] + held_r
-        names[r][#names[r] + 1] = all[j]
-        wants[r][#wants[r] + 1] = e[r + 8]
+        if limit[r] > 0 then
+          local at = 3 * r - 1  -- grant, demand, usage of resource r
+          local held_r = math.max(e[at], e[at + 2], each[r])
+          if e[10] + base >= now then held_r = math.max(held_r, e[7 + r]) end
+          held[r] = held[r] + held_r
+          names[r][#names[r] + 1] = all[j]
+          wants[r][#wants[r] + 1] = e[at + 1]
+        end
       end
     end
   end
@@ -163,14 +180,14 @@ for k = 1, nkeys do
   else
     local back_to_static = per_key
     for r = 1, 2 do
-      local pool = limit[r] - cold * each[r]
-      local avail = pool - held[r]
-      names[r][#names[r] + 1] = replica
-      wants[r][#wants[r] + 1] = demand[r]
-      local split = allocate(pool, names[r], wants[r])
-      units[r] = math.max(0, math.min(split[#split], avail))
-      if recovering then units[r] = math.min(units[r], applied[r]) end
       if limit[r] > 0 then
+        local pool = limit[r] - cold * each[r]
+        local avail = pool - held[r]
+        names[r][#names[r] + 1] = replica
+        wants[r][#wants[r] + 1] = demand[r]
+        local split = allocate(pool, names[r], wants[r])
+        units[r] = math.max(0, math.min(split[#split], avail))
+        if recovering then units[r] = math.min(units[r], applied[r]) end
         local static = math.floor(limit[r] / (live + 1))
         if demand[r] * headroom > static or usage[r] > static or
            avail < each[r] then
@@ -183,11 +200,16 @@ for k = 1, nkeys do
       granted = 0
       units = {0, 0}
     else
-      local hold_until = now + math.min(applied_left, stale)
-      redis.call('HSET', h, replica, table.concat({
-          units[1], units[2], now + stale, applied[1], applied[2], hold_until,
-          usage[1], usage[2], string.format('%.3f', demand[1]),
-          string.format('%.3f', demand[2])}, ' '))
+      local entry = {now + stale - base, units[1],
+                     string.format('%.4g', demand[1]), usage[1], units[2],
+                     string.format('%.4g', demand[2]), usage[2], 0, 0, 0}
+      if applied[1] > units[1] or applied[2] > units[2] then
+        entry[8], entry[9] = applied[1], applied[2]
+        entry[10] = now + math.min(applied_left, stale) - base
+      end
+      local n = #entry
+      while n > 1 and tonumber(entry[n]) == 0 do n = n - 1 end
+      redis.call('HSET', h, replica, table.concat(entry, ' ', 1, n))
       redis.call('PEXPIRE', h, ttl)
     end
   end

@@ -73,7 +73,7 @@ class Dependency {
   static constexpr uint32_t kMaxPermits = 1000000;
   // Per-key cluster limits: most keys pushed per tick (the rest wait for
   // the next one), and keys handled per lock hold while collecting.
-  static constexpr size_t kMaxKeysPerTick = 20000;
+  static constexpr size_t kMaxKeysPerTick = 10000;
   static constexpr size_t kKeysPerLock = 256;
 
  private:
