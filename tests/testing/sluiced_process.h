@@ -171,6 +171,12 @@ class SluicedProcess {
                                              grpc::InsecureChannelCredentials());
         decision_ = v1::DecisionService::NewStub(data_channel_);
         admin_ = v1::AdminService::NewStub(admin_channel_);
+        // Connected before the test's first call: a first connect that
+        // fails puts a channel into a second of reconnect backoff, during
+        // which every call fails at once and a load test counts errors.
+        const auto ready = absl::ToChronoTime(absl::Now() + absl::Seconds(5));
+        data_channel_->WaitForConnected(ready);
+        admin_channel_->WaitForConnected(ready);
         return true;
       }
       int status = 0;
