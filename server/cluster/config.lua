@@ -91,20 +91,19 @@ if op == 'restore' then
       redis.call('HSET', verkey, name, pversion)
     end
   end
-  local nd = tonumber(ARGV[j]); j = j + 1
-  for _ = 1, nd do
-    if redis.call('HEXISTS', pkey, ARGV[j]) == 0 then
-      redis.call('HSETNX', dkey, ARGV[j], ARGV[j + 1])
+  -- NAME VALUE pairs into `hash` where it has none, for the names whose
+  -- policy is stored (1: overrides) or not (0: tombstones).
+  local function restore_pairs(hash, policy_stored)
+    local n = tonumber(ARGV[j]); j = j + 1
+    for _ = 1, n do
+      if redis.call('HEXISTS', pkey, ARGV[j]) == policy_stored then
+        redis.call('HSETNX', hash, ARGV[j], ARGV[j + 1])
+      end
+      j = j + 2
     end
-    j = j + 2
   end
-  local no = tonumber(ARGV[j]); j = j + 1
-  for _ = 1, no do
-    if redis.call('HEXISTS', pkey, ARGV[j]) == 1 then
-      redis.call('HSETNX', okey, ARGV[j], ARGV[j + 1])
-    end
-    j = j + 2
-  end
+  restore_pairs(dkey, 0)
+  restore_pairs(okey, 1)
   if tonumber(current()) < tonumber(ARGV[2]) then
     redis.call('SET', vkey, ARGV[2])
   end

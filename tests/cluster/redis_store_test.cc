@@ -72,6 +72,58 @@ TEST(RedisStoreTest, ReloadsItsScriptAfterAScriptFlush) {
   EXPECT_TRUE(store.Tick(Request()).ok());
 }
 
+// A Redis that lost its data gets the config back from a replica's copy:
+// policies with their versions, tombstones, overrides and the counter.
+TEST(RedisStoreTest, RestoreRebuildsALostConfig) {
+  RedisStore store(StoreOptions("restore:"));
+  ASSERT_TRUE(store.PutPolicy({"a", "blob-a", 0}, 0).ok());
+  ASSERT_TRUE(store.PutPolicy({"b", "blob-b", 0}, 0).ok());
+  ASSERT_TRUE(store.DeletePolicy("b", 0).ok());
+  StoredOverride force;
+  force.dependency = "a";
+  force.mode = core::BreakerOverride::kForceOpen;
+  force.note = "maintenance";
+  ASSERT_TRUE(store.SetOverride(force).ok());
+  TickRequest request = Request();
+  absl::StatusOr<TickReply> before = store.Tick(request);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(before->config.has_value());
+  const ConfigSnapshot copy = *before->config;
+  ASSERT_EQ(copy.deleted.size(), 1u);
+
+  redis->Command("FLUSHALL");
+  request.config_seen = copy.version;
+  request.config_epoch_seen = before->config_epoch;
+  absl::StatusOr<TickReply> lost = store.Tick(request);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_TRUE(lost->config_lost);
+
+  request.config_epoch_seen = lost->config_epoch;
+  request.config_seen = 0;
+  request.restore = copy;
+  // The file still names "b": seeding must not bring it back.
+  request.seed = {{"b", "blob-b-from-file", 0}};
+  absl::StatusOr<TickReply> after = store.Tick(request);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->config_lost);
+  ASSERT_TRUE(after->config.has_value());
+  const ConfigSnapshot& rebuilt = *after->config;
+  EXPECT_EQ(rebuilt.version, copy.version);
+  ASSERT_EQ(rebuilt.policies.size(), 1u);
+  EXPECT_EQ(rebuilt.policies[0].name, "a");
+  EXPECT_EQ(rebuilt.policies[0].blob, "blob-a");
+  EXPECT_EQ(rebuilt.policies[0].version, copy.policies[0].version);
+  ASSERT_EQ(rebuilt.deleted.size(), 1u);
+  EXPECT_EQ(rebuilt.deleted[0].first, "b");
+  ASSERT_EQ(rebuilt.overrides.size(), 1u);
+  EXPECT_EQ(rebuilt.overrides[0].mode, core::BreakerOverride::kForceOpen);
+  EXPECT_EQ(rebuilt.overrides[0].note, "maintenance");
+  // Writes go on above the old versions.
+  absl::StatusOr<ConfigWrite> put = store.PutPolicy({"c", "blob-c", 0}, 0);
+  ASSERT_TRUE(put.ok());
+  EXPECT_GT(put->new_version, copy.version);
+}
+
 TEST(RedisStoreTest, CommandsPerTickStayFlatWhenTheRequestRateGrows) {
   testing::FakeClock clock;
   core::Engine::Options eo;
