@@ -161,6 +161,9 @@ void DependencyStateToProto(const core::DependencyStatus& status,
                             status.policy->rate_limit->scope ==
                                 core::Scope::kCluster;
   out->set_share(cluster.cluster ? (cluster_rate ? g.rate_fraction : 1.0) : 0);
+  out->set_effective_rate(g.effective_rate);
+  out->set_effective_max_in_flight(g.effective_max_in_flight);
+  out->set_has_grant(g.has_grant);
   if (!g.has_breaker) return;
   out->set_breaker_state(BreakerStateToProto(g.breaker_state));
   if (g.open_until != absl::InfinitePast()) {

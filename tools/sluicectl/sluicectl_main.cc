@@ -562,6 +562,16 @@ class Ctl {
         {"share", st.store_status() == "standalone"
                       ? "- (standalone)"
                       : absl::StrFormat("%.3f", st.share())},
+        {"in force here",
+         absl::StrCat(absl::StrFormat("rate %.6g", st.effective_rate()),
+                      st.effective_max_in_flight() > 0
+                          ? absl::StrCat(", max in flight ",
+                                         st.effective_max_in_flight())
+                          : "",
+                      st.store_status() == "standalone"
+                          ? ""
+                          : st.has_grant() ? " (granted by the store)"
+                                           : " (no grant)")},
         {"breaker", st.breaker_state() == v1::BREAKER_STATE_UNSPECIFIED
                         ? "- (no breaker)"
                         : v1::BreakerState_Name(st.breaker_state())},
