@@ -87,8 +87,10 @@ local function fields(v)
 end
 
 -- Max-min fair split of `total` whole units by demand, then whole units by
--- largest remainder (ties by replica name). Whatever nobody wants is spread
--- evenly. names[j] and demand[j] describe entry j.
+-- largest remainder. Whatever nobody wants is spread evenly. names[j] and
+-- demand[j] describe entry j. Equal remainders go by replica name, in an
+-- order that turns every 10 s, so that when a small limit cannot give every
+-- replica a unit, the units move round instead of staying with the same few.
 local function allocate(total, names, demand)
   local n = #names
   local units = {}
@@ -118,10 +120,14 @@ local function allocate(total, names, demand)
     units[j] = math.floor(share[j] + 1e-9)
     used = used + units[j]
   end
+  local rank = {}
+  table.sort(order, function(a, b) return names[a] < names[b] end)
+  local turn = math.floor(now / 10000)
+  for pos, j in ipairs(order) do rank[j] = (pos - 1 + turn) % n end
   table.sort(order, function(a, b)
     local ra, rb = share[a] - units[a], share[b] - units[b]
     if ra ~= rb then return ra > rb end
-    return names[a] < names[b]
+    return rank[a] < rank[b]
   end)
   local extra = math.min(n, math.max(0, total - used))
   for k = 1, extra do units[order[k]] = units[order[k]] + 1 end

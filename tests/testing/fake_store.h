@@ -265,10 +265,11 @@ class FakeStore final : public cluster::Store {
   }
 
   // tick.lua's allocate(): max-min fair, then whole units by largest
-  // remainder, ties by name.
+  // remainder, ties by name in an order that turns every 10 s.
   static std::vector<int64_t> Allocate(int64_t total,
                                        const std::vector<std::string>& names,
-                                       const std::vector<double>& demand) {
+                                       const std::vector<double>& demand,
+                                       absl::Time now) {
     const size_t n = names.size();
     std::vector<int64_t> units(n, 0);
     if (n == 0 || total <= 0) return units;
@@ -293,10 +294,17 @@ class FakeStore final : public cluster::Store {
       units[j] = static_cast<int64_t>(std::floor(share[j] + 1e-9));
       used += units[j];
     }
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return names[a] < names[b]; });
+    const int64_t turn = absl::ToUnixMillis(now) / 10000;
+    std::vector<int64_t> rank(n);
+    for (size_t pos = 0; pos < n; ++pos) {
+      rank[order[pos]] = (static_cast<int64_t>(pos) + turn) % n;
+    }
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       const double ra = share[a] - units[a], rb = share[b] - units[b];
       if (ra != rb) return ra > rb;
-      return names[a] < names[b];
+      return rank[a] < rank[b];
     });
     const int64_t extra =
         std::min<int64_t>(n, std::max<int64_t>(0, total - used));
@@ -380,7 +388,8 @@ class FakeStore final : public cluster::Store {
           const int64_t avail = pool - held[r];
           names[r].push_back(me);
           wants[r].push_back(key.demand[r]);
-          const std::vector<int64_t> split = Allocate(pool, names[r], wants[r]);
+          const std::vector<int64_t> split =
+              Allocate(pool, names[r], wants[r], now);
           int64_t units = std::max<int64_t>(0, std::min(split.back(), avail));
           if (recovering) units = std::min(units, key.applied[r]);
           grant.units[r] = units;
