@@ -76,7 +76,7 @@ struct GateStatus {
 };
 
 // The three gates (rate, concurrency, breaker) and the permit ledger of one
-// dependency or key, applied in the order DESIGN.md gives: breaker peek,
+// dependency or key, applied in this order: breaker peek,
 // rate, concurrency, probe slot, refunding tokens when a later gate refuses.
 // Not thread-safe; the owner (Dependency) locks.
 class GateSet final : public BreakerListener {
