@@ -94,8 +94,7 @@ bool IsArray(const redisReply* r, size_t min_elements) {
          r->elements >= min_elements;
 }
 
-absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys,
-                                     const std::string& epoch_seen) {
+absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
   if (r->type == REDIS_REPLY_ERROR) {
     return absl::InternalError(
         absl::StrCat("tick script failed: ", absl::string_view(r->str, r->len)));
@@ -107,7 +106,6 @@ absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys,
   PolicyPull pull;
   pull.epoch = std::string(Str(r->element[1]));
   pull.lost = ToU64(r->element[2]) == 1;
-  (void)epoch_seen;
   const redisReply* grants = r->element[3];
   for (size_t k = 0; k < nkeys && k < grants->elements; ++k) {
     const redisReply* g = grants->element[k];
@@ -510,8 +508,7 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       return absl::UnavailableError("NOSCRIPT: tick script not loaded");
     }
     absl::StatusOr<PolicyPull> pull =
-        ParsePull(r, request.policies[p].keys.size(),
-                  request.policies[p].epoch_seen);
+        ParsePull(r, request.policies[p].keys.size());
     if (!pull.ok()) return pull.status();
     out.policies.push_back(*std::move(pull));
   }

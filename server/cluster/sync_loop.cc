@@ -166,10 +166,9 @@ absl::Status SyncLoop::TickFailed(absl::Time start, absl::Duration took,
 }
 
 void SyncLoop::ApplyConfig(const TickReply& reply) {
-  const bool lost = reply.config_lost ||
-                    (!config_epoch_.empty() && reply.config_epoch != config_epoch_);
+  // The store compares the epoch this replica sent with its own.
   config_epoch_ = reply.config_epoch;
-  if (lost && config_) {
+  if (reply.config_lost && config_) {
     // The store lost its config (a restart without persistence, a failover
     // to an empty replica): what it answered is not the cluster's config.
     // Rebuild it from what this replica applied last, with the next tick.
@@ -244,8 +243,7 @@ absl::Status SyncLoop::Tick(bool leaving) {
   }
 
   absl::StatusOr<TickReply> reply = store_->Tick(request);
-  const absl::Time end = clock_->Now();
-  const absl::Duration took = end - start;
+  const absl::Duration took = clock_->Now() - start;
   if (!reply.ok() || reply->policies.size() != request.policies.size()) {
     return TickFailed(start, took,
                       reply.ok() ? "store answered for the wrong number of "

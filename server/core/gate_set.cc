@@ -224,7 +224,6 @@ void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
     Refuse(policy, Reason::kStoreUnavailable, absl::Seconds(1), now, out);
     return;
   }
-  tick_active_ = true;
   tick_asked_ += n;
   // 2. Rate. With the store down and FAIL_OPEN, a cluster-scope limit does
   // not limit.
@@ -406,7 +405,6 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
   tick_asked_ = 0;
   tick_peak_in_flight_ = in_flight;
   tick_concurrency_refused_ = 0;
-  tick_active_ = false;
   refused_by_cluster_ = false;
 }
 

@@ -217,7 +217,6 @@ class GateSet final : public BreakerListener {
   double tick_asked_ = 0;
   uint32_t tick_peak_in_flight_ = 0;
   uint64_t tick_concurrency_refused_ = 0;
-  bool tick_active_ = false;
   uint64_t admitted_total_ = 0;
 };
 
