@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
-#include "tests/admin/http_get.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
 

@@ -18,7 +18,7 @@
 #include "server/core/engine.h"
 #include "server/metrics/metric_list.h"
 #include "server/policy/policy_store.h"
-#include "tests/admin/http_get.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/fake_clock.h"
 
 namespace sluice::metrics {
