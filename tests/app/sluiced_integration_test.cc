@@ -1,8 +1,8 @@
 // Starts the real sluiced binary and drives it over gRPC. Each test runs its
 // own process on port 0 with its own policies file, and stops it with SIGTERM
-// expecting exit code 0. The test waits on conditions (the port file, the
-// policy version, the log); the only sleeps wait out a real breaker open
-// time, which is what those tests check.
+// expecting exit code 0. The tests wait on conditions (the port file, the
+// policy version, the bucket's tokens, the log); the only sleeps wait out a
+// real breaker open time, which is what those tests check.
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
