@@ -170,6 +170,9 @@ metrics::Sources Server::MetricsSources() {
   sources.events_dropped = [this]() -> uint64_t {
     return events_ ? events_->dropped() : 0;
   };
+  sources.watchers = [this]() -> uint64_t {
+    return events_ ? events_->watchers() : 0;
+  };
   return sources;
 }
 

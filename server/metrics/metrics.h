@@ -52,6 +52,8 @@ struct Sources {
   std::function<uint64_t()> events_dropped;
   // Answers for dependencies without a policy: {allowed, rejected}.
   std::function<std::pair<uint64_t, uint64_t>()> unknown_decisions;
+  // WatchEvents streams open now.
+  std::function<uint64_t()> watchers;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at
