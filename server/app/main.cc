@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/app/options.h"
 #include "server/app/server.h"
 #include "spdlog/spdlog.h"
 
@@ -238,35 +240,9 @@ sluice::app::Server::Options OptionsFromFlags() {
   options.sync_interval = absl::GetFlag(FLAGS_sync_interval);
   options.replica_id = absl::GetFlag(FLAGS_replica_id);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
-  if (absl::GetFlag(FLAGS_expected_replicas) < 1) {
-    UsageError(absl::StrCat("--expected-replicas must be at least 1, got ",
-                            absl::GetFlag(FLAGS_expected_replicas)));
-  }
-  options.expected_replicas =
-      static_cast<uint32_t>(absl::GetFlag(FLAGS_expected_replicas));
-
-  for (const auto& [name, address] :
-       {std::pair<const char*, std::string>{"listen", options.listen},
-        {"admin-listen", options.admin_listen},
-        {"metrics-listen", options.metrics_listen}}) {
-    if (absl::Status s = sluice::app::ValidateListenAddress(address); !s.ok()) {
-      UsageError(absl::StrCat("--", name, ": ", s.message()));
-    }
-  }
-  if (!options.redis.empty()) {
-    if (absl::Status s = sluice::app::ValidateRedisAddress(options.redis);
-        !s.ok()) {
-      UsageError(std::string(s.message()));
-    }
-  }
-  if (options.sync_interval < absl::Milliseconds(10)) {
-    UsageError(absl::StrCat("--sync-interval must be at least 10ms, got ",
-                            absl::FormatDuration(options.sync_interval)));
-  }
-  if (options.redis_timeout <= absl::ZeroDuration()) {
-    UsageError(absl::StrCat("--redis-timeout must be > 0, got ",
-                            absl::FormatDuration(options.redis_timeout)));
-  }
+  // A negative count becomes 0, which ValidateOptions rejects.
+  options.expected_replicas = static_cast<uint32_t>(
+      std::max<int32_t>(0, absl::GetFlag(FLAGS_expected_replicas)));
   const std::string unknown =
       absl::AsciiStrToLower(absl::GetFlag(FLAGS_unknown_dependency));
   if (unknown == "allow") {
@@ -277,6 +253,9 @@ sluice::app::Server::Options OptionsFromFlags() {
     UsageError(
         absl::StrCat("--unknown-dependency must be allow or reject, got \"",
                      absl::GetFlag(FLAGS_unknown_dependency), "\""));
+  }
+  if (absl::Status s = sluice::app::ValidateOptions(options); !s.ok()) {
+    UsageError(std::string(s.message()));
   }
   return options;
 }

@@ -61,7 +61,7 @@ struct Sources {
 // path pays nothing for it; the exceptions are the Acquire histogram
 // (lock-free, see LatencyHistogram) and breaker transitions (counted on each
 // state change, which is rare). Safe for concurrent use.
-class Metrics {
+class Metrics final : public core::EventSink {
  public:
   explicit Metrics(Sources sources);
   Metrics(const Metrics&) = delete;
@@ -71,7 +71,7 @@ class Metrics {
   void ObserveAcquire(absl::Duration d) { acquire_.Observe(d); }
 
   // Counts a breaker state change. Quick; called under the dependency lock.
-  void OnBreakerTransition(const core::BreakerTransition& transition)
+  void OnBreakerTransition(const core::BreakerTransition& transition) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every metric family, in metric_list.h order; families without series
