@@ -206,9 +206,9 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_option_name(const CLI::Option* option,
                                bool /*is_positional*/) const override {
     const std::vector<std::string>& shorts = option->get_snames();
-    return shorts.empty() ? option->get_name()
-                          : absl::StrCat("-", shorts.front(), ",",
-                                         option->get_name());
+    return shorts.empty()
+               ? option->get_name()
+               : absl::StrCat("-", shorts.front(), ",", option->get_name());
   }
 };
 
@@ -263,7 +263,8 @@ Flags ParseFlags(int argc, char** argv) {
     UsageError(absl::StrCat("unexpected argument \"", extra, "\""));
   } catch (const CLI::ArgumentMismatch& e) {
     const std::string what = e.what();  // "--listen: 1 required ... missing"
-    UsageError(absl::StrCat("missing value for ", what.substr(0, what.find(':'))));
+    UsageError(
+        absl::StrCat("missing value for ", what.substr(0, what.find(':'))));
   } catch (const CLI::ParseError& e) {
     UsageError(e.what());
   }
