@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -712,6 +713,104 @@ TEST_F(SluicedTest, BadFlagsExitTwo) {
     EXPECT_EQ(WEXITSTATUS(*status), 2) << args[0] << "\n" << s.Log();
   }
   stopped_ = true;
+}
+
+// The command-line contract, checked on a sluiced that exits at once: what
+// it printed to stdout and stderr, and its exit code (-1 if it did not exit
+// within 10s, killed then).
+struct Exited {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs sluiced with `args`, and `env` on top of this process's environment
+// minus any SLUICE_* variable.
+Exited RunToExit(const std::vector<std::string>& args,
+                 const std::vector<std::string>& env = {}) {
+  char dir[] = "/tmp/sluiced_usage_XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  const std::string out_path = std::string(dir) + "/out";
+  const std::string err_path = std::string(dir) + "/err";
+  std::vector<std::string> argv_storage = {SLUICED_PATH};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, "SLUICE_")) env_storage.push_back(*e);
+  }
+  env_storage.insert(env_storage.end(), env.begin(), env.end());
+  std::vector<char*> argv, envp;
+  for (std::string& s : argv_storage) argv.push_back(s.data());
+  for (std::string& s : env_storage) envp.push_back(s.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(rc, 0) << "cannot spawn " << SLUICED_PATH;
+  Exited exited;
+  if (rc == 0) {
+    int status = 0;
+    if (testing::WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                         absl::Seconds(10))) {
+      if (WIFEXITED(status)) exited.code = WEXITSTATUS(status);
+    } else {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  exited.out = ReadAll(out_path);
+  exited.err = ReadAll(err_path);
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
+  rmdir(dir);
+  return exited;
+}
+
+TEST(SluicedCommandLineTest, UnknownFlagIsAUsageErrorOnStderr) {
+  const Exited exited = RunToExit({"--no-such-flag=1"});
+  EXPECT_EQ(exited.code, 2);
+  EXPECT_EQ(exited.err,
+            "sluiced: unknown flag --no-such-flag\nTry 'sluiced --help'.\n");
+  EXPECT_EQ(exited.out, "");
+}
+
+TEST(SluicedCommandLineTest, BadEnvironmentValueNamesTheVariable) {
+  const Exited exited = RunToExit({}, {"SLUICE_SYNC_INTERVAL=soon"});
+  EXPECT_EQ(exited.code, 2);
+  EXPECT_THAT(exited.err, HasSubstr("SLUICE_SYNC_INTERVAL=\"soon\""));
+}
+
+TEST(SluicedCommandLineTest, HelpListsEveryFlagOnStdout) {
+  const Exited exited = RunToExit({"--help"});
+  EXPECT_EQ(exited.code, 0);
+  EXPECT_EQ(exited.err, "");
+  for (const char* flag :
+       {"listen", "admin-listen", "admin-token-file", "metrics-listen",
+        "policies", "redis", "sync-interval", "replica-id", "redis-timeout",
+        "expected-replicas", "unknown-dependency", "log-level", "port-file"}) {
+    std::string env = absl::StrCat("SLUICE_", flag);
+    for (char& c : env) c = c == '-' ? '_' : absl::ascii_toupper(c);
+    EXPECT_THAT(exited.out, HasSubstr(absl::StrCat("--", flag, " ")));
+    EXPECT_THAT(exited.out, HasSubstr(env));
+  }
+  EXPECT_THAT(exited.out, HasSubstr("250ms"));  // --redis-timeout's default
+  EXPECT_THAT(exited.out, HasSubstr("Exit codes"));
+}
+
+// "--flag value" as well as "--flag=value", and abseil's underscore
+// spelling, which sluiced has always accepted.
+TEST_F(SluicedTest, SpacedValueAndUnderscoreSpelling) {
+  ASSERT_NO_FATAL_FAILURE(
+      sluiced_.Start(kBucketPolicy, {"--unknown_dependency", "reject"}));
+  EXPECT_EQ(sluiced_.Acquire("not-configured").verdict(), v1::REJECT);
 }
 
 }  // namespace
