@@ -66,6 +66,16 @@ enum class BreakerOverride : uint8_t {
 // What the engine answers for a dependency that has no policy.
 enum class UnknownDependencyAction : uint8_t { kAllow = 1, kReject = 2 };
 
+// The HTTP status a gateway answers when refused for `reason`: 429 when the
+// caller went over a limit, 503 for every other refusal. Decision::http_status
+// carries it on the wire; the SDK's own refusals use it too.
+constexpr int RefusalHttpStatus(Reason reason) {
+  return reason == Reason::kRateLimited ||
+                 reason == Reason::kConcurrencyLimited
+             ? 429
+             : 503;
+}
+
 // Upper-case names as used in the protos, YAML and logs ("HALF_OPEN").
 absl::string_view VerdictName(Verdict v);
 absl::string_view ReasonName(Reason r);
