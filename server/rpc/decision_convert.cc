@@ -52,10 +52,6 @@ static_assert(static_cast<int>(core::FallbackStrategy::kCache) ==
               v1::Fallback::CACHE);
 static_assert(kMaxPermits == core::Dependency::kMaxPermits);
 
-// Range of google.protobuf.Duration (about +-10,000 years).
-constexpr int64_t kMaxDurationSeconds = 315576000000;
-constexpr int32_t kMaxDurationNanos = 999999999;
-
 void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
   out->set_strategy(static_cast<v1::Fallback::Strategy>(config.strategy));
   out->set_payload(config.payload);
@@ -72,7 +68,7 @@ void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
 }  // namespace
 
 absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
-  if (absl::Status s = v1::ValidateRequestNames(request.dependency(), request.key());
+  if (absl::Status s = wire::ValidateRequestNames(request.dependency(), request.key());
       !s.ok()) {
     return s;
   }
@@ -85,7 +81,7 @@ absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
 
 absl::StatusOr<ReportArgs> ParseReportRequest(
     const v1::ReportResultRequest& request) {
-  if (absl::Status s = v1::ValidateRequestNames(request.dependency(), request.key());
+  if (absl::Status s = wire::ValidateRequestNames(request.dependency(), request.key());
       !s.ok()) {
     return s;
   }
@@ -161,10 +157,10 @@ absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
   const absl::string_view issuer = PermitIssuer(text);
   const size_t at = text.find('@');
   if (at != absl::string_view::npos) {
-    if (issuer.empty() || issuer.size() > 256) {
-      return absl::InvalidArgumentError(
+    if (issuer.empty() || issuer.size() > wire::kMaxNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
           "permit_id must be ID@REPLICA as returned by Acquire, with a "
-          "replica id of 1 to 256 bytes");
+          "replica id of 1 to ", wire::kMaxNameBytes, " bytes"));
     }
     text = text.substr(0, at);
   }
@@ -178,31 +174,6 @@ absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
         text.substr(0, kShown), text.size() > kShown ? "...\"" : "\""));
   }
   return id;
-}
-
-absl::StatusOr<absl::Duration> DurationFromProto(
-    const google::protobuf::Duration& proto, absl::string_view field) {
-  const int64_t seconds = proto.seconds();
-  const int32_t nanos = proto.nanos();
-  if (seconds > kMaxDurationSeconds || seconds < -kMaxDurationSeconds ||
-      nanos > kMaxDurationNanos || nanos < -kMaxDurationNanos ||
-      (seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " is not a valid google.protobuf.Duration (seconds ", seconds,
-        ", nanos ", nanos, ")"));
-  }
-  return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
-}
-
-void DurationToProto(absl::Duration duration, google::protobuf::Duration* out) {
-  const absl::Duration kMax =
-      absl::Seconds(kMaxDurationSeconds) + absl::Nanoseconds(kMaxDurationNanos);
-  if (duration > kMax) duration = kMax;
-  if (duration < -kMax) duration = -kMax;
-  absl::Duration rem;
-  const int64_t seconds = absl::IDivDuration(duration, absl::Seconds(1), &rem);
-  out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
 }
 
 }  // namespace sluice::rpc
