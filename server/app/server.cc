@@ -16,6 +16,7 @@
 #include "server/policy/policy_convert.h"
 #include "server/policy/policy_file.h"
 #include "spdlog/spdlog.h"
+#include "wire/address.h"
 
 namespace sluice::app {
 namespace {
@@ -193,7 +194,7 @@ absl::Status Server::StartOperatorSurfaces() {
   if (!metrics.ok()) return metrics.status();
   metrics_server_ = *std::move(metrics);
   const auto host = [](const std::string& address) {
-    return address.substr(0, address.rfind(':'));
+    return wire::ParseHostPort(address)->host;  // validated by BuildAndStart
   };
   spdlog::info("serving AdminService on {}:{} ({}{})",
                host(options_.admin_listen), admin_server_->port(),
@@ -308,8 +309,7 @@ absl::Status Server::BuildAndStart() {
   housekeeping_ = std::thread([this] { Housekeeping(); });
 
   SetServing(true);
-  const std::string host =
-      options_.listen.substr(0, options_.listen.rfind(':'));
+  const std::string host = wire::ParseHostPort(options_.listen)->host;
   spdlog::info("serving DecisionService on {}:{}", host, port_);
   return absl::OkStatus();
 }
@@ -524,24 +524,7 @@ void Server::LogConfiguration() const {
 }
 
 absl::Status ValidateListenAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected HOST:PORT, got \"", address, "\""));
-  }
-  const absl::string_view host = absl::string_view(address).substr(0, colon);
-  if (host.find(':') != absl::string_view::npos &&
-      (host.front() != '[' || host.back() != ']')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPv6 hosts go in brackets ([::1]:50051), got \"", address, "\""));
-  }
-  int port = -1;
-  if (!absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "port must be a number in [0, 65535], got \"", address, "\""));
-  }
-  return absl::OkStatus();
+  return wire::ParseHostPort(address).status();
 }
 
 absl::Status ValidateRedisAddress(const std::string& address) {
