@@ -1,14 +1,25 @@
 #include "sluice/client/types.h"
 
+#include <string>
+
 #include "convert.h"
 #include "counters.h"
 #include "sluice/client/client.h"
 
 namespace sluice::client {
 
+namespace {
+
+// The generated *_Name gives "" for a value outside the enum.
+absl::string_view OrUnknown(const std::string& name) {
+  return name.empty() ? absl::string_view("UNKNOWN") : name;
+}
+
+}  // namespace
+
 // The proto's names, except for the values it has none for.
 absl::string_view VerdictName(Verdict verdict) {
-  return v1::Verdict_Name(internal::VerdictToProto(verdict));
+  return OrUnknown(v1::Verdict_Name(internal::VerdictToProto(verdict)));
 }
 
 absl::string_view ReasonName(Reason reason) {
@@ -20,17 +31,18 @@ absl::string_view ReasonName(Reason reason) {
     case Reason::kCallFailed:
       return "CALL_FAILED";
     default:
-      return v1::Reason_Name(internal::ReasonToProto(reason));
+      return OrUnknown(v1::Reason_Name(internal::ReasonToProto(reason)));
   }
 }
 
 absl::string_view OutcomeName(Outcome outcome) {
-  return v1::Outcome_Name(internal::OutcomeToProto(outcome));
+  return OrUnknown(v1::Outcome_Name(internal::OutcomeToProto(outcome)));
 }
 
 absl::string_view BreakerStateName(BreakerState state) {
   if (state == BreakerState::kUnknown) return "UNKNOWN";
-  return v1::BreakerState_Name(internal::BreakerStateToProto(state));
+  return OrUnknown(
+      v1::BreakerState_Name(internal::BreakerStateToProto(state)));
 }
 
 Outcome DefaultClassify(const absl::StatusOr<Response>& result) {
