@@ -71,7 +71,7 @@ absl::Status ToDuration(const Errors& errors, absl::string_view field,
                         const google::protobuf::Duration& in,
                         absl::Duration* out) {
   absl::StatusOr<absl::Duration> d = wire::DurationFromProto(in, field);
-  if (!d.ok()) return errors.About(d.status());
+  if (!d.ok()) return errors.About(d.status());  // adds the policy's name
   *out = *d;
   return absl::OkStatus();
 }
@@ -160,10 +160,8 @@ absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
   out->buckets =
       in.buckets() == 0 ? defaults.buckets : static_cast<int>(in.buckets());
 
-  absl::StatusOr<core::Scope> scope =
-      ToScope(errors, "rate_limit.scope", in.scope());
-  if (!scope.ok()) return scope.status();
-  out->scope = *scope;
+  SLUICE_ASSIGN_OR_RETURN(out->scope,
+                          ToScope(errors, "rate_limit.scope", in.scope()));
 
   if (window) {
     // The window counts whole permits.
@@ -407,10 +405,9 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
                         absl::StrCat(policy.concurrency().max_in_flight()));
     }
     concurrency.max_in_flight = policy.concurrency().max_in_flight();
-    absl::StatusOr<core::Scope> scope =
-        ToScope(errors, "concurrency.scope", policy.concurrency().scope());
-    if (!scope.ok()) return scope.status();
-    concurrency.scope = *scope;
+    SLUICE_ASSIGN_OR_RETURN(
+        concurrency.scope,
+        ToScope(errors, "concurrency.scope", policy.concurrency().scope()));
     config.concurrency = concurrency;
   }
   if (policy.has_breaker()) {

@@ -68,10 +68,8 @@ void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
 }  // namespace
 
 absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
-  if (absl::Status s = wire::ValidateRequestNames(request.dependency(), request.key());
-      !s.ok()) {
-    return s;
-  }
+  SLUICE_RETURN_IF_ERROR(
+      wire::ValidateRequestNames(request.dependency(), request.key()));
   if (request.permits() > kMaxPermits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "permits must be at most ", kMaxPermits, ", got ", request.permits()));
@@ -81,14 +79,10 @@ absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
 
 absl::StatusOr<ReportArgs> ParseReportRequest(
     const v1::ReportResultRequest& request) {
-  if (absl::Status s = wire::ValidateRequestNames(request.dependency(), request.key());
-      !s.ok()) {
-    return s;
-  }
+  SLUICE_RETURN_IF_ERROR(
+      wire::ValidateRequestNames(request.dependency(), request.key()));
   ReportArgs args;
-  absl::StatusOr<uint64_t> permit_id = ParsePermitId(request.permit_id());
-  if (!permit_id.ok()) return permit_id.status();
-  args.permit_id = *permit_id;
+  SLUICE_ASSIGN_OR_RETURN(args.permit_id, ParsePermitId(request.permit_id()));
   args.issuer = std::string(PermitIssuer(request.permit_id()));
 
   const int outcome = request.outcome();
@@ -101,15 +95,13 @@ absl::StatusOr<ReportArgs> ParseReportRequest(
   args.outcome = static_cast<core::Outcome>(outcome);
 
   if (request.has_latency()) {
-    absl::StatusOr<absl::Duration> latency =
-        DurationFromProto(request.latency(), "latency");
-    if (!latency.ok()) return latency.status();
-    if (*latency < absl::ZeroDuration()) {
+    SLUICE_ASSIGN_OR_RETURN(args.latency,
+                            DurationFromProto(request.latency(), "latency"));
+    if (args.latency < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           absl::StrCat("latency must not be negative, got ",
-                       absl::FormatDuration(*latency)));
+                       absl::FormatDuration(args.latency)));
     }
-    args.latency = *latency;
   }
   return args;
 }
