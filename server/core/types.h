@@ -76,7 +76,11 @@ constexpr int RefusalHttpStatus(Reason reason) {
              : 503;
 }
 
-// Upper-case names as used in the protos, YAML and logs ("HALF_OPEN").
+// Upper-case names as used in the protos, YAML and logs ("HALF_OPEN"). The
+// RPC edge names proto values with the generated *_Name instead; these stay
+// for the readers without the protos: the breaker's trip cause, the metrics
+// labels (reason NONE, where the proto says REASON_UNSPECIFIED) and the
+// override modes the cluster store writes.
 absl::string_view VerdictName(Verdict v);
 absl::string_view ReasonName(Reason r);
 absl::string_view BreakerStateName(BreakerState s);
