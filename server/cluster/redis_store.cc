@@ -16,8 +16,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "wire/address.h"
 
 namespace sluice::cluster {
 namespace {
@@ -278,20 +278,21 @@ std::vector<std::string> RestoreArgs(const ConfigSnapshot& config) {
 absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
     const std::string& address) {
   Options options;
-  std::pair<std::string, std::string> parts =
-      absl::StrSplit(address, absl::MaxSplits(':', 1));
-  if (parts.first.empty()) {
+  absl::StatusOr<wire::HostPort> parsed =
+      wire::ParseHostPort(address, options.port);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--redis must be host:port, got \"", address, "\""));
+        absl::StrCat("--redis: ", parsed.status().message()));
   }
-  options.host = parts.first;
-  if (!parts.second.empty() &&
-      (!absl::SimpleAtoi(parts.second, &options.port) || options.port <= 0 ||
-       options.port > 65535)) {
+  if (parsed->port == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--redis port must be 1-65535, got \"", parts.second,
-                     "\""));
+        absl::StrCat("--redis port must be 1-65535, got \"", address, "\""));
   }
+  // hiredis takes an IPv6 literal without its brackets.
+  absl::string_view host = parsed->host;
+  if (absl::StartsWith(host, "[")) host = host.substr(1, host.size() - 2);
+  options.host = std::string(host);
+  options.port = parsed->port;
   return options;
 }
 
