@@ -9,21 +9,28 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tools/common/command_line.h"
+#include "wire/status.h"
+#include "wire/time.h"
 
+namespace sluice::call {
 namespace {
 
 constexpr int kExitOk = 0;
@@ -43,120 +50,30 @@ constexpr char kUsage[] =
     "PERMIT_ID is the permit_id printed by acquire (\"\" for none).\n"
     "Exit codes: 0 ok, 1 RPC error or health not SERVING, 2 usage error.\n";
 
-[[noreturn]] void Usage(const std::string& message) {
-  if (!message.empty())
-    std::fprintf(stderr, "sluice-call: %s\n", message.c_str());
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "sluice-call: %s\n", message.c_str());
   std::fputs(kUsage, stderr);
-  std::exit(kExitUsage);
+  return kExitUsage;
 }
 
-struct Args {
+// The global flags, with their defaults.
+struct Options {
   std::string target = "127.0.0.1:50051";
   absl::Duration deadline = absl::Seconds(5);
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --key etc., by name
 };
 
-// Flags may appear anywhere; "--name value" and "--name=value" both work.
-Args ParseArgs(int argc, char** argv) {
-  Args args;
-  if (const char* target = std::getenv("SLUICE_TARGET"); target && *target) {
-    args.target = target;
-  }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help" || arg == "help") {
-      std::fputs(kUsage, stdout);
-      std::exit(kExitOk);
-    }
-    if (!absl::StartsWith(arg, "--")) {
-      args.positional.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2);
-    std::string value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      Usage(absl::StrCat("missing value for --", name));
-    }
-    if (name == "target") {
-      args.target = value;
-    } else if (name == "deadline") {
-      if (!absl::ParseDuration(value, &args.deadline) ||
-          args.deadline <= absl::ZeroDuration()) {
-        Usage(
-            absl::StrCat("--deadline wants a positive duration like 2s, got \"",
-                         value, "\""));
-      }
-    } else {
-      args.options[name] = value;
-    }
-  }
-  return args;
-}
-
-// Takes option `name` (for `command`) out of `args`, or `fallback`.
-std::string TakeOption(Args* args, const std::string& name,
-                       const std::string& fallback = "") {
-  auto it = args->options.find(name);
-  if (it == args->options.end()) return fallback;
-  std::string value = it->second;
-  args->options.erase(it);
-  return value;
-}
-
-void RejectLeftovers(const Args& args, const std::string& command,
-                     size_t positional) {
-  if (!args.options.empty()) {
-    Usage(absl::StrCat("unknown option --", args.options.begin()->first,
-                       " for ", command));
-  }
-  if (args.positional.size() > positional) {
-    Usage(absl::StrCat("unexpected argument \"", args.positional[positional],
-                       "\" for ", command));
-  }
-}
-
-std::string FormatDuration(const google::protobuf::Duration& d) {
-  return absl::FormatDuration(absl::Seconds(d.seconds()) +
-                              absl::Nanoseconds(d.nanos()));
-}
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  absl::Duration rem;
-  out->set_seconds(absl::IDivDuration(d, absl::Seconds(1), &rem));
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
-}
-
-const char* StatusCodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
+std::unique_ptr<grpc::ClientContext> Context(const Options& options) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));
+  return context;
 }
 
 int RpcError(const grpc::Status& status) {
-  std::fprintf(stderr, "error: %s: %s\n", StatusCodeName(status.error_code()),
-               status.error_message().c_str());
+  const absl::Status s = wire::FromGrpcStatus(status);
+  std::string code = absl::StatusCodeToString(s.code());
+  if (code.empty()) code = "UNKNOWN";
+  std::fprintf(stderr, "error: %s: %s\n", code.c_str(),
+               std::string(s.message()).c_str());
   return kExitRpcError;
 }
 
@@ -164,60 +81,71 @@ void PrintRow(const char* name, const std::string& value) {
   std::printf("%-15s %s\n", name, value.c_str());
 }
 
-int Acquire(sluice::v1::DecisionService::Stub* stub, Args args) {
-  if (args.positional.size() < 2) Usage("acquire needs a DEPENDENCY");
-  sluice::v1::AcquireRequest request;
-  request.set_dependency(args.positional[1]);
-  request.set_key(TakeOption(&args, "key"));
-  request.set_caller(TakeOption(&args, "caller", "sluice-call"));
-  const std::string permits = TakeOption(&args, "permits", "1");
-  uint32_t n = 0;
-  if (!absl::SimpleAtoi(permits, &n)) {
-    Usage(absl::StrCat("--permits wants a number, got \"", permits, "\""));
-  }
-  request.set_permits(n);
-  RejectLeftovers(args, "acquire", 2);
+std::string DurationOrNone(bool has, const google::protobuf::Duration& d) {
+  return has ? wire::FormatDurationProto(d) : "(none)";
+}
 
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + args.deadline));
-  sluice::v1::AcquireResponse response;
-  grpc::Status status = stub->Acquire(&context, request, &response);
+// An integer flag; `--flag wants a number, got "x"` otherwise.
+template <typename Int>
+absl::Status ParseInt(const std::string& flag, const std::string& text,
+                      Int* out) {
+  if (!absl::SimpleAtoi(text, out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " wants a number, got \"", text, "\""));
+  }
+  return absl::OkStatus();
+}
+
+struct AcquireArgs {
+  std::string dependency;
+  std::string key;
+  std::string caller = "sluice-call";
+  uint32_t permits = 1;
+};
+
+int Acquire(const std::shared_ptr<grpc::Channel>& channel,
+            const Options& options, const AcquireArgs& args) {
+  if (args.dependency.empty()) return Usage("acquire needs a DEPENDENCY");
+  v1::AcquireRequest request;
+  request.set_dependency(args.dependency);
+  request.set_key(args.key);
+  request.set_caller(args.caller);
+  request.set_permits(args.permits);
+  v1::AcquireResponse response;
+  grpc::Status status = v1::DecisionService::NewStub(channel)->Acquire(
+      Context(options).get(), request, &response);
   if (!status.ok()) return RpcError(status);
 
-  PrintRow("verdict:", sluice::v1::Verdict_Name(response.verdict()));
-  PrintRow("reason:", response.reason() == sluice::v1::REASON_UNSPECIFIED
+  PrintRow("verdict:", v1::Verdict_Name(response.verdict()));
+  PrintRow("reason:", response.reason() == v1::REASON_UNSPECIFIED
                           ? "(none)"
-                          : sluice::v1::Reason_Name(response.reason()));
+                          : v1::Reason_Name(response.reason()));
   PrintRow("permit_id:",
            response.permit_id().empty() ? "(none)" : response.permit_id());
-  PrintRow("call_timeout:", response.has_call_timeout()
-                                ? FormatDuration(response.call_timeout())
-                                : "(none)");
-  PrintRow("retry_after:", response.has_retry_after()
-                               ? FormatDuration(response.retry_after())
-                               : "(none)");
+  PrintRow("call_timeout:", DurationOrNone(response.has_call_timeout(),
+                                           response.call_timeout()));
+  PrintRow("retry_after:",
+           DurationOrNone(response.has_retry_after(), response.retry_after()));
   PrintRow("http_status:", absl::StrCat(response.http_status()));
   PrintRow("remaining:", response.remaining() < 0
                              ? "(no rate limit)"
                              : absl::StrCat(response.remaining()));
-  PrintRow("breaker_state:",
-           sluice::v1::BreakerState_Name(response.breaker_state()));
+  PrintRow("breaker_state:", v1::BreakerState_Name(response.breaker_state()));
   PrintRow("policy_version:", absl::StrCat(response.policy_version()));
   if (response.has_fallback()) {
-    const sluice::v1::Fallback& fallback = response.fallback();
+    const v1::Fallback& fallback = response.fallback();
     std::vector<std::string> on;
     for (int reason : fallback.on()) {
-      on.push_back(
-          sluice::v1::Reason_Name(static_cast<sluice::v1::Reason>(reason)));
+      on.push_back(v1::Reason_Name(static_cast<v1::Reason>(reason)));
     }
     PrintRow("fallback:",
              absl::StrCat(
-                 sluice::v1::Fallback::Strategy_Name(fallback.strategy()),
+                 v1::Fallback::Strategy_Name(fallback.strategy()),
                  " (on: ", on.empty() ? "every reason" : absl::StrJoin(on, ","),
                  fallback.serve_on_failure() ? ", serve_on_failure" : "",
                  fallback.has_cache_ttl()
-                     ? absl::StrCat(", cache_ttl ",
-                                    FormatDuration(fallback.cache_ttl()))
+                     ? absl::StrCat(", cache_ttl ", wire::FormatDurationProto(
+                                                        fallback.cache_ttl()))
                      : "",
                  ")"));
     PrintRow("content_type:", fallback.content_type());
@@ -226,86 +154,156 @@ int Acquire(sluice::v1::DecisionService::Stub* stub, Args args) {
   return kExitOk;
 }
 
-int Report(sluice::v1::DecisionService::Stub* stub, Args args) {
-  if (args.positional.size() < 4) {
-    Usage("report needs DEPENDENCY PERMIT_ID OUTCOME");
-  }
-  sluice::v1::ReportResultRequest request;
-  request.set_dependency(args.positional[1]);
-  request.set_permit_id(args.positional[2]);
-  const std::string outcome = absl::AsciiStrToUpper(args.positional[3]);
-  sluice::v1::Outcome parsed;
-  if (!sluice::v1::Outcome_Parse(outcome, &parsed) ||
-      parsed == sluice::v1::OUTCOME_UNSPECIFIED) {
-    Usage(
-        absl::StrCat("OUTCOME must be success, failure, timeout or "
-                     "cancelled, got \"",
-                     args.positional[3], "\""));
-  }
-  request.set_outcome(parsed);
-  request.set_key(TakeOption(&args, "key"));
-  const std::string latency = TakeOption(&args, "latency");
-  if (!latency.empty()) {
-    absl::Duration d;
-    if (!absl::ParseDuration(latency, &d)) {
-      Usage(absl::StrCat("--latency wants a duration like 120ms, got \"",
-                         latency, "\""));
-    }
-    SetDuration(d, request.mutable_latency());
-  }
-  const std::string status_code = TakeOption(&args, "status-code", "0");
-  int32_t code = 0;
-  if (!absl::SimpleAtoi(status_code, &code)) {
-    Usage(absl::StrCat("--status-code wants a number, got \"", status_code,
-                       "\""));
-  }
-  request.set_status_code(code);
-  RejectLeftovers(args, "report", 4);
+struct ReportArgs {
+  bool complete = false;  // DEPENDENCY, PERMIT_ID and OUTCOME all given
+  std::string dependency;
+  std::string permit_id;  // may be "" (no permit)
+  std::string outcome;
+  std::optional<absl::Duration> latency;
+  std::string key;
+  int32_t status_code = 0;
+};
 
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + args.deadline));
-  sluice::v1::ReportResultResponse response;
-  grpc::Status status = stub->ReportResult(&context, request, &response);
+int Report(const std::shared_ptr<grpc::Channel>& channel,
+           const Options& options, const ReportArgs& args) {
+  if (!args.complete) {
+    return Usage("report needs DEPENDENCY PERMIT_ID OUTCOME");
+  }
+  v1::Outcome outcome;
+  if (!v1::Outcome_Parse(absl::AsciiStrToUpper(args.outcome), &outcome) ||
+      outcome == v1::OUTCOME_UNSPECIFIED) {
+    return Usage(absl::StrCat(
+        "OUTCOME must be success, failure, timeout or cancelled, got \"",
+        args.outcome, "\""));
+  }
+  v1::ReportResultRequest request;
+  request.set_dependency(args.dependency);
+  request.set_permit_id(args.permit_id);
+  request.set_outcome(outcome);
+  request.set_key(args.key);
+  if (args.latency) {
+    wire::DurationToProto(*args.latency, request.mutable_latency());
+  }
+  request.set_status_code(args.status_code);
+  v1::ReportResultResponse response;
+  grpc::Status status = v1::DecisionService::NewStub(channel)->ReportResult(
+      Context(options).get(), request, &response);
   if (!status.ok()) return RpcError(status);
-  PrintRow("breaker_state:",
-           sluice::v1::BreakerState_Name(response.breaker_state()));
+  PrintRow("breaker_state:", v1::BreakerState_Name(response.breaker_state()));
   return kExitOk;
 }
 
-int Health(const std::shared_ptr<grpc::Channel>& channel, Args args) {
-  RejectLeftovers(args, "health", 2);
+int Health(const std::shared_ptr<grpc::Channel>& channel,
+           const Options& options, const std::string& service) {
+  using grpc::health::v1::HealthCheckResponse;
   grpc::health::v1::HealthCheckRequest request;
-  if (args.positional.size() > 1) request.set_service(args.positional[1]);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + args.deadline));
-  grpc::health::v1::HealthCheckResponse response;
+  request.set_service(service);
+  HealthCheckResponse response;
   grpc::Status status = grpc::health::v1::Health::NewStub(channel)->Check(
-      &context, request, &response);
+      Context(options).get(), request, &response);
   if (!status.ok()) return RpcError(status);
-  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                          response.status())
-                          .c_str());
-  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING
-             ? kExitOk
-             : kExitRpcError;
+  std::printf(
+      "%s\n",
+      HealthCheckResponse::ServingStatus_Name(response.status()).c_str());
+  return response.status() == HealthCheckResponse::SERVING ? kExitOk
+                                                           : kExitRpcError;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app("", "sluice-call");
+  tools::ConfigureApp(app, kUsage);
+
+  Options options;
+  app.add_option("--target", options.target)->envname("SLUICE_TARGET");
+  tools::AddCheckedOption(&app, "--deadline", [&](const std::string& v) {
+    absl::StatusOr<absl::Duration> d = wire::ParseDurationFlag(v);
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--deadline wants a positive duration like 2s, got \"", v, "\""));
+    }
+    options.deadline = *d;
+    return absl::OkStatus();
+  });
+
+  AcquireArgs acquire_args;
+  CLI::App* acquire = tools::AddCommand(app, "acquire", kUsage);
+  acquire->add_option("DEPENDENCY", acquire_args.dependency);
+
+  ReportArgs report_args;
+  CLI::App* report = tools::AddCommand(app, "report", kUsage);
+  report->add_option("DEPENDENCY", report_args.dependency);
+  report->add_option("PERMIT_ID", report_args.permit_id);
+  CLI::Option* outcome = report->add_option("OUTCOME", report_args.outcome);
+
+  std::string service;  // "" asks for the whole server
+  CLI::App* health = tools::AddCommand(app, "health", kUsage);
+  health->add_option("SERVICE", service);
+
+  CLI::App* help = tools::AddCommand(app, "help", kUsage);
+
+  tools::CommandFlags flags;
+  std::string key;
+  flags.Add(app.add_option("--key", key), {acquire, report});
+  flags.Add(app.add_option("--caller", acquire_args.caller), {acquire});
+  flags.Add(tools::AddCheckedOption(&app, "--permits",
+                                    [&](const std::string& v) {
+                                      return ParseInt("--permits", v,
+                                                      &acquire_args.permits);
+                                    }),
+            {acquire});
+  flags.Add(
+      tools::AddCheckedOption(
+          &app, "--latency",
+          [&](const std::string& v) {
+            if (v.empty()) return absl::OkStatus();  // none sent
+            absl::StatusOr<absl::Duration> d = wire::ParseDurationFlag(v);
+            if (!d.ok()) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "--latency wants a duration like 120ms, got \"", v, "\""));
+            }
+            report_args.latency = *d;
+            return absl::OkStatus();
+          }),
+      {report});
+  flags.Add(tools::AddCheckedOption(&app, "--status-code",
+                                    [&](const std::string& v) {
+                                      return ParseInt("--status-code", v,
+                                                      &report_args.status_code);
+                                    }),
+            {report});
+
+  const tools::CommandLine line =
+      tools::ParseCommandLine(app, flags, argc, argv);
+  switch (line.outcome) {
+    case tools::CommandLine::Outcome::kHelp:
+      std::fputs(line.text.c_str(), stdout);
+      return kExitOk;
+    case tools::CommandLine::Outcome::kUsageError:
+      return Usage(line.text);
+    case tools::CommandLine::Outcome::kRun:
+      break;
+  }
+  if (help->parsed()) {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (app.get_subcommands().empty()) return Usage("missing command");
+
+  const std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials());
+  if (acquire->parsed()) {
+    acquire_args.key = key;
+    return Acquire(channel, options, acquire_args);
+  }
+  if (report->parsed()) {
+    report_args.key = key;
+    report_args.complete = outcome->count() > 0;
+    return Report(channel, options, report_args);
+  }
+  return Health(channel, options, service);
 }
 
 }  // namespace
+}  // namespace sluice::call
 
-int main(int argc, char** argv) {
-  Args args = ParseArgs(argc, argv);
-  if (args.positional.empty()) Usage("missing command");
-  const std::string command = args.positional[0];
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(args.target, grpc::InsecureChannelCredentials());
-  if (command == "acquire") {
-    auto stub = sluice::v1::DecisionService::NewStub(channel);
-    return Acquire(stub.get(), std::move(args));
-  }
-  if (command == "report") {
-    auto stub = sluice::v1::DecisionService::NewStub(channel);
-    return Report(stub.get(), std::move(args));
-  }
-  if (command == "health") return Health(channel, std::move(args));
-  Usage(absl::StrCat("unknown command \"", command, "\""));
-}
+int main(int argc, char** argv) { return sluice::call::Main(argc, argv); }
