@@ -13,34 +13,24 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/policy/policy_file.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "tools/common/command_line.h"
+#include "tools/sluicectl/admin_connection.h"
 #include "tools/sluicectl/output_format.h"
 #include "tools/sluicectl/policy_diff.h"
 #include "wire/time.h"
 
 namespace sluice::ctl {
 namespace {
-
-enum ExitCode {
-  kOk = 0,
-  kRefused = 1,
-  kUsage = 2,
-  kUnreachable = 3,
-  kUnauthenticated = 4,
-};
 
 constexpr char kGlobalHelp[] =
     R"(sluicectl: operate a running Sluice server over its admin API.
@@ -119,103 +109,11 @@ constexpr char kWatchHelp[] =
     "is sent an EVENTS_DROPPED event saying how many it missed.\n";
 constexpr char kHelpHelp[] = "Usage: sluicectl help [COMMAND]\n";
 
-// The global flags, with their defaults.
-struct Options {
-  std::string target = "127.0.0.1:50052";
-  std::string token_file;
-  std::string output = "table";  // table, json or yaml
-  absl::Duration timeout = absl::Seconds(5);
-
-  bool json() const { return output == "json"; }
-};
-
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "sluicectl: %s\nTry 'sluicectl --help'.\n",
                message.c_str());
   return kUsage;
 }
-
-// The admin API as the commands use it: the stub, a context carrying the
-// deadline and token, and a failed RPC turned into a message and exit code.
-class Admin {
- public:
-  explicit Admin(const Options& options) : options_(options) {}
-
-  // Reads the token file; kUsage when it cannot.
-  int Connect() {
-    if (!options_.token_file.empty()) {
-      absl::StatusOr<std::string> token =
-          policy::ReadTextFile(options_.token_file);
-      if (!token.ok()) {
-        std::fprintf(stderr, "sluicectl: cannot read --token-file %s: %s\n",
-                     options_.token_file.c_str(),
-                     std::string(token.status().message()).c_str());
-        return kUsage;
-      }
-      token_ = std::string(absl::StripAsciiWhitespace(*token));
-    }
-    stub_ = v1::AdminService::NewStub(grpc::CreateChannel(
-        options_.target, grpc::InsecureChannelCredentials()));
-    return kOk;
-  }
-
-  const Options& options() const { return options_; }
-  v1::AdminService::Stub& stub() { return *stub_; }
-
-  std::unique_ptr<grpc::ClientContext> Context(bool deadline = true) const {
-    auto context = std::make_unique<grpc::ClientContext>();
-    if (deadline) {
-      context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-    }
-    if (!token_.empty()) {
-      context->AddMetadata("authorization", "Bearer " + token_);
-    }
-    return context;
-  }
-
-  // Prints a clear error for a failed RPC and returns the exit code.
-  int Fail(const grpc::Status& status, const std::string& what) const {
-    const char* target = options_.target.c_str();
-    switch (status.error_code()) {
-      case grpc::StatusCode::UNAVAILABLE:
-        std::fprintf(stderr,
-                     "sluicectl: cannot reach the Sluice admin API at %s "
-                     "(%s). Is sluiced running with --admin-listen there? "
-                     "Set --target or SLUICE_ADMIN_TARGET.\n",
-                     target, status.error_message().c_str());
-        return kUnreachable;
-      case grpc::StatusCode::DEADLINE_EXCEEDED:
-        std::fprintf(stderr,
-                     "sluicectl: %s: the server at %s did not answer within "
-                     "%s.\n",
-                     what.c_str(), target,
-                     absl::FormatDuration(options_.timeout).c_str());
-        return kUnreachable;
-      case grpc::StatusCode::UNAUTHENTICATED:
-        std::fprintf(stderr,
-                     "sluicectl: %s: %s. Pass the admin token with "
-                     "--token-file (or SLUICE_ADMIN_TOKEN_FILE).\n",
-                     what.c_str(), status.error_message().c_str());
-        return kUnauthenticated;
-      case grpc::StatusCode::UNIMPLEMENTED:
-        std::fprintf(stderr,
-                     "sluicectl: %s: %s does not serve the admin API (is "
-                     "it the data-plane port? use the --admin-listen "
-                     "address).\n",
-                     what.c_str(), target);
-        return kUnreachable;
-      default:
-        std::fprintf(stderr, "sluicectl: %s: %s\n", what.c_str(),
-                     status.error_message().c_str());
-        return kRefused;
-    }
-  }
-
- private:
-  const Options options_;
-  std::string token_;
-  std::unique_ptr<v1::AdminService::Stub> stub_;
-};
 
 std::string Gates(const v1::Policy& p) {
   std::vector<std::string> parts;
@@ -233,7 +131,7 @@ std::string Gates(const v1::Policy& p) {
   return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
 }
 
-int List(Admin& admin) {
+int List(AdminConnection& admin) {
   v1::ListPoliciesResponse resp;
   grpc::Status s = admin.stub().ListPolicies(admin.Context().get(), {}, &resp);
   if (!s.ok()) return admin.Fail(s, "list");
@@ -258,7 +156,7 @@ int List(Admin& admin) {
   return kOk;
 }
 
-int Get(Admin& admin, const std::string& name) {
+int Get(AdminConnection& admin, const std::string& name) {
   if (name.empty()) return UsageError("get needs a policy NAME");
   v1::GetPolicyRequest req;
   req.set_name(name);
@@ -278,7 +176,7 @@ struct ApplyArgs {
   bool dry_run = false;
 };
 
-int Apply(Admin& admin, const ApplyArgs& args) {
+int Apply(AdminConnection& admin, const ApplyArgs& args) {
   if (args.file.empty()) {
     return UsageError("apply needs -f FILE (or -f - for stdin)");
   }
@@ -357,7 +255,7 @@ struct DeleteArgs {
   uint64_t expected_version = 0;  // 0: whatever version is stored
 };
 
-int Delete(Admin& admin, const DeleteArgs& args) {
+int Delete(AdminConnection& admin, const DeleteArgs& args) {
   if (args.name.empty()) return UsageError("delete needs a policy NAME");
   v1::DeletePolicyRequest req;
   req.set_name(args.name);
@@ -375,7 +273,7 @@ struct BreakerArgs {
   std::string note;
 };
 
-int Breaker(Admin& admin, const BreakerArgs& args) {
+int Breaker(AdminConnection& admin, const BreakerArgs& args) {
   if (args.action.empty())
     return UsageError("breaker needs open, close or auto");
   v1::SetBreakerOverrideRequest req;
@@ -416,7 +314,7 @@ struct StateArgs {
   std::string key;
 };
 
-int State(Admin& admin, const StateArgs& args) {
+int State(AdminConnection& admin, const StateArgs& args) {
   if (args.dependency.empty()) {
     return UsageError("state needs a dependency DEP");
   }
@@ -505,7 +403,7 @@ struct WatchArgs {
   int64_t count = -1;      // -1: until interrupted
 };
 
-int Watch(Admin& admin, const WatchArgs& args) {
+int Watch(AdminConnection& admin, const WatchArgs& args) {
   v1::WatchEventsRequest req;
   req.set_dependency(args.dependency);
   auto ctx = admin.Context(/*deadline=*/false);
@@ -666,7 +564,7 @@ int Main(int argc, char** argv) {
     return kUsage;
   }
 
-  Admin admin(options);
+  AdminConnection admin(options);
   if (int rc = admin.Connect(); rc != kOk) return rc;
   if (list->parsed()) return List(admin);
   if (get->parsed()) return Get(admin, get_name);
