@@ -96,6 +96,29 @@ absl::Status ParseInt(const std::string& flag, const std::string& text,
   return absl::OkStatus();
 }
 
+absl::Status ParseDeadline(const std::string& text, absl::Duration* deadline) {
+  absl::StatusOr<absl::Duration> d = wire::ParseDurationFlag(text);
+  if (!d.ok() || *d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--deadline wants a positive duration like 2s, got \"", text, "\""));
+  }
+  *deadline = *d;
+  return absl::OkStatus();
+}
+
+// "--latency=" sends none.
+absl::Status ParseLatency(const std::string& text,
+                          std::optional<absl::Duration>* latency) {
+  if (text.empty()) return absl::OkStatus();
+  absl::StatusOr<absl::Duration> d = wire::ParseDurationFlag(text);
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--latency wants a duration like 120ms, got \"", text, "\""));
+  }
+  *latency = *d;
+  return absl::OkStatus();
+}
+
 struct AcquireArgs {
   std::string dependency;
   std::string key;
@@ -216,13 +239,7 @@ int Main(int argc, char** argv) {
   Options options;
   app.add_option("--target", options.target)->envname("SLUICE_TARGET");
   tools::AddCheckedOption(&app, "--deadline", [&](const std::string& v) {
-    absl::StatusOr<absl::Duration> d = wire::ParseDurationFlag(v);
-    if (!d.ok() || *d <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--deadline wants a positive duration like 2s, got \"", v, "\""));
-    }
-    options.deadline = *d;
-    return absl::OkStatus();
+    return ParseDeadline(v, &options.deadline);
   });
 
   AcquireArgs acquire_args;
@@ -251,20 +268,12 @@ int Main(int argc, char** argv) {
                                                       &acquire_args.permits);
                                     }),
             {acquire});
-  flags.Add(
-      tools::AddCheckedOption(
-          &app, "--latency",
-          [&](const std::string& v) {
-            if (v.empty()) return absl::OkStatus();  // none sent
-            absl::StatusOr<absl::Duration> d = wire::ParseDurationFlag(v);
-            if (!d.ok()) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  "--latency wants a duration like 120ms, got \"", v, "\""));
-            }
-            report_args.latency = *d;
-            return absl::OkStatus();
-          }),
-      {report});
+  flags.Add(tools::AddCheckedOption(&app, "--latency",
+                                    [&](const std::string& v) {
+                                      return ParseLatency(v,
+                                                          &report_args.latency);
+                                    }),
+            {report});
   flags.Add(tools::AddCheckedOption(&app, "--status-code",
                                     [&](const std::string& v) {
                                       return ParseInt("--status-code", v,
