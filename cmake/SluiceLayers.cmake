@@ -37,6 +37,11 @@
 #    the rule. It also compiles one file that includes every public header of
 #    the target, so a header no .cc of the layer includes is checked as well.
 #
+# 3. Every target defined under this project gets the warning flags
+#    (sluice_apply_warnings, called once at the end of the top-level
+#    CMakeLists.txt), except generated code (property SLUICE_GENERATED_CODE,
+#    set by sluice_grpc_proto_library).
+#
 # Adding a library (the pattern to follow, e.g. for wire/ or tools/):
 #
 #   add_library(sluice_wire STATIC time.cc ...)
@@ -147,4 +152,38 @@ function(sluice_forbid_includes target)
   set(all_headers ${CMAKE_BINARY_DIR}/forbidden/${target}_headers.cc)
   file(CONFIGURE OUTPUT ${all_headers} CONTENT "${content}")
   target_sources(${target} PRIVATE ${all_headers})
+endfunction()
+
+# The warnings of our own code. SLUICE_WERROR makes them errors;
+# SLUICE_THREAD_SAFETY_CHECK adds clang's -Wthread-safety (it checks the
+# ABSL_GUARDED_BY / HotMutex annotations).
+set(SLUICE_WARNING_FLAGS -Wall -Wextra -Wno-unused-parameter)
+if(SLUICE_THREAD_SAFETY_CHECK)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "SLUICE_THREAD_SAFETY_CHECK needs clang "
+      "(-DCMAKE_CXX_COMPILER=clang++), not ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  list(APPEND SLUICE_WARNING_FLAGS -Wthread-safety)
+endif()
+if(SLUICE_WERROR)
+  list(APPEND SLUICE_WARNING_FLAGS -Werror)
+endif()
+
+# sluice_apply_warnings(<dir>)
+#   Adds SLUICE_WARNING_FLAGS to every compiled target defined in <dir> and
+#   below, except those with the property SLUICE_GENERATED_CODE.
+function(sluice_apply_warnings dir)
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(target IN LISTS targets)
+    get_target_property(type ${target} TYPE)
+    get_target_property(generated ${target} SLUICE_GENERATED_CODE)
+    if(type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY)$"
+        AND NOT generated)
+      target_compile_options(${target} PRIVATE ${SLUICE_WARNING_FLAGS})
+    endif()
+  endforeach()
+  get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(subdir IN LISTS subdirs)
+    sluice_apply_warnings(${subdir})
+  endforeach()
 endfunction()
