@@ -52,6 +52,9 @@
 # Two libraries in one directory list their headers:
 #   sluice_public_headers(sluice_rpc HEADERS decision_convert.h ...)
 # An executable links what it includes and needs no call at all.
+# A library the SDK links (sluice_client) must be installed and exported with
+# it: add it to install(TARGETS ... EXPORT sluice_clientTargets) in
+# client_sdk/CMakeLists.txt (see sluice_proto there).
 
 # sluice_public_headers(<target> [HEADERS <file>...] [RECURSE])
 #   Without HEADERS: every *.h in the current source directory (and its
