@@ -51,7 +51,17 @@
 #
 # Two libraries in one directory list their headers:
 #   sluice_public_headers(sluice_rpc HEADERS decision_convert.h ...)
-# An executable links what it includes and needs no call at all.
+# An executable links what it includes and needs no call at all, unless it
+# includes headers of its own directory by their full path
+# ("tools/sluice-call/output.h"): then sluice_public_headers(<executable>).
+# A test links sluice_testing for "tests/..." headers.
+# A header that fails with "No such file or directory" after this change was
+# reached through a library the target does not link: link that library
+# (never add an include directory). Errors inside a header name its staged
+# path, build/layers/<target>/..., a symlink to the source file.
+# Not caught: a quote include relative to the including file's own directory
+# ("admin_backend.h" from server/rpc/decision_service.cc finds the file next
+# to it); the tree spells every include from the repository root instead.
 # A library the SDK links (sluice_client) must be installed and exported with
 # it: add it to install(TARGETS ... EXPORT sluice_clientTargets) in
 # client_sdk/CMakeLists.txt (see sluice_proto there).
