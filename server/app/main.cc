@@ -4,8 +4,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <utility>
@@ -22,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/app/options.h"
 #include "server/app/server.h"
 #include "spdlog/spdlog.h"
 
@@ -69,6 +73,13 @@ ABSL_FLAG(std::string, unknown_dependency, "allow",
           "UNKNOWN_DEPENDENCY either way).");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error, critical or off.");
+ABSL_FLAG(std::string, port_file, "",
+          "Once every listener is bound, write their addresses to this file, "
+          "one NAME=HOST:PORT line each for grpc (--listen), admin and "
+          "metrics, so that whoever started sluiced with port 0 learns the "
+          "ports without reading the log. Written to PATH.tmp and renamed, "
+          "so a PATH that exists is complete; removed at a clean exit. Empty: "
+          "no file.");
 
 namespace {
 
@@ -80,6 +91,7 @@ constexpr const char* kFlagNames[] = {
     "sync-interval", "replica-id",   "redis-timeout", "expected-replicas",
     "unknown-dependency",
     "log-level",
+    "port-file",
 };
 
 std::string AbslName(const std::string& name) {
@@ -228,35 +240,9 @@ sluice::app::Server::Options OptionsFromFlags() {
   options.sync_interval = absl::GetFlag(FLAGS_sync_interval);
   options.replica_id = absl::GetFlag(FLAGS_replica_id);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
-  if (absl::GetFlag(FLAGS_expected_replicas) < 1) {
-    UsageError(absl::StrCat("--expected-replicas must be at least 1, got ",
-                            absl::GetFlag(FLAGS_expected_replicas)));
-  }
-  options.expected_replicas =
-      static_cast<uint32_t>(absl::GetFlag(FLAGS_expected_replicas));
-
-  for (const auto& [name, address] :
-       {std::pair<const char*, std::string>{"listen", options.listen},
-        {"admin-listen", options.admin_listen},
-        {"metrics-listen", options.metrics_listen}}) {
-    if (absl::Status s = sluice::app::ValidateListenAddress(address); !s.ok()) {
-      UsageError(absl::StrCat("--", name, ": ", s.message()));
-    }
-  }
-  if (!options.redis.empty()) {
-    if (absl::Status s = sluice::app::ValidateRedisAddress(options.redis);
-        !s.ok()) {
-      UsageError(std::string(s.message()));
-    }
-  }
-  if (options.sync_interval < absl::Milliseconds(10)) {
-    UsageError(absl::StrCat("--sync-interval must be at least 10ms, got ",
-                            absl::FormatDuration(options.sync_interval)));
-  }
-  if (options.redis_timeout <= absl::ZeroDuration()) {
-    UsageError(absl::StrCat("--redis-timeout must be > 0, got ",
-                            absl::FormatDuration(options.redis_timeout)));
-  }
+  // A negative count becomes 0, which ValidateOptions rejects.
+  options.expected_replicas = static_cast<uint32_t>(
+      std::max<int32_t>(0, absl::GetFlag(FLAGS_expected_replicas)));
   const std::string unknown =
       absl::AsciiStrToLower(absl::GetFlag(FLAGS_unknown_dependency));
   if (unknown == "allow") {
@@ -267,6 +253,9 @@ sluice::app::Server::Options OptionsFromFlags() {
     UsageError(
         absl::StrCat("--unknown-dependency must be allow or reject, got \"",
                      absl::GetFlag(FLAGS_unknown_dependency), "\""));
+  }
+  if (absl::Status s = sluice::app::ValidateOptions(options); !s.ok()) {
+    UsageError(std::string(s.message()));
   }
   return options;
 }
@@ -282,6 +271,38 @@ void SetLogLevel() {
         level, "\""));
   }
   spdlog::set_level(parsed);
+}
+
+// The --port-file format: one "name=host:port" line per listener (grpc,
+// admin, metrics), the host as in its listen flag and the port as bound.
+// Written to `path`.tmp and renamed over `path`, so that a reader polling
+// for the file never sees half of it.
+absl::Status WritePortFile(const std::string& path,
+                           const sluice::app::Server& server) {
+  const auto host = [](const std::string& address) {
+    return address.substr(0, address.rfind(':'));
+  };
+  const std::string text = absl::StrCat(
+      "grpc=", host(absl::GetFlag(FLAGS_listen)), ":", server.port(), "\n",
+      "admin=", host(absl::GetFlag(FLAGS_admin_listen)), ":",
+      server.admin_port(), "\n",
+      "metrics=", host(absl::GetFlag(FLAGS_metrics_listen)), ":",
+      server.metrics_port(), "\n");
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "--port-file: cannot write ", tmp, ": ", std::strerror(errno)));
+  }
+  const bool written = std::fputs(text.c_str(), f) >= 0;
+  if (std::fclose(f) != 0 || !written ||
+      std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(
+        "--port-file: cannot write ", path, ": ", std::strerror(error)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -317,6 +338,14 @@ int main(int argc, char** argv) {
     spdlog::critical("sluiced cannot start: {}", s.ToString());
     return 1;
   }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    if (absl::Status s = WritePortFile(port_file, server); !s.ok()) {
+      spdlog::critical("sluiced cannot start: {}", s.ToString());
+      server.Shutdown(absl::Now());
+      return 1;
+    }
+  }
 
   std::thread signal_thread([&server, signals] {
     int signal = 0;
@@ -326,6 +355,7 @@ int main(int argc, char** argv) {
   });
   server.Wait();
   signal_thread.join();
+  if (!port_file.empty()) std::remove(port_file.c_str());
   spdlog::info("sluiced stopped");
   return 0;
 }

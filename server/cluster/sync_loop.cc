@@ -37,6 +37,7 @@ void SyncLoop::Start() {
   absl::MutexLock lock(&mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
+  nudged_ = false;
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -194,15 +195,62 @@ void SyncLoop::ApplyConfig(const TickReply& reply) {
 }
 
 absl::Status SyncLoop::Tick(bool leaving) {
-  const absl::Time start = clock_->Now();
+  Round round = BuildRequest(leaving);
+  absl::StatusOr<TickReply> reply = Exchange(&round);
+  if (!reply.ok()) {
+    return TickFailed(round.start, round.took,
+                      std::string(reply.status().message()),
+                      std::move(round.request.forwarded));
+  }
+  if (leaving) {
+    spdlog::info("left the cluster: grants, leases and membership given back");
+    return absl::OkStatus();
+  }
+  const uint32_t live = AcceptMembership(round, *reply);
+  DeliverInbox(*reply);
+  PullConfig(round, *reply);
+  uint64_t resets = 0;
+  const std::vector<core::DependencyUpdate> updates =
+      PolicyUpdates(round, *reply, &resets);
+  engine_->ApplyTick(updates);
+  adopt_first_ = false;
+  RecordStats(round, *reply, live, resets);
+  return absl::OkStatus();
+}
+
+std::vector<core::DependencyUpdate> SyncLoop::PolicyUpdates(
+    const Round& round, const TickReply& reply, uint64_t* resets) {
+  std::vector<core::DependencyUpdate> updates;
+  updates.reserve(round.pushed.size());
+  for (size_t i = 0; i < round.pushed.size(); ++i) {
+    const core::DependencyTick& tick = *round.pushed[i];
+    const PolicyPush& push = round.request.policies[i];
+    const PolicyPull& pull = reply.policies[i];
+    if (pull.lost) {
+      ++*resets;
+      ReportLostPolicy(tick.name);
+    }
+    policy_epochs_[tick.name] = pull.epoch;
+    core::DependencyUpdate update;
+    update.name = tick.name;
+    ApplyGrants(round, push, pull, &update);
+    if (tick.has_breaker) ApplyBreakerRecords(tick, push, pull, &update);
+    updates.push_back(std::move(update));
+  }
+  return updates;
+}
+
+SyncLoop::Round SyncLoop::BuildRequest(bool leaving) {
+  Round round;
+  round.start = clock_->Now();
   const absl::Duration since =
       last_tick_ == absl::InfinitePast()
           ? options_.interval
-          : std::max(start - last_tick_, absl::Milliseconds(1));
-  last_tick_ = start;
+          : std::max(round.start - last_tick_, absl::Milliseconds(1));
+  last_tick_ = round.start;
 
-  std::vector<core::DependencyTick> ticks = engine_->CollectTick(since);
-  TickRequest request;
+  round.ticks = engine_->CollectTick(since);
+  TickRequest& request = round.request;
   request.replica_id = options_.replica_id;
   request.stale_after = stale_after();
   request.key_ttl = options_.key_ttl;
@@ -211,142 +259,149 @@ absl::Status SyncLoop::Tick(bool leaving) {
   request.config_seen = config_seen_;
   request.config_epoch_seen = config_epoch_;
   if (restore_pending_ && config_) request.restore = config_;
-  const bool seeding = seed_pending_;
-  if (seeding) request.seed = seed_;
+  round.seeding = seed_pending_;
+  if (round.seeding) request.seed = seed_;
   {
     absl::MutexLock lock(&forward_mu_);
     request.forwarded.swap(forward_queue_);
   }
-  std::vector<const core::DependencyTick*> pushed;
-  for (core::DependencyTick& tick : ticks) {
+  for (core::DependencyTick& tick : round.ticks) {
     if (tick.keys.empty() && !tick.has_breaker) continue;
-    PolicyPush push;
-    push.policy = tick.name;
-    push.per_key = tick.per_key;
-    auto epoch = policy_epochs_.find(tick.name);
-    if (epoch != policy_epochs_.end()) push.epoch_seen = epoch->second;
-    push.keys = std::move(tick.keys);
-    push.has_breaker = tick.has_breaker;
-    push.outcomes = tick.outcomes;
-    push.breaker = tick.breaker;
-    // Shared times are on the store's clock.
-    if (push.breaker.open_until != absl::InfinitePast()) {
-      push.breaker.open_until += offset_;
-    }
-    push.publish = !adopt_first_;
-    push.leases_wanted = tick.leases_wanted;
-    push.lease_cap = tick.lease_cap;
-    // A lease outlives a dead replica by a few ticks at most.
-    push.lease_ttl = std::max(tick.lease_ttl, request.stale_after);
-    request.policies.push_back(std::move(push));
-    pushed.push_back(&tick);
+    request.policies.push_back(PushFor(tick));
+    round.pushed.push_back(&tick);
   }
+  return round;
+}
 
-  absl::StatusOr<TickReply> reply = store_->Tick(request);
-  const absl::Duration took = clock_->Now() - start;
-  if (!reply.ok() || reply->policies.size() != request.policies.size()) {
-    return TickFailed(start, took,
-                      reply.ok() ? "store answered for the wrong number of "
-                                   "policies"
-                                 : reply.status().ToString(),
-                      std::move(request.forwarded));
+PolicyPush SyncLoop::PushFor(core::DependencyTick& tick) const {
+  PolicyPush push;
+  push.policy = tick.name;
+  push.per_key = tick.per_key;
+  auto epoch = policy_epochs_.find(tick.name);
+  if (epoch != policy_epochs_.end()) push.epoch_seen = epoch->second;
+  push.keys = std::move(tick.keys);
+  push.has_breaker = tick.has_breaker;
+  push.outcomes = tick.outcomes;
+  push.breaker = tick.breaker;
+  // Shared times are on the store's clock.
+  if (push.breaker.open_until != absl::InfinitePast()) {
+    push.breaker.open_until += offset_;
   }
-  if (leaving) {
-    spdlog::info("left the cluster: grants, leases and membership given back");
-    return absl::OkStatus();
-  }
+  push.publish = !adopt_first_;
+  push.leases_wanted = tick.leases_wanted;
+  push.lease_cap = tick.lease_cap;
+  // A lease outlives a dead replica by a few ticks at most.
+  push.lease_ttl = std::max(tick.lease_ttl, stale_after());
+  return push;
+}
 
+absl::StatusOr<TickReply> SyncLoop::Exchange(Round* round) {
+  absl::StatusOr<TickReply> reply = store_->Tick(round->request);
+  round->took = clock_->Now() - round->start;
+  // The message is what TickFailed logs and keeps as last_error.
+  if (!reply.ok()) return absl::UnavailableError(reply.status().ToString());
+  if (reply->policies.size() != round->request.policies.size()) {
+    return absl::UnavailableError(
+        "store answered for the wrong number of policies");
+  }
+  return reply;
+}
+
+uint32_t SyncLoop::AcceptMembership(const Round& round,
+                                    const TickReply& reply) {
   failed_in_a_row_ = 0;
-  last_success_ = start;
-  offset_ = reply->store_now - (start + took / 2);
-  const absl::Time valid_until = start + request.stale_after;
+  last_success_ = round.start;
+  offset_ = reply.store_now - (round.start + round.took / 2);
   const uint32_t live =
-      std::max<uint32_t>(1, static_cast<uint32_t>(reply->replicas.size()));
+      std::max<uint32_t>(1, static_cast<uint32_t>(reply.replicas.size()));
   live_replicas_ = live;
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
   engine_->SetStoreState(true, live);
-  {
-    absl::MutexLock lock(&forward_mu_);
-    live_.clear();
-    live_.insert(reply->replicas.begin(), reply->replicas.end());
-  }
-  for (const core::ForwardedReport& f : reply->forwarded_to_me) {
+  absl::MutexLock lock(&forward_mu_);
+  live_.clear();
+  live_.insert(reply.replicas.begin(), reply.replicas.end());
+  return live;
+}
+
+void SyncLoop::DeliverInbox(const TickReply& reply) {
+  for (const core::ForwardedReport& f : reply.forwarded_to_me) {
     engine_->Report(f.dependency, f.key, f.permit_id, f.outcome, f.latency);
   }
-  if (seeding) seed_pending_ = false;
-  if (request.restore) restore_pending_ = false;
-  ApplyConfig(*reply);
+}
 
-  uint64_t resets = 0;
-  std::vector<core::DependencyUpdate> updates;
-  updates.reserve(pushed.size());
-  for (size_t i = 0; i < pushed.size(); ++i) {
-    const core::DependencyTick& tick = *pushed[i];
-    const PolicyPush& push = request.policies[i];
-    const PolicyPull& pull = reply->policies[i];
-    if (pull.lost) {
-      ++resets;
-      const std::string detail = absl::StrCat(
-          "cluster store ", store_->Describe(), " lost the state of policy \"",
-          tick.name, "\"; this replica keeps its grants for ",
-          absl::FormatDuration(request.stale_after),
-          " and rebuilds its entries from memory");
-      spdlog::warn("{}", detail);
-      if (options_.on_store_reset) options_.on_store_reset(detail);
-    }
-    policy_epochs_[tick.name] = pull.epoch;
-    core::DependencyUpdate update;
-    update.name = tick.name;
-    for (size_t k = 0; k < push.keys.size() && k < pull.grants.size(); ++k) {
-      core::KeyGrant grant;
-      grant.key = push.keys[k].key;
-      grant.granted = pull.grants[k].granted;
-      grant.units = pull.grants[k].units;
-      grant.valid_until = valid_until;
-      update.grants.push_back(std::move(grant));
-    }
-    if (tick.has_breaker) {
-      auto& seen = seen_outcomes_[tick.name];
-      absl::flat_hash_map<std::string, core::OutcomeTotals> now_seen;
-      for (const ReplicaOutcomes& other : pull.outcomes) {
-        if (other.replica == options_.replica_id) continue;
-        auto it = seen.find(other.replica);
-        update.remote_outcomes +=
-            Delta(other.totals, it == seen.end() ? nullptr : &it->second);
-        now_seen[other.replica] = other.totals;
-      }
-      seen = std::move(now_seen);
-      if (pull.breaker) {
-        core::BreakerRecord record = *pull.breaker;
-        if (record.open_until != absl::InfinitePast()) {
-          record.open_until -= offset_;
-        }
-        update.mine = record.replica == options_.replica_id &&
-                      record.generation >= push.breaker.generation &&
-                      push.breaker.generation != push.breaker.base;
-        update.rejected =
-            !update.mine && push.breaker.generation != push.breaker.base;
-        update.breaker = std::move(record);
-      }
-      update.leases_granted = pull.leases_granted;
-    }
-    updates.push_back(std::move(update));
+void SyncLoop::PullConfig(const Round& round, const TickReply& reply) {
+  if (round.seeding) seed_pending_ = false;
+  if (round.request.restore) restore_pending_ = false;
+  ApplyConfig(reply);
+}
+
+void SyncLoop::ReportLostPolicy(const std::string& policy) {
+  const std::string detail = absl::StrCat(
+      "cluster store ", store_->Describe(), " lost the state of policy \"",
+      policy, "\"; this replica keeps its grants for ",
+      absl::FormatDuration(stale_after()),
+      " and rebuilds its entries from memory");
+  spdlog::warn("{}", detail);
+  if (options_.on_store_reset) options_.on_store_reset(detail);
+}
+
+void SyncLoop::ApplyGrants(const Round& round, const PolicyPush& push,
+                           const PolicyPull& pull,
+                           core::DependencyUpdate* update) {
+  const absl::Time valid_until = round.start + round.request.stale_after;
+  for (size_t k = 0; k < push.keys.size() && k < pull.grants.size(); ++k) {
+    core::KeyGrant grant;
+    grant.key = push.keys[k].key;
+    grant.granted = pull.grants[k].granted;
+    grant.units = pull.grants[k].units;
+    grant.valid_until = valid_until;
+    update->grants.push_back(std::move(grant));
   }
-  engine_->ApplyTick(updates);
-  adopt_first_ = false;
+}
 
+void SyncLoop::ApplyBreakerRecords(const core::DependencyTick& tick,
+                                   const PolicyPush& push,
+                                   const PolicyPull& pull,
+                                   core::DependencyUpdate* update) {
+  auto& seen = seen_outcomes_[tick.name];
+  absl::flat_hash_map<std::string, core::OutcomeTotals> now_seen;
+  for (const ReplicaOutcomes& other : pull.outcomes) {
+    if (other.replica == options_.replica_id) continue;
+    auto it = seen.find(other.replica);
+    update->remote_outcomes +=
+        Delta(other.totals, it == seen.end() ? nullptr : &it->second);
+    now_seen[other.replica] = other.totals;
+  }
+  seen = std::move(now_seen);
+  if (pull.breaker) {
+    core::BreakerRecord record = *pull.breaker;
+    if (record.open_until != absl::InfinitePast()) {
+      record.open_until -= offset_;
+    }
+    update->mine = record.replica == options_.replica_id &&
+                   record.generation >= push.breaker.generation &&
+                   push.breaker.generation != push.breaker.base;
+    update->rejected =
+        !update->mine && push.breaker.generation != push.breaker.base;
+    update->breaker = std::move(record);
+  }
+  update->leases_granted = pull.leases_granted;
+}
+
+void SyncLoop::RecordStats(const Round& round, const TickReply& reply,
+                           uint32_t live, uint64_t resets) {
   absl::MutexLock stats_lock(&stats_mu_);
   ++stats_.ticks;
   stats_.store_up = true;
   stats_.live_replicas = live;
-  stats_.last_tick_duration = took;
-  stats_.last_success = start;
+  stats_.last_tick_duration = round.took;
+  stats_.last_success = round.start;
   stats_.clock_offset = offset_;
   stats_.store_resets += resets;
-  stats_.reports_forwarded += request.forwarded.size() - reply->inbox_dropped;
-  stats_.reports_not_forwarded += reply->inbox_dropped;
-  stats_.reports_received += reply->forwarded_to_me.size();
-  return absl::OkStatus();
+  stats_.reports_forwarded +=
+      round.request.forwarded.size() - reply.inbox_dropped;
+  stats_.reports_not_forwarded += reply.inbox_dropped;
+  stats_.reports_received += reply.forwarded_to_me.size();
 }
 
 SyncStats SyncLoop::stats() const {

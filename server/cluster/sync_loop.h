@@ -6,11 +6,13 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/cluster/store.h"
@@ -81,7 +83,8 @@ class SyncLoop {
            Options options);
   ~SyncLoop();  // Stops the thread.
 
-  // Starts the thread. The first tick runs at once.
+  // Starts the thread. The first tick runs at once, which also answers any
+  // nudge made before Start.
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the thread, then Leave()s, so the counts of the final interval
   // reach the store and the grants go back at once.
@@ -109,8 +112,61 @@ class SyncLoop {
   const Options& options() const { return options_; }
 
  private:
+  // One tick's request and the engine state it was built from.
+  struct Round {
+    absl::Time start;
+    // How long the store took to answer.
+    absl::Duration took = absl::ZeroDuration();
+    std::vector<core::DependencyTick> ticks;
+    // The ticks pushed, in request.policies order (they point into ticks).
+    std::vector<const core::DependencyTick*> pushed;
+    TickRequest request;
+    // The request carries the seed.
+    bool seeding = false;
+  };
+
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  // A tick, in the steps below: build the request, exchange it with the
+  // store, then (unless leaving) take the membership, deliver the inbox,
+  // pull the config, apply each policy's grants and breaker records, and
+  // record the stats.
   absl::Status Tick(bool leaving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  Round BuildRequest(bool leaving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_)
+      ABSL_LOCKS_EXCLUDED(forward_mu_);
+  // What this replica pushes for one policy; moves the keys out of `tick`.
+  PolicyPush PushFor(core::DependencyTick& tick) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // One Store::Tick round trip; sets round->took. UNAVAILABLE (with the
+  // message TickFailed logs) when the store failed or answered wrongly.
+  absl::StatusOr<TickReply> Exchange(Round* round)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // The store answered: it is up, with these live replicas (returned).
+  uint32_t AcceptMembership(const Round& round, const TickReply& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_) ABSL_LOCKS_EXCLUDED(forward_mu_);
+  // Reports other replicas forwarded for this replica's permits.
+  void DeliverInbox(const TickReply& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // The seed and restore went through; applies the config part.
+  void PullConfig(const Round& round, const TickReply& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // The engine update for every policy pushed; counts lost ones in *resets.
+  std::vector<core::DependencyUpdate> PolicyUpdates(const Round& round,
+                                                    const TickReply& reply,
+                                                    uint64_t* resets)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  void ReportLostPolicy(const std::string& policy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  void ApplyGrants(const Round& round, const PolicyPush& push,
+                   const PolicyPull& pull, core::DependencyUpdate* update)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // Other replicas' outcomes, the stored breaker record and probe leases.
+  void ApplyBreakerRecords(const core::DependencyTick& tick,
+                           const PolicyPush& push, const PolicyPull& pull,
+                           core::DependencyUpdate* update)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  void RecordStats(const Round& round, const TickReply& reply, uint32_t live,
+                   uint64_t resets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_)
+      ABSL_LOCKS_EXCLUDED(stats_mu_);
   // A tick that failed: the store counts as down once it has been silent
   // for the stale period.
   absl::Status TickFailed(absl::Time start, absl::Duration took,

@@ -35,6 +35,7 @@ enum class MetricId : int {
   kStoreResets,
   kAcquireDuration,
   kEventsDropped,
+  kWatchers,
   kCount,  // not a metric
 };
 
@@ -126,6 +127,9 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
         {MetricId::kEventsDropped, "sluice_watch_events_dropped_total",
          MetricType::kCounter, {nullptr},
          "Events dropped because a WatchEvents client read too slowly."},
+        {MetricId::kWatchers, "sluice_watchers", MetricType::kGauge,
+         {nullptr},
+         "WatchEvents streams open now (sluicectl watch and the like)."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

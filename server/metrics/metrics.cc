@@ -201,6 +201,8 @@ std::vector<MetricFamily> Metrics::Collect() const {
       sources_.events_dropped
           ? static_cast<double>(sources_.events_dropped())
           : 0);
+  Add(family(MetricId::kWatchers), MetricId::kWatchers, {},
+      sources_.watchers ? static_cast<double>(sources_.watchers()) : 0);
 
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.

@@ -52,6 +52,8 @@ struct Sources {
   std::function<uint64_t()> events_dropped;
   // Answers for dependencies without a policy: {allowed, rejected}.
   std::function<std::pair<uint64_t, uint64_t>()> unknown_decisions;
+  // WatchEvents streams open now.
+  std::function<uint64_t()> watchers;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at
@@ -59,7 +61,7 @@ struct Sources {
 // path pays nothing for it; the exceptions are the Acquire histogram
 // (lock-free, see LatencyHistogram) and breaker transitions (counted on each
 // state change, which is rare). Safe for concurrent use.
-class Metrics {
+class Metrics final : public core::EventSink {
  public:
   explicit Metrics(Sources sources);
   Metrics(const Metrics&) = delete;
@@ -69,7 +71,7 @@ class Metrics {
   void ObserveAcquire(absl::Duration d) { acquire_.Observe(d); }
 
   // Counts a breaker state change. Quick; called under the dependency lock.
-  void OnBreakerTransition(const core::BreakerTransition& transition)
+  void OnBreakerTransition(const core::BreakerTransition& transition) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every metric family, in metric_list.h order; families without series

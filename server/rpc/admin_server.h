@@ -37,6 +37,10 @@ class AdminServer {
 
   int port() const { return port_; }
   bool has_token() const { return has_token_; }
+  // A channel to the admin API that skips the network (in-process tests).
+  std::shared_ptr<grpc::Channel> InProcessChannel() {
+    return server_->InProcessChannel(grpc::ChannelArguments());
+  }
 
   // Lets in-flight calls finish until `deadline`, then cancels them (and
   // every WatchEvents stream).

@@ -24,9 +24,10 @@
 #include "gtest/gtest.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
-#include "tests/admin/http_get.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/wait_for.h"
 
 namespace sluice {
 namespace {
@@ -50,15 +51,11 @@ v1::Policy P(const std::string& text) {
   return p;
 }
 
-// Polls `done` every 10 ms for up to 5 s; the time it took, or nullopt.
+// How long `done` took to hold (checked every 10 ms for up to 5 s), or
+// nullopt.
 template <typename F>
 std::optional<absl::Duration> TimeUntil(F done) {
-  const absl::Time start = absl::Now();
-  while (absl::Now() - start < absl::Seconds(5)) {
-    if (done()) return absl::Now() - start;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return std::nullopt;
+  return testing::WaitFor(std::move(done), absl::Seconds(5));
 }
 
 void RecordPropagation(const std::string& what, absl::Duration d) {
@@ -203,7 +200,9 @@ TEST_F(ClusterAdminTest, InvalidPolicyChangesNothing) {
   const grpc::Status s = Put(&a_, bad);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("breaker.failure_rate_threshold"));
-  absl::SleepFor(absl::Milliseconds(1500));  // more than one tick
+  // A whole tick of each replica after the refusal.
+  ASSERT_TRUE(testing::WaitForSyncTicks({&a_, &b_}, 2, absl::Seconds(5)))
+      << a_.Log() << b_.Log();
   EXPECT_EQ(Version(&a_, "inventory"), before);
   EXPECT_EQ(Version(&b_, "inventory"), before);
   for (int i = 0; i < 5; ++i) {
@@ -233,6 +232,8 @@ TEST_F(ClusterAdminTest, CompareAndSetConflictIsAbortedAcrossReplicas) {
 TEST_F(ClusterAdminTest, WatchOnOneReportsTransitionCausedOnAnother) {
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
+  // The watch gives up after 5 s.
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::WatchEventsRequest req;
   req.set_dependency("inventory");
   auto reader = b_.admin()->WatchEvents(&ctx, req);
@@ -247,10 +248,6 @@ TEST_F(ClusterAdminTest, WatchOnOneReportsTransitionCausedOnAnother) {
   }
   v1::Event e;
   bool seen = false;
-  std::thread cancel([&] {
-    absl::SleepFor(absl::Seconds(5));
-    ctx.TryCancel();
-  });
   while (reader->Read(&e)) {
     if (e.kind() == v1::Event::BREAKER_TRANSITION && e.to() == v1::OPEN) {
       seen = true;
@@ -259,7 +256,6 @@ TEST_F(ClusterAdminTest, WatchOnOneReportsTransitionCausedOnAnother) {
   }
   const absl::Duration took = absl::Now() - start;
   ctx.TryCancel();
-  cancel.join();
   reader->Finish();
   ASSERT_TRUE(seen) << b_.Log();
   RecordPropagation("breaker_trip_event", took);

@@ -18,7 +18,7 @@
 #include "server/core/engine.h"
 #include "server/metrics/metric_list.h"
 #include "server/policy/policy_store.h"
-#include "tests/admin/http_get.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/fake_clock.h"
 
 namespace sluice::metrics {
@@ -155,7 +155,7 @@ TEST(MetricListTest, NamesAreUniqueValidAndNeverUseKey) {
 }
 
 TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr});
   metrics_ptr_ = &metrics;
   Workload();
   metrics.ObserveAcquire(absl::Microseconds(40));
@@ -179,7 +179,7 @@ TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
 }
 
 TEST_F(MetricsTest, DecisionCountersAreConservedAndLabelled) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr});
   metrics_ptr_ = &metrics;
   std::map<std::string, int> calls = Workload();
   const std::vector<Sample> s = Parse(metrics.Render());
@@ -242,7 +242,8 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
                     return std::optional<SyncSnapshot>(s);
                   },
                   [] { return uint64_t{7}; },
-                  [] { return std::pair<uint64_t, uint64_t>(5, 1); }};
+                  [] { return std::pair<uint64_t, uint64_t>(5, 1); },
+                  nullptr};
   Metrics metrics(sources);
   const std::vector<Sample> s = Parse(metrics.Render());
   EXPECT_EQ(Sum(s, "sluice_store_up"), 0);
@@ -256,6 +257,16 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
   EXPECT_EQ(Sum(s, "sluice_unknown_dependency_decisions_total",
                 {{"verdict", "ALLOW"}}),
             5);
+}
+
+TEST_F(MetricsTest, WatchersAreTheOpenWatchStreams) {
+  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr};
+  uint64_t open = 2;
+  sources.watchers = [&] { return open; };
+  Metrics metrics(sources);
+  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_watchers"), 2);
+  open = 0;
+  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_watchers"), 0);
 }
 
 TEST(LatencyHistogramTest, BucketsAreCumulative) {
@@ -276,7 +287,7 @@ TEST(LatencyHistogramTest, BucketsAreCumulative) {
 // The real /metrics endpoint, checked by promtool (Debian package
 // "prometheus"), and its decision counters against the calls made.
 TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr});
   metrics_ptr_ = &metrics;
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       MetricsServer::Start("127.0.0.1:0", &metrics);
@@ -317,7 +328,7 @@ TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
 TEST(MetricsServerTest, BusyAddressIsAnError) {
   sluice::testing::FakeClock clock;
   core::Engine engine(&clock, core::Engine::Options());
-  Metrics metrics({&engine, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine, nullptr, nullptr, nullptr, nullptr});
   auto first = MetricsServer::Start("127.0.0.1:0", &metrics);
   ASSERT_TRUE(first.ok());
   auto second = MetricsServer::Start(

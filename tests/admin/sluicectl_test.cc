@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/wait_for.h"
 
 namespace sluice {
 namespace {
@@ -115,7 +116,11 @@ TEST_F(SluicectlTest, ApplyGetBreakerStateWatch) {
     CommandResult w = Ctl("watch inventory --count 2 -o json > " + watch_out);
     EXPECT_EQ(w.exit_code, 0) << w.output;
   });
-  absl::SleepFor(absl::Milliseconds(500));  // let the watch subscribe
+  // The watch is subscribed once the server counts it.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return server_.Metric("sluice_watchers") == 1; },
+      absl::Seconds(5)))
+      << "the watch did not subscribe";
 
   r = Ctl("breaker open inventory --note INC-7");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -1,7 +1,8 @@
 // Starts the real sluiced binary and drives it over gRPC. Each test runs its
 // own process on port 0 with its own policies file, and stops it with SIGTERM
-// expecting exit code 0. Sleeps are short and bounded: they wait for a real
-// breaker open time or for the policies file watcher.
+// expecting exit code 0. The tests wait on conditions (the port file, the
+// policy version, the bucket's tokens, the log); the only sleeps wait out a
+// real breaker open time, which is what those tests check.
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -14,9 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,7 +29,10 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/port_file.h"
+#include "tests/testing/wait_for.h"
 
 extern char** environ;
 
@@ -69,6 +73,7 @@ class Sluiced {
     if (mkdtemp(dir) != nullptr) dir_ = dir;
     policies_path_ = dir_ + "/policies.yaml";
     log_path_ = dir_ + "/sluiced.log";
+    port_file_ = dir_ + "/ports";
   }
   ~Sluiced() {
     if (pid_ > 0) {  // A failed test: do not leave the child behind.
@@ -77,10 +82,13 @@ class Sluiced {
     }
     std::remove(policies_path_.c_str());
     std::remove(log_path_.c_str());
+    std::remove(port_file_.c_str());
     rmdir(dir_.c_str());
   }
 
   const std::string& policies_path() const { return policies_path_; }
+  // For --port-file: the file sluiced writes once it is serving.
+  const std::string& port_file() const { return port_file_; }
   std::string Log() const { return ReadAll(log_path_); }
 
   // Spawns sluiced with `args` (after the binary name) and `env` on top of
@@ -113,34 +121,44 @@ class Sluiced {
     ASSERT_EQ(rc, 0) << "cannot spawn " << SLUICED_PATH;
   }
 
-  // Spawns sluiced on port 0 with the policies file and waits for the
-  // "serving DecisionService on 127.0.0.1:PORT" line.
+  // Spawns sluiced on port 0 with the policies file and waits until it
+  // serves.
   void Start(const std::string& policies,
              std::vector<std::string> extra_args = {},
              const std::vector<std::string>& env = {}) {
     WriteFileAtomically(policies_path_, policies);
     std::vector<std::string> args = {
         "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
-        "--metrics-listen=127.0.0.1:0", "--policies=" + policies_path_};
+        "--metrics-listen=127.0.0.1:0", "--policies=" + policies_path_,
+        "--port-file=" + port_file_};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     Spawn(args, env);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
-    const std::regex serving(
-        "serving DecisionService on 127\\.0\\.0\\.1:([0-9]+)");
-    const absl::Time give_up = absl::Now() + kStartTimeout;
-    std::smatch match;
-    std::string log;
-    while (true) {
-      log = Log();
-      if (std::regex_search(log, match, serving)) break;
-      ASSERT_TRUE(Alive()) << "sluiced exited early:\n" << log;
-      ASSERT_LT(absl::Now(), give_up) << "sluiced did not start:\n" << log;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    port_ = std::stoi(match[1]);
+    ASSERT_NO_FATAL_FAILURE(AwaitPortFile());
+  }
+
+  // Waits for the port file of a process spawned with --port-file=
+  // port_file(), then connects to the ports it names.
+  void AwaitPortFile() {
+    std::optional<std::map<std::string, int>> ports;
+    testing::WaitFor(
+        [&] {
+          ports = testing::ReadPortFile(port_file_);
+          return ports.has_value() || !Alive();
+        },
+        kStartTimeout, absl::Milliseconds(20));
+    ASSERT_TRUE(ports.has_value())
+        << (Alive() ? "sluiced did not start:\n" : "sluiced exited early:\n")
+        << Log();
+    port_ = (*ports)["grpc"];
+    ASSERT_GT(port_, 0) << ReadAll(port_file_);
+    ASSERT_GT((*ports)["admin"], 0) << ReadAll(port_file_);
     channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
                                    grpc::InsecureChannelCredentials());
     stub_ = v1::DecisionService::NewStub(channel_);
+    admin_ = v1::AdminService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*ports)["admin"]),
+                            grpc::InsecureChannelCredentials()));
   }
 
   bool Alive() {
@@ -156,10 +174,8 @@ class Sluiced {
 
   // Waits for the process to exit by itself; its wait status, or nullopt.
   std::optional<int> WaitForExit(absl::Duration timeout) {
-    const absl::Time give_up = absl::Now() + timeout;
-    while (Alive()) {
-      if (absl::Now() > give_up) return std::nullopt;
-      absl::SleepFor(absl::Milliseconds(10));
+    if (!testing::WaitFor([this] { return !Alive(); }, timeout)) {
+      return std::nullopt;
     }
     return exit_status_;
   }
@@ -169,6 +185,7 @@ class Sluiced {
   // drain would wait for its full deadline.
   void Disconnect() {
     stub_.reset();
+    admin_.reset();
     channel_.reset();
   }
 
@@ -236,15 +253,29 @@ class Sluiced {
     return response.status();
   }
 
+  // The dependency's state over the admin API (no token configured here).
+  v1::DependencyState State(const std::string& dependency) {
+    v1::GetStateRequest request;
+    request.set_dependency(dependency);
+    v1::DependencyState state;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcDeadline));
+    grpc::Status status = admin_->GetState(&context, request, &state);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return state;
+  }
+
  private:
   std::string dir_;
   std::string policies_path_;
   std::string log_path_;
+  std::string port_file_;
   pid_t pid_ = -1;
   int exit_status_ = 0;
   int port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DecisionService::Stub> stub_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
 };
 
 class SluicedTest : public ::testing::Test {
@@ -341,6 +372,8 @@ TEST_F(SluicedTest, BreakerTripsDegradesProbesAndRecovers) {
   ExpectAlive();
 
   // After open_duration: HALF_OPEN, exactly two probes, then PROBE_LIMIT.
+  // Not a wait for a condition: the real 300 ms open_duration passing is
+  // what is under test.
   absl::SleepFor(absl::Milliseconds(500));
   v1::AcquireResponse probe1 = sluiced_.Acquire("payments");
   v1::AcquireResponse probe2 = sluiced_.Acquire("payments");
@@ -372,7 +405,7 @@ TEST_F(SluicedTest, BreakerTripsDegradesProbesAndRecovers) {
 TEST_F(SluicedTest, FailedProbeReopensTheBreaker) {
   ASSERT_NO_FATAL_FAILURE(sluiced_.Start(kBreakerPolicy));
   ASSERT_NO_FATAL_FAILURE(Trip(&sluiced_));
-  absl::SleepFor(absl::Milliseconds(500));
+  absl::SleepFor(absl::Milliseconds(500));  // the real open_duration, tested
   v1::AcquireResponse probe = sluiced_.Acquire("payments");
   ASSERT_EQ(probe.verdict(), v1::ALLOW);
   ASSERT_EQ(probe.breaker_state(), v1::HALF_OPEN);
@@ -581,17 +614,21 @@ TEST_F(SluicedTest, PolicyFileHotReload) {
   // A good rewrite is in force within a few seconds.
   ASSERT_NO_FATAL_FAILURE(
       WriteFileAtomically(sluiced_.policies_path(), kReloadV2));
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
   uint64_t v2_version = v1_version;
-  while (v2_version == v1_version && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(100));
-    v2_version = sluiced_.Acquire("inventory").policy_version();
-  }
+  testing::WaitFor(
+      [&] {
+        v2_version = sluiced_.Acquire("inventory").policy_version();
+        return v2_version != v1_version;
+      },
+      absl::Seconds(10), absl::Milliseconds(100));
   ASSERT_GT(v2_version, v1_version) << sluiced_.Log();
   EXPECT_EQ(sluiced_.Acquire("added").reason(), v1::REASON_UNSPECIFIED);
   // Let the new bucket fill (10/s up to 5), then burst: exactly the new
   // burst of 5 passes (6 if a token refills meanwhile), the v1 limit was 2.
-  absl::SleepFor(absl::Milliseconds(700));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return sluiced_.State("inventory").tokens_available() >= 5; },
+      absl::Seconds(5)))
+      << sluiced_.Log();
   int allowed = 0;
   for (int i = 0; i < 10; ++i) {
     allowed += sluiced_.Acquire("inventory").verdict() == v1::ALLOW;
@@ -605,11 +642,9 @@ TEST_F(SluicedTest, PolicyFileHotReload) {
   // A broken rewrite is logged and changes nothing.
   ASSERT_NO_FATAL_FAILURE(
       WriteFileAtomically(sluiced_.policies_path(), kReloadBroken));
-  const absl::Time give_up2 = absl::Now() + absl::Seconds(10);
-  while (!absl::StrContains(sluiced_.Log(), "rejected") &&
-         absl::Now() < give_up2) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  testing::WaitFor(
+      [&] { return absl::StrContains(sluiced_.Log(), "rejected"); },
+      absl::Seconds(10), absl::Milliseconds(100));
   EXPECT_THAT(sluiced_.Log(), HasSubstr("keeping the previous policies"));
   EXPECT_THAT(sluiced_.Log(), HasSubstr("rate"));
   ExpectAlive();
@@ -637,12 +672,9 @@ TEST_F(SluicedTest, SigtermDrainsAndExitsZero) {
 TEST_F(SluicedTest, StartsWithoutPoliciesAndWarns) {
   ASSERT_NO_FATAL_FAILURE(
       sluiced_.Spawn({"--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
-                      "--metrics-listen=127.0.0.1:0", "--log-level=debug"}));
-  const absl::Time give_up = absl::Now() + kStartTimeout;
-  while (!absl::StrContains(sluiced_.Log(), "serving DecisionService") &&
-         absl::Now() < give_up && sluiced_.Alive()) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+                      "--metrics-listen=127.0.0.1:0", "--log-level=debug",
+                      "--port-file=" + sluiced_.port_file()}));
+  ASSERT_NO_FATAL_FAILURE(sluiced_.AwaitPortFile());
   EXPECT_THAT(sluiced_.Log(), HasSubstr("no --policies file"));
   ExpectAlive();
 }

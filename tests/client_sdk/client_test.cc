@@ -15,6 +15,7 @@
 #include "server/rpc/decision_service.h"
 #include "sluice/client/client.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/wait_for.h"
 
 namespace sluice::client {
 namespace {
@@ -95,13 +96,14 @@ class ClientTest : public ::testing::Test {
   // Reports are asynchronous; this waits until Sluice has answered `n` of
   // them (a completion, not the passing of time).
   void AwaitReports(uint64_t n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      ClientStats s = client_->stats();
-      if (s.reports_sent + s.reports_failed >= n) return;
-      absl::SleepFor(absl::Milliseconds(1));
+    if (!testing::WaitFor(
+            [&] {
+              const ClientStats s = client_->stats();
+              return s.reports_sent + s.reports_failed >= n;
+            },
+            absl::Seconds(10), absl::Milliseconds(1))) {
+      FAIL() << "reports did not complete";
     }
-    FAIL() << "reports did not complete";
   }
 
   static absl::StatusOr<Response> Ok(std::string body) {
@@ -369,10 +371,9 @@ TEST_F(ClientTest, QueuedReportsGoInBatchesAndAllArrive) {
     ASSERT_TRUE(permits.back().allowed());
   }
   for (Permit& p : permits) p.Report(Outcome::kSuccess, absl::Milliseconds(1));
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while ((*client)->stats().reports_sent < kPermits && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  testing::WaitFor(
+      [&] { return (*client)->stats().reports_sent >= kPermits; },
+      absl::Seconds(10), absl::Milliseconds(1));
   EXPECT_EQ((*client)->stats().reports_sent, static_cast<uint64_t>(kPermits));
   EXPECT_EQ((*client)->stats().reports_dropped, 0u);
   // Fewer calls than reports: the queue left in batches.

@@ -125,7 +125,7 @@ class SlowSluice final : public v1::DecisionService::CallbackService {
     absl::MutexLock lock(&mu_);
     const int id = ++granted_;
     threads_.emplace_back([this, reactor, response, id] {
-      absl::SleepFor(delay_);
+      absl::SleepFor(delay_);  // the slowness under test
       response->set_verdict(v1::ALLOW);
       response->set_permit_id(absl::StrCat(id));
       reactor->Finish(grpc::Status::OK);

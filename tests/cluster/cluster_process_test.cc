@@ -12,12 +12,14 @@
 #include "gtest/gtest.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/wait_for.h"
 
 namespace sluice {
 namespace {
 
 using testing::RedisServer;
 using testing::SluicedProcess;
+using testing::WaitFor;
 
 class ClusterProcessTest : public ::testing::Test {
  protected:
@@ -34,6 +36,17 @@ class ClusterProcessTest : public ::testing::Test {
            "--replica-id=r" + std::to_string(i), "--redis-timeout=200ms"},
           "", &error))
           << error;
+    }
+  }
+
+  // Waits until every replica counts all of them live: each has ticked
+  // since the last one joined.
+  void WaitAllLive() {
+    const int n = static_cast<int>(replicas_.size());
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(replicas_[i]->WaitForLiveReplicas(n, absl::Seconds(10)))
+          << "r" << i << " never saw " << n << " live replicas:\n"
+          << replicas_[i]->Log();
     }
   }
 
@@ -64,7 +77,7 @@ void Drive(SluicedProcess* replica, const std::string& dep,
         out->admitted.push_back(absl::Now());
       }
     }
-    absl::SleepFor(pause);
+    absl::SleepFor(pause);  // paces the offered load
   }
 }
 
@@ -86,7 +99,7 @@ TEST_F(ClusterProcessTest, SkewedLoadHoldsTheGlobalLimitAndTheBooksBalance) {
   const absl::Time start = absl::Now();
   const absl::Time from = start + absl::Seconds(4);  // a few ticks of warm-up
   const absl::Time to = from + absl::Seconds(10);
-  absl::SleepFor(to - start + absl::Milliseconds(100));
+  absl::SleepFor(to - start + absl::Milliseconds(100));  // the measured window
   stop = true;
   for (auto& t : threads) t.join();
 
@@ -142,7 +155,7 @@ TEST_F(ClusterProcessTest, TripOnOneReplicaReachesTheOthersWithinATick) {
                half_open_probes: 1, successes_to_close: 1 }
     fallback: { strategy: STATIC, payload: 'cached', on: [CIRCUIT_OPEN] }
 )");
-  absl::SleepFor(absl::Milliseconds(1500));  // every replica has ticked
+  ASSERT_NO_FATAL_FAILURE(WaitAllLive());
   for (int i = 0; i < 3; ++i) {
     const v1::AcquireResponse r = replicas_[0]->Acquire("payments");
     ASSERT_EQ(r.verdict(), v1::ALLOW);
@@ -152,12 +165,13 @@ TEST_F(ClusterProcessTest, TripOnOneReplicaReachesTheOthersWithinATick) {
   EXPECT_EQ(replicas_[0]->Acquire("payments").reason(), v1::CIRCUIT_OPEN);
   for (int r = 1; r < 3; ++r) {
     absl::Time seen = absl::InfiniteFuture();
-    while (absl::Now() < tripped + absl::Seconds(3)) {
-      if (replicas_[r]->Acquire("payments").reason() == v1::CIRCUIT_OPEN) {
-        seen = absl::Now();
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(10));
+    if (WaitFor(
+            [&] {
+              return replicas_[r]->Acquire("payments").reason() ==
+                     v1::CIRCUIT_OPEN;
+            },
+            tripped + absl::Seconds(3))) {
+      seen = absl::Now();
     }
     // Within sync_interval + 200 ms of the trip.
     EXPECT_LE(seen - tripped, absl::Milliseconds(1200)) << "replica " << r;
@@ -175,10 +189,11 @@ TEST_F(ClusterProcessTest, TripOnOneReplicaReachesTheOthersWithinATick) {
     threads.emplace_back([&, r] {
       while (!stop) {
         if (replicas_[r]->Acquire("payments").verdict() == v1::ALLOW) ++probes;
-        absl::SleepFor(absl::Milliseconds(5));
+        absl::SleepFor(absl::Milliseconds(5));  // paces the load
       }
     });
   }
+  // Under test: the real open_duration (2 s), then 2.5 s of HALF_OPEN.
   absl::SleepFor(tripped + absl::Seconds(2) + absl::Milliseconds(2500) -
                  absl::Now());
   stop = true;
@@ -193,7 +208,7 @@ TEST_F(ClusterProcessTest, ReportsReachingAnotherReplicaSettleAtTheIssuer) {
     concurrency: { max_in_flight: 3 }
     breaker: { consecutive_failures: 3, open_duration: 30s }
 )");
-  absl::SleepFor(absl::Milliseconds(1200));  // both replicas know each other
+  ASSERT_NO_FATAL_FAILURE(WaitAllLive());  // both replicas know each other
   // Replica 0 admits three calls; a gateway balancing per request reports
   // them to replica 1.
   std::vector<std::string> permits;
@@ -210,11 +225,14 @@ TEST_F(ClusterProcessTest, ReportsReachingAnotherReplicaSettleAtTheIssuer) {
   }
   // Within two ticks replica 0 has settled them: the failures opened its
   // breaker (and the cluster's), and no slot stayed held to expire later.
-  bool open = false;
-  while (!open && absl::Now() < reported + absl::Seconds(4)) {
-    open = replicas_[0]->Acquire("payments").reason() == v1::CIRCUIT_OPEN;
-    if (!open) absl::SleepFor(absl::Milliseconds(20));
-  }
+  const bool open =
+      WaitFor(
+          [&] {
+            return replicas_[0]->Acquire("payments").reason() ==
+                   v1::CIRCUIT_OPEN;
+          },
+          reported + absl::Seconds(4), absl::Milliseconds(20))
+          .has_value();
   EXPECT_TRUE(open) << replicas_[0]->Log();
   EXPECT_LE(absl::Now() - reported, absl::Milliseconds(2500));
   EXPECT_NE(replicas_[0]->Log().find("3 consecutive failures"),
@@ -260,11 +278,13 @@ TEST_F(ClusterProcessTest, StoreOutagesFollowEachPolicysFailureMode) {
                                resp.verdict() == v1::ALLOW, t1 - t0,
                                !status.ok()});
           }
-          absl::SleepFor(absl::Milliseconds(4));
+          absl::SleepFor(absl::Milliseconds(4));  // paces the load
         }
       });
     }
   }
+  // The phases' lengths are the scenario (load, kill, restart, pause), not
+  // waits for a condition: the assertions below judge each phase's window.
   const absl::Time t0 = absl::Now();
   absl::SleepFor(absl::Seconds(4));
   redis_.Kill();
@@ -373,11 +393,11 @@ TEST_F(ClusterProcessTest, StartsWithRedisDownAndJoinsWhenItComes) {
   EXPECT_TRUE(status.ok());
   ASSERT_TRUE(redis_.Start());
   const absl::Time started = absl::Now();
-  bool joined = false;
-  while (!joined && absl::Now() < started + absl::Seconds(5)) {
-    joined = replicas_[0]->Acquire("closed").verdict() == v1::ALLOW;
-    if (!joined) absl::SleepFor(absl::Milliseconds(50));
-  }
+  const bool joined =
+      WaitFor(
+          [&] { return replicas_[0]->Acquire("closed").verdict() == v1::ALLOW; },
+          started + absl::Seconds(5), absl::Milliseconds(50))
+          .has_value();
   EXPECT_TRUE(joined) << replicas_[0]->Log();
   // Within two ticks of Redis coming back.
   EXPECT_LE(absl::Now() - started, absl::Seconds(2) + absl::Milliseconds(300));
@@ -395,7 +415,7 @@ TEST_F(ClusterProcessTest, RedisCommandsPerTickStayFlatAsTheRateGrows) {
     std::atomic<bool> stop{false};
     Load load;
     std::thread t(Drive, replicas_[0].get(), "flat", pause, &stop, &load);
-    absl::SleepFor(absl::Seconds(5));
+    absl::SleepFor(absl::Seconds(5));  // the measured window
     stop = true;
     t.join();
     const auto stats = redis_.CommandCalls();

@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,13 +32,14 @@
 #include "gtest/gtest.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/sluiced_process.h"
+#include "tests/testing/wait_for.h"
 
 namespace sluice {
 namespace {
 
 using testing::RedisServer;
-using testing::RunCommand;
 using testing::SluicedProcess;
+using testing::WaitFor;
 
 // The policy: a token bucket of 100/s with burst 10 shared by the
 // cluster, failing open (the default) while Redis is unreachable.
@@ -59,17 +59,7 @@ constexpr char kLibFaketime[] =
 
 // An unlabeled sample of the replica's /metrics, or -1 if absent.
 double Metric(const SluicedProcess& replica, const std::string& name) {
-  const testing::CommandResult page = RunCommand(absl::StrCat(
-      "curl -s --max-time 2 http://127.0.0.1:", replica.metrics_port(),
-      "/metrics"));
-  std::istringstream lines(page.output);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (absl::StartsWith(line, name + " ")) {
-      return std::strtod(line.c_str() + name.size() + 1, nullptr);
-    }
-  }
-  return -1;
+  return replica.Metric(name);
 }
 
 // The sum of one metric over `replicas`.
@@ -84,11 +74,9 @@ double MetricSum(const std::vector<SluicedProcess*>& replicas,
 // the tick's end).
 absl::Time WaitForTick(const SluicedProcess& replica) {
   const double before = Metric(replica, "sluice_sync_ticks_total");
-  const absl::Time give_up = absl::Now() + absl::Seconds(3);
-  while (Metric(replica, "sluice_sync_ticks_total") == before &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  WaitFor(
+      [&] { return Metric(replica, "sluice_sync_ticks_total") != before; },
+      absl::Seconds(3), absl::Milliseconds(5));
   return absl::Now();
 }
 
@@ -279,13 +267,14 @@ class ClusterTransientTest : public ::testing::Test {
     }
     const absl::Time give_up = absl::Now() + absl::Seconds(ticks + 3);
     for (size_t i = 0; i < replicas_.size(); ++i) {
-      while (Metric(*replicas_[i], "sluice_sync_ticks_total") <
-             from[i] + ticks) {
-        ASSERT_LT(absl::Now(), give_up)
-            << "r" << i << " did not tick " << ticks << " times:\n"
-            << replicas_[i]->Log();
-        absl::SleepFor(absl::Milliseconds(50));
-      }
+      ASSERT_TRUE(WaitFor(
+          [&] {
+            return Metric(*replicas_[i], "sluice_sync_ticks_total") >=
+                   from[i] + ticks;
+          },
+          give_up, absl::Milliseconds(50)))
+          << "r" << i << " did not tick " << ticks << " times:\n"
+          << replicas_[i]->Log();
     }
   }
   // Waits until every replica counts all replicas live, then for two more
@@ -294,12 +283,11 @@ class ClusterTransientTest : public ::testing::Test {
     const double n = static_cast<double>(replicas_.size());
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
     for (size_t i = 0; i < replicas_.size(); ++i) {
-      while (Metric(*replicas_[i], "sluice_live_replicas") != n) {
-        ASSERT_LT(absl::Now(), give_up)
-            << "r" << i << " never saw " << n << " live replicas:\n"
-            << replicas_[i]->Log();
-        absl::SleepFor(absl::Milliseconds(50));
-      }
+      ASSERT_TRUE(WaitFor(
+          [&] { return Metric(*replicas_[i], "sluice_live_replicas") == n; },
+          give_up, absl::Milliseconds(50)))
+          << "r" << i << " never saw " << n << " live replicas:\n"
+          << replicas_[i]->Log();
     }
     ASSERT_NO_FATAL_FAILURE(WaitTicks(2));
   }
@@ -336,6 +324,8 @@ TEST_F(ClusterTransientTest, RedisStallOf600msKeepsTheLimit) {
   // 400 ms time out (--redis-timeout 200ms) before Redis resumes, so pause
   // 800 ms after a tick of r0: its next tick starts 200 ms into the stall.
   const double failed_before = MetricSum(Replicas(), "sluice_sync_errors_total");
+  // The sleeps below place and time the stall and the measured window:
+  // they are the scenario, not waits for a condition.
   const absl::Time ticked = WaitForTick(*replicas_[0]);
   absl::SleepFor(ticked + absl::Milliseconds(800) - absl::Now());
   const absl::Time stall = absl::Now();
@@ -368,7 +358,7 @@ TEST_F(ClusterTransientTest, RedisRestartingEmptyKeepsTheLimit) {
   redis_.Kill();
   ASSERT_TRUE(redis_.Start());  // no persistence: it comes back empty
   const absl::Duration down = absl::Now() - killed;
-  absl::SleepFor(killed + absl::Seconds(4) - absl::Now());
+  absl::SleepFor(killed + absl::Seconds(4) - absl::Now());  // measured window
   load.Stop();
   const double failed_ticks =
       MetricSum(Replicas(), "sluice_sync_errors_total") - failed_before;
@@ -394,7 +384,7 @@ TEST_F(ClusterTransientTest, IdleReplicasWakingTogetherKeepTheLimit) {
 
   const absl::Time woke = absl::Now();
   load.Go();
-  absl::SleepFor(woke + absl::Seconds(4) - absl::Now());
+  absl::SleepFor(woke + absl::Seconds(4) - absl::Now());  // measured window
   load.Stop();
 
   const int64_t admitted = load.AdmittedIn(woke, woke + absl::Seconds(4));
@@ -439,7 +429,7 @@ TEST_F(ClusterTransientTest, OneClockFourSecondsAheadKeepsTheLimit) {
   ASSERT_NO_FATAL_FAILURE(WaitTicks(2));
 
   const absl::Time from = absl::Now();
-  absl::SleepFor(absl::Seconds(4));
+  absl::SleepFor(absl::Seconds(4));  // the measured window
   std::vector<std::string> live;
   for (const auto& r : replicas_) {
     live.push_back(absl::StrCat(Metric(*r, "sluice_live_replicas")));
@@ -486,7 +476,7 @@ TEST_F(ClusterTransientTest, ConcurrencyCapOfTwoHoldsAcrossFourReplicas) {
             continue;
           }
           if (resp.verdict() != v1::ALLOW) {
-            absl::SleepFor(absl::Milliseconds(2));
+            absl::SleepFor(absl::Milliseconds(2));  // paces the retries
             continue;
           }
           ++admitted[r];
@@ -507,7 +497,7 @@ TEST_F(ClusterTransientTest, ConcurrencyCapOfTwoHoldsAcrossFourReplicas) {
     }
   }
   go.Notify();
-  absl::SleepFor(absl::Seconds(8));
+  absl::SleepFor(absl::Seconds(8));  // the measured window
   stop = true;
   for (std::thread& t : threads) t.join();
 
@@ -538,7 +528,7 @@ TEST_F(ClusterTransientTest, SlidingWindowOfThreeHoldsAcrossFourReplicas) {
   ASSERT_NO_FATAL_FAILURE(WaitSynced());
   FlatOutLoad load(Replicas(), "window", 2);
   load.Go();
-  absl::SleepFor(absl::Seconds(10));
+  absl::SleepFor(absl::Seconds(10));  // the measured window
   load.Stop();
 
   // The most ALLOWs decided within one span of 1 s. A server decided each
@@ -598,11 +588,14 @@ TEST_F(ClusterTransientTest, PerKeyBreakerProbesAndClosesInClusterMode) {
   ASSERT_EQ(resp.reason(), v1::CIRCUIT_OPEN) << "three failures trip key k";
 
   // The first answer that is not CIRCUIT_OPEN is the probe.
-  do {
-    absl::SleepFor(absl::Milliseconds(20));
-    ASSERT_TRUE(Acquire(stub.get(), "tenants", "k", &resp).ok());
-  } while (resp.reason() == v1::CIRCUIT_OPEN &&
-           absl::Now() < tripped + absl::Seconds(5));
+  bool acquired = true;
+  WaitFor(
+      [&] {
+        acquired = Acquire(stub.get(), "tenants", "k", &resp).ok();
+        return !acquired || resp.reason() != v1::CIRCUIT_OPEN;
+      },
+      tripped + absl::Seconds(5), absl::Milliseconds(20));
+  ASSERT_TRUE(acquired);
   const absl::Duration probe_after = absl::Now() - tripped;
   const v1::AcquireResponse probe = resp;
   bool closed = false;

@@ -3,6 +3,7 @@
 #include "server/cluster/redis_store.h"
 #include "tests/cluster/cluster_scenarios.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/wait_for.h"
 
 namespace sluice::cluster {
 namespace {
@@ -57,12 +58,9 @@ TEST(RedisStoreTest, PausedRedisTimesOutAndComesBack) {
   EXPECT_FALSE(reply.ok());
   EXPECT_LT(took, absl::Seconds(1)) << "a paused Redis must cost one timeout";
   // Back within a few attempts once the backoff has passed.
-  bool ok = false;
-  for (int i = 0; i < 20 && !ok; ++i) {
-    absl::SleepFor(absl::Milliseconds(20));
-    ok = store.Tick(Request()).ok();
-  }
-  EXPECT_TRUE(ok);
+  EXPECT_TRUE(testing::WaitFor([&] { return store.Tick(Request()).ok(); },
+                               absl::Milliseconds(400),
+                               absl::Milliseconds(20)));
 }
 
 TEST(RedisStoreTest, ReloadsItsScriptAfterAScriptFlush) {

@@ -8,14 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include <hiredis/hiredis.h>
+
+#include "absl/time/time.h"
+#include "tests/testing/wait_for.h"
 
 namespace sluice::testing {
 
@@ -53,11 +54,9 @@ class RedisServer {
              "warning", static_cast<char*>(nullptr));
       _exit(127);
     }
-    for (int i = 0; i < 200; ++i) {
-      if (Ping()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    return false;
+    return WaitFor([this] { return Ping(); }, absl::Seconds(5),
+                   absl::Milliseconds(25))
+        .has_value();
   }
   void Kill() {
     if (pid_ <= 0) return;

@@ -3,11 +3,11 @@
 
 // A real sluiced child process for integration tests: its own temp dir,
 // policies file and log; ports chosen by the server (port 0) and read back
-// from its "serving ... on HOST:PORT" log lines.
+// from the file it writes with --port-file once every listener is bound.
 //
 // The binary is $SLUICED_BINARY when set (to run the tests against another
-// build, e.g. a copy of main's sluiced), else the SLUICED_PATH the test was
-// compiled with.
+// build, e.g. a copy of main's sluiced; it must know --port-file), else the
+// SLUICED_PATH the test was compiled with.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,8 +20,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
-#include <regex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@
 #include "absl/time/time.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/port_file.h"
+#include "tests/testing/wait_for.h"
 
 extern char** environ;
 
@@ -88,6 +92,7 @@ class SluicedProcess {
     policies_path_ = dir_ + "/policies.yaml";
     log_path_ = dir_ + "/sluiced.log";
     token_path_ = dir_ + "/token";
+    port_file_ = dir_ + "/ports";
   }
   ~SluicedProcess() {
     Kill();
@@ -105,6 +110,18 @@ class SluicedProcess {
     return absl::StrCat("127.0.0.1:", admin_port_);
   }
 
+  // The unlabeled sample `name` of this process's /metrics, or -1.
+  double Metric(const std::string& name) const {
+    return MetricSample(metrics_port_, name);
+  }
+
+  // Cluster mode: waits until this replica counts `n` live replicas (itself
+  // included) at its last tick; false after `timeout`.
+  bool WaitForLiveReplicas(int n, absl::Duration timeout) const {
+    return WaitFor([&] { return Metric("sluice_live_replicas") == n; },
+                   timeout).has_value();
+  }
+
   // NAME=VALUE entries added to the environment of the next Start, replacing
   // inherited variables of the same name (e.g. LD_PRELOAD and FAKETIME).
   void set_extra_env(std::vector<std::string> env) {
@@ -117,9 +134,11 @@ class SluicedProcess {
              const std::string& token, std::string* error) {
     WriteFile(policies_path_, policies);
     token_ = token;
+    std::remove(port_file_.c_str());  // a restart must not read the old one
     std::vector<std::string> args = {
         SluicedBinary(), "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
-        "--metrics-listen=127.0.0.1:0", "--policies=" + policies_path_};
+        "--metrics-listen=127.0.0.1:0", "--policies=" + policies_path_,
+        "--port-file=" + port_file_};
     if (!token.empty()) {
       WriteFile(token_path_, token + "\n");
       args.push_back("--admin-token-file=" + token_path_);
@@ -153,42 +172,50 @@ class SluicedProcess {
       *error = "cannot spawn " + args[0];
       return false;
     }
-    const std::regex data("serving DecisionService on [0-9.]+:([0-9]+)");
-    const std::regex admin("serving AdminService on [0-9.]+:([0-9]+)");
-    const std::regex metrics("serving metrics on [0-9.]+:([0-9]+)");
-    const absl::Time give_up = absl::Now() + absl::Seconds(15);
-    while (absl::Now() < give_up) {
-      const std::string log = Log();
-      std::smatch d, a, m;
-      if (std::regex_search(log, d, data) && std::regex_search(log, a, admin) &&
-          std::regex_search(log, m, metrics)) {
-        port_ = std::stoi(d[1]);
-        admin_port_ = std::stoi(a[1]);
-        metrics_port_ = std::stoi(m[1]);
-        data_channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
-                                            grpc::InsecureChannelCredentials());
-        admin_channel_ = grpc::CreateChannel(admin_target(),
-                                             grpc::InsecureChannelCredentials());
-        decision_ = v1::DecisionService::NewStub(data_channel_);
-        admin_ = v1::AdminService::NewStub(admin_channel_);
-        // Connected before the test's first call: a first connect that
-        // fails puts a channel into a second of reconnect backoff, during
-        // which every call fails at once and a load test counts errors.
-        const auto ready = absl::ToChronoTime(absl::Now() + absl::Seconds(5));
-        data_channel_->WaitForConnected(ready);
-        admin_channel_->WaitForConnected(ready);
-        return true;
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        *error = "sluiced exited early:\n" + log;
-        return false;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
+    // Up when the port file is there (sluiced writes it once everything is
+    // bound), or given up when the process has exited.
+    std::optional<std::map<std::string, int>> ports;
+    bool exited = false;
+    WaitFor(
+        [&] {
+          ports = ReadPortFile(port_file_);
+          if (ports.has_value()) return true;
+          int status = 0;
+          exited = waitpid(pid_, &status, WNOHANG) == pid_;
+          return exited;
+        },
+        absl::Seconds(15), absl::Milliseconds(20));
+    if (exited) {
+      pid_ = -1;
+      *error = "sluiced exited early:\n" + Log();
+      return false;
     }
-    *error = "sluiced did not start:\n" + Log();
-    return false;
+    if (!ports.has_value()) {
+      *error = "sluiced did not start (no port file " + port_file_ + "):\n" +
+               Log();
+      return false;
+    }
+    port_ = (*ports)["grpc"];
+    admin_port_ = (*ports)["admin"];
+    metrics_port_ = (*ports)["metrics"];
+    if (port_ == 0 || admin_port_ == 0 || metrics_port_ == 0) {
+      *error = "port file " + port_file_ + " lacks a listener:\n" +
+               ReadFile(port_file_);
+      return false;
+    }
+    data_channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
+                                        grpc::InsecureChannelCredentials());
+    admin_channel_ = grpc::CreateChannel(admin_target(),
+                                         grpc::InsecureChannelCredentials());
+    decision_ = v1::DecisionService::NewStub(data_channel_);
+    admin_ = v1::AdminService::NewStub(admin_channel_);
+    // Connected before the test's first call: a first connect that fails
+    // puts a channel into a second of reconnect backoff, during which every
+    // call fails at once and a load test counts errors.
+    const auto ready = absl::ToChronoTime(absl::Now() + absl::Seconds(5));
+    data_channel_->WaitForConnected(ready);
+    admin_channel_->WaitForConnected(ready);
+    return true;
   }
 
   // SIGTERM and wait; the exit code, or -1.
@@ -199,17 +226,14 @@ class SluicedProcess {
     admin_channel_.reset();
     if (pid_ <= 0) return -1;
     kill(pid_, SIGTERM);
-    const absl::Time give_up = absl::Now() + absl::Seconds(10);
     int status = 0;
-    while (absl::Now() < give_up) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      absl::SleepFor(absl::Milliseconds(10));
+    if (!WaitFor([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
+                 absl::Seconds(10))) {
+      Kill();
+      return -1;
     }
-    Kill();
-    return -1;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   void Kill() {
     if (pid_ <= 0) return;
@@ -258,7 +282,7 @@ class SluicedProcess {
   std::shared_ptr<grpc::Channel> admin_channel() { return admin_channel_; }
 
  private:
-  std::string dir_, policies_path_, log_path_, token_path_, token_;
+  std::string dir_, policies_path_, log_path_, token_path_, port_file_, token_;
   std::vector<std::string> extra_env_;
   pid_t pid_ = -1;
   int port_ = 0, admin_port_ = 0, metrics_port_ = 0;
@@ -266,6 +290,29 @@ class SluicedProcess {
   std::unique_ptr<v1::DecisionService::Stub> decision_;
   std::unique_ptr<v1::AdminService::Stub> admin_;
 };
+
+// Cluster mode: waits until each of `replicas` has ended `ticks` more sync
+// ticks, good or failed, than when called; false after `timeout`. Two ticks
+// include a whole one that started after the call.
+inline bool WaitForSyncTicks(const std::vector<const SluicedProcess*>& replicas,
+                             int ticks, absl::Duration timeout) {
+  std::vector<double> from;
+  for (const SluicedProcess* r : replicas) {
+    from.push_back(r->Metric("sluice_sync_ticks_total"));
+  }
+  return WaitFor(
+             [&] {
+               for (size_t i = 0; i < replicas.size(); ++i) {
+                 if (replicas[i]->Metric("sluice_sync_ticks_total") <
+                     from[i] + ticks) {
+                   return false;
+                 }
+               }
+               return true;
+             },
+             timeout, absl::Milliseconds(20))
+      .has_value();
+}
 
 }  // namespace sluice::testing
 

@@ -1,11 +1,13 @@
-#ifndef SLUICE_TESTS_ADMIN_HTTP_GET_H_
-#define SLUICE_TESTS_ADMIN_HTTP_GET_H_
+#ifndef SLUICE_TESTS_TESTING_HTTP_GET_H_
+#define SLUICE_TESTS_TESTING_HTTP_GET_H_
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <sstream>
 #include <string>
 
 namespace sluice::testing {
@@ -40,6 +42,19 @@ inline std::string HttpGet(int port, const std::string& path) {
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
+// The unlabeled sample `name` on the /metrics page at `port`, or -1 when
+// the page has none (or cannot be fetched).
+inline double MetricSample(int port, const std::string& name) {
+  std::istringstream lines(HttpGet(port, "/metrics"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.compare(0, name.size() + 1, name + " ") == 0) {
+      return std::strtod(line.c_str() + name.size() + 1, nullptr);
+    }
+  }
+  return -1;
+}
+
 }  // namespace sluice::testing
 
-#endif  // SLUICE_TESTS_ADMIN_HTTP_GET_H_
+#endif  // SLUICE_TESTS_TESTING_HTTP_GET_H_

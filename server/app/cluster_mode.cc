@@ -1,0 +1,207 @@
+#include "server/app/cluster_mode.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/policy/policy_file.h"
+#include "spdlog/spdlog.h"
+
+namespace sluice::app {
+namespace {
+
+// Admin writes go to the cluster store (with compare-and-set) and return
+// once this replica has applied them; every other replica applies them on
+// its next tick. Reads answer from this replica's policy store. Safe for
+// concurrent use.
+class ClusterAdminBackend final : public rpc::AdminBackend {
+ public:
+  // All must outlive the backend.
+  ClusterAdminBackend(cluster::ClusterConfig* config,
+                      const cluster::SyncLoop* sync_loop,
+                      const ModeContext& ctx)
+      : config_(config),
+        sync_loop_(sync_loop),
+        local_(ctx.policies, ctx.engine, ctx.events) {}
+
+  absl::StatusOr<policy::PolicyChange> PutPolicy(
+      const v1::Policy& policy, uint64_t expected_version) override {
+    return config_->Put(policy, expected_version);
+  }
+  absl::StatusOr<policy::PolicyChange> DeletePolicy(
+      absl::string_view name, uint64_t expected_version) override {
+    return config_->Delete(name, expected_version);
+  }
+  absl::StatusOr<v1::Policy> GetPolicy(absl::string_view name) override {
+    return local_.GetPolicy(name);
+  }
+  std::vector<v1::Policy> ListPolicies() override {
+    return local_.ListPolicies();
+  }
+  absl::Status SetOverride(absl::string_view dependency,
+                           core::BreakerOverride override,
+                           const std::string& note) override {
+    return config_->SetOverride(dependency, override, note);
+  }
+  rpc::ClusterView cluster() override {
+    rpc::ClusterView view;
+    view.cluster = true;
+    const cluster::SyncStats stats = sync_loop_->stats();
+    view.store_status = stats.store_up ? "up" : "down";
+    view.live_replicas = stats.live_replicas;
+    return view;
+  }
+
+ private:
+  cluster::ClusterConfig* const config_;
+  const cluster::SyncLoop* const sync_loop_;
+  rpc::LocalAdminBackend local_;
+};
+
+}  // namespace
+
+ClusterMode::ClusterMode(const ServerOptions& options,
+                         std::unique_ptr<cluster::Store> store,
+                         core::Clock* clock, std::string replica_id,
+                         bool sync_thread)
+    : sync_interval_(options.sync_interval),
+      expected_replicas_(options.expected_replicas),
+      store_(std::move(store)),
+      clock_(clock),
+      replica_id_(std::move(replica_id)),
+      sync_thread_(sync_thread) {}
+
+void ClusterMode::ConfigureEngine(core::Engine::Options* options) const {
+  options->cluster = true;
+  // A report that reached another replica arrives here within two ticks.
+  options->permit_grace = 2 * sync_interval_;
+  options->expected_replicas = expected_replicas_;
+}
+
+absl::Status ClusterMode::Start(const ModeContext& ctx,
+                                const std::vector<v1::Policy>& file_policies) {
+  cluster::ClusterConfig::Options config_options;
+  config_options.nudge = [this] { OnConfigWritten(); };
+  config_options.on_policy_change = [events = ctx.events](
+                                        const policy::PolicyChange& change,
+                                        const std::string& source) {
+    spdlog::info("{} ({})", rpc::DescribeChange(change, ""), source);
+    events->Publish(rpc::PolicyChangedEvent(
+        change.name, change.old_version, change.new_version,
+        rpc::DescribeChange(change, source)));
+  };
+  config_options.on_override = [events = ctx.events](
+                                   const std::string& dependency,
+                                   core::BreakerOverride override,
+                                   const std::string& cause) {
+    spdlog::warn("breaker \"{}\": {}", dependency, cause);
+    events->Publish(rpc::OverrideEvent(dependency, override, cause));
+  };
+  config_ = std::make_unique<cluster::ClusterConfig>(
+      store_.get(), ctx.policies, ctx.engine, config_options);
+  sync_loop_ = std::make_unique<cluster::SyncLoop>(ctx.engine, store_.get(),
+                                                   clock_, LoopOptions(ctx));
+  admin_backend_ = std::make_unique<ClusterAdminBackend>(config_.get(),
+                                                         sync_loop_.get(), ctx);
+
+  // The policies file seeds the cluster with the policies it does not have.
+  absl::StatusOr<std::vector<cluster::StoredPolicy>> seed =
+      cluster::ClusterConfig::ToStored(file_policies);
+  if (!seed.ok()) return seed.status();
+  sync_loop_->SetSeed(*std::move(seed));
+  // One tick before serving, so that an OPEN breaker and this replica's
+  // shares are known from the first call. A dead Redis costs one timeout
+  // here and the replica starts in store-down mode.
+  if (absl::Status s = sync_loop_->TickOnce(); !s.ok()) {
+    spdlog::warn("first cluster sync failed ({}); serving from local state",
+                 s.ToString());
+  }
+  ctx.decision_service->EnableForwarding(
+      replica_id_, [loop = sync_loop_.get()](core::ForwardedReport report) {
+        return loop->Forward(std::move(report));
+      });
+  if (sync_thread_) sync_loop_->Start();
+  return absl::OkStatus();
+}
+
+cluster::SyncLoop::Options ClusterMode::LoopOptions(const ModeContext& ctx) {
+  cluster::SyncLoop::Options options;
+  options.replica_id = replica_id_;
+  options.interval = sync_interval_;
+  options.on_config =
+      [config = config_.get()](const cluster::ConfigSnapshot& snapshot) {
+        config->Apply(snapshot);
+      };
+  options.on_store_change = [events = ctx.events](bool up,
+                                                  const std::string& detail) {
+    events->Publish(rpc::StoreEvent(up, detail));
+  };
+  options.on_store_reset = [events = ctx.events](const std::string& detail) {
+    events->Publish(rpc::StoreEvent(true, detail));
+  };
+  return options;
+}
+
+void ClusterMode::OnConfigWritten() {
+  if (sync_thread_) {
+    sync_loop_->Nudge();
+  } else {
+    sync_loop_->TickOnce().IgnoreError();  // logged and counted inside
+  }
+}
+
+void ClusterMode::OnPoliciesFileChanged(const std::string& path,
+                                        const std::string& contents) {
+  // The cluster's config lives in the store; the file only seeds the
+  // policies the store does not have.
+  absl::StatusOr<std::vector<v1::Policy>> policies =
+      policy::ParsePolicies(contents, path);
+  absl::StatusOr<std::vector<cluster::StoredPolicy>> seed =
+      policies.ok() ? cluster::ClusterConfig::ToStored(*policies)
+                    : absl::StatusOr<std::vector<cluster::StoredPolicy>>(
+                          policies.status());
+  if (!seed.ok()) {
+    spdlog::error("policies file {} changed but was rejected: {}", path,
+                  seed.status().ToString());
+    return;
+  }
+  spdlog::info(
+      "policies file {} changed; cluster mode: it seeds only the policies "
+      "the cluster does not have (change the others with sluicectl)",
+      path);
+  sync_loop_->SetSeed(*std::move(seed));
+  sync_loop_->Nudge();
+}
+
+std::optional<metrics::SyncSnapshot> ClusterMode::sync_snapshot() const {
+  if (sync_loop_ == nullptr) return std::nullopt;
+  const cluster::SyncStats stats = sync_loop_->stats();
+  metrics::SyncSnapshot s;
+  s.store_up = stats.store_up;
+  s.ticks = stats.ticks;
+  s.failures = stats.failures;
+  s.live_replicas = stats.live_replicas;
+  s.last_tick_duration = stats.last_tick_duration;
+  s.reports_forwarded = stats.reports_forwarded;
+  s.reports_received = stats.reports_received;
+  s.reports_not_forwarded = stats.reports_not_forwarded;
+  s.clock_offset = stats.clock_offset;
+  s.store_resets = stats.store_resets;
+  return s;
+}
+
+absl::Status ClusterMode::SyncNow() {
+  if (sync_loop_ == nullptr) {
+    return absl::FailedPreconditionError("cluster mode not started");
+  }
+  return sync_loop_->TickOnce();
+}
+
+void ClusterMode::Stop() {
+  if (sync_loop_ != nullptr) sync_loop_->Stop();
+}
+
+void ClusterMode::OnBreakerTransition(const core::BreakerTransition& t) {
+  if (sync_loop_ != nullptr) sync_loop_->Nudge();
+}
+
+}  // namespace sluice::app

@@ -1,0 +1,42 @@
+#include "server/app/event_sinks.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "spdlog/spdlog.h"
+
+namespace sluice::app {
+
+void LoggingEventSink::OnBreakerTransition(const core::BreakerTransition& t) {
+  const std::string key =
+      t.key.empty() ? "" : absl::StrCat(" key \"", t.key, "\"");
+  const std::string until =
+      t.open_until == absl::InfinitePast()
+          ? ""
+          : absl::StrCat(", open until ",
+                         absl::FormatTime("%H:%M:%E3S", t.open_until,
+                                          absl::LocalTimeZone()));
+  const spdlog::level::level_enum level = t.to == core::BreakerState::kClosed
+                                              ? spdlog::level::info
+                                              : spdlog::level::warn;
+  spdlog::log(level, "breaker \"{}\"{}: {} -> {} ({}; generation {}{})",
+              t.dependency, key, std::string(core::BreakerStateName(t.from)),
+              std::string(core::BreakerStateName(t.to)), t.cause, t.generation,
+              until);
+}
+
+FanOutEventSink::FanOutEventSink(std::initializer_list<core::EventSink*> sinks)
+    : sinks_([&] {
+        std::vector<core::EventSink*> present;
+        for (core::EventSink* sink : sinks) {
+          if (sink != nullptr) present.push_back(sink);
+        }
+        return present;
+      }()) {}
+
+void FanOutEventSink::OnBreakerTransition(const core::BreakerTransition& t) {
+  for (core::EventSink* sink : sinks_) sink->OnBreakerTransition(t);
+}
+
+}  // namespace sluice::app

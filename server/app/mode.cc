@@ -1,0 +1,37 @@
+#include "server/app/mode.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "server/app/cluster_mode.h"
+#include "server/app/standalone_mode.h"
+#include "server/cluster/redis_store.h"
+
+namespace sluice::app {
+namespace {
+
+std::unique_ptr<cluster::Store> RedisStoreFor(const ServerOptions& options) {
+  // ValidateOptions has checked the address.
+  cluster::RedisStore::Options store_options =
+      cluster::RedisStore::ParseAddress(options.redis).value();
+  store_options.timeout = options.redis_timeout;
+  // A Redis that comes back is reached within a retry or two: the sync
+  // loop retries a failed tick every 200 ms.
+  store_options.max_backoff =
+      std::min(options.sync_interval, absl::Milliseconds(200));
+  return std::make_unique<cluster::RedisStore>(store_options);
+}
+
+}  // namespace
+
+std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,
+                               StoreFactory store_factory,
+                               const std::string& replica_id,
+                               bool sync_thread) {
+  if (options.redis.empty()) return std::make_unique<StandaloneMode>();
+  return std::make_unique<ClusterMode>(
+      options, store_factory ? store_factory() : RedisStoreFor(options), clock,
+      replica_id, sync_thread);
+}
+
+}  // namespace sluice::app

@@ -1,0 +1,86 @@
+#ifndef SLUICE_SERVER_APP_MODE_H_
+#define SLUICE_SERVER_APP_MODE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/app/options.h"
+#include "server/cluster/store.h"
+#include "server/core/clock.h"
+#include "server/core/engine.h"
+#include "server/core/events.h"
+#include "server/metrics/metrics.h"
+#include "server/policy/policy_store.h"
+#include "server/rpc/admin_backend.h"
+#include "server/rpc/admin_events.h"
+#include "server/rpc/decision_service.h"
+#include "sluice/v1/policy.pb.h"
+
+namespace sluice::app {
+
+// What Server has built when it starts a mode. Everything outlives the mode's
+// Stop.
+struct ModeContext {
+  core::Engine* engine = nullptr;
+  policy::PolicyStore* policies = nullptr;
+  rpc::EventHub* events = nullptr;
+  rpc::DecisionServiceImpl* decision_service = nullptr;
+};
+
+// How sluiced runs: StandaloneMode (all state in this process) or
+// ClusterMode (shared through a store with the other replicas). A mode owns
+// its wiring: what the policies file means after startup, where admin writes
+// go, and the sync with the other replicas. Server builds the mode before the
+// engine (the mode observes the engine's breaker transitions), calls Start
+// once before serving and Stop once after draining; the rest may be called
+// from any thread once Start has returned.
+class Mode : public core::EventSink {
+ public:
+  ~Mode() override = default;
+
+  // Adds this mode's settings to the engine's options.
+  virtual void ConfigureEngine(core::Engine::Options* options) const = 0;
+
+  // Wires the mode once the policies file is in ctx.policies;
+  // `file_policies` is what the file holds. An error stops the server.
+  virtual absl::Status Start(const ModeContext& ctx,
+                             const std::vector<v1::Policy>& file_policies) = 0;
+
+  // Where admin writes go; set by Start.
+  virtual rpc::AdminBackend* admin_backend() = 0;
+  // Said after "serving AdminService on HOST:PORT (token ..." in the log.
+  virtual std::string admin_note() const = 0;
+
+  // The watched policies file at `path` changed to `contents`.
+  virtual void OnPoliciesFileChanged(const std::string& path,
+                                     const std::string& contents) = 0;
+
+  // The sync loop's state for the metrics; nullopt hides the store metrics.
+  virtual std::optional<metrics::SyncSnapshot> sync_snapshot() const = 0;
+
+  // One cluster sync tick on the caller's thread, for tests that run the
+  // server without its sync thread. FAILED_PRECONDITION standalone.
+  virtual absl::Status SyncNow() = 0;
+
+  // Stops the mode's threads, after the RPCs have drained.
+  virtual void Stop() = 0;
+};
+
+// Makes cluster mode's store.
+using StoreFactory = std::function<std::unique_ptr<cluster::Store>()>;
+
+// The mode `options` ask for: standalone without --redis, else cluster with
+// the store `store_factory` makes (a RedisStore for --redis when empty) and
+// the sync thread unless `sync_thread` is false. `options` must have passed
+// ValidateOptions; `clock` must outlive the mode.
+std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,
+                               StoreFactory store_factory,
+                               const std::string& replica_id, bool sync_thread);
+
+}  // namespace sluice::app
+
+#endif  // SLUICE_SERVER_APP_MODE_H_

@@ -1,0 +1,114 @@
+#include "server/app/options.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/cluster/redis_store.h"
+#include "spdlog/spdlog.h"
+
+namespace sluice::app {
+
+absl::Status ValidateOptions(const ServerOptions& options) {
+  for (const auto& [name, address] :
+       {std::pair<const char*, const std::string*>{"listen", &options.listen},
+        {"admin-listen", &options.admin_listen},
+        {"metrics-listen", &options.metrics_listen}}) {
+    if (absl::Status s = ValidateListenAddress(*address); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": ", s.message()));
+    }
+  }
+  if (!options.redis.empty()) {
+    if (absl::Status s = ValidateRedisAddress(options.redis); !s.ok()) {
+      return s;
+    }
+  }
+  if (options.sync_interval < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync-interval must be at least 10ms, got ",
+                     absl::FormatDuration(options.sync_interval)));
+  }
+  if (options.redis_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redis-timeout must be > 0, got ",
+                     absl::FormatDuration(options.redis_timeout)));
+  }
+  if (options.expected_replicas < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--expected-replicas must be at least 1, got ",
+                     options.expected_replicas));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateListenAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected HOST:PORT, got \"", address, "\""));
+  }
+  const absl::string_view host = absl::string_view(address).substr(0, colon);
+  if (host.find(':') != absl::string_view::npos &&
+      (host.front() != '[' || host.back() != ']')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPv6 hosts go in brackets ([::1]:50051), got \"", address, "\""));
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "port must be a number in [0, 65535], got \"", address, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRedisAddress(const std::string& address) {
+  return cluster::RedisStore::ParseAddress(address).status();
+}
+
+std::string EffectiveReplicaId(const ServerOptions& options) {
+  if (!options.replica_id.empty()) return options.replica_id;
+  char host[256] = {};
+  const bool named = gethostname(host, sizeof(host) - 1) == 0;
+  return absl::StrCat(named ? host : "unknown", "-", getpid());
+}
+
+const char* UnknownDependencyName(core::UnknownDependencyAction action) {
+  return action == core::UnknownDependencyAction::kAllow ? "allow" : "reject";
+}
+
+void LogConfiguration(const ServerOptions& options,
+                      const std::string& replica_id) {
+  spdlog::info("sluiced configuration:");
+  spdlog::info(
+      "  listen               {} (DecisionService, health, reflection)",
+      options.listen);
+  spdlog::info(
+      "  admin-listen         {} (AdminService; token {})",
+      options.admin_listen,
+      options.admin_token_file.empty() ? "off" : options.admin_token_file);
+  spdlog::info("  metrics-listen       {} (Prometheus /metrics)",
+               options.metrics_listen);
+  spdlog::info("  policies             {} (checked every {})",
+               options.policies_path.empty() ? "(none)" : options.policies_path,
+               absl::FormatDuration(options.policies_poll_interval));
+  spdlog::info("  redis                {}",
+               options.redis.empty() ? "(none: standalone)" : options.redis);
+  spdlog::info("  sync-interval        {} (cluster mode only)",
+               absl::FormatDuration(options.sync_interval));
+  spdlog::info("  replica-id           {} (cluster mode only)", replica_id);
+  spdlog::info("  expected-replicas    {} (cluster mode only)",
+               options.expected_replicas);
+  spdlog::info("  redis-timeout        {} (cluster mode only)",
+               absl::FormatDuration(options.redis_timeout));
+  spdlog::info("  unknown-dependency   {}",
+               UnknownDependencyName(options.unknown_dependency));
+  spdlog::info("  sweep-interval       {}",
+               absl::FormatDuration(options.sweep_interval));
+}
+
+}  // namespace sluice::app

@@ -1,0 +1,64 @@
+#ifndef SLUICE_SERVER_APP_OPTIONS_H_
+#define SLUICE_SERVER_APP_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/core/types.h"
+
+namespace sluice::app {
+
+// What sluiced runs with: one field a flag. Check it with ValidateOptions
+// before handing it to a Server, which trusts it.
+struct ServerOptions {
+  // DecisionService, health and reflection; port 0 picks a free port.
+  std::string listen = "127.0.0.1:50051";
+  // AdminService listener (loopback by default); port 0 picks a free port.
+  std::string admin_listen = "127.0.0.1:50052";
+  // File with the admin bearer token; "" serves the admin API without one.
+  std::string admin_token_file;
+  // Prometheus /metrics listener; port 0 picks a free port.
+  std::string metrics_listen = "127.0.0.1:9464";
+  // Policies file (YAML); "" starts with no policies. Watched for changes.
+  std::string policies_path;
+  // How often the policies file is checked for changes.
+  absl::Duration policies_poll_interval = absl::Seconds(1);
+  // Redis host:port for cluster mode; "" runs standalone.
+  std::string redis;
+  // Cluster sync tick (cluster mode only); at least 10ms.
+  absl::Duration sync_interval = absl::Seconds(1);
+  // This replica's name in the cluster; "" means HOSTNAME-PID.
+  std::string replica_id;
+  // Timeout of each Redis connect and reply (cluster mode only); > 0.
+  absl::Duration redis_timeout = absl::Milliseconds(250);
+  // The LOCAL divisor until the first good sync (cluster mode only); >= 1.
+  uint32_t expected_replicas = 1;
+  // Answer for a dependency without a policy.
+  core::UnknownDependencyAction unknown_dependency =
+      core::UnknownDependencyAction::kAllow;
+  // How often the engine expires overdue permits and moves breakers on.
+  absl::Duration sweep_interval = absl::Milliseconds(100);
+};
+
+// The one check of a ServerOptions: INVALID_ARGUMENT naming the flag, e.g.
+// "--listen: expected HOST:PORT, got \"nowhere\"".
+absl::Status ValidateOptions(const ServerOptions& options);
+
+// options.replica_id, or HOSTNAME-PID when that is empty.
+std::string EffectiveReplicaId(const ServerOptions& options);
+// Logs the effective configuration, one line a flag, as sluiced starts.
+void LogConfiguration(const ServerOptions& options,
+                      const std::string& replica_id);
+// "allow" or "reject", as the flag spells it.
+const char* UnknownDependencyName(core::UnknownDependencyAction action);
+
+// "host:port" with a port in [0, 65535]; IPv6 hosts in brackets.
+absl::Status ValidateListenAddress(const std::string& address);
+// "host:port" (or "host") for --redis.
+absl::Status ValidateRedisAddress(const std::string& address);
+
+}  // namespace sluice::app
+
+#endif  // SLUICE_SERVER_APP_OPTIONS_H_

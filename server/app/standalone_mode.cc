@@ -1,0 +1,51 @@
+#include "server/app/standalone_mode.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/policy/policy_file.h"
+#include "spdlog/spdlog.h"
+
+namespace sluice::app {
+
+absl::Status StandaloneMode::Start(
+    const ModeContext& ctx, const std::vector<v1::Policy>& file_policies) {
+  ctx_ = ctx;
+  admin_backend_ = std::make_unique<rpc::LocalAdminBackend>(
+      ctx.policies, ctx.engine, ctx.events);
+  return absl::OkStatus();
+}
+
+void StandaloneMode::OnPoliciesFileChanged(const std::string& path,
+                                           const std::string& contents) {
+  absl::StatusOr<std::vector<v1::Policy>> policies =
+      policy::ParsePolicies(contents, path);
+  absl::StatusOr<std::vector<policy::PolicyChange>> changes =
+      policies.ok() ? ctx_.policies->ReplaceAll(*policies)
+                    : absl::StatusOr<std::vector<policy::PolicyChange>>(
+                          policies.status());
+  if (!changes.ok()) {
+    spdlog::error(
+        "policies file {} changed but was rejected; keeping the previous "
+        "policies: {}",
+        path, changes.status().ToString());
+    return;
+  }
+  if (changes->empty()) {
+    spdlog::info("policies file {} changed; no policy changed", path);
+    return;
+  }
+  for (const policy::PolicyChange& change : *changes) {
+    spdlog::info("reload: {}", rpc::DescribeChange(change, ""));
+    ctx_.events->Publish(rpc::PolicyChangedEvent(
+        change.name, change.old_version, change.new_version,
+        rpc::DescribeChange(change, path)));
+  }
+  spdlog::info("reloaded {}: {} policies in force", path,
+               ctx_.policies->size());
+}
+
+absl::Status StandaloneMode::SyncNow() {
+  return absl::FailedPreconditionError(
+      "standalone: there is no cluster to sync with");
+}
+
+}  // namespace sluice::app

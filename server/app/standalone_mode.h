@@ -1,0 +1,43 @@
+#ifndef SLUICE_SERVER_APP_STANDALONE_MODE_H_
+#define SLUICE_SERVER_APP_STANDALONE_MODE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/app/mode.h"
+
+namespace sluice::app {
+
+// Standalone: every policy, breaker and admin change lives in this process.
+// A policies file edit replaces the policies in force (an invalid edit is
+// logged and ignored); admin writes apply here only. Thread-safety as Mode.
+class StandaloneMode final : public Mode {
+ public:
+  void ConfigureEngine(core::Engine::Options* options) const override {}
+  absl::Status Start(const ModeContext& ctx,
+                     const std::vector<v1::Policy>& file_policies) override;
+  rpc::AdminBackend* admin_backend() override { return admin_backend_.get(); }
+  std::string admin_note() const override {
+    return "; standalone: admin changes apply to this process only";
+  }
+  void OnPoliciesFileChanged(const std::string& path,
+                             const std::string& contents) override;
+  std::optional<metrics::SyncSnapshot> sync_snapshot() const override {
+    return std::nullopt;
+  }
+  absl::Status SyncNow() override;
+  void Stop() override {}
+  // No other replica to tell.
+  void OnBreakerTransition(const core::BreakerTransition& t) override {}
+
+ private:
+  // Set by Start.
+  ModeContext ctx_;
+  std::unique_ptr<rpc::AdminBackend> admin_backend_;
+};
+
+}  // namespace sluice::app
+
+#endif  // SLUICE_SERVER_APP_STANDALONE_MODE_H_

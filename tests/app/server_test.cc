@@ -1,0 +1,342 @@
+// app::Server in process: the whole server on a fake clock, its cluster
+// store in memory, talked to over in-process channels. Standalone and
+// cluster mode (two servers sharing one FakeStore, their sync ticks driven
+// by the test). No sleeps: time moves only when the test says so.
+
+#include "server/app/server.h"
+
+#include <google/protobuf/text_format.h>
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "server/app/options.h"
+#include "sluice/v1/admin.grpc.pb.h"
+#include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_store.h"
+
+namespace sluice::app {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Policy P(const std::string& text) {
+  v1::Policy p;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
+  return p;
+}
+
+// Passes every call to a store the test owns, so that servers share it.
+class SharedStore final : public cluster::Store {
+ public:
+  explicit SharedStore(cluster::Store* store) : store_(store) {}
+  absl::StatusOr<cluster::TickReply> Tick(
+      const cluster::TickRequest& request) override {
+    return store_->Tick(request);
+  }
+  absl::StatusOr<cluster::ConfigWrite> PutPolicy(
+      const cluster::StoredPolicy& policy, uint64_t expected_version) override {
+    return store_->PutPolicy(policy, expected_version);
+  }
+  absl::StatusOr<cluster::ConfigWrite> DeletePolicy(
+      const std::string& name, uint64_t expected_version) override {
+    return store_->DeletePolicy(name, expected_version);
+  }
+  absl::StatusOr<cluster::ConfigWrite> SetOverride(
+      const cluster::StoredOverride& override) override {
+    return store_->SetOverride(override);
+  }
+  std::string Describe() const override { return store_->Describe(); }
+
+ private:
+  cluster::Store* const store_;
+};
+
+ServerOptions Loopback() {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.admin_listen = "127.0.0.1:0";
+  options.metrics_listen = "127.0.0.1:0";
+  return options;
+}
+
+// A started server and stubs on its in-process channels.
+class Running {
+ public:
+  Running(ServerOptions options, Server::Dependencies deps)
+      : server_(std::move(options), std::move(deps)) {
+    status_ = server_.BuildAndStart();
+    if (!status_.ok()) return;
+    decisions_ = v1::DecisionService::NewStub(server_.InProcessChannel());
+    health_ = grpc::health::v1::Health::NewStub(server_.InProcessChannel());
+    admin_ = v1::AdminService::NewStub(server_.AdminInProcessChannel());
+  }
+
+  const absl::Status& status() const { return status_; }
+  Server& server() { return server_; }
+
+  v1::AcquireResponse Acquire(const std::string& dependency) {
+    v1::AcquireRequest request;
+    request.set_dependency(dependency);
+    v1::AcquireResponse response;
+    grpc::ClientContext context;
+    const grpc::Status s = decisions_->Acquire(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response;
+  }
+  grpc::Status Report(const std::string& dependency,
+                      const std::string& permit_id, v1::Outcome outcome) {
+    v1::ReportResultRequest request;
+    request.set_dependency(dependency);
+    request.set_permit_id(permit_id);
+    request.set_outcome(outcome);
+    request.mutable_latency()->set_nanos(5000000);
+    v1::ReportResultResponse response;
+    grpc::ClientContext context;
+    return decisions_->ReportResult(&context, request, &response);
+  }
+  grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+      const std::string& service) {
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::ClientContext context;
+    const grpc::Status s = health_->Check(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.status();
+  }
+  // The version now in force, or 0 after logging the error.
+  uint64_t Put(const v1::Policy& policy) {
+    v1::PutPolicyRequest request;
+    *request.mutable_policy() = policy;
+    v1::PutPolicyResponse response;
+    grpc::ClientContext context;
+    const grpc::Status s = admin_->PutPolicy(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.version();
+  }
+  grpc::Status GetPolicy(const std::string& name, v1::Policy* out) {
+    v1::GetPolicyRequest request;
+    request.set_name(name);
+    grpc::ClientContext context;
+    return admin_->GetPolicy(&context, request, out);
+  }
+  v1::DependencyState State(const std::string& dependency) {
+    v1::GetStateRequest request;
+    request.set_dependency(dependency);
+    v1::DependencyState state;
+    grpc::ClientContext context;
+    const grpc::Status s = admin_->GetState(&context, request, &state);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return state;
+  }
+
+ private:
+  Server server_;
+  absl::Status status_;
+  std::unique_ptr<v1::DecisionService::Stub> decisions_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+};
+
+class StandaloneServerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Running> Start(ServerOptions options = Loopback()) {
+    Server::Dependencies deps;
+    deps.clock = &clock_;
+    deps.metrics_listener = false;
+    auto running = std::make_unique<Running>(std::move(options), deps);
+    EXPECT_TRUE(running->status().ok()) << running->status();
+    return running;
+  }
+
+  testing::FakeClock clock_;
+};
+
+TEST_F(StandaloneServerTest, ServesHealthAndPicksFreePorts) {
+  std::unique_ptr<Running> r = Start();
+  ASSERT_TRUE(r->status().ok());
+  EXPECT_EQ(r->Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(r->Health("sluice.v1.DecisionService"),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_GT(r->server().port(), 0);
+  EXPECT_GT(r->server().admin_port(), 0);
+  EXPECT_EQ(r->server().metrics_port(), 0);  // no listener asked for
+  EXPECT_THAT(r->server().SyncNow().message(), HasSubstr("standalone"));
+}
+
+TEST_F(StandaloneServerTest, AnAdminUpsertDecidesTheNextAcquire) {
+  ServerOptions options = Loopback();
+  options.unknown_dependency = core::UnknownDependencyAction::kReject;
+  std::unique_ptr<Running> r = Start(options);
+  ASSERT_TRUE(r->status().ok());
+  v1::AcquireResponse before = r->Acquire("inventory");
+  EXPECT_EQ(before.verdict(), v1::REJECT);
+  EXPECT_EQ(before.reason(), v1::UNKNOWN_DEPENDENCY);
+
+  const uint64_t version = r->Put(P(R"pb(
+    name: "inventory"
+    rate_limit {
+      rate: 2
+      burst: 2
+      per { seconds: 1 }
+    }
+  )pb"));
+  ASSERT_GT(version, 0u);
+  for (int i = 0; i < 2; ++i) {
+    v1::AcquireResponse allowed = r->Acquire("inventory");
+    EXPECT_EQ(allowed.verdict(), v1::ALLOW) << i;
+    EXPECT_EQ(allowed.policy_version(), version);
+    EXPECT_TRUE(r->Report("inventory", allowed.permit_id(), v1::SUCCESS).ok());
+  }
+  v1::AcquireResponse limited = r->Acquire("inventory");
+  EXPECT_EQ(limited.verdict(), v1::REJECT);
+  EXPECT_EQ(limited.reason(), v1::RATE_LIMITED);
+  // Half a second refills one token at 2/s.
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_EQ(r->Acquire("inventory").verdict(), v1::ALLOW);
+  EXPECT_EQ(r->Acquire("inventory").verdict(), v1::REJECT);
+}
+
+TEST_F(StandaloneServerTest, ReportedFailuresOpenTheBreaker) {
+  std::unique_ptr<Running> r = Start();
+  ASSERT_TRUE(r->status().ok());
+  ASSERT_GT(r->Put(P(R"pb(
+    name: "payments"
+    breaker {
+      consecutive_failures: 2
+      open_duration { seconds: 30 }
+    }
+  )pb")),
+            0u);
+  for (int i = 0; i < 2; ++i) {
+    v1::AcquireResponse d = r->Acquire("payments");
+    ASSERT_EQ(d.verdict(), v1::ALLOW) << i;
+    ASSERT_TRUE(r->Report("payments", d.permit_id(), v1::FAILURE).ok());
+  }
+  v1::AcquireResponse open = r->Acquire("payments");
+  EXPECT_EQ(open.verdict(), v1::REJECT);
+  EXPECT_EQ(open.reason(), v1::CIRCUIT_OPEN);
+  EXPECT_EQ(open.breaker_state(), v1::OPEN);
+  EXPECT_EQ(r->State("payments").breaker_state(), v1::OPEN);
+}
+
+// Two replicas sharing one in-memory store. Neither runs its sync thread:
+// the test ticks them with SyncNow (an admin write runs the tick it waits
+// for on its own thread).
+class ClusterServerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Running> Start(const std::string& replica_id) {
+    ServerOptions options = Loopback();
+    options.redis = "in-memory:6379";  // selects cluster mode
+    options.replica_id = replica_id;
+    Server::Dependencies deps;
+    deps.clock = &clock_;
+    deps.store_factory = [this] {
+      return std::make_unique<SharedStore>(&store_);
+    };
+    deps.sync_thread = false;
+    deps.metrics_listener = false;
+    auto running = std::make_unique<Running>(std::move(options), deps);
+    EXPECT_TRUE(running->status().ok()) << running->status();
+    return running;
+  }
+  // Each replica ticks `rounds` times, a second apart. A replica's first
+  // tick after the policy appears only learns of it, its second asks for a
+  // share, and a grant that shrinks is freed for the other replica only when
+  // its holder confirms it on its next tick: five rounds settle a split.
+  void Converge(Running& a, Running& b, int rounds = 5) {
+    for (int i = 0; i < rounds; ++i) {
+      ASSERT_TRUE(a.server().SyncNow().ok());
+      ASSERT_TRUE(b.server().SyncNow().ok());
+      clock_.Advance(absl::Seconds(1));
+    }
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeStore store_{&clock_};
+};
+
+TEST_F(ClusterServerTest, AnAdminWriteReachesTheOtherReplicaOnItsNextTick) {
+  std::unique_ptr<Running> a = Start("replica-a");
+  std::unique_ptr<Running> b = Start("replica-b");
+  ASSERT_TRUE(a->status().ok() && b->status().ok());
+  EXPECT_EQ(a->Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  const uint64_t version = a->Put(P(R"pb(
+    name: "inventory"
+    rate_limit { rate: 100 }
+  )pb"));
+  ASSERT_GT(version, 0u);
+  // The write returns once it is applied on the replica that took it.
+  v1::Policy on_a;
+  EXPECT_TRUE(a->GetPolicy("inventory", &on_a).ok());
+  EXPECT_EQ(on_a.version(), version);
+  // The other replica has not ticked yet.
+  v1::Policy on_b;
+  EXPECT_EQ(b->GetPolicy("inventory", &on_b).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  ASSERT_TRUE(b->server().SyncNow().ok());
+  ASSERT_TRUE(b->GetPolicy("inventory", &on_b).ok());
+  EXPECT_EQ(on_b.version(), version);
+  v1::AcquireResponse decided = b->Acquire("inventory");
+  EXPECT_EQ(decided.verdict(), v1::ALLOW);
+  EXPECT_EQ(decided.policy_version(), version);
+}
+
+TEST_F(ClusterServerTest, AClusterCapIsSplitBetweenTheReplicas) {
+  std::unique_ptr<Running> a = Start("replica-a");
+  std::unique_ptr<Running> b = Start("replica-b");
+  ASSERT_TRUE(a->status().ok() && b->status().ok());
+  ASSERT_GT(a->Put(P(R"pb(
+    name: "search"
+    concurrency { max_in_flight: 4 scope: CLUSTER }
+  )pb")),
+            0u);
+  Converge(*a, *b);
+
+  for (Running* r : {a.get(), b.get()}) {
+    const v1::DependencyState state = r->State("search");
+    EXPECT_EQ(state.store_status(), "up");
+    EXPECT_EQ(state.live_replicas(), 2u);
+    EXPECT_TRUE(state.has_grant());
+    EXPECT_EQ(state.effective_max_in_flight(), 2u) << state.replica_id();
+  }
+  // Each replica admits its half of the cap and refuses the rest.
+  for (Running* r : {a.get(), b.get()}) {
+    EXPECT_EQ(r->Acquire("search").verdict(), v1::ALLOW);
+    EXPECT_EQ(r->Acquire("search").verdict(), v1::ALLOW);
+    v1::AcquireResponse refused = r->Acquire("search");
+    EXPECT_EQ(refused.verdict(), v1::REJECT);
+    EXPECT_EQ(refused.reason(), v1::CONCURRENCY_LIMITED);
+  }
+}
+
+TEST(ValidateOptionsTest, NamesTheFlagAndTheRule) {
+  EXPECT_TRUE(ValidateOptions(ServerOptions()).ok());
+  ServerOptions listen;
+  listen.admin_listen = "nowhere";
+  EXPECT_THAT(ValidateOptions(listen).message(),
+              HasSubstr("--admin-listen: expected HOST:PORT"));
+  ServerOptions sync;
+  sync.sync_interval = absl::Milliseconds(5);
+  EXPECT_THAT(ValidateOptions(sync).message(),
+              HasSubstr("--sync-interval must be at least 10ms"));
+  ServerOptions redis;
+  redis.redis = "127.0.0.1:port";
+  EXPECT_FALSE(ValidateOptions(redis).ok());
+  ServerOptions replicas;
+  replicas.expected_replicas = 0;
+  EXPECT_THAT(ValidateOptions(replicas).message(),
+              HasSubstr("--expected-replicas must be at least 1"));
+}
+
+}  // namespace
+}  // namespace sluice::app
