@@ -1,18 +1,20 @@
 #ifndef SLUICE_WIRE_HTTP_STATUS_H_
 #define SLUICE_WIRE_HTTP_STATUS_H_
 
-// The HTTP status a gateway answers for a refusal: AcquireResponse's
-// http_status field, and the SDK's own refusals (fail-closed while Sluice is
-// unreachable). The rule itself is the core's (core::RefusalHttpStatus), as
-// the engine fills Decision::http_status; this is its proto-side name.
-
-#include "sluice/v1/decision.pb.h"
+// The HTTP status a gateway answers for a refusal.
+//
+// The server decides it: the core's rule (core::RefusalHttpStatus: 429 when
+// the caller went over a rate or concurrency limit, 503 for every other
+// refusal) fills Decision::http_status, and AcquireResponse.http_status
+// carries it to the gateway. A client never re-derives it from the reason.
+//
+// A refusal the client makes itself has no limit behind it: Sluice is
+// unreachable and the policy fails closed, or a reply came without a status.
+// Those answer kClientRefusalHttpStatus.
 
 namespace sluice::wire {
 
-// 429 for RATE_LIMITED and CONCURRENCY_LIMITED (the caller went over a
-// limit), 503 for any other refusal, including one without a reason.
-int RefusalHttpStatus(v1::Reason reason);
+inline constexpr int kClientRefusalHttpStatus = 503;
 
 }  // namespace sluice::wire
 

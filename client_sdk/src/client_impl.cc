@@ -242,9 +242,8 @@ CallResult ClientImpl::Call(
     case Verdict::kReject:
       result.kind = CallResult::Kind::kRejected;
       result.http_status =
-          permit.http_status() != 0
-              ? permit.http_status()
-              : wire::RefusalHttpStatus(ReasonToProto(permit.reason()));
+          permit.http_status() != 0 ? permit.http_status()
+                                    : wire::kClientRefusalHttpStatus;
       return result;
     case Verdict::kDegrade:
       ServeFallback(permit.fallback(), dependency, options, &result);

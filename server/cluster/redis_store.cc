@@ -219,7 +219,11 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
   absl::flat_hash_map<std::string, uint64_t> versions;
   for (auto& [name, v] : Pairs(r->element[6])) {
     uint64_t n = 0;
-    absl::SimpleAtoi(v, &n);
+    if (!absl::SimpleAtoi(v, &n)) {
+      return absl::InternalError(absl::StrCat(
+          "config script answered version \"", v, "\" for policy \"", name,
+          "\", not a number"));
+    }
     versions[name] = n;
   }
   for (auto& [name, blob] : Pairs(r->element[5])) {
@@ -244,7 +248,11 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
   }
   for (auto& [name, v] : Pairs(r->element[8])) {
     uint64_t n = 0;
-    absl::SimpleAtoi(v, &n);
+    if (!absl::SimpleAtoi(v, &n)) {
+      return absl::InternalError(absl::StrCat(
+          "config script answered tombstone version \"", v,
+          "\" for policy \"", name, "\", not a number"));
+    }
     snapshot.deleted.emplace_back(name, n);
   }
   out->config = std::move(snapshot);
@@ -602,7 +610,11 @@ absl::StatusOr<ConfigWrite> WriteResult(
     return absl::InternalError(absl::StrCat("config script answered ", r[0]));
   }
   if (r.size() == 2) {  // override: {"OK", version}
-    absl::SimpleAtoi(r[1], &w.config_version);
+    if (!absl::SimpleAtoi(r[1], &w.config_version)) {
+      return absl::InternalError(
+          absl::StrCat("config script answered version \"", r[1],
+                       "\" for an override, not a number"));
+    }
     return w;
   }
   if (r.size() < 4 || !absl::SimpleAtoi(r[1], &w.old_version) ||

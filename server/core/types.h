@@ -67,8 +67,9 @@ enum class BreakerOverride : uint8_t {
 enum class UnknownDependencyAction : uint8_t { kAllow = 1, kReject = 2 };
 
 // The HTTP status a gateway answers when refused for `reason`: 429 when the
-// caller went over a limit, 503 for every other refusal. Decision::http_status
-// carries it on the wire; the SDK's own refusals use it too.
+// caller went over a limit, 503 for every other refusal. The one statement of
+// the rule: Decision::http_status carries it to the wire, and clients answer
+// what the server sent (wire/http_status.h).
 constexpr int RefusalHttpStatus(Reason reason) {
   return reason == Reason::kRateLimited ||
                  reason == Reason::kConcurrencyLimited

@@ -26,14 +26,10 @@ TEST(LimitsTest, NamesNameTheField) {
             "replica must be at most 256 bytes, got 257");
 }
 
-TEST(HttpStatusTest, LimitsAre429OtherRefusals503) {
-  EXPECT_EQ(RefusalHttpStatus(v1::RATE_LIMITED), 429);
-  EXPECT_EQ(RefusalHttpStatus(v1::CONCURRENCY_LIMITED), 429);
-  EXPECT_EQ(RefusalHttpStatus(v1::CIRCUIT_OPEN), 503);
-  EXPECT_EQ(RefusalHttpStatus(v1::PROBE_LIMIT), 503);
-  EXPECT_EQ(RefusalHttpStatus(v1::STORE_UNAVAILABLE), 503);
-  EXPECT_EQ(RefusalHttpStatus(v1::UNKNOWN_DEPENDENCY), 503);
-  EXPECT_EQ(RefusalHttpStatus(v1::REASON_UNSPECIFIED), 503);
+TEST(HttpStatusTest, ClientRefusalsAre503) {
+  // Nothing tells a client that refuses on its own that the caller went
+  // over a limit, so it never answers 429.
+  EXPECT_EQ(kClientRefusalHttpStatus, 503);
 }
 
 }  // namespace
