@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "http_util.h"
+#include "wire/address.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8081", "host:port to serve on.");
 ABSL_FLAG(absl::Duration, latency, absl::Milliseconds(2),
@@ -47,10 +48,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "HTTP backend for the Sluice example gateway; see the file comment.");
   absl::ParseCommandLine(argc, argv);
-  auto address = sluice::examples::SplitHostPort(absl::GetFlag(FLAGS_listen),
-                                                 "--listen");
+  absl::StatusOr<sluice::wire::HostPort> address =
+      sluice::wire::ParseHostPort(absl::GetFlag(FLAGS_listen));
   if (!address.ok()) {
-    std::fprintf(stderr, "sluice-example-backend: %s\n",
+    std::fprintf(stderr, "sluice-example-backend: --listen: %s\n",
                  std::string(address.status().message()).c_str());
     return 2;
   }
@@ -99,17 +100,16 @@ int main(int argc, char** argv) {
       res.set_content("{\"error\":\"injected failure\"}", "application/json");
       return;
     }
-    res.set_content(absl::StrCat("{\"path\":", sluice::examples::JsonQuote(req.path),
-                                 ",\"n\":", n, "}"),
+    res.set_content(sluice::examples::JsonText({{"path", req.path}, {"n", n}}),
                     "application/json");
   });
 
-  if (!server.bind_to_port(address->first, address->second)) {
+  if (!server.bind_to_port(address->host, address->port)) {
     std::fprintf(stderr, "sluice-example-backend: cannot listen on %s\n",
                  absl::GetFlag(FLAGS_listen).c_str());
     return 1;
   }
-  sluice::examples::WidenListenBacklog(address->second);
+  sluice::examples::WidenListenBacklog(address->port);
   std::fprintf(stderr, "sluice-example-backend: serving on %s\n",
                absl::GetFlag(FLAGS_listen).c_str());
   server.listen_after_bind();

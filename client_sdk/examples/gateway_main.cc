@@ -29,6 +29,7 @@
 #include "gateway_metrics.h"
 #include "http_util.h"
 #include "sluice/client/client.h"
+#include "wire/address.h"
 
 ABSL_FLAG(std::string, config, "", "Gateway config file (YAML); required.");
 ABSL_FLAG(std::string, events_log, "",
@@ -124,12 +125,15 @@ absl::StatusOr<Response> CallBackend(const Route& route,
   return absl::UnavailableError("unreachable");
 }
 
-std::string FallbackJson(const Response& fallback) {
+// A JSON fallback is embedded as JSON; anything else as a string.
+nlohmann::ordered_json FallbackJson(const Response& fallback) {
   if (absl::StrContains(fallback.content_type, "json") &&
       !fallback.body.empty()) {
-    return fallback.body;
+    nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(
+        fallback.body, nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_discarded()) return parsed;
   }
-  return JsonQuote(fallback.body);
+  return fallback.body;
 }
 
 bool IsShortCircuit(Reason reason) {
@@ -215,12 +219,10 @@ class Gateway {
           return;
         }
         Answer(res, 502,
-               absl::StrCat(R"({"error":)",
-                            JsonQuote(result.error.ok()
-                                          ? absl::StrCat("backend answered ",
-                                                         result.response.status_code)
-                                          : result.error.ToString()),
-                            "}"),
+               JsonText({{"error", result.error.ok()
+                                       ? absl::StrCat("backend answered ",
+                                                      result.response.status_code)
+                                       : result.error.ToString()}}),
                GatewayMetrics::Kind::kError, "error");
         return;
       case CallResult::Kind::kDegraded:
@@ -229,10 +231,9 @@ class Gateway {
         res.set_header("X-Sluice-Reason",
                        std::string(client::ReasonName(result.reason)));
         Answer(res, 200,
-               absl::StrCat(R"({"degraded":true,"reason":")",
-                            client::ReasonName(result.reason),
-                            R"(","fallback":)", FallbackJson(result.response),
-                            "}"),
+               JsonText({{"degraded", true},
+                         {"reason", client::ReasonName(result.reason)},
+                         {"fallback", FallbackJson(result.response)}}),
                GatewayMetrics::Kind::kDegraded, "degraded");
         return;
       case CallResult::Kind::kRejected: {
@@ -245,8 +246,8 @@ class Gateway {
         res.set_header("X-Sluice-Reason",
                        std::string(client::ReasonName(result.reason)));
         Answer(res, result.http_status,
-               absl::StrCat(R"({"error":"refused","reason":")",
-                            client::ReasonName(result.reason), "\"}"),
+               JsonText({{"error", "refused"},
+                         {"reason", client::ReasonName(result.reason)}}),
                GatewayMetrics::Kind::kRejected, "rejected");
         return;
       }
@@ -308,9 +309,10 @@ int Run() {
                  std::string(config.status().message()).c_str());
     return 2;
   }
-  auto address = SplitHostPort(config->listen, "listen");
+  absl::StatusOr<wire::HostPort> address = wire::ParseHostPort(config->listen);
   if (!address.ok()) {
-    std::fprintf(stderr, "sluice-example-gateway: %s: %s\n", path.c_str(),
+    std::fprintf(stderr, "sluice-example-gateway: %s: listen: %s\n",
+                 path.c_str(),
                  std::string(address.status().message()).c_str());
     return 2;
   }
@@ -341,16 +343,16 @@ int Run() {
   const int threads = config->threads;
   Gateway gateway(*std::move(config), *std::move(sluice), &events);
   gateway.Install(&server);
-  if (!server.bind_to_port(address->first, address->second)) {
+  if (!server.bind_to_port(address->host, address->port)) {
     std::fprintf(stderr, "sluice-example-gateway: cannot listen on %s:%d\n",
-                 address->first.c_str(), address->second);
+                 address->host.c_str(), address->port);
     return 1;
   }
-  WidenListenBacklog(address->second);
+  WidenListenBacklog(address->port);
   std::fprintf(stderr,
                "sluice-example-gateway: serving on %s:%d (%d threads), Sluice "
                "at %s\n",
-               address->first.c_str(), address->second, threads,
+               address->host.c_str(), address->port, threads,
                options.target.c_str());
   server.listen_after_bind();
   return 0;

@@ -14,45 +14,8 @@
 
 namespace sluice::examples {
 
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
-    absl::string_view address, absl::string_view what) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == absl::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " must be host:port with a port in [0, 65535], got \"", address,
-        "\""));
-  }
-  return std::make_pair(std::string(address.substr(0, colon)), port);
-}
-
-std::string JsonQuote(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"";
-  return out;
+std::string JsonText(const nlohmann::ordered_json& body) {
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void StopOnSignal(httplib::Server* server) {

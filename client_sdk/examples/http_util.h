@@ -4,19 +4,14 @@
 #include <httplib.h>
 
 #include <string>
-#include <utility>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 
 namespace sluice::examples {
 
-// "host:port" -> (host, port). INVALID_ARGUMENT naming `what` otherwise.
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
-    absl::string_view address, absl::string_view what);
-
-// A JSON string literal for `s`.
-std::string JsonQuote(absl::string_view s);
+// `body` as JSON text, keys in insertion order. Never throws: bytes that
+// are not UTF-8 (a backend's error text, a request path) become U+FFFD.
+std::string JsonText(const nlohmann::ordered_json& body);
 
 // Blocks SIGINT and SIGTERM in every thread started after this call and
 // starts a thread that stops `server` when one arrives. Call first in main.

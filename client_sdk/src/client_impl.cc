@@ -7,16 +7,20 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "convert.h"
 #include "permit_access.h"
-#include "sluice/v1/request_limits.h"
+#include "wire/http_status.h"
+#include "wire/limits.h"
+#include "wire/status.h"
 
 namespace sluice::client {
 namespace internal {
 namespace {
 
+// The server's error, saying whose it is.
 absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("Sluice: ", status.error_message()));
+  const absl::Status s = wire::FromGrpcStatus(status);
+  return absl::Status(s.code(), absl::StrCat("Sluice: ", s.message()));
 }
 
 // Errors that say Sluice is unreachable, overloaded or broken, as opposed to
@@ -105,7 +109,7 @@ ClientImpl::~ClientImpl() {
 Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
                            uint32_t permits) {
   Counters::Inc(counters_->acquires);
-  if (absl::Status s = v1::ValidateRequestNames(dependency, key); !s.ok()) {
+  if (absl::Status s = wire::ValidateRequestNames(dependency, key); !s.ok()) {
     return shared_->Local(std::string(dependency), std::string(key), s);
   }
   const absl::Time start = absl::Now();
@@ -164,7 +168,7 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
                               absl::string_view key, uint32_t permits,
                               std::function<void(Permit)> done) {
   Counters::Inc(counters_->acquires);
-  if (absl::Status s = v1::ValidateRequestNames(dependency, key); !s.ok()) {
+  if (absl::Status s = wire::ValidateRequestNames(dependency, key); !s.ok()) {
     done(shared_->Local(std::string(dependency), std::string(key), s));
     return;
   }
@@ -237,8 +241,9 @@ CallResult ClientImpl::Call(
   switch (permit.verdict()) {
     case Verdict::kReject:
       result.kind = CallResult::Kind::kRejected;
-      result.http_status = permit.http_status() != 0 ? permit.http_status()
-                                                     : 503;
+      result.http_status =
+          permit.http_status() != 0 ? permit.http_status()
+                                    : wire::kClientRefusalHttpStatus;
       return result;
     case Verdict::kDegrade:
       ServeFallback(permit.fallback(), dependency, options, &result);

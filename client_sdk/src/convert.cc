@@ -1,8 +1,45 @@
 #include "convert.h"
 
-#include <cstdint>
+#include "wire/time.h"
 
 namespace sluice::client::internal {
+namespace {
+
+// The public enums list the proto values in order, so the way out is a
+// cast: Reason and BreakerState from 0 (their unspecified value), Verdict
+// and Outcome from 1. The way in keeps its switches, which map values a
+// newer server may add.
+static_assert(static_cast<int>(Reason::kNone) == v1::REASON_UNSPECIFIED);
+static_assert(static_cast<int>(Reason::kRateLimited) == v1::RATE_LIMITED);
+static_assert(static_cast<int>(Reason::kConcurrencyLimited) ==
+              v1::CONCURRENCY_LIMITED);
+static_assert(static_cast<int>(Reason::kCircuitOpen) == v1::CIRCUIT_OPEN);
+static_assert(static_cast<int>(Reason::kProbeLimit) == v1::PROBE_LIMIT);
+static_assert(static_cast<int>(Reason::kUnknownDependency) ==
+              v1::UNKNOWN_DEPENDENCY);
+static_assert(static_cast<int>(Reason::kStoreUnavailable) ==
+              v1::STORE_UNAVAILABLE);
+static_assert(static_cast<int>(Reason::kAdaptiveThrottled) ==
+              v1::ADAPTIVE_THROTTLED);
+static_assert(static_cast<int>(Reason::kShadow) == v1::SHADOW);
+static_assert(static_cast<int>(Reason::kShadow) == v1::Reason_MAX);
+static_assert(static_cast<int>(BreakerState::kUnknown) ==
+              v1::BREAKER_STATE_UNSPECIFIED);
+static_assert(static_cast<int>(BreakerState::kClosed) == v1::CLOSED);
+static_assert(static_cast<int>(BreakerState::kOpen) == v1::OPEN);
+static_assert(static_cast<int>(BreakerState::kHalfOpen) == v1::HALF_OPEN);
+static_assert(static_cast<int>(BreakerState::kForcedOpen) == v1::FORCED_OPEN);
+static_assert(static_cast<int>(BreakerState::kForcedClosed) ==
+              v1::FORCED_CLOSED);
+static_assert(static_cast<int>(Verdict::kAllow) + 1 == v1::ALLOW);
+static_assert(static_cast<int>(Verdict::kReject) + 1 == v1::REJECT);
+static_assert(static_cast<int>(Verdict::kDegrade) + 1 == v1::DEGRADE);
+static_assert(static_cast<int>(Outcome::kSuccess) + 1 == v1::SUCCESS);
+static_assert(static_cast<int>(Outcome::kFailure) + 1 == v1::FAILURE);
+static_assert(static_cast<int>(Outcome::kTimeout) + 1 == v1::TIMEOUT);
+static_assert(static_cast<int>(Outcome::kCancelled) + 1 == v1::CANCELLED);
+
+}  // namespace
 
 Verdict VerdictFromProto(v1::Verdict verdict) {
   switch (verdict) {
@@ -57,20 +94,6 @@ BreakerState BreakerStateFromProto(v1::BreakerState state) {
   }
 }
 
-v1::Outcome OutcomeToProto(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kSuccess:
-      return v1::SUCCESS;
-    case Outcome::kFailure:
-      return v1::FAILURE;
-    case Outcome::kTimeout:
-      return v1::TIMEOUT;
-    case Outcome::kCancelled:
-      return v1::CANCELLED;
-  }
-  return v1::CANCELLED;
-}
-
 Fallback FallbackFromProto(const v1::Fallback& fallback) {
   Fallback out;
   switch (fallback.strategy()) {
@@ -97,16 +120,26 @@ Fallback FallbackFromProto(const v1::Fallback& fallback) {
   return out;
 }
 
-absl::Duration DurationFromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+v1::Verdict VerdictToProto(Verdict verdict) {
+  return static_cast<v1::Verdict>(static_cast<int>(verdict) + 1);
 }
 
-void DurationToProto(absl::Duration d, google::protobuf::Duration* out) {
-  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
-  absl::Duration rem;
-  const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &rem);
-  out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
+v1::Reason ReasonToProto(Reason reason) {
+  return static_cast<int>(reason) <= v1::Reason_MAX
+             ? static_cast<v1::Reason>(reason)
+             : v1::REASON_UNSPECIFIED;
+}
+
+v1::Outcome OutcomeToProto(Outcome outcome) {
+  return static_cast<v1::Outcome>(static_cast<int>(outcome) + 1);
+}
+
+v1::BreakerState BreakerStateToProto(BreakerState state) {
+  return static_cast<v1::BreakerState>(state);
+}
+
+absl::Duration DurationFromProto(const google::protobuf::Duration& d) {
+  return wire::DurationFromProto(d, "duration").value_or(absl::ZeroDuration());
 }
 
 }  // namespace sluice::client::internal

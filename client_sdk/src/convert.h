@@ -12,10 +12,18 @@ namespace sluice::client::internal {
 Verdict VerdictFromProto(v1::Verdict verdict);
 Reason ReasonFromProto(v1::Reason reason);
 BreakerState BreakerStateFromProto(v1::BreakerState state);
-v1::Outcome OutcomeToProto(Outcome outcome);
 Fallback FallbackFromProto(const v1::Fallback& fallback);
+
+v1::Verdict VerdictToProto(Verdict verdict);
+// REASON_UNSPECIFIED for kNone and the SDK-only reasons.
+v1::Reason ReasonToProto(Reason reason);
+v1::Outcome OutcomeToProto(Outcome outcome);
+// BREAKER_STATE_UNSPECIFIED for kUnknown.
+v1::BreakerState BreakerStateToProto(BreakerState state);
+
+// A duration from the server; a malformed one (which a server of ours never
+// sends) reads as zero, i.e. "not given".
 absl::Duration DurationFromProto(const google::protobuf::Duration& d);
-void DurationToProto(absl::Duration d, google::protobuf::Duration* out);
 
 }  // namespace sluice::client::internal
 

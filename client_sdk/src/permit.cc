@@ -5,6 +5,7 @@
 #include "convert.h"
 #include "permit_access.h"
 #include "reporter.h"
+#include "wire/http_status.h"
 
 namespace sluice::client {
 
@@ -85,7 +86,8 @@ Permit PermitAccess::Local(std::string dependency, std::string key,
   p.dependency_ = std::move(dependency);
   p.key_ = std::move(key);
   p.call_timeout_ = call_timeout;
-  p.http_status_ = verdict == Verdict::kReject ? 503 : 0;
+  p.http_status_ =
+      verdict == Verdict::kReject ? wire::kClientRefusalHttpStatus : 0;
   p.decided_locally_ = true;
   p.sluice_error_ = std::move(error);
   return p;

@@ -1,8 +1,10 @@
 #include "reporter.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "convert.h"
+#include "wire/time.h"
 
 namespace sluice::client::internal {
 
@@ -37,7 +39,9 @@ void Reporter::Send(const std::string& dependency, const std::string& key,
   request->set_key(key);
   request->set_permit_id(permit_id);
   request->set_outcome(OutcomeToProto(outcome));
-  DurationToProto(latency, request->mutable_latency());
+  // The server rejects a negative latency; a clock step can produce one.
+  *request->mutable_latency() =
+      wire::DurationToProto(std::max(latency, absl::ZeroDuration()));
   request->set_status_code(status_code);
 
   if (in_flight_.fetch_add(1) < options_.max_in_flight) {

@@ -1,80 +1,48 @@
 #include "sluice/client/types.h"
 
+#include <string>
+
+#include "convert.h"
 #include "counters.h"
 #include "sluice/client/client.h"
 
 namespace sluice::client {
 
+namespace {
+
+// The generated *_Name gives "" for a value outside the enum.
+absl::string_view OrUnknown(const std::string& name) {
+  return name.empty() ? absl::string_view("UNKNOWN") : name;
+}
+
+}  // namespace
+
+// The proto's names, except for the values it has none for.
 absl::string_view VerdictName(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::kAllow:
-      return "ALLOW";
-    case Verdict::kReject:
-      return "REJECT";
-    case Verdict::kDegrade:
-      return "DEGRADE";
-  }
-  return "UNKNOWN";
+  return OrUnknown(v1::Verdict_Name(internal::VerdictToProto(verdict)));
 }
 
 absl::string_view ReasonName(Reason reason) {
   switch (reason) {
     case Reason::kNone:
       return "NONE";
-    case Reason::kRateLimited:
-      return "RATE_LIMITED";
-    case Reason::kConcurrencyLimited:
-      return "CONCURRENCY_LIMITED";
-    case Reason::kCircuitOpen:
-      return "CIRCUIT_OPEN";
-    case Reason::kProbeLimit:
-      return "PROBE_LIMIT";
-    case Reason::kUnknownDependency:
-      return "UNKNOWN_DEPENDENCY";
-    case Reason::kStoreUnavailable:
-      return "STORE_UNAVAILABLE";
-    case Reason::kAdaptiveThrottled:
-      return "ADAPTIVE_THROTTLED";
-    case Reason::kShadow:
-      return "SHADOW";
     case Reason::kSluiceUnavailable:
       return "SLUICE_UNAVAILABLE";
     case Reason::kCallFailed:
       return "CALL_FAILED";
+    default:
+      return OrUnknown(v1::Reason_Name(internal::ReasonToProto(reason)));
   }
-  return "UNKNOWN";
 }
 
 absl::string_view OutcomeName(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kSuccess:
-      return "SUCCESS";
-    case Outcome::kFailure:
-      return "FAILURE";
-    case Outcome::kTimeout:
-      return "TIMEOUT";
-    case Outcome::kCancelled:
-      return "CANCELLED";
-  }
-  return "UNKNOWN";
+  return OrUnknown(v1::Outcome_Name(internal::OutcomeToProto(outcome)));
 }
 
 absl::string_view BreakerStateName(BreakerState state) {
-  switch (state) {
-    case BreakerState::kUnknown:
-      return "UNKNOWN";
-    case BreakerState::kClosed:
-      return "CLOSED";
-    case BreakerState::kOpen:
-      return "OPEN";
-    case BreakerState::kHalfOpen:
-      return "HALF_OPEN";
-    case BreakerState::kForcedOpen:
-      return "FORCED_OPEN";
-    case BreakerState::kForcedClosed:
-      return "FORCED_CLOSED";
-  }
-  return "UNKNOWN";
+  if (state == BreakerState::kUnknown) return "UNKNOWN";
+  return OrUnknown(
+      v1::BreakerState_Name(internal::BreakerStateToProto(state)));
 }
 
 Outcome DefaultClassify(const absl::StatusOr<Response>& result) {

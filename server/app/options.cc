@@ -4,11 +4,11 @@
 
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "server/cluster/redis_store.h"
 #include "spdlog/spdlog.h"
+#include "wire/address.h"
 
 namespace sluice::app {
 
@@ -46,24 +46,7 @@ absl::Status ValidateOptions(const ServerOptions& options) {
 }
 
 absl::Status ValidateListenAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected HOST:PORT, got \"", address, "\""));
-  }
-  const absl::string_view host = absl::string_view(address).substr(0, colon);
-  if (host.find(':') != absl::string_view::npos &&
-      (host.front() != '[' || host.back() != ']')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPv6 hosts go in brackets ([::1]:50051), got \"", address, "\""));
-  }
-  int port = -1;
-  if (!absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "port must be a number in [0, 65535], got \"", address, "\""));
-  }
-  return absl::OkStatus();
+  return wire::ParseHostPort(address).status();
 }
 
 absl::Status ValidateRedisAddress(const std::string& address) {

@@ -9,15 +9,16 @@
 #include "absl/strings/str_cat.h"
 #include "server/app/policies_file.h"
 #include "spdlog/spdlog.h"
+#include "wire/address.h"
 
 namespace sluice::app {
 namespace {
 
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
 
-// "host" of "host:port".
+// "host" of a "host:port" that ValidateOptions accepted.
 std::string Host(const std::string& address) {
-  return address.substr(0, address.rfind(':'));
+  return wire::ParseHostPort(address)->host;
 }
 
 }  // namespace

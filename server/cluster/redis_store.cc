@@ -16,8 +16,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "wire/address.h"
 
 namespace sluice::cluster {
 namespace {
@@ -219,7 +219,11 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
   absl::flat_hash_map<std::string, uint64_t> versions;
   for (auto& [name, v] : Pairs(r->element[6])) {
     uint64_t n = 0;
-    absl::SimpleAtoi(v, &n);
+    if (!absl::SimpleAtoi(v, &n)) {
+      return absl::InternalError(absl::StrCat(
+          "config script answered version \"", v, "\" for policy \"", name,
+          "\", not a number"));
+    }
     versions[name] = n;
   }
   for (auto& [name, blob] : Pairs(r->element[5])) {
@@ -244,7 +248,11 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
   }
   for (auto& [name, v] : Pairs(r->element[8])) {
     uint64_t n = 0;
-    absl::SimpleAtoi(v, &n);
+    if (!absl::SimpleAtoi(v, &n)) {
+      return absl::InternalError(absl::StrCat(
+          "config script answered tombstone version \"", v,
+          "\" for policy \"", name, "\", not a number"));
+    }
     snapshot.deleted.emplace_back(name, n);
   }
   out->config = std::move(snapshot);
@@ -278,20 +286,21 @@ std::vector<std::string> RestoreArgs(const ConfigSnapshot& config) {
 absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
     const std::string& address) {
   Options options;
-  std::pair<std::string, std::string> parts =
-      absl::StrSplit(address, absl::MaxSplits(':', 1));
-  if (parts.first.empty()) {
+  absl::StatusOr<wire::HostPort> parsed =
+      wire::ParseHostPort(address, options.port);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--redis must be host:port, got \"", address, "\""));
+        absl::StrCat("--redis: ", parsed.status().message()));
   }
-  options.host = parts.first;
-  if (!parts.second.empty() &&
-      (!absl::SimpleAtoi(parts.second, &options.port) || options.port <= 0 ||
-       options.port > 65535)) {
+  if (parsed->port == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--redis port must be 1-65535, got \"", parts.second,
-                     "\""));
+        absl::StrCat("--redis port must be 1-65535, got \"", address, "\""));
   }
+  // hiredis takes an IPv6 literal without its brackets.
+  absl::string_view host = parsed->host;
+  if (absl::StartsWith(host, "[")) host = host.substr(1, host.size() - 2);
+  options.host = std::string(host);
+  options.port = parsed->port;
   return options;
 }
 
@@ -601,7 +610,11 @@ absl::StatusOr<ConfigWrite> WriteResult(
     return absl::InternalError(absl::StrCat("config script answered ", r[0]));
   }
   if (r.size() == 2) {  // override: {"OK", version}
-    absl::SimpleAtoi(r[1], &w.config_version);
+    if (!absl::SimpleAtoi(r[1], &w.config_version)) {
+      return absl::InternalError(
+          absl::StrCat("config script answered version \"", r[1],
+                       "\" for an override, not a number"));
+    }
     return w;
   }
   if (r.size() < 4 || !absl::SimpleAtoi(r[1], &w.old_version) ||

@@ -137,7 +137,7 @@ absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
     } else {
       unknown_rejected_.fetch_add(1, std::memory_order_relaxed);
       decision.verdict = Verdict::kReject;
-      decision.http_status = 503;
+      decision.http_status = RefusalHttpStatus(decision.reason);
     }
     return decision;
   }

@@ -7,9 +7,6 @@
 namespace sluice::core {
 namespace {
 
-constexpr int kTooManyRequests = 429;
-constexpr int kServiceUnavailable = 503;
-
 // What a concurrency refusal suggests as retry_after: slots free up as calls
 // finish, which takes at most about one call timeout.
 absl::Duration ConcurrencyRetryAfter(absl::Duration call_timeout) {
@@ -190,10 +187,7 @@ void GateSet::Refuse(const PolicyConfig& policy, Reason reason,
     return;
   }
   out->verdict = Verdict::kReject;
-  out->http_status =
-      reason == Reason::kRateLimited || reason == Reason::kConcurrencyLimited
-          ? kTooManyRequests
-          : kServiceUnavailable;
+  out->http_status = RefusalHttpStatus(reason);
 }
 
 void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,

@@ -66,7 +66,22 @@ enum class BreakerOverride : uint8_t {
 // What the engine answers for a dependency that has no policy.
 enum class UnknownDependencyAction : uint8_t { kAllow = 1, kReject = 2 };
 
-// Upper-case names as used in the protos, YAML and logs ("HALF_OPEN").
+// The HTTP status a gateway answers when refused for `reason`: 429 when the
+// caller went over a limit, 503 for every other refusal. The one statement of
+// the rule: Decision::http_status carries it to the wire, and clients answer
+// what the server sent (wire/http_status.h).
+constexpr int RefusalHttpStatus(Reason reason) {
+  return reason == Reason::kRateLimited ||
+                 reason == Reason::kConcurrencyLimited
+             ? 429
+             : 503;
+}
+
+// Upper-case names as used in the protos, YAML and logs ("HALF_OPEN"). The
+// RPC edge names proto values with the generated *_Name instead; these stay
+// for the readers without the protos: the breaker's trip cause, the metrics
+// labels (reason NONE, where the proto says REASON_UNSPECIFIED) and the
+// override modes the cluster store writes.
 absl::string_view VerdictName(Verdict v);
 absl::string_view ReasonName(Reason r);
 absl::string_view BreakerStateName(BreakerState s);

@@ -10,14 +10,15 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
-#include "server/policy/status_macros.h"
+#include "wire/limits.h"
+#include "wire/status.h"
+#include "wire/time.h"
 
 namespace sluice::policy {
 namespace {
 
-constexpr size_t kMaxNameBytes = 256;
+// Every default is the one core::PolicyConfig and its parts declare.
 constexpr uint32_t kMaxBuckets = 1000;
-constexpr uint32_t kDefaultBuckets = 10;
 constexpr uint32_t kMaxKeysLimit = 10'000'000;
 constexpr size_t kMaxPayloadBytes = 64 * 1024;
 // A sliding window keeps an int64 count; far below that, and far above any
@@ -26,8 +27,6 @@ constexpr double kMaxWindowLimit = 1e15;
 // The breaker judges its ratio rules over core::BreakerConfig::buckets
 // sub-buckets of `window`; each must be at least this wide.
 constexpr absl::Duration kMinBucketWidth = absl::Milliseconds(1);
-// Largest magnitude google.protobuf.Duration allows (10,000 years).
-constexpr int64_t kMaxDurationSeconds = 315'576'000'000;
 
 std::string Quote(absl::string_view s) {
   return absl::StrCat("\"", absl::CHexEscape(s), "\"");
@@ -57,6 +56,10 @@ class Errors {
   absl::Status Bad(absl::string_view field, absl::string_view rule) const {
     return absl::InvalidArgumentError(absl::StrCat(prefix_, field, " ", rule));
   }
+  // `status`, whose message already names the field, about this policy.
+  absl::Status About(const absl::Status& status) const {
+    return absl::Status(status.code(), absl::StrCat(prefix_, status.message()));
+  }
 
  private:
   std::string prefix_;
@@ -67,15 +70,9 @@ class Errors {
 absl::Status ToDuration(const Errors& errors, absl::string_view field,
                         const google::protobuf::Duration& in,
                         absl::Duration* out) {
-  const int64_t s = in.seconds();
-  const int32_t n = in.nanos();
-  if (s > kMaxDurationSeconds || s < -kMaxDurationSeconds ||
-      n <= -1'000'000'000 || n >= 1'000'000'000 || (s > 0 && n < 0) ||
-      (s < 0 && n > 0)) {
-    return errors.Bad(field, "must be a valid duration",
-                      absl::StrCat("{seconds: ", s, ", nanos: ", n, "}"));
-  }
-  *out = absl::Seconds(s) + absl::Nanoseconds(n);
+  absl::StatusOr<absl::Duration> d = wire::DurationFromProto(in, field);
+  if (!d.ok()) return errors.About(d.status());  // adds the policy's name
+  *out = *d;
   return absl::OkStatus();
 }
 
@@ -104,12 +101,6 @@ absl::Status Threshold(const Errors& errors, absl::string_view field,
   return absl::OkStatus();
 }
 
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  const int64_t s = absl::IDivDuration(d, absl::Seconds(1), &d);
-  out->set_seconds(s);
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d)));
-}
-
 absl::StatusOr<core::Scope> ToScope(const Errors& errors,
                                     absl::string_view field, v1::Scope s) {
   switch (s) {
@@ -130,6 +121,7 @@ v1::Scope FromScope(core::Scope s) {
 
 absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
                               core::RateLimitConfig* out) {
+  const core::RateLimitConfig defaults;
   switch (in.algorithm()) {
     case v1::RateLimit::ALGORITHM_UNSPECIFIED:
     case v1::RateLimit::TOKEN_BUCKET:
@@ -152,7 +144,7 @@ absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
   out->rate = in.rate();
   SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "rate_limit.per",
                                           in.has_per(), in.per(),
-                                          absl::Seconds(1), &out->per));
+                                          defaults.per, &out->per));
 
   if (!(in.burst() >= 0) || !std::isfinite(in.burst())) {
     return errors.Bad("rate_limit.burst", "must be >= 0 and finite",
@@ -166,12 +158,10 @@ absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
                       absl::StrCat(in.buckets()));
   }
   out->buckets =
-      static_cast<int>(in.buckets() == 0 ? kDefaultBuckets : in.buckets());
+      in.buckets() == 0 ? defaults.buckets : static_cast<int>(in.buckets());
 
-  absl::StatusOr<core::Scope> scope =
-      ToScope(errors, "rate_limit.scope", in.scope());
-  if (!scope.ok()) return scope.status();
-  out->scope = *scope;
+  SLUICE_ASSIGN_OR_RETURN(out->scope,
+                          ToScope(errors, "rate_limit.scope", in.scope()));
 
   if (window) {
     // The window counts whole permits.
@@ -204,6 +194,7 @@ absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
 
 absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
                             core::BreakerConfig* out) {
+  const core::BreakerConfig defaults;
   out->consecutive_failures = in.consecutive_failures();
   SLUICE_RETURN_IF_ERROR(Threshold(errors, "breaker.failure_rate_threshold",
                                    in.failure_rate_threshold()));
@@ -243,8 +234,8 @@ absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
 
   SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "breaker.window",
                                           in.has_window(), in.window(),
-                                          absl::Seconds(10), &out->window));
-  out->buckets = static_cast<int>(kDefaultBuckets);
+                                          defaults.window, &out->window));
+  out->buckets = defaults.buckets;
   if (out->window / out->buckets < kMinBucketWidth) {
     return errors.Bad(
         "breaker.window",
@@ -252,14 +243,16 @@ absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
                      " (", out->buckets, " buckets of >= 1ms)"),
         Dur(out->window));
   }
-  out->minimum_calls = in.minimum_calls() == 0 ? 20 : in.minimum_calls();
+  out->minimum_calls =
+      in.minimum_calls() == 0 ? defaults.minimum_calls : in.minimum_calls();
 
   SLUICE_RETURN_IF_ERROR(PositiveDuration(
       errors, "breaker.open_duration", in.has_open_duration(),
-      in.open_duration(), absl::Seconds(15), &out->open_duration));
+      in.open_duration(), defaults.open_duration, &out->open_duration));
   SLUICE_RETURN_IF_ERROR(PositiveDuration(
       errors, "breaker.max_open_duration", in.has_max_open_duration(),
-      in.max_open_duration(), absl::Seconds(300), &out->max_open_duration));
+      in.max_open_duration(), defaults.max_open_duration,
+      &out->max_open_duration));
   if (out->max_open_duration < out->open_duration) {
     return errors.Bad("breaker.max_open_duration",
                       absl::StrCat("must be >= breaker.open_duration (",
@@ -268,10 +261,12 @@ absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
   }
   // Probes run one after another as slots free up, so any successes_to_close
   // >= 1 is reachable whatever half_open_probes is.
-  out->half_open_probes =
-      in.half_open_probes() == 0 ? 1 : in.half_open_probes();
-  out->successes_to_close =
-      in.successes_to_close() == 0 ? 1 : in.successes_to_close();
+  out->half_open_probes = in.half_open_probes() == 0
+                              ? defaults.half_open_probes
+                              : in.half_open_probes();
+  out->successes_to_close = in.successes_to_close() == 0
+                                ? defaults.successes_to_close
+                                : in.successes_to_close();
   return absl::OkStatus();
 }
 
@@ -370,8 +365,10 @@ absl::Status ConvertFallback(const Errors& errors, const v1::Fallback& in,
 
 absl::Status ValidateName(const Errors& errors, const std::string& name) {
   if (name.empty()) return errors.Bad("name", "is required");
-  if (name.size() > kMaxNameBytes) {
-    return errors.Bad("name", "must be at most 256 bytes",
+  if (name.size() > wire::kMaxNameBytes) {
+    return errors.Bad("name",
+                      absl::StrCat("must be at most ", wire::kMaxNameBytes,
+                                   " bytes"),
                       absl::StrCat(name.size(), " bytes"));
   }
   for (char c : name) {
@@ -393,7 +390,7 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
 
   SLUICE_RETURN_IF_ERROR(PositiveDuration(
       errors, "call_timeout", policy.has_call_timeout(), policy.call_timeout(),
-      absl::Seconds(1), &config.call_timeout));
+      config.call_timeout, &config.call_timeout));
 
   if (policy.has_rate_limit()) {
     core::RateLimitConfig rate;
@@ -408,10 +405,9 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
                         absl::StrCat(policy.concurrency().max_in_flight()));
     }
     concurrency.max_in_flight = policy.concurrency().max_in_flight();
-    absl::StatusOr<core::Scope> scope =
-        ToScope(errors, "concurrency.scope", policy.concurrency().scope());
-    if (!scope.ok()) return scope.status();
-    concurrency.scope = *scope;
+    SLUICE_ASSIGN_OR_RETURN(
+        concurrency.scope,
+        ToScope(errors, "concurrency.scope", policy.concurrency().scope()));
     config.concurrency = concurrency;
   }
   if (policy.has_breaker()) {
@@ -447,7 +443,7 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
     return errors.Bad("max_keys", "must be at most 10000000",
                       absl::StrCat(policy.max_keys()));
   }
-  config.max_keys = policy.max_keys() == 0 ? 100000 : policy.max_keys();
+  if (policy.max_keys() != 0) config.max_keys = policy.max_keys();
   config.version = policy.version();
   config.description = policy.description();
   return config;
@@ -456,7 +452,7 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
 v1::Policy FromConfig(const core::PolicyConfig& config) {
   v1::Policy out;
   out.set_name(config.name);
-  SetDuration(config.call_timeout, out.mutable_call_timeout());
+  wire::DurationToProto(config.call_timeout, out.mutable_call_timeout());
 
   if (config.rate_limit.has_value()) {
     const core::RateLimitConfig& in = *config.rate_limit;
@@ -465,7 +461,7 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
                             ? v1::RateLimit::SLIDING_WINDOW
                             : v1::RateLimit::TOKEN_BUCKET);
     rate->set_rate(in.rate);
-    SetDuration(in.per, rate->mutable_per());
+    wire::DurationToProto(in.per, rate->mutable_per());
     rate->set_burst(in.burst);
     rate->set_scope(FromScope(in.scope));
     rate->set_buckets(static_cast<uint32_t>(in.buckets));
@@ -482,13 +478,13 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
     breaker->set_failure_rate_threshold(in.failure_rate_threshold);
     // Zero means "rule off"; leave it unset rather than write "0s".
     if (in.slow_call_duration > absl::ZeroDuration()) {
-      SetDuration(in.slow_call_duration, breaker->mutable_slow_call_duration());
+      wire::DurationToProto(in.slow_call_duration, breaker->mutable_slow_call_duration());
     }
     breaker->set_slow_call_rate_threshold(in.slow_call_rate_threshold);
-    SetDuration(in.window, breaker->mutable_window());
+    wire::DurationToProto(in.window, breaker->mutable_window());
     breaker->set_minimum_calls(in.minimum_calls);
-    SetDuration(in.open_duration, breaker->mutable_open_duration());
-    SetDuration(in.max_open_duration, breaker->mutable_max_open_duration());
+    wire::DurationToProto(in.open_duration, breaker->mutable_open_duration());
+    wire::DurationToProto(in.max_open_duration, breaker->mutable_max_open_duration());
     breaker->set_half_open_probes(in.half_open_probes);
     breaker->set_successes_to_close(in.successes_to_close);
   }
@@ -517,7 +513,7 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
     }
   }
   if (fb.cache_ttl > absl::ZeroDuration()) {
-    SetDuration(fb.cache_ttl, fallback->mutable_cache_ttl());
+    wire::DurationToProto(fb.cache_ttl, fallback->mutable_cache_ttl());
   }
   fallback->set_serve_on_failure(fb.serve_on_failure);
 

@@ -7,8 +7,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <map>
@@ -26,7 +24,10 @@
 #include "absl/time/time.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/policy/status_macros.h"
+#include "google/protobuf/util/time_util.h"
+#include "nlohmann/json.hpp"
+#include "wire/status.h"
+#include "wire/time.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sluice::policy {
@@ -38,61 +39,6 @@ using google::protobuf::FieldDescriptor;
 
 // A policies file is a few kilobytes; anything this large is a mistake.
 constexpr size_t kMaxFileBytes = 16 << 20;
-
-void AppendJsonString(absl::string_view s, std::string* out) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out->append(buf);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-// Shortest text that reads back as the same double.
-std::string FormatDouble(double v) {
-  char buf[32];
-  for (int precision = 15; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-// Formats a duration the way the proto JSON mapping wants it ("1.500s").
-std::string ProtoJsonDuration(absl::Duration d) {
-  const bool negative = d < absl::ZeroDuration();
-  if (negative) d = -d;
-  absl::Duration rem;
-  const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &rem);
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "%s%lld.%09llds", negative ? "-" : "",
-                static_cast<long long>(seconds),
-                static_cast<long long>(absl::ToInt64Nanoseconds(rem)));
-  return buf;
-}
 
 // YAML 1.2 core-schema number syntax, plus the JSON forms.
 bool LooksLikeNumber(absl::string_view s) {
@@ -138,8 +84,8 @@ const char* NodeKind(const YAML::Node& n) {
   }
 }
 
-// Turns one policy's YAML tree into the proto JSON mapping, guided by the
-// Policy descriptor: that is what lets it report unknown fields and bad
+// Turns one policy's YAML tree into a JSON value in the proto JSON mapping,
+// guided by the Policy descriptor: that is what lets it report unknown fields and bad
 // values with their YAML line, read "250ms" durations, and keep a string
 // field a string even when it looks like a number.
 class PolicyConverter {
@@ -148,14 +94,13 @@ class PolicyConverter {
       : source_(source), label_(std::move(label)) {}
 
   absl::Status Message(const YAML::Node& node, const Descriptor* desc,
-                       const std::string& path, std::string* out) {
+                       const std::string& path, nlohmann::json* out) {
     if (!node.IsMap()) {
       return Error(node, path,
                    absl::StrCat("must be a mapping, got ", NodeKind(node)));
     }
-    out->push_back('{');
+    *out = nlohmann::json::object();
     std::set<const FieldDescriptor*> seen;
-    bool first = true;
     for (const auto& kv : node) {
       const YAML::Node& key = kv.first;
       if (!key.IsScalar()) {
@@ -180,17 +125,13 @@ class PolicyConverter {
       }
       // An empty value means "not set", as in the JSON mapping's null.
       if (kv.second.IsNull()) continue;
-      if (!first) out->push_back(',');
-      first = false;
-      AppendJsonString(field->name(), out);
-      out->push_back(':');
+      nlohmann::json& value = (*out)[field->name()];
       if (field->is_repeated()) {
-        SLUICE_RETURN_IF_ERROR(Repeated(kv.second, field, field_path, out));
+        SLUICE_RETURN_IF_ERROR(Repeated(kv.second, field, field_path, &value));
       } else {
-        SLUICE_RETURN_IF_ERROR(Value(kv.second, field, field_path, out));
+        SLUICE_RETURN_IF_ERROR(Value(kv.second, field, field_path, &value));
       }
     }
-    out->push_back('}');
     return absl::OkStatus();
   }
 
@@ -204,23 +145,23 @@ class PolicyConverter {
 
  private:
   absl::Status Repeated(const YAML::Node& node, const FieldDescriptor* field,
-                        const std::string& path, std::string* out) {
+                        const std::string& path, nlohmann::json* out) {
     if (!node.IsSequence()) {
       return Error(node, path,
                    absl::StrCat("must be a list, got ", NodeKind(node)));
     }
-    out->push_back('[');
+    *out = nlohmann::json::array();
     for (size_t i = 0; i < node.size(); ++i) {
-      if (i > 0) out->push_back(',');
+      nlohmann::json item;
       SLUICE_RETURN_IF_ERROR(
-          Value(node[i], field, absl::StrCat(path, "[", i, "]"), out));
+          Value(node[i], field, absl::StrCat(path, "[", i, "]"), &item));
+      out->push_back(std::move(item));
     }
-    out->push_back(']');
     return absl::OkStatus();
   }
 
   absl::Status Value(const YAML::Node& node, const FieldDescriptor* field,
-                     const std::string& path, std::string* out) {
+                     const std::string& path, nlohmann::json* out) {
     if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
       if (field->message_type()->full_name() == "google.protobuf.Duration") {
         return Duration(node, path, out);
@@ -235,13 +176,13 @@ class PolicyConverter {
     const std::string& text = node.Scalar();
     switch (field->cpp_type()) {
       case FieldDescriptor::CPPTYPE_STRING:
-        AppendJsonString(text, out);
+        *out = text;
         return absl::OkStatus();
       case FieldDescriptor::CPPTYPE_BOOL:
         if (text == "true" || text == "True" || text == "TRUE") {
-          out->append("true");
+          *out = true;
         } else if (text == "false" || text == "False" || text == "FALSE") {
-          out->append("false");
+          *out = false;
         } else {
           return Error(
               node, path,
@@ -255,7 +196,7 @@ class PolicyConverter {
               node, path,
               absl::StrCat("\"", text, "\" is not one of ", EnumNames(e)));
         }
-        AppendJsonString(text, out);
+        *out = text;
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_DOUBLE:
@@ -267,19 +208,20 @@ class PolicyConverter {
   }
 
   absl::Status Double(const YAML::Node& node, const std::string& text,
-                      const std::string& path, std::string* out) {
-    // Let non-finite values through so that validation can name the rule.
+                      const std::string& path, nlohmann::json* out) {
+    // Let non-finite values through so that validation can name the rule;
+    // the proto JSON mapping spells them as strings.
     const std::string lower = absl::AsciiStrToLower(text);
     if (lower == ".inf" || lower == "+.inf") {
-      out->append("\"Infinity\"");
+      *out = "Infinity";
       return absl::OkStatus();
     }
     if (lower == "-.inf") {
-      out->append("\"-Infinity\"");
+      *out = "-Infinity";
       return absl::OkStatus();
     }
     if (lower == ".nan") {
-      out->append("\"NaN\"");
+      *out = "NaN";
       return absl::OkStatus();
     }
     double v = 0;
@@ -288,13 +230,13 @@ class PolicyConverter {
       return Error(node, path,
                    absl::StrCat("must be a number, got \"", text, "\""));
     }
-    out->append(FormatDouble(v));
+    *out = v;
     return absl::OkStatus();
   }
 
   absl::Status Integer(const YAML::Node& node, const FieldDescriptor* field,
                        const std::string& text, const std::string& path,
-                       std::string* out) {
+                       nlohmann::json* out) {
     const bool is_unsigned =
         field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
         field->cpp_type() == FieldDescriptor::CPPTYPE_UINT64;
@@ -311,7 +253,7 @@ class PolicyConverter {
             absl::StrCat("must be ", want, is_32 ? " that fits 32 bits" : "",
                          ", got \"", text, "\""));
       }
-      absl::StrAppend(out, v);
+      *out = v;
     } else {
       int64_t v = 0;
       if (!absl::SimpleAtoi(text, &v) ||
@@ -320,13 +262,13 @@ class PolicyConverter {
         return Error(node, path,
                      absl::StrCat("must be ", want, ", got \"", text, "\""));
       }
-      absl::StrAppend(out, v);
+      *out = v;
     }
     return absl::OkStatus();
   }
 
   absl::Status Duration(const YAML::Node& node, const std::string& path,
-                        std::string* out) {
+                        nlohmann::json* out) {
     absl::Duration d;
     const std::string text = node.IsScalar() ? node.Scalar() : "";
     // absl also takes a bare "0" and "inf"; a unit is what users mean.
@@ -343,7 +285,7 @@ class PolicyConverter {
       return Error(node, path,
                    absl::StrCat("must be under 100 years, got \"", text, "\""));
     }
-    AppendJsonString(ProtoJsonDuration(d), out);
+    *out = google::protobuf::util::TimeUtil::ToString(wire::DurationToProto(d));
     return absl::OkStatus();
   }
 
@@ -402,14 +344,21 @@ absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
     }
 
     PolicyConverter converter(source, label);
-    std::string json;
+    nlohmann::json json;
     SLUICE_RETURN_IF_ERROR(
         converter.Message(item, v1::Policy::descriptor(), "", &json));
+    std::string text;
+    try {
+      text = json.dump();
+    } catch (const nlohmann::json::exception& e) {
+      // A string that is not UTF-8 has no JSON form.
+      return converter.Error(item, "", e.what());
+    }
     v1::Policy policy;
     google::protobuf::util::JsonParseOptions options;
     options.ignore_unknown_fields = false;
     const auto status =
-        google::protobuf::util::JsonStringToMessage(json, &policy, options);
+        google::protobuf::util::JsonStringToMessage(text, &policy, options);
     if (!status.ok()) {
       // The converter checks every field, so this means a gap in it.
       return converter.Error(item, "", std::string(status.message()));

@@ -1,13 +1,21 @@
 #include "server/rpc/admin_backend.h"
 
 #include "absl/strings/str_cat.h"
+#include "sluice/v1/admin.pb.h"
 
 namespace sluice::rpc {
+
+static_assert(static_cast<int>(core::BreakerOverride::kAuto) == v1::AUTO);
+static_assert(static_cast<int>(core::BreakerOverride::kForceOpen) ==
+              v1::FORCE_OPEN);
+static_assert(static_cast<int>(core::BreakerOverride::kForceClosed) ==
+              v1::FORCE_CLOSED);
 
 std::string OverrideCause(core::BreakerOverride override,
                           absl::string_view note) {
   return absl::StrCat("operator override ",
-                      core::BreakerOverrideName(override),
+                      v1::BreakerOverride_Name(
+                          static_cast<v1::BreakerOverride>(override)),
                       note.empty() ? "" : ": ", note);
 }
 

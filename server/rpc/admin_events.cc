@@ -4,21 +4,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "wire/time.h"
 
 namespace sluice::rpc {
-
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t nanos = absl::ToUnixNanos(t);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
 
 bool EventHub::Subscription::Pop(v1::Event* out) {
   absl::MutexLock lock(&mu_);
   if (missed_ > 0) {
     *out = v1::Event();
     out->set_kind(v1::Event::EVENTS_DROPPED);
-    SetTimestamp(absl::Now(), out->mutable_time());
+    *out->mutable_time() = wire::TimestampToProto(absl::Now());
     out->set_dependency(dependency_);
     out->set_missed(missed_);
     out->set_cause(absl::StrCat(missed_, " event", missed_ == 1 ? "" : "s",
@@ -73,7 +68,9 @@ size_t EventHub::watchers() const {
 
 void EventHub::Publish(v1::Event event) {
   event.set_replica_id(options_.replica_id);
-  if (!event.has_time()) SetTimestamp(absl::Now(), event.mutable_time());
+  if (!event.has_time()) {
+    *event.mutable_time() = wire::TimestampToProto(absl::Now());
+  }
   std::vector<std::shared_ptr<Subscription>> matched;
   {
     absl::MutexLock lock(&mu_);
@@ -97,7 +94,7 @@ void EventHub::OnBreakerTransition(const core::BreakerTransition& transition) {
 v1::Event BreakerTransitionEvent(const core::BreakerTransition& t) {
   v1::Event event;
   event.set_kind(v1::Event::BREAKER_TRANSITION);
-  SetTimestamp(t.at, event.mutable_time());
+  *event.mutable_time() = wire::TimestampToProto(t.at);
   event.set_dependency(t.dependency);
   event.set_key(t.key);
   event.set_from(static_cast<v1::BreakerState>(t.from));
@@ -105,7 +102,7 @@ v1::Event BreakerTransitionEvent(const core::BreakerTransition& t) {
   event.set_cause(t.cause);
   event.set_breaker_generation(t.generation);
   if (t.open_until != absl::InfinitePast()) {
-    SetTimestamp(t.open_until, event.mutable_open_until());
+    *event.mutable_open_until() = wire::TimestampToProto(t.open_until);
   }
   return event;
 }

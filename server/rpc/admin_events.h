@@ -98,8 +98,6 @@ v1::Event OverrideEvent(const std::string& dependency,
                         const std::string& cause);
 v1::Event StoreEvent(bool up, const std::string& cause);
 
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
-
 }  // namespace sluice::rpc
 
 #endif  // SLUICE_SERVER_RPC_ADMIN_EVENTS_H_

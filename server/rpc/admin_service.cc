@@ -8,29 +8,18 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/rpc/decision_convert.h"
-#include "server/rpc/status_convert.h"
+#include "wire/limits.h"
+#include "wire/status.h"
+#include "wire/time.h"
 
 namespace sluice::rpc {
 namespace {
 
-constexpr size_t kMaxName = 256;
-
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
                                  const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(wire::ToGrpcStatus(status));
   return reactor;
-}
-
-absl::Status ValidateName(absl::string_view name, absl::string_view field) {
-  if (name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " must be set"));
-  }
-  if (name.size() > kMaxName) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " must be at most ", kMaxName, " bytes, got ", name.size()));
-  }
-  return absl::OkStatus();
 }
 
 // Constant-time comparison, so the token cannot be guessed byte by byte.
@@ -124,7 +113,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 class RejectedWatch final : public grpc::ServerWriteReactor<v1::Event> {
  public:
   explicit RejectedWatch(const absl::Status& status) {
-    Finish(ToGrpcStatus(status));
+    Finish(wire::ToGrpcStatus(status));
   }
   void OnDone() override { delete this; }
 };
@@ -167,13 +156,13 @@ void DependencyStateToProto(const core::DependencyStatus& status,
   if (!g.has_breaker) return;
   out->set_breaker_state(BreakerStateToProto(g.breaker_state));
   if (g.open_until != absl::InfinitePast()) {
-    SetTimestamp(g.open_until, out->mutable_open_until());
+    *out->mutable_open_until() = wire::TimestampToProto(g.open_until);
   }
   out->set_trip_cause(g.trip_cause);
   out->set_breaker_generation(g.breaker_generation);
   out->set_override(static_cast<v1::BreakerOverride>(g.override_mode));
-  DurationToProto(g.current_open_duration,
-                  out->mutable_current_open_duration());
+  *out->mutable_current_open_duration() =
+      wire::DurationToProto(g.current_open_duration);
   v1::OutcomeCounts* w = out->mutable_window_outcomes();
   w->set_calls(Count(g.window.calls));
   w->set_failures(Count(g.window.failures - g.window.timeouts));
@@ -227,7 +216,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetPolicy(
   if (absl::Status s = Authenticate(context); !s.ok()) {
     return Finish(context, s);
   }
-  if (absl::Status s = ValidateName(request->name(), "name"); !s.ok()) {
+  if (absl::Status s = wire::ValidateName("name", request->name()); !s.ok()) {
     return Finish(context, s);
   }
   absl::StatusOr<v1::Policy> policy = backend_->GetPolicy(request->name());
@@ -256,7 +245,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::DeletePolicy(
   if (absl::Status s = Authenticate(context); !s.ok()) {
     return Finish(context, s);
   }
-  if (absl::Status s = ValidateName(request->name(), "name"); !s.ok()) {
+  if (absl::Status s = wire::ValidateName("name", request->name()); !s.ok()) {
     return Finish(context, s);
   }
   absl::StatusOr<policy::PolicyChange> change =
@@ -271,7 +260,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::SetBreakerOverride(
   if (absl::Status s = Authenticate(context); !s.ok()) {
     return Finish(context, s);
   }
-  if (absl::Status s = ValidateName(request->dependency(), "dependency");
+  if (absl::Status s = wire::ValidateName("dependency", request->dependency());
       !s.ok()) {
     return Finish(context, s);
   }
@@ -299,7 +288,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetState(
   if (absl::Status s = Authenticate(context); !s.ok()) {
     return Finish(context, s);
   }
-  if (absl::Status s = ValidateName(request->dependency(), "dependency");
+  if (absl::Status s = wire::ValidateName("dependency", request->dependency());
       !s.ok()) {
     return Finish(context, s);
   }

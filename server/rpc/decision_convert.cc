@@ -52,10 +52,6 @@ static_assert(static_cast<int>(core::FallbackStrategy::kCache) ==
               v1::Fallback::CACHE);
 static_assert(kMaxPermits == core::Dependency::kMaxPermits);
 
-// Range of google.protobuf.Duration (about +-10,000 years).
-constexpr int64_t kMaxDurationSeconds = 315576000000;
-constexpr int32_t kMaxDurationNanos = 999999999;
-
 void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
   out->set_strategy(static_cast<v1::Fallback::Strategy>(config.strategy));
   out->set_payload(config.payload);
@@ -72,10 +68,8 @@ void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
 }  // namespace
 
 absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
-  if (absl::Status s = v1::ValidateRequestNames(request.dependency(), request.key());
-      !s.ok()) {
-    return s;
-  }
+  SLUICE_RETURN_IF_ERROR(
+      wire::ValidateRequestNames(request.dependency(), request.key()));
   if (request.permits() > kMaxPermits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "permits must be at most ", kMaxPermits, ", got ", request.permits()));
@@ -85,14 +79,10 @@ absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request) {
 
 absl::StatusOr<ReportArgs> ParseReportRequest(
     const v1::ReportResultRequest& request) {
-  if (absl::Status s = v1::ValidateRequestNames(request.dependency(), request.key());
-      !s.ok()) {
-    return s;
-  }
+  SLUICE_RETURN_IF_ERROR(
+      wire::ValidateRequestNames(request.dependency(), request.key()));
   ReportArgs args;
-  absl::StatusOr<uint64_t> permit_id = ParsePermitId(request.permit_id());
-  if (!permit_id.ok()) return permit_id.status();
-  args.permit_id = *permit_id;
+  SLUICE_ASSIGN_OR_RETURN(args.permit_id, ParsePermitId(request.permit_id()));
   args.issuer = std::string(PermitIssuer(request.permit_id()));
 
   const int outcome = request.outcome();
@@ -105,15 +95,13 @@ absl::StatusOr<ReportArgs> ParseReportRequest(
   args.outcome = static_cast<core::Outcome>(outcome);
 
   if (request.has_latency()) {
-    absl::StatusOr<absl::Duration> latency =
-        DurationFromProto(request.latency(), "latency");
-    if (!latency.ok()) return latency.status();
-    if (*latency < absl::ZeroDuration()) {
+    SLUICE_ASSIGN_OR_RETURN(args.latency,
+                            DurationFromProto(request.latency(), "latency"));
+    if (args.latency < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           absl::StrCat("latency must not be negative, got ",
-                       absl::FormatDuration(*latency)));
+                       absl::FormatDuration(args.latency)));
     }
-    args.latency = *latency;
   }
   return args;
 }
@@ -161,10 +149,10 @@ absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
   const absl::string_view issuer = PermitIssuer(text);
   const size_t at = text.find('@');
   if (at != absl::string_view::npos) {
-    if (issuer.empty() || issuer.size() > 256) {
-      return absl::InvalidArgumentError(
+    if (issuer.empty() || issuer.size() > wire::kMaxNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
           "permit_id must be ID@REPLICA as returned by Acquire, with a "
-          "replica id of 1 to 256 bytes");
+          "replica id of 1 to ", wire::kMaxNameBytes, " bytes"));
     }
     text = text.substr(0, at);
   }
@@ -178,31 +166,6 @@ absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
         text.substr(0, kShown), text.size() > kShown ? "...\"" : "\""));
   }
   return id;
-}
-
-absl::StatusOr<absl::Duration> DurationFromProto(
-    const google::protobuf::Duration& proto, absl::string_view field) {
-  const int64_t seconds = proto.seconds();
-  const int32_t nanos = proto.nanos();
-  if (seconds > kMaxDurationSeconds || seconds < -kMaxDurationSeconds ||
-      nanos > kMaxDurationNanos || nanos < -kMaxDurationNanos ||
-      (seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " is not a valid google.protobuf.Duration (seconds ", seconds,
-        ", nanos ", nanos, ")"));
-  }
-  return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
-}
-
-void DurationToProto(absl::Duration duration, google::protobuf::Duration* out) {
-  const absl::Duration kMax =
-      absl::Seconds(kMaxDurationSeconds) + absl::Nanoseconds(kMaxDurationNanos);
-  if (duration > kMax) duration = kMax;
-  if (duration < -kMax) duration = -kMax;
-  absl::Duration rem;
-  const int64_t seconds = absl::IDivDuration(duration, absl::Seconds(1), &rem);
-  out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
 }
 
 }  // namespace sluice::rpc

@@ -8,20 +8,24 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "google/protobuf/duration.pb.h"
 #include "server/core/decision.h"
 #include "server/core/types.h"
 #include "sluice/v1/decision.pb.h"
-#include "sluice/v1/request_limits.h"
+#include "wire/limits.h"
+#include "wire/status.h"
+#include "wire/time.h"
 
 // Request validation and core <-> proto conversion for DecisionService. Pure
 // functions; safe for concurrent use.
 
 namespace sluice::rpc {
 
-// Request limits enforced at the edge (names: sluice/v1/request_limits.h).
-using v1::kMaxDependencyBytes;
-using v1::kMaxKeyBytes;
+// The wire library's limits and conversions, under the names the handlers use.
+using wire::DurationFromProto;
+using wire::DurationToProto;
+using wire::kMaxDependencyBytes;
+using wire::kMaxKeyBytes;
+using wire::ToGrpcStatus;
 inline constexpr uint32_t kMaxPermits = 1000000;
 
 // INVALID_ARGUMENT naming the field and the rule when `request` breaks one.
@@ -54,13 +58,6 @@ std::string FormatPermitId(uint64_t permit_id);
 absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text);
 // The replica id after "@" in a permit_id; "" when there is none.
 absl::string_view PermitIssuer(absl::string_view text);
-
-// Durations. FromProto rejects values outside the range documented for
-// google.protobuf.Duration and mixed-sign seconds/nanos; `field` names the
-// field in the error. ToProto clamps infinite durations to that range.
-absl::StatusOr<absl::Duration> DurationFromProto(
-    const google::protobuf::Duration& proto, absl::string_view field);
-void DurationToProto(absl::Duration duration, google::protobuf::Duration* out);
 
 }  // namespace sluice::rpc
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/rpc/decision_convert.h"
-#include "server/rpc/status_convert.h"
+#include "wire/status.h"
 
 namespace sluice::rpc {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
                                  const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(wire::ToGrpcStatus(status));
   return reactor;
 }
 

@@ -196,5 +196,40 @@ TEST_F(SluicectlTest, ExitCodesAndErrors) {
   EXPECT_THAT(r.output, HasSubstr("Exit codes"));
 }
 
+
+// The command-line rules scripts rely on: flags before or after the command,
+// "--flag=" for an empty value, an argument spelled like a command, and
+// apply -o json one JSON object per line.
+TEST_F(SluicectlTest, CommandLineRules) {
+  const std::string file = WriteYaml("p.yaml", kPolicies);
+  CommandResult r = Ctl("--dry-run apply -f " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dry run: nothing applied"));
+
+  r = Ctl("apply --filename=" + file + " -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr(R"({"name":"inventory","action":"create","result":"ok","version":)"));
+
+  r = Ctl("state inventory --key=");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = Ctl("--output=json --key tenant-1 state inventory");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("\"dependency\": \"inventory\""));
+
+  // "list" is the policy name here, not a second command.
+  r = Ctl("get list");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("policy \"list\" not found"));
+
+  // A flag the command does not take, or an extra argument: usage.
+  r = Ctl("list --key tenant-1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("unknown flag --key for list"));
+  EXPECT_EQ(Ctl("get inventory search").exit_code, 2);
+  EXPECT_EQ(Ctl("watch --count 0").exit_code, 2);
+  EXPECT_EQ(Ctl("--timeout").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace sluice

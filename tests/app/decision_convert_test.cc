@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/rpc/status_convert.h"
+#include "wire/status.h"
 
 namespace sluice::rpc {
 namespace {

@@ -35,7 +35,8 @@ std::string LineDiff(const std::string& before, const std::string& after) {
       if (!a[i].empty()) absl::StrAppend(&out, "  ", a[i], "\n");
       ++i;
       ++j;
-    } else if (j < b.size() && (i == a.size() || lcs[i][j + 1] >= lcs[i + 1][j])) {
+    } else if (j < b.size() &&
+               (i == a.size() || lcs[i][j + 1] >= lcs[i + 1][j])) {
       absl::StrAppend(&out, "+ ", b[j++], "\n");
     } else {
       absl::StrAppend(&out, "- ", a[i++], "\n");
@@ -45,7 +46,8 @@ std::string LineDiff(const std::string& before, const std::string& after) {
 }
 
 absl::StatusOr<std::vector<PlannedChange>> PlanApply(
-    const std::vector<v1::Policy>& file, const std::vector<v1::Policy>& server) {
+    const std::vector<v1::Policy>& file,
+    const std::vector<v1::Policy>& server) {
   std::map<std::string, const v1::Policy*> by_name;
   for (const v1::Policy& p : server) by_name[p.name()] = &p;
   std::vector<PlannedChange> plan;

@@ -13,9 +13,9 @@ namespace sluice::ctl {
 struct PlannedChange {
   enum class Kind { kCreate, kUpdate, kUnchanged };
   Kind kind = Kind::kUnchanged;
-  v1::Policy policy;             // as it will be sent
-  uint64_t server_version = 0;   // 0 when the server does not have it
-  std::string diff;              // unified-style lines, "" when unchanged
+  v1::Policy policy;            // as it will be sent
+  uint64_t server_version = 0;  // 0 when the server does not have it
+  std::string diff;             // unified-style lines, "" when unchanged
 };
 
 // Validates every policy of `file` locally (the same rules the server

@@ -1,8 +1,8 @@
-#include "server/rpc/status_convert.h"
+#include "wire/status.h"
 
 #include <string>
 
-namespace sluice::rpc {
+namespace sluice::wire {
 
 // absl and gRPC both use the canonical google.rpc.Code numbering.
 static_assert(static_cast<int>(absl::StatusCode::kOk) == grpc::StatusCode::OK);
@@ -10,6 +10,8 @@ static_assert(static_cast<int>(absl::StatusCode::kCancelled) ==
               grpc::StatusCode::CANCELLED);
 static_assert(static_cast<int>(absl::StatusCode::kInvalidArgument) ==
               grpc::StatusCode::INVALID_ARGUMENT);
+static_assert(static_cast<int>(absl::StatusCode::kDeadlineExceeded) ==
+              grpc::StatusCode::DEADLINE_EXCEEDED);
 static_assert(static_cast<int>(absl::StatusCode::kNotFound) ==
               grpc::StatusCode::NOT_FOUND);
 static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
@@ -24,8 +26,6 @@ static_assert(static_cast<int>(absl::StatusCode::kUnauthenticated) ==
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   const int code = static_cast<int>(status.code());
-  // absl reserves no codes above 16 today; anything unexpected is UNKNOWN
-  // rather than a value gRPC clients cannot interpret.
   const grpc::StatusCode grpc_code =
       code >= grpc::StatusCode::OK && code <= grpc::StatusCode::UNAUTHENTICATED
           ? static_cast<grpc::StatusCode>(code)
@@ -33,4 +33,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(grpc_code, std::string(status.message()));
 }
 
-}  // namespace sluice::rpc
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+}  // namespace sluice::wire

@@ -1,0 +1,55 @@
+#include "wire/address.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice::wire {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(HostPortTest, ParsesNamesIpv4AndBracketedIpv6) {
+  absl::StatusOr<HostPort> a = ParseHostPort("redis.ns:6380");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->host, "redis.ns");
+  EXPECT_EQ(a->port, 6380);
+  a = ParseHostPort("127.0.0.1:0");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->port, 0);
+  a = ParseHostPort("[::1]:50051");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->host, "[::1]");
+  EXPECT_EQ(a->port, 50051);
+  EXPECT_EQ(FormatHostPort(*a), "[::1]:50051");
+  EXPECT_EQ(ParseHostPort("h:65535")->port, 65535);
+}
+
+TEST(HostPortTest, DefaultPortOnlyWhenGiven) {
+  EXPECT_EQ(ParseHostPort("redis.ns", 6379)->port, 6379);
+  EXPECT_EQ(ParseHostPort("[::1]", 6379)->host, "[::1]");
+  EXPECT_THAT(ParseHostPort("nowhere").status().message(),
+              HasSubstr("expected HOST:PORT, got \"nowhere\""));
+}
+
+TEST(HostPortTest, RejectsWithTheRuleBroken) {
+  EXPECT_THAT(ParseHostPort(":6379").status().message(),
+              HasSubstr("expected HOST:PORT"));
+  EXPECT_THAT(ParseHostPort("").status().message(),
+              HasSubstr("expected HOST:PORT"));
+  EXPECT_THAT(ParseHostPort("::1:80").status().message(),
+              HasSubstr("IPv6 hosts go in brackets"));
+  for (const char* bad : {"host:http", "host:70000", "host:65536", "host:-1",
+                          "host:", "host:+80", "host: 80", "[::1]:x"}) {
+    EXPECT_THAT(ParseHostPort(bad).status().message(),
+                HasSubstr("port must be a number in [0, 65535]"))
+        << bad;
+  }
+  for (const char* bad : {"[]:80", "[::1", "[::1]80"}) {
+    EXPECT_EQ(ParseHostPort(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::wire

@@ -1,0 +1,79 @@
+#include "tools/sluicectl/admin_connection.h"
+
+#include <cstdio>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
+#include "server/policy/policy_file.h"
+
+namespace sluice::ctl {
+
+int AdminConnection::Connect() {
+  if (!options_.token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        policy::ReadTextFile(options_.token_file);
+    if (!token.ok()) {
+      std::fprintf(stderr, "sluicectl: cannot read --token-file %s: %s\n",
+                   options_.token_file.c_str(),
+                   std::string(token.status().message()).c_str());
+      return kUsage;
+    }
+    token_ = std::string(absl::StripAsciiWhitespace(*token));
+  }
+  stub_ = v1::AdminService::NewStub(
+      grpc::CreateChannel(options_.target, grpc::InsecureChannelCredentials()));
+  return kOk;
+}
+
+std::unique_ptr<grpc::ClientContext> AdminConnection::Context(
+    bool deadline) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (deadline) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  }
+  if (!token_.empty()) {
+    context->AddMetadata("authorization", "Bearer " + token_);
+  }
+  return context;
+}
+
+int AdminConnection::Fail(const grpc::Status& status,
+                          const std::string& what) const {
+  const char* target = options_.target.c_str();
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      std::fprintf(stderr,
+                   "sluicectl: cannot reach the Sluice admin API at %s "
+                   "(%s). Is sluiced running with --admin-listen there? "
+                   "Set --target or SLUICE_ADMIN_TARGET.\n",
+                   target, status.error_message().c_str());
+      return kUnreachable;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      std::fprintf(stderr,
+                   "sluicectl: %s: the server at %s did not answer within "
+                   "%s.\n",
+                   what.c_str(), target,
+                   absl::FormatDuration(options_.timeout).c_str());
+      return kUnreachable;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      std::fprintf(stderr,
+                   "sluicectl: %s: %s. Pass the admin token with "
+                   "--token-file (or SLUICE_ADMIN_TOKEN_FILE).\n",
+                   what.c_str(), status.error_message().c_str());
+      return kUnauthenticated;
+    case grpc::StatusCode::UNIMPLEMENTED:
+      std::fprintf(stderr,
+                   "sluicectl: %s: %s does not serve the admin API (is "
+                   "it the data-plane port? use the --admin-listen "
+                   "address).\n",
+                   what.c_str(), target);
+      return kUnreachable;
+    default:
+      std::fprintf(stderr, "sluicectl: %s: %s\n", what.c_str(),
+                   status.error_message().c_str());
+      return kRefused;
+  }
+}
+
+}  // namespace sluice::ctl
