@@ -29,6 +29,7 @@
 #include "server/app/options.h"
 #include "server/app/server.h"
 #include "spdlog/spdlog.h"
+#include "wire/address.h"
 
 namespace {
 
@@ -282,7 +283,7 @@ absl::Status WritePortFile(const std::string& path,
                            const sluice::app::Server::Options& options,
                            const sluice::app::Server& server) {
   const auto host = [](const std::string& address) {
-    return address.substr(0, address.rfind(':'));
+    return sluice::wire::ParseHostPort(address)->host;  // validated
   };
   const std::string text = absl::StrCat(
       "grpc=", host(options.listen), ":", server.port(), "\n",
