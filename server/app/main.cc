@@ -29,6 +29,7 @@
 #include "server/app/options.h"
 #include "server/app/server.h"
 #include "spdlog/spdlog.h"
+#include "tools/common/command_line.h"
 #include "wire/address.h"
 
 namespace {
@@ -213,25 +214,6 @@ class HelpFormatter : public CLI::Formatter {
   }
 };
 
-// CLI11 2.1.2 reads "--flag=" as "--flag" and then takes the next argument
-// as the value. "--flag=" has always meant an empty value (--policies= for
-// none), so it is passed as "--flag" "". CLI11 wants the arguments last
-// first.
-std::vector<std::string> Arguments(int argc, char** argv) {
-  std::vector<std::string> args;
-  for (int i = argc - 1; i > 0; --i) {
-    const std::string arg = argv[i];
-    if (absl::StartsWith(arg, "--") && arg.size() > 3 &&
-        arg.find('=') == arg.size() - 1) {
-      args.emplace_back();
-      args.push_back(arg.substr(0, arg.size() - 1));
-    } else {
-      args.push_back(arg);
-    }
-  }
-  return args;
-}
-
 // Reads the command line and the environment, or exits: 0 after printing
 // --help, kExitUsage on anything it cannot use.
 Flags ParseFlags(int argc, char** argv) {
@@ -248,7 +230,7 @@ Flags ParseFlags(int argc, char** argv) {
   Flags flags;
   AddFlags(app, &flags);
   try {
-    app.parse(Arguments(argc, argv));
+    app.parse(sluice::tools::SplitEmptyValues(argc, argv));
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     std::exit(0);

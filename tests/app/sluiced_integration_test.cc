@@ -67,6 +67,44 @@ double Seconds(const google::protobuf::Duration& d) {
 }
 
 // One sluiced child process with its own temp dir, log file and stubs.
+// Spawns sluiced with `args` (after the binary name) and `env` on top of
+// this process's environment minus any SLUICE_* variable; stdout goes to
+// `out_path`, stderr to `err_path` (or to `out_path` when empty), stdin is
+// /dev/null. -1 when it cannot be spawned.
+pid_t SpawnSluiced(const std::vector<std::string>& args,
+                   const std::vector<std::string>& env,
+                   const std::string& out_path, const std::string& err_path) {
+  std::vector<std::string> argv_storage = {SLUICED_PATH};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, "SLUICE_")) env_storage.push_back(*e);
+  }
+  env_storage.insert(env_storage.end(), env.begin(), env.end());
+  std::vector<char*> argv, envp;
+  for (std::string& s : argv_storage) argv.push_back(s.data());
+  for (std::string& s : env_storage) envp.push_back(s.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (err_path.empty()) {
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
 class Sluiced {
  public:
   Sluiced() {
@@ -96,30 +134,8 @@ class Sluiced {
   // this process's environment minus any SLUICE_* variable.
   void Spawn(const std::vector<std::string>& args,
              const std::vector<std::string>& env = {}) {
-    std::vector<std::string> argv_storage = {SLUICED_PATH};
-    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-    std::vector<std::string> env_storage;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (!absl::StartsWith(*e, "SLUICE_")) env_storage.push_back(*e);
-    }
-    env_storage.insert(env_storage.end(), env.begin(), env.end());
-    std::vector<char*> argv, envp;
-    for (std::string& s : argv_storage) argv.push_back(s.data());
-    for (std::string& s : env_storage) envp.push_back(s.data());
-    argv.push_back(nullptr);
-    envp.push_back(nullptr);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                     O_RDONLY, 0);
-    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                               envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(rc, 0) << "cannot spawn " << SLUICED_PATH;
+    pid_ = SpawnSluiced(args, env, log_path_, "");
+    ASSERT_NE(pid_, -1) << "cannot spawn " << SLUICED_PATH;
   }
 
   // Spawns sluiced on port 0 with the policies file and waits until it
@@ -732,31 +748,10 @@ Exited RunToExit(const std::vector<std::string>& args,
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string out_path = std::string(dir) + "/out";
   const std::string err_path = std::string(dir) + "/err";
-  std::vector<std::string> argv_storage = {SLUICED_PATH};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, "SLUICE_")) env_storage.push_back(*e);
-  }
-  env_storage.insert(env_storage.end(), env.begin(), env.end());
-  std::vector<char*> argv, envp;
-  for (std::string& s : argv_storage) argv.push_back(s.data());
-  for (std::string& s : env_storage) envp.push_back(s.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  const int rc =
-      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << "cannot spawn " << SLUICED_PATH;
+  const pid_t pid = SpawnSluiced(args, env, out_path, err_path);
+  EXPECT_NE(pid, -1) << "cannot spawn " << SLUICED_PATH;
   Exited exited;
-  if (rc == 0) {
+  if (pid != -1) {
     int status = 0;
     if (testing::WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; },
                          absl::Seconds(10))) {

@@ -34,9 +34,8 @@ std::string DescribeExtra(const CLI::App& app) {
   return absl::StrCat("unexpected argument \"", extra, "\"", where);
 }
 
-// CLI11 2.1.2 reads "--flag=" as "--flag" and then takes the next argument
-// as the value, even another flag. "--key=" has always meant an empty value
-// (so --key="$KEY" works with KEY unset); pass it as "--key" "".
+}  // namespace
+
 std::vector<std::string> SplitEmptyValues(int argc, const char* const* argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
@@ -52,8 +51,6 @@ std::vector<std::string> SplitEmptyValues(int argc, const char* const* argv) {
   std::reverse(args.begin(), args.end());  // CLI11 reads from the back
   return args;
 }
-
-}  // namespace
 
 void ConfigureApp(CLI::App& app, std::string help_text) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

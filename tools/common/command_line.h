@@ -61,6 +61,13 @@ struct CommandLine {
   std::string text;
 };
 
+// argv[1..argc) as CLI11's parse wants it (last first), with each "--flag="
+// split into "--flag" and "". CLI11 2.1.2 reads "--flag=" as "--flag" and
+// then takes the next argument as the value, even another flag; "--flag="
+// has always meant an empty value (--key="$KEY" with KEY unset, --policies=
+// for none). ParseCommandLine applies it; sluiced calls it itself.
+std::vector<std::string> SplitEmptyValues(int argc, const char* const* argv);
+
 CommandLine ParseCommandLine(CLI::App& app, const CommandFlags& flags, int argc,
                              const char* const* argv);
 
