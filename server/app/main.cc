@@ -31,6 +31,7 @@
 #include "spdlog/spdlog.h"
 #include "tools/common/command_line.h"
 #include "wire/address.h"
+#include "wire/time.h"
 
 namespace {
 
@@ -61,9 +62,11 @@ Store StoreString(std::string* field) {
 
 Store StoreDuration(absl::Duration* field) {
   return [field](const std::string& value) {
-    if (absl::ParseDuration(value, field)) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        "expected a duration like 1s, 500ms or 1m30s");
+    absl::StatusOr<absl::Duration> parsed =
+        sluice::wire::ParseDurationFlag(value);
+    if (!parsed.ok()) return parsed.status();
+    *field = *parsed;
+    return absl::OkStatus();
   };
 }
 
@@ -157,9 +160,10 @@ void AddFlags(CLI::App& app, Flags* flags) {
             if (!absl::SimpleAtoi(value, &count)) {
               return absl::InvalidArgumentError("expected a whole number");
             }
-            // A negative count becomes 0, which ValidateOptions rejects.
-            options.expected_replicas =
-                static_cast<uint32_t>(std::max<int32_t>(0, count));
+            if (count < 1) {
+              return absl::InvalidArgumentError("must be at least 1");
+            }
+            options.expected_replicas = static_cast<uint32_t>(count);
             return absl::OkStatus();
           });
   AddFlag(app, "unknown-dependency", "ACTION",

@@ -11,9 +11,12 @@ namespace sluice::app {
 namespace {
 
 std::unique_ptr<cluster::Store> RedisStoreFor(const ServerOptions& options) {
-  // ValidateOptions has checked the address.
+  // A bad address leaves the defaults here: Server::BuildAndStart runs
+  // ValidateOptions, which refuses it, before the store is first used.
+  absl::StatusOr<cluster::RedisStore::Options> parsed =
+      cluster::RedisStore::ParseAddress(options.redis);
   cluster::RedisStore::Options store_options =
-      cluster::RedisStore::ParseAddress(options.redis).value();
+      parsed.ok() ? *std::move(parsed) : cluster::RedisStore::Options();
   store_options.timeout = options.redis_timeout;
   // A Redis that comes back is reached within a retry or two: the sync
   // loop retries a failed tick every 200 ms.

@@ -75,8 +75,9 @@ using StoreFactory = std::function<std::unique_ptr<cluster::Store>()>;
 
 // The mode `options` ask for: standalone without --redis, else cluster with
 // the store `store_factory` makes (a RedisStore for --redis when empty) and
-// the sync thread unless `sync_thread` is false. `options` must have passed
-// ValidateOptions; `clock` must outlive the mode.
+// the sync thread unless `sync_thread` is false. Options that fail
+// ValidateOptions make a mode that must not be started (Server::BuildAndStart
+// refuses them first); `clock` must outlive the mode.
 std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,
                                StoreFactory store_factory,
                                const std::string& replica_id, bool sync_thread);

@@ -16,7 +16,8 @@ namespace {
 
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
 
-// "host" of a "host:port" that ValidateOptions accepted.
+// "host" of a "host:port" that ValidateOptions accepted (BuildAndStart
+// checks before anything is logged or bound).
 std::string Host(const std::string& address) {
   return wire::ParseHostPort(address)->host;
 }
@@ -67,6 +68,8 @@ absl::Status Server::BuildAndStart() {
       return absl::FailedPreconditionError("server already started");
     started_ = true;
   }
+  // main.cc has checked them already; an embedder or a test may not have.
+  if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
   LogConfiguration(options_, replica_id_);
   // Policies first: a bad file at startup is fatal and nothing is bound.
   absl::StatusOr<LoadedPolicies> file = LoadPoliciesFile(options_, &policies_);

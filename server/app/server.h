@@ -54,7 +54,7 @@ class Server {
     bool metrics_listener = true;
   };
 
-  // `options` must have passed ValidateOptions.
+  // BuildAndStart refuses `options` that fail ValidateOptions.
   explicit Server(Options options);
   Server(Options options, Dependencies dependencies);
   ~Server();  // Shuts down with an immediate deadline if still running.

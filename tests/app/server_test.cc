@@ -338,5 +338,21 @@ TEST(ValidateOptionsTest, NamesTheFlagAndTheRule) {
               HasSubstr("--expected-replicas must be at least 1"));
 }
 
+TEST(ServerTest, BuildAndStartRefusesOptionsThatFailValidation) {
+  // An embedder that skips ValidateOptions gets the same error, not a crash.
+  testing::FakeClock clock;
+  ServerOptions options = Loopback();
+  options.admin_listen = "nowhere";
+  options.redis = "127.0.0.1:port";
+  Server::Dependencies deps;
+  deps.clock = &clock;
+  deps.metrics_listener = false;
+  Server server(options, deps);
+  const absl::Status status = server.BuildAndStart();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("--admin-listen: expected HOST:PORT"));
+}
+
 }  // namespace
 }  // namespace sluice::app
