@@ -1,9 +1,12 @@
 #include "wire/address.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 
 namespace sluice::wire {
@@ -69,6 +72,48 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text,
 
 std::string FormatHostPort(const HostPort& address) {
   return absl::StrCat(address.host, ":", address.port);
+}
+
+absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
+  if (absl::StartsWith(text, "unix-abstract:")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "abstract Unix sockets are not supported, got \"", text, "\""));
+  }
+  absl::string_view path = text;
+  if (!absl::ConsumePrefix(&path, "unix:")) {
+    absl::StatusOr<HostPort> tcp = ParseHostPort(text);
+    if (!tcp.ok()) return tcp.status();
+    Endpoint endpoint;
+    endpoint.tcp = *std::move(tcp);
+    return endpoint;
+  }
+  // gRPC's URI form: "unix://" + an absolute path (no authority).
+  if (absl::ConsumePrefix(&path, "//") && !absl::StartsWith(path, "/")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unix:// takes an absolute path (unix:///run/x.sock), got \"", text,
+        "\""));
+  }
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix socket path is empty, got \"", text, "\""));
+  }
+  if (path.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "unix socket path must not contain a NUL byte");
+  }
+  if (path.size() > kMaxUnixSocketPathBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unix socket path is longer than ", kMaxUnixSocketPathBytes,
+        " bytes, got \"", text, "\""));
+  }
+  Endpoint endpoint;
+  endpoint.unix_path = std::string(path);
+  return endpoint;
+}
+
+std::string FormatEndpoint(const Endpoint& endpoint) {
+  return endpoint.is_unix() ? absl::StrCat("unix:", endpoint.unix_path)
+                            : FormatHostPort(endpoint.tcp);
 }
 
 }  // namespace sluice::wire

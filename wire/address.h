@@ -1,8 +1,10 @@
 #ifndef SLUICE_WIRE_ADDRESS_H_
 #define SLUICE_WIRE_ADDRESS_H_
 
-// "host:port" as the flags, the config files and the logs write it.
+// Addresses as the flags, the config files and the logs write them:
+// "host:port" for TCP, "unix:PATH" for a Unix domain socket.
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -27,6 +29,33 @@ absl::StatusOr<HostPort> ParseHostPort(
 
 // "host:port"; the host as stored, so a parsed IPv6 host keeps its brackets.
 std::string FormatHostPort(const HostPort& address);
+
+// Longest Unix socket path: sockaddr_un's sun_path holds 108 bytes on Linux,
+// the last one the terminating NUL.
+inline constexpr size_t kMaxUnixSocketPathBytes = 107;
+
+// Where a listener binds or a client connects: a TCP host:port or a Unix
+// domain socket.
+struct Endpoint {
+  // The socket's path for "unix:PATH"; empty for TCP.
+  std::string unix_path;
+  // For TCP only.
+  HostPort tcp;
+
+  bool is_unix() const { return !unix_path.empty(); }
+};
+
+// "HOST:PORT" (as ParseHostPort), or "unix:PATH" with PATH absolute or
+// relative, or gRPC's "unix:///ABSOLUTE/PATH". INVALID_ARGUMENT otherwise:
+//   unix socket path is empty, got "unix:"
+//   unix socket path is longer than 107 bytes, got "unix:/..."
+//   unix socket path must not contain a NUL byte
+//   abstract Unix sockets are not supported, got "unix-abstract:x"
+absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text);
+
+// "unix:PATH" or "host:port": the spelling gRPC accepts both as a listening
+// address and as a channel target.
+std::string FormatEndpoint(const Endpoint& endpoint);
 
 }  // namespace sluice::wire
 

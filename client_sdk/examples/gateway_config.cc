@@ -27,12 +27,14 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(absl::string_view text,
     if (root["sluice"]) config.sluice = root["sluice"].as<std::string>();
     if (root["acquire_timeout"]) {
       const std::string value = root["acquire_timeout"].as<std::string>();
-      if (!absl::ParseDuration(value, &config.acquire_timeout) ||
-          config.acquire_timeout <= absl::ZeroDuration()) {
+      absl::Duration timeout;
+      if (!absl::ParseDuration(value, &timeout) ||
+          timeout <= absl::ZeroDuration()) {
         return Bad(source, "acquire_timeout",
                    absl::StrCat("must be a positive duration, got \"", value,
                                 "\""));
       }
+      config.acquire_timeout = timeout;
     }
     if (root["fail_open"]) config.fail_open = root["fail_open"].as<bool>();
     if (root["threads"]) {

@@ -1,6 +1,7 @@
 #ifndef SLUICE_CLIENT_SDK_EXAMPLES_GATEWAY_CONFIG_H_
 #define SLUICE_CLIENT_SDK_EXAMPLES_GATEWAY_CONFIG_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,12 @@ struct Route {
 
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8080";
-  // gRPC target of Sluice (several replicas: "ipv4:a:p1,b:p2").
+  // gRPC target of Sluice (several replicas: "ipv4:a:p1,b:p2"). A
+  // "unix:PATH" target is a sidecar in the same pod: the client starts from
+  // SidecarClientOptions(PATH) (5ms acquire timeout, fast reconnects).
   std::string sluice = "127.0.0.1:50051";
-  absl::Duration acquire_timeout = absl::Milliseconds(20);
+  // Unset: 20ms, or the sidecar preset's 5ms for a unix: target.
+  std::optional<absl::Duration> acquire_timeout;
   bool fail_open = true;
   // HTTP worker threads; each serves one client connection at a time.
   int threads = 64;

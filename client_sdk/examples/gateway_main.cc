@@ -318,8 +318,16 @@ int Run() {
   }
 
   client::ClientOptions options;
-  options.target = config->sluice;
-  options.acquire_timeout = config->acquire_timeout;
+  absl::StatusOr<wire::Endpoint> sidecar = wire::ParseEndpoint(config->sluice);
+  if (sidecar.ok() && sidecar->is_unix()) {
+    options = client::SidecarClientOptions(sidecar->unix_path);
+  } else {
+    options.target = config->sluice;
+    options.acquire_timeout = absl::Milliseconds(20);
+  }
+  if (config->acquire_timeout.has_value()) {
+    options.acquire_timeout = *config->acquire_timeout;
+  }
   options.on_failure = config->fail_open ? client::FailureMode::kFailOpen
                                          : client::FailureMode::kFailClosed;
   options.caller = "sluice-example-gateway";

@@ -28,9 +28,9 @@
 #include "absl/time/time.h"
 #include "server/app/options.h"
 #include "server/app/server.h"
+#include "server/app/unix_socket.h"
 #include "spdlog/spdlog.h"
 #include "tools/common/command_line.h"
-#include "wire/address.h"
 #include "wire/time.h"
 
 namespace {
@@ -104,17 +104,32 @@ void AddFlag(CLI::App& app, const std::string& name, const std::string& type,
 
 void AddFlags(CLI::App& app, Flags* flags) {
   sluice::app::Server::Options& options = flags->server;
-  AddFlag(app, "listen", "HOST:PORT", options.listen,
-          "Address for DecisionService, gRPC health and reflection. Port 0\n"
-          "picks a free port (the log line \"serving DecisionService on\n"
-          "HOST:PORT\" names it).",
+  AddFlag(app, "listen", "ADDRESS", options.listen,
+          "Address for DecisionService, gRPC health and reflection: HOST:PORT,\n"
+          "or unix:PATH for a Unix socket (a sidecar next to its gateway).\n"
+          "Port 0 picks a free port (the log line \"serving DecisionService\n"
+          "on ADDRESS\" names it). A socket left by a crashed sluiced is\n"
+          "removed at start; one a live process serves on is not.",
           StoreString(&options.listen));
-  AddFlag(app, "admin-listen", "HOST:PORT", options.admin_listen,
-          "Address for the AdminService (sluicectl). Keep it on loopback or a\n"
-          "private network; it is never served on --listen. Port 0 picks a\n"
-          "free port (logged as \"serving AdminService on HOST:PORT\").\n"
-          "Standalone, admin changes apply to this process only.",
+  AddFlag(app, "admin-listen", "ADDRESS", options.admin_listen,
+          "Address for the AdminService (sluicectl): HOST:PORT or unix:PATH.\n"
+          "Keep it on loopback, a private network or a socket; it is never\n"
+          "served on --listen. Port 0 picks a free port (logged as \"serving\n"
+          "AdminService on ADDRESS\"). Standalone, admin changes apply to\n"
+          "this process only.",
           StoreString(&options.admin_listen));
+  AddFlag(app, "socket-mode", "MODE",
+          sluice::app::FormatSocketMode(options.socket_mode),
+          "Permissions of the Unix sockets of --listen and --admin-listen, in\n"
+          "octal. Connecting needs write permission: the default lets the\n"
+          "socket's group connect (e.g. a gateway container sharing the\n"
+          "pod's fsGroup); 0600 allows only sluiced's own user.",
+          [&options](const std::string& value) {
+            absl::StatusOr<uint32_t> mode = sluice::app::ParseSocketMode(value);
+            if (!mode.ok()) return mode.status();
+            options.socket_mode = *mode;
+            return absl::OkStatus();
+          });
   AddFlag(app, "admin-token-file", "PATH", options.admin_token_file,
           "File holding a bearer token the admin API then requires\n"
           "(\"authorization: Bearer <token>\"); empty: no token.",
@@ -196,10 +211,11 @@ void AddFlags(CLI::App& app, Flags* flags) {
           });
   AddFlag(app, "port-file", "PATH", flags->port_file,
           "Once every listener is bound, write their addresses to this file,\n"
-          "one NAME=HOST:PORT line each for grpc (--listen), admin and\n"
+          "one NAME=ADDRESS line each for grpc (--listen), admin and\n"
           "metrics, so that whoever started sluiced with port 0 learns the\n"
-          "ports without reading the log. Written to PATH.tmp and renamed,\n"
-          "so a PATH that exists is complete; removed at a clean exit.\n"
+          "ports without reading the log. ADDRESS is HOST:PORT with the\n"
+          "bound port, or unix:PATH. Written to PATH.tmp and renamed, so a\n"
+          "PATH that exists is complete; removed at a clean exit.\n"
           "Empty: no file.",
           StoreString(&flags->port_file));
 }
@@ -261,20 +277,18 @@ Flags ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-// The --port-file format: one "name=host:port" line per listener (grpc,
-// admin, metrics), the host as in its listen flag and the port as bound.
+// The --port-file format: one "name=address" line per listener (grpc,
+// admin, metrics): "host:port" with the host as in its listen flag and the
+// port as bound, or "unix:PATH".
 // Written to `path`.tmp and renamed over `path`, so that a reader polling
 // for the file never sees half of it.
 absl::Status WritePortFile(const std::string& path,
                            const sluice::app::Server::Options& options,
                            const sluice::app::Server& server) {
-  const auto host = [](const std::string& address) {
-    return sluice::wire::ParseHostPort(address)->host;  // validated
-  };
   const std::string text = absl::StrCat(
-      "grpc=", host(options.listen), ":", server.port(), "\n",
-      "admin=", host(options.admin_listen), ":", server.admin_port(), "\n",
-      "metrics=", host(options.metrics_listen), ":", server.metrics_port(),
+      "grpc=", server.target(), "\n", "admin=", server.admin_target(), "\n",
+      "metrics=",
+      sluice::app::BoundAddress(options.metrics_listen, server.metrics_port()),
       "\n");
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");

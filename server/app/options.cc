@@ -4,8 +4,10 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "server/app/unix_socket.h"
 #include "server/cluster/redis_store.h"
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
@@ -15,12 +17,36 @@ namespace sluice::app {
 absl::Status ValidateOptions(const ServerOptions& options) {
   for (const auto& [name, address] :
        {std::pair<const char*, const std::string*>{"listen", &options.listen},
-        {"admin-listen", &options.admin_listen},
-        {"metrics-listen", &options.metrics_listen}}) {
+        {"admin-listen", &options.admin_listen}}) {
     if (absl::Status s = ValidateListenAddress(*address); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", name, ": ", s.message()));
     }
+  }
+  if (absl::StartsWith(options.metrics_listen, "unix:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-listen: /metrics is served over TCP only "
+                     "(HOST:PORT), got \"",
+                     options.metrics_listen, "\""));
+  }
+  if (absl::Status s = wire::ParseHostPort(options.metrics_listen).status();
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-listen: ", s.message()));
+  }
+  const wire::Endpoint data = *wire::ParseEndpoint(options.listen);
+  const wire::Endpoint admin = *wire::ParseEndpoint(options.admin_listen);
+  if (data.is_unix() && data.unix_path == admin.unix_path) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen and --admin-listen are the same socket, unix:",
+        data.unix_path, "; the admin API needs its own"));
+  }
+  if ((options.socket_mode & ~0777u) != 0 ||
+      (options.socket_mode & 0600u) != 0600u) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--socket-mode must be at most 0777 and let the owner read and "
+        "write, got ",
+        FormatSocketMode(options.socket_mode)));
   }
   if (!options.redis.empty()) {
     if (absl::Status s = ValidateRedisAddress(options.redis); !s.ok()) {
@@ -46,7 +72,31 @@ absl::Status ValidateOptions(const ServerOptions& options) {
 }
 
 absl::Status ValidateListenAddress(const std::string& address) {
-  return wire::ParseHostPort(address).status();
+  return wire::ParseEndpoint(address).status();
+}
+
+std::string BoundAddress(const std::string& listen, int bound_port) {
+  wire::Endpoint endpoint = *wire::ParseEndpoint(listen);  // validated
+  if (!endpoint.is_unix()) endpoint.tcp.port = bound_port;
+  return wire::FormatEndpoint(endpoint);
+}
+
+absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text) {
+  uint32_t mode = 0;
+  bool digits = text.size() == 3 || text.size() == 4;
+  for (char c : text) {
+    if (c < '0' || c > '7') digits = false;
+    mode = mode * 8 + static_cast<uint32_t>(c - '0');
+  }
+  if (!digits || mode > 0777) {
+    return absl::InvalidArgumentError(
+        "expected three or four octal digits, at most 0777, e.g. 0660");
+  }
+  if ((mode & 0600u) != 0600u) {
+    return absl::InvalidArgumentError(
+        "the owner must be able to read and write the socket (0600 at least)");
+  }
+  return mode;
 }
 
 absl::Status ValidateRedisAddress(const std::string& address) {
@@ -70,6 +120,9 @@ void LogConfiguration(const ServerOptions& options,
   spdlog::info(
       "  listen               {} (DecisionService, health, reflection)",
       options.listen);
+  spdlog::info(
+      "  socket-mode          {} (Unix sockets only)",
+      FormatSocketMode(options.socket_mode));
   spdlog::info(
       "  admin-listen         {} (AdminService; token {})",
       options.admin_listen,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/core/types.h"
 
@@ -13,13 +14,18 @@ namespace sluice::app {
 // What sluiced runs with: one field a flag. Check it with ValidateOptions
 // before handing it to a Server, which trusts it.
 struct ServerOptions {
-  // DecisionService, health and reflection; port 0 picks a free port.
+  // DecisionService, health and reflection: "HOST:PORT" (port 0 picks a
+  // free port) or "unix:PATH".
   std::string listen = "127.0.0.1:50051";
-  // AdminService listener (loopback by default); port 0 picks a free port.
+  // AdminService listener (loopback by default), as `listen`.
   std::string admin_listen = "127.0.0.1:50052";
+  // Permission bits of the Unix sockets sluiced creates. Connecting needs
+  // write permission, so the default lets the socket's group connect (the
+  // gateway container of a pod, through a shared fsGroup).
+  uint32_t socket_mode = 0660;
   // File with the admin bearer token; "" serves the admin API without one.
   std::string admin_token_file;
-  // Prometheus /metrics listener; port 0 picks a free port.
+  // Prometheus /metrics listener, HOST:PORT only; port 0 picks a free port.
   std::string metrics_listen = "127.0.0.1:9464";
   // Policies file (YAML); "" starts with no policies. Watched for changes.
   std::string policies_path;
@@ -54,8 +60,15 @@ void LogConfiguration(const ServerOptions& options,
 // "allow" or "reject", as the flag spells it.
 const char* UnknownDependencyName(core::UnknownDependencyAction action);
 
-// "host:port" with a port in [0, 65535]; IPv6 hosts in brackets.
+// "host:port" with a port in [0, 65535] (IPv6 hosts in brackets), or
+// "unix:PATH".
 absl::Status ValidateListenAddress(const std::string& address);
+// Where a validated listen address is reachable once bound: "unix:PATH", or
+// "HOST:PORT" with the port gRPC bound (the real one for port 0).
+std::string BoundAddress(const std::string& listen, int bound_port);
+// "0660" to 0660: three or four octal digits, at most 0777, and the owner
+// may read and write (sluiced's own health checks connect as the owner).
+absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text);
 // "host:port" (or "host") for --redis.
 absl::Status ValidateRedisAddress(const std::string& address);
 

@@ -4,10 +4,12 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/app/policies_file.h"
+#include "server/app/unix_socket.h"
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
 
@@ -15,12 +17,6 @@ namespace sluice::app {
 namespace {
 
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
-
-// "host" of a "host:port" that ValidateOptions accepted (BuildAndStart
-// checks before anything is logged or bound).
-std::string Host(const std::string& address) {
-  return wire::ParseHostPort(address)->host;
-}
 
 }  // namespace
 
@@ -87,12 +83,42 @@ absl::Status Server::BuildAndStart() {
   watcher_ = WatchPoliciesFile(options_, file->contents, mode_.get());
   housekeeping_ = std::thread([this] { Housekeeping(); });
   SetServing(true);
-  spdlog::info("serving DecisionService on {}:{}", Host(options_.listen),
-               port_);
+  spdlog::info("serving DecisionService on {}", target());
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<UnixSocketFile>> Server::Listen(
+    const std::string& address,
+    const std::function<absl::Status()>& start) const {
+  const wire::Endpoint endpoint = *wire::ParseEndpoint(address);  // validated
+  if (!endpoint.is_unix()) {
+    if (absl::Status s = start(); !s.ok()) return s;
+    return std::optional<UnixSocketFile>();
+  }
+  if (absl::Status s = ClaimUnixSocketPath(endpoint.unix_path); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = start(); !s.ok()) return s;
+  absl::StatusOr<UnixSocketFile> file =
+      UnixSocketFile::Adopt(endpoint.unix_path, options_.socket_mode);
+  if (!file.ok()) return file.status();
+  return std::optional<UnixSocketFile>(*std::move(file));
+}
+
 absl::Status Server::StartDecisionService() {
+  absl::StatusOr<std::optional<UnixSocketFile>> socket =
+      Listen(options_.listen, [this] { return BindDecisionService(); });
+  if (!socket.ok()) {
+    if (grpc_server_ != nullptr) {
+      grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    }
+    return socket.status();
+  }
+  if (socket->has_value()) sockets_.push_back(**std::move(socket));
+  return absl::OkStatus();
+}
+
+absl::Status Server::BindDecisionService() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -113,11 +139,17 @@ absl::Status Server::StartOperatorSurfaces() {
   rpc::AdminServer::Options admin_options;
   admin_options.listen = options_.admin_listen;
   admin_options.token_file = options_.admin_token_file;
-  absl::StatusOr<std::unique_ptr<rpc::AdminServer>> admin =
-      rpc::AdminServer::Start(admin_options, &engine_, mode_->admin_backend(),
-                              &events_);
-  if (!admin.ok()) return admin.status();
-  admin_server_ = *std::move(admin);
+  absl::StatusOr<std::optional<UnixSocketFile>> admin_socket =
+      Listen(options_.admin_listen, [&]() -> absl::Status {
+        absl::StatusOr<std::unique_ptr<rpc::AdminServer>> admin =
+            rpc::AdminServer::Start(admin_options, &engine_,
+                                    mode_->admin_backend(), &events_);
+        if (!admin.ok()) return admin.status();
+        admin_server_ = *std::move(admin);
+        return absl::OkStatus();
+      });
+  if (!admin_socket.ok()) return admin_socket.status();
+  if (admin_socket->has_value()) sockets_.push_back(**std::move(admin_socket));
   if (metrics_listener_) {
     absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics =
         metrics::MetricsServer::Start(options_.metrics_listen, &metrics_);
@@ -125,13 +157,12 @@ absl::Status Server::StartOperatorSurfaces() {
     metrics_server_ = *std::move(metrics);
   }
   spdlog::info(
-      "serving AdminService on {}:{} ({}{})", Host(options_.admin_listen),
-      admin_server_->port(),
+      "serving AdminService on {} ({}{})", admin_target(),
       admin_server_->has_token() ? "bearer token required" : "no token",
       mode_->admin_note());
   if (metrics_server_ != nullptr) {
-    spdlog::info("serving metrics on {}:{}/metrics",
-                 Host(options_.metrics_listen), metrics_server_->port());
+    spdlog::info("serving metrics on {}/metrics",
+                 BoundAddress(options_.metrics_listen, metrics_port()));
   }
   return absl::OkStatus();
 }
@@ -168,6 +199,9 @@ void Server::Shutdown(absl::Time deadline) {
   if (housekeeping_.joinable()) housekeeping_.join();
   // After the drain, so the last tick carries the final counts.
   mode_->Stop();
+  // Nobody accepts on them any more: a client now fails at once, and the
+  // next sluiced finds the paths free.
+  sockets_.clear();
   absl::MutexLock lock(&mu_);
   stopped_ = true;
 }
@@ -181,6 +215,14 @@ std::shared_ptr<grpc::Channel> Server::AdminInProcessChannel() {
 }
 
 absl::Status Server::SyncNow() { return mode_->SyncNow(); }
+
+std::string Server::target() const {
+  return BoundAddress(options_.listen, port_);
+}
+
+std::string Server::admin_target() const {
+  return BoundAddress(options_.admin_listen, admin_port());
+}
 
 void Server::SetServing(bool serving) {
   grpc::HealthCheckServiceInterface* health =

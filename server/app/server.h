@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "server/app/event_sinks.h"
 #include "server/app/mode.h"
 #include "server/app/options.h"
+#include "server/app/unix_socket.h"
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
@@ -83,6 +85,11 @@ class Server {
   int metrics_port() const {
     return metrics_server_ ? metrics_server_->port() : 0;
   }
+  // Where DecisionService and AdminService are reachable, after
+  // BuildAndStart: "HOST:PORT" with the bound port, or "unix:PATH". Each is
+  // a gRPC channel target.
+  std::string target() const;
+  std::string admin_target() const;
   // The replica id in use (events, cluster membership).
   const std::string& replica_id() const { return replica_id_; }
 
@@ -98,7 +105,14 @@ class Server {
  private:
   core::Engine::Options EngineOptions() const;
   metrics::Sources MetricsSources();
+  // Runs `start`, which binds `address`; for "unix:PATH" it first claims
+  // the path (ClaimUnixSocketPath) and then sets the socket's mode. Returns
+  // the socket file to remove at shutdown, if any.
+  absl::StatusOr<std::optional<UnixSocketFile>> Listen(
+      const std::string& address,
+      const std::function<absl::Status()>& start) const;
   absl::Status StartDecisionService();
+  absl::Status BindDecisionService();
   // The admin listener and /metrics.
   absl::Status StartOperatorSurfaces();
   void SetServing(bool serving);
@@ -128,6 +142,8 @@ class Server {
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::unique_ptr<policy::FileWatcher> watcher_;
   std::thread housekeeping_;
+  // The Unix sockets of the listeners, removed at the end of Shutdown.
+  std::vector<UnixSocketFile> sockets_;
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -103,11 +103,20 @@ class SluicedProcess {
   const std::string& policies_path() const { return policies_path_; }
   const std::string& token_path() const { return token_path_; }
   std::string Log() const { return ReadFile(log_path_); }
+  // The TCP ports; 0 for a listener on a Unix socket.
   int port() const { return port_; }
   int admin_port() const { return admin_port_; }
   int metrics_port() const { return metrics_port_; }
-  std::string admin_target() const {
-    return absl::StrCat("127.0.0.1:", admin_port_);
+  // Where DecisionService and AdminService are reachable, as sluiced wrote
+  // them to its port file: "127.0.0.1:PORT" or "unix:PATH".
+  const std::string& target() const { return target_; }
+  const std::string& admin_target() const { return admin_target_; }
+
+  // The addresses the next Start listens on (--listen, --admin-listen);
+  // "127.0.0.1:0" each until set. E.g. "unix:" + dir() + "/sluice.sock".
+  void set_listen(std::string listen, std::string admin_listen) {
+    listen_ = std::move(listen);
+    admin_listen_ = std::move(admin_listen);
   }
 
   // The unlabeled sample `name` of this process's /metrics, or -1.
@@ -136,7 +145,7 @@ class SluicedProcess {
     token_ = token;
     std::remove(port_file_.c_str());  // a restart must not read the old one
     std::vector<std::string> args = {
-        SluicedBinary(), "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
+        SluicedBinary(), "--listen=" + listen_, "--admin-listen=" + admin_listen_,
         "--metrics-listen=127.0.0.1:0", "--policies=" + policies_path_,
         "--port-file=" + port_file_};
     if (!token.empty()) {
@@ -174,11 +183,11 @@ class SluicedProcess {
     }
     // Up when the port file is there (sluiced writes it once everything is
     // bound), or given up when the process has exited.
-    std::optional<std::map<std::string, int>> ports;
+    std::optional<std::map<std::string, std::string>> ports;
     bool exited = false;
     WaitFor(
         [&] {
-          ports = ReadPortFile(port_file_);
+          ports = ReadListenerFile(port_file_);
           if (ports.has_value()) return true;
           int status = 0;
           exited = waitpid(pid_, &status, WNOHANG) == pid_;
@@ -195,15 +204,17 @@ class SluicedProcess {
                Log();
       return false;
     }
-    port_ = (*ports)["grpc"];
-    admin_port_ = (*ports)["admin"];
-    metrics_port_ = (*ports)["metrics"];
-    if (port_ == 0 || admin_port_ == 0 || metrics_port_ == 0) {
+    target_ = (*ports)["grpc"];
+    admin_target_ = (*ports)["admin"];
+    port_ = PortOf(target_);
+    admin_port_ = PortOf(admin_target_);
+    metrics_port_ = PortOf((*ports)["metrics"]);
+    if (target_.empty() || admin_target_.empty() || metrics_port_ == 0) {
       *error = "port file " + port_file_ + " lacks a listener:\n" +
                ReadFile(port_file_);
       return false;
     }
-    data_channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
+    data_channel_ = grpc::CreateChannel(target_,
                                         grpc::InsecureChannelCredentials());
     admin_channel_ = grpc::CreateChannel(admin_target(),
                                          grpc::InsecureChannelCredentials());
@@ -283,6 +294,8 @@ class SluicedProcess {
 
  private:
   std::string dir_, policies_path_, log_path_, token_path_, port_file_, token_;
+  std::string listen_ = "127.0.0.1:0", admin_listen_ = "127.0.0.1:0";
+  std::string target_, admin_target_;
   std::vector<std::string> extra_env_;
   pid_t pid_ = -1;
   int port_ = 0, admin_port_ = 0, metrics_port_ = 0;

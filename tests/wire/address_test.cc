@@ -1,5 +1,7 @@
 #include "wire/address.h"
 
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -49,6 +51,43 @@ TEST(HostPortTest, RejectsWithTheRuleBroken) {
               absl::StatusCode::kInvalidArgument)
         << bad;
   }
+}
+
+TEST(EndpointTest, TcpIsHostPort) {
+  absl::StatusOr<Endpoint> e = ParseEndpoint("127.0.0.1:50051");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_FALSE(e->is_unix());
+  EXPECT_EQ(e->tcp.port, 50051);
+  EXPECT_EQ(FormatEndpoint(*e), "127.0.0.1:50051");
+  EXPECT_THAT(ParseEndpoint("nowhere").status().message(),
+              HasSubstr("expected HOST:PORT"));
+}
+
+TEST(EndpointTest, UnixPathsAbsoluteRelativeAndUriForm) {
+  absl::StatusOr<Endpoint> e = ParseEndpoint("unix:/run/sluice/sluice.sock");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_TRUE(e->is_unix());
+  EXPECT_EQ(e->unix_path, "/run/sluice/sluice.sock");
+  EXPECT_EQ(FormatEndpoint(*e), "unix:/run/sluice/sluice.sock");
+  EXPECT_EQ(ParseEndpoint("unix:sluice.sock")->unix_path, "sluice.sock");
+  EXPECT_EQ(ParseEndpoint("unix:///run/s.sock")->unix_path, "/run/s.sock");
+}
+
+TEST(EndpointTest, RejectsUnixPathsTheKernelCannotBind) {
+  EXPECT_THAT(ParseEndpoint("unix:").status().message(),
+              HasSubstr("unix socket path is empty"));
+  EXPECT_THAT(ParseEndpoint("unix://").status().message(),
+              HasSubstr("unix:// takes an absolute path"));
+  EXPECT_THAT(ParseEndpoint("unix://host/x.sock").status().message(),
+              HasSubstr("unix:// takes an absolute path"));
+  EXPECT_THAT(ParseEndpoint(std::string("unix:/a\0b", 10)).status().message(),
+              HasSubstr("NUL"));
+  const std::string longest = "/" + std::string(kMaxUnixSocketPathBytes - 1, 'a');
+  EXPECT_TRUE(ParseEndpoint("unix:" + longest).ok());
+  EXPECT_THAT(ParseEndpoint("unix:" + longest + "a").status().message(),
+              HasSubstr("longer than 107 bytes"));
+  EXPECT_THAT(ParseEndpoint("unix-abstract:sluice").status().message(),
+              HasSubstr("abstract Unix sockets are not supported"));
 }
 
 }  // namespace

@@ -99,6 +99,31 @@ struct ClientOptions {
   size_t cache_max_bytes = 64 << 20;
 };
 
+// Where the sidecar overlay (deploy/kubernetes/overlays/sidecar) puts
+// sluiced's socket: an emptyDir shared by the gateway and sluiced.
+inline constexpr char kDefaultSidecarSocket[] = "/run/sluice/sluice.sock";
+
+// ClientOptions for a sluiced sidecar in the same pod, reached over its Unix
+// socket. Change any field afterwards; the preset is:
+//   target                  "unix:" + socket_path
+//   load_balancing_policy   "pick_first" (there is one sluiced)
+//   acquire_timeout         5ms: an answer over the socket takes tens of
+//                           microseconds, so a slower one means the sidecar is
+//                           in trouble, and the gateway must not wait on it
+//   on_failure              kFailOpen
+//   backoff_initial / max   50ms / 1s: after a sidecar restart the gateway
+//                           asks it again within a second
+//   channel_int_args        grpc.{initial,min,max}_reconnect_backoff_ms =
+//                           100 / 100 / 1000: gRPC reconnects to the socket
+//                           at least once a second (its own default grows to
+//                           2 minutes, which would keep a gateway that started
+//                           before its sidecar deciding locally that long)
+// While the socket is missing (the gateway started first, or sluiced is
+// restarting) every Acquire is ALLOW with reason kSluiceUnavailable, decided
+// at once by the client.
+ClientOptions SidecarClientOptions(
+    const std::string& socket_path = kDefaultSidecarSocket);
+
 }  // namespace sluice::client
 
 #endif  // SLUICE_CLIENT_OPTIONS_H_
