@@ -8,6 +8,10 @@
 #include <google/protobuf/text_format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -336,6 +340,108 @@ TEST(ValidateOptionsTest, NamesTheFlagAndTheRule) {
   replicas.expected_replicas = 0;
   EXPECT_THAT(ValidateOptions(replicas).message(),
               HasSubstr("--expected-replicas must be at least 1"));
+}
+
+TEST(ValidateOptionsTest, UnixSocketListeners) {
+  ServerOptions unix;
+  unix.listen = "unix:/run/sluice/sluice.sock";
+  unix.admin_listen = "unix:/run/sluice/admin.sock";
+  EXPECT_TRUE(ValidateOptions(unix).ok());
+  unix.admin_listen = unix.listen;
+  EXPECT_THAT(ValidateOptions(unix).message(),
+              HasSubstr("--listen and --admin-listen are the same socket"));
+  ServerOptions metrics;
+  metrics.metrics_listen = "unix:/run/sluice/metrics.sock";
+  EXPECT_THAT(ValidateOptions(metrics).message(),
+              HasSubstr("--metrics-listen: /metrics is served over TCP only"));
+  ServerOptions empty;
+  empty.listen = "unix:";
+  EXPECT_THAT(ValidateOptions(empty).message(),
+              HasSubstr("--listen: unix socket path is empty"));
+  ServerOptions mode;
+  mode.socket_mode = 0460;
+  EXPECT_THAT(ValidateOptions(mode).message(),
+              HasSubstr("--socket-mode must be at most 0777 and let the owner"));
+}
+
+TEST(ParseSocketModeTest, OctalWithTheOwnerAllowed) {
+  EXPECT_EQ(*ParseSocketMode("0660"), 0660u);
+  EXPECT_EQ(*ParseSocketMode("600"), 0600u);
+  EXPECT_EQ(*ParseSocketMode("0777"), 0777u);
+  for (const char* bad : {"", "66", "08", "0o660", "1777", "06600", "rw-"}) {
+    EXPECT_THAT(ParseSocketMode(bad).status().message(),
+                HasSubstr("three or four octal digits"))
+        << bad;
+  }
+  EXPECT_THAT(ParseSocketMode("0440").status().message(),
+              HasSubstr("the owner must be able to read and write"));
+}
+
+// Listeners on Unix sockets: reachable over the socket (a real channel, not
+// the in-process one), with the configured mode, and removed at shutdown.
+TEST_F(StandaloneServerTest, ServesOnUnixSocketsAndRemovesThemAtShutdown) {
+  char dir[] = "/tmp/sluice_server_unix_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string data = std::string(dir) + "/sluice.sock";
+  const std::string admin = std::string(dir) + "/admin.sock";
+  ServerOptions options = Loopback();
+  options.listen = "unix:" + data;
+  options.admin_listen = "unix:" + admin;
+  options.socket_mode = 0660;
+  {
+    std::unique_ptr<Running> r = Start(options);
+    ASSERT_TRUE(r->status().ok());
+    EXPECT_EQ(r->server().target(), "unix:" + data);
+    EXPECT_EQ(r->server().admin_target(), "unix:" + admin);
+    for (const std::string& path : {data, admin}) {
+      struct stat info {};
+      ASSERT_EQ(lstat(path.c_str(), &info), 0) << path;
+      EXPECT_TRUE(S_ISSOCK(info.st_mode)) << path;
+      EXPECT_EQ(info.st_mode & 0777, 0660u) << path;
+    }
+    auto channel = grpc::CreateChannel(r->server().target(),
+                                       grpc::InsecureChannelCredentials());
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service("sluice.v1.DecisionService");
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    const grpc::Status status =
+        grpc::health::v1::Health::NewStub(channel)->Check(&context, request,
+                                                          &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.status(),
+              grpc::health::v1::HealthCheckResponse::SERVING);
+    r->server().Shutdown(absl::Now());
+    struct stat info {};
+    EXPECT_NE(lstat(data.c_str(), &info), 0) << "data socket left behind";
+    EXPECT_NE(lstat(admin.c_str(), &info), 0) << "admin socket left behind";
+  }
+  rmdir(dir);
+}
+
+TEST_F(StandaloneServerTest, RefusesASocketAnotherServerServes) {
+  char dir[] = "/tmp/sluice_server_unix_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ServerOptions options = Loopback();
+  options.listen = "unix:" + std::string(dir) + "/sluice.sock";
+  {
+    std::unique_ptr<Running> first = Start(options);
+    ASSERT_TRUE(first->status().ok());
+    Server::Dependencies deps;
+    deps.clock = &clock_;
+    deps.metrics_listener = false;
+    Server second(options, deps);
+    const absl::Status status = second.BuildAndStart();
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(status.message(), HasSubstr("another process is serving"));
+    // The first keeps its socket.
+    EXPECT_EQ(first->Health(""),
+              grpc::health::v1::HealthCheckResponse::SERVING);
+    struct stat info {};
+    EXPECT_EQ(lstat((std::string(dir) + "/sluice.sock").c_str(), &info), 0);
+  }
+  rmdir(dir);
 }
 
 TEST(ServerTest, BuildAndStartRefusesOptionsThatFailValidation) {
