@@ -108,5 +108,49 @@ TEST_F(SluiceCallTest, ExitCodes) {
   }
 }
 
+// A sidecar's shape: sluiced on Unix sockets only, reached by sluice-call
+// and sluicectl through unix: targets. The sockets are gone after SIGTERM,
+// and a socket a SIGKILL left behind does not stop the next start.
+TEST(UnixSocketTargetTest, SluiceCallAndSluicectlReachTheSockets) {
+  SluicedProcess server;
+  const std::string data = server.dir() + "/sluice.sock";
+  const std::string admin = server.dir() + "/admin.sock";
+  server.set_listen("unix:" + data, "unix:" + admin);
+  std::string error;
+  ASSERT_TRUE(server.Start(kPolicies, {}, "", &error)) << error;
+  EXPECT_EQ(server.target(), "unix:" + data);
+  EXPECT_EQ(server.admin_target(), "unix:" + admin);
+
+  CommandResult r = RunCommand(
+      absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data, " health"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("SERVING"));
+  r = RunCommand(absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data,
+                              " acquire inventory"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("verdict:        ALLOW"));
+  r = RunCommand(
+      absl::StrCat(SLUICECTL_PATH, " --target unix:", admin, " list"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("inventory"));
+
+  // SIGKILL leaves both sockets; the next start removes them as stale.
+  server.Kill();
+  EXPECT_EQ(RunCommand("test -S " + data).exit_code, 0);
+  ASSERT_TRUE(server.Start(kPolicies, {}, "", &error)) << error;
+  EXPECT_THAT(server.Log(), HasSubstr("removed the stale socket " + data));
+  r = RunCommand(
+      absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data, " health"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  // A clean exit removes them; a client then fails at once.
+  EXPECT_EQ(server.Terminate(), 0) << server.Log();
+  EXPECT_NE(RunCommand("test -e " + data).exit_code, 0);
+  EXPECT_NE(RunCommand("test -e " + admin).exit_code, 0);
+  r = RunCommand(absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data,
+                              " --deadline 1s health"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+}
+
 }  // namespace
 }  // namespace sluice

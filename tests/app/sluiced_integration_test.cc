@@ -788,7 +788,8 @@ TEST(SluicedCommandLineTest, HelpListsEveryFlagOnStdout) {
   EXPECT_EQ(exited.code, 0);
   EXPECT_EQ(exited.err, "");
   for (const char* flag :
-       {"listen", "admin-listen", "admin-token-file", "metrics-listen",
+       {"listen", "admin-listen", "socket-mode", "admin-token-file",
+        "metrics-listen",
         "policies", "redis", "sync-interval", "replica-id", "redis-timeout",
         "expected-replicas", "unknown-dependency", "log-level", "port-file"}) {
     std::string env = absl::StrCat("SLUICE_", flag);

@@ -1,9 +1,9 @@
 // sluice-call: a small DecisionService client for operators and examples.
 //
-//   sluice-call [--target HOST:PORT] acquire DEP [--key K] [--permits N]
-//   sluice-call [--target HOST:PORT] report DEP PERMIT_ID OUTCOME
+//   sluice-call [--target ADDRESS] acquire DEP [--key K] [--permits N]
+//   sluice-call [--target ADDRESS] report DEP PERMIT_ID OUTCOME
 //               [--latency 120ms] [--key K] [--status-code N]
-//   sluice-call [--target HOST:PORT] health [SERVICE]
+//   sluice-call [--target ADDRESS] health [SERVICE]
 //
 // Exit codes: 0 ok, 1 RPC error (or health not SERVING), 2 usage error.
 
@@ -39,14 +39,15 @@ constexpr int kExitUsage = 2;
 
 constexpr char kUsage[] =
     "Usage:\n"
-    "  sluice-call [--target HOST:PORT] [--deadline 5s] acquire DEPENDENCY\n"
+    "  sluice-call [--target ADDRESS] [--deadline 5s] acquire DEPENDENCY\n"
     "              [--key KEY] [--permits N] [--caller NAME]\n"
-    "  sluice-call [--target HOST:PORT] [--deadline 5s] report DEPENDENCY\n"
+    "  sluice-call [--target ADDRESS] [--deadline 5s] report DEPENDENCY\n"
     "              PERMIT_ID success|failure|timeout|cancelled\n"
     "              [--latency 120ms] [--key KEY] [--status-code N]\n"
-    "  sluice-call [--target HOST:PORT] [--deadline 5s] health [SERVICE]\n"
+    "  sluice-call [--target ADDRESS] [--deadline 5s] health [SERVICE]\n"
     "\n"
-    "--target defaults to $SLUICE_TARGET, else 127.0.0.1:50051.\n"
+    "ADDRESS is HOST:PORT, or unix:PATH for a sidecar's socket; --target\n"
+    "defaults to $SLUICE_TARGET, else 127.0.0.1:50051.\n"
     "PERMIT_ID is the permit_id printed by acquire (\"\" for none).\n"
     "Exit codes: 0 ok, 1 RPC error or health not SERVING, 2 usage error.\n";
 

@@ -54,8 +54,8 @@ Commands:
   help [COMMAND]            this text, or a command's own help
 
 Global flags (also accepted after the command):
-  --target HOST:PORT   admin listener (env SLUICE_ADMIN_TARGET,
-                       default 127.0.0.1:50052)
+  --target ADDRESS     admin listener, HOST:PORT or unix:PATH (env
+                       SLUICE_ADMIN_TARGET, default 127.0.0.1:50052)
   --token-file PATH    file holding the admin bearer token
                        (env SLUICE_ADMIN_TOKEN_FILE)
   -o, --output FORMAT  table (default) or json; get also takes yaml
