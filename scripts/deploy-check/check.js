@@ -29,6 +29,15 @@
 //   match exactly one workload, named targetPorts exist, mounted ConfigMaps
 //   and volumes exist, gRPC probe ports and the SLUICE_LISTEN /
 //   SLUICE_METRICS_LISTEN ports are container ports, off loopback.
+//   Native sidecars (init containers with restartPolicy: Always) count as
+//   containers for ports, probes and mounts. A `unix:PATH` SLUICE_LISTEN /
+//   SLUICE_ADMIN_LISTEN must lie in a volume its container mounts writable
+//   (no subPath), and another container of the pod must mount the
+//   SLUICE_LISTEN one; such a container, if in initContainers, must be a
+//   native sidecar, and must have no readinessProbe (its readiness is the
+//   pod's, and the gateway fails open without it); an exec probe's
+//   `unix:PATH` argument must be one of its container's sockets;
+//   SLUICE_METRICS_LISTEN must be TCP.
 // Exit status: 0 all valid, 1 a problem found, 2 bad usage.
 'use strict';
 
@@ -195,6 +204,51 @@ function matches(selector, labels) {
   return Object.entries(selector || {}).every(([k, v]) => labels && labels[k] === v);
 }
 
+const LISTENERS = ['SLUICE_LISTEN', 'SLUICE_ADMIN_LISTEN', 'SLUICE_METRICS_LISTEN'];
+
+// A native sidecar: an init container that runs for the pod's whole life.
+function isSidecar(c) {
+  return c.restartPolicy === 'Always';
+}
+
+// The mount of `c` whose mountPath holds `file`, the deepest if nested.
+function mountOf(c, file) {
+  let best = null;
+  for (const m of c.volumeMounts || []) {
+    const dir = String(m.mountPath).replace(/\/+$/, '');
+    if (file.startsWith(`${dir}/`) && (!best || dir.length > best.mountPath.length)) {
+      best = { ...m, mountPath: dir };
+    }
+  }
+  return best;
+}
+
+// Problems with a Unix socket `socket` that container `c` listens on
+// (`flag` is SLUICE_LISTEN or SLUICE_ADMIN_LISTEN); `all` = the pod's
+// containers and init containers.
+function checkSocket(pod, c, all, socket, flag) {
+  if (!socket.startsWith('/')) return ['the socket path must be absolute'];
+  const m = mountOf(c, socket);
+  if (!m) {
+    return [`${socket} is not inside a volume ${c.name} mounts ` +
+            `(the socket would be in the container's own filesystem)`];
+  }
+  const out = [];
+  if (m.readOnly) out.push(`volume "${m.name}" is mounted read-only; sluiced creates the socket there`);
+  if (m.subPath || m.subPathExpr) out.push(`volume "${m.name}" is mounted with a subPath`);
+  // The admin socket is for `kubectl exec ... sluicectl` in this container;
+  // the data-plane socket is for the other containers of the pod.
+  if (flag === 'SLUICE_LISTEN') {
+    const others = all.filter((o) => o !== c &&
+      (o.volumeMounts || []).some((x) => x.name === m.name));
+    if (others.length === 0) {
+      out.push(`no other container of the pod mounts volume "${m.name}", ` +
+               `so nothing can connect to the socket`);
+    }
+  }
+  return out;
+}
+
 // Cross-object checks on one rendered kustomization.
 function crossCheck(docs, label) {
   const problems = [];
@@ -215,9 +269,15 @@ function crossCheck(docs, label) {
   }
   for (const p of pods) {
     const containers = p.spec.containers || [];
+    const inits = p.spec.initContainers || [];
+    // What serves for the pod's whole life: its containers and its native
+    // sidecars (init containers with restartPolicy: Always). Every init
+    // container is checked for mounts and probes.
+    const serving = [...inits.filter(isSidecar), ...containers];
+    const all = [...inits, ...containers];
     const scrapePort = p.annotations && p.annotations['prometheus.io/port'];
     if (scrapePort !== undefined &&
-        !containers.some((c) => (c.ports || []).some((x) => String(x.containerPort) === scrapePort))) {
+        !serving.some((c) => (c.ports || []).some((x) => String(x.containerPort) === scrapePort))) {
       problems.push(`${label}: ${p.name}: prometheus.io/port ${scrapePort} is not a container port`);
     }
     for (const v of p.spec.volumes || []) {
@@ -226,8 +286,9 @@ function crossCheck(docs, label) {
                       `"${v.configMap.name}", which is not in the output`);
       }
     }
-    for (const c of containers) {
+    for (const c of all) {
       const portNumbers = new Set((c.ports || []).map((x) => x.containerPort));
+      const sockets = new Set();
       for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
         const g = c[probe] && c[probe].grpc;
         if (g && !portNumbers.has(g.port)) {
@@ -235,18 +296,60 @@ function crossCheck(docs, label) {
                         `${g.port} is not a container port`);
         }
       }
-      // sluiced's listeners that must be reachable from outside the pod.
+      // sluiced's listeners. TCP ones must be reachable from outside the
+      // pod; a unix: one (a sidecar) must be in a volume this container
+      // mounts writable, and another container of the pod must mount that
+      // volume too, or no one can connect to the socket.
       for (const e of c.env || []) {
-        if (!['SLUICE_LISTEN', 'SLUICE_METRICS_LISTEN'].includes(e.name) ||
-            typeof e.value !== 'string') continue;
+        if (!LISTENERS.includes(e.name) || typeof e.value !== 'string') continue;
+        const what = `${c.name} ${e.name}=${e.value}`;
+        if (e.value.startsWith('unix:')) {
+          if (e.name === 'SLUICE_METRICS_LISTEN') {
+            problems.push(`${label}: ${p.name}: ${what}: metrics are served on TCP only`);
+            continue;
+          }
+          const socket = e.value.slice('unix:'.length);
+          sockets.add(socket);
+          problems.push(...checkSocket(p, c, all, socket, e.name).map(
+            (m) => `${label}: ${p.name}: ${what}: ${m}`));
+          continue;
+        }
+        if (e.name === 'SLUICE_ADMIN_LISTEN') continue;  // loopback is right
         const port = Number(e.value.slice(e.value.lastIndexOf(':') + 1));
         if (!portNumbers.has(port)) {
-          problems.push(`${label}: ${p.name}: ${c.name} ${e.name}=${e.value} ` +
-                        `is not on a container port`);
+          problems.push(`${label}: ${p.name}: ${what} is not on a container port`);
         }
         if (/^(127\.|localhost|\[::1\])/.test(e.value)) {
-          problems.push(`${label}: ${p.name}: ${c.name} ${e.name}=${e.value} ` +
-                        `listens on loopback only`);
+          problems.push(`${label}: ${p.name}: ${what} listens on loopback only`);
+        }
+      }
+      // An exec probe that dials a socket (sluice-call --target unix:PATH)
+      // must dial one this container listens on.
+      for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
+        const cmd = (c[probe] && c[probe].exec && c[probe].exec.command) || [];
+        for (const arg of cmd) {
+          if (typeof arg !== 'string' || !arg.startsWith('unix:')) continue;
+          if (!sockets.has(arg.slice('unix:'.length))) {
+            problems.push(`${label}: ${p.name}: ${c.name} ${probe} dials ${arg}, ` +
+                          `which is not a socket ${c.name} listens on`);
+          }
+        }
+      }
+      if (sockets.size > 0) {
+        // sluiced in initContainers must be a native sidecar: a plain init
+        // container has to exit before the app containers start.
+        if (inits.includes(c) && !isSidecar(c)) {
+          problems.push(`${label}: ${p.name}: ${c.name} serves a Unix socket from ` +
+                        `initContainers without restartPolicy: Always (a plain init ` +
+                        `container must exit before the pod's containers start)`);
+        }
+        // A sidecar's readiness is part of the pod's, and the gateway fails
+        // open without it: a readinessProbe would take the gateway out of its
+        // Service whenever sluiced is slow.
+        if (c.readinessProbe) {
+          problems.push(`${label}: ${p.name}: ${c.name} serves a Unix socket to its pod, ` +
+                        `whose gateway fails open without it; a readinessProbe would make ` +
+                        `the whole pod unready with it (use startup and liveness probes)`);
         }
       }
       for (const m of c.volumeMounts || []) {
@@ -266,7 +369,8 @@ function crossCheck(docs, label) {
       continue;
     }
     const portNames = new Set();
-    for (const c of targets[0].spec.containers || []) {
+    const spec = targets[0].spec;
+    for (const c of [...(spec.initContainers || []).filter(isSidecar), ...(spec.containers || [])]) {
       for (const x of c.ports || []) if (x.name) portNames.add(x.name);
     }
     for (const sp of (d.spec && d.spec.ports) || []) {

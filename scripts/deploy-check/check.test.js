@@ -105,3 +105,95 @@ test('a Service that selects no pods fails', () => {
   assert.strictEqual(r.status, 1, r.out);
   assert.match(r.out, /Service\/sluice: selector matches 0 workloads, want 1/);
 });
+
+// The sidecar overlay rendered by hand the same way: the gateway Deployment
+// (sluiced as a native sidecar), its Service, and both ConfigMaps.
+function renderedSidecar(editDeployment = null) {
+  const read = (f) => fs.readFileSync(path.join(tree, 'overlays', 'sidecar', f), 'utf8');
+  const configMaps =
+    'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sluice-policies}\n' +
+    'data: {policies.yaml: "policies: []"}\n---\n' +
+    'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sluice-gateway-config}\n' +
+    'data: {gateway.yaml: "listen: 0.0.0.0:8080"}\n';
+  let deployment = read('gateway.yaml');
+  if (editDeployment) {
+    const edited = editDeployment(deployment);
+    assert.notStrictEqual(edited, deployment, 'the edit of gateway.yaml changed nothing');
+    deployment = edited;
+  }
+  return [deployment, read('gateway-service.yaml'), configMaps].join('\n---\n');
+}
+
+function expectRenderedRejected(text, message) {
+  const r = run(['--rendered', '-'], text);
+  assert.strictEqual(r.status, 1, r.out);
+  assert.match(r.out, message);
+}
+
+test('the sidecar overlay, rendered, passes', () => {
+  const r = run(['--rendered', '-'], renderedSidecar());
+  assert.strictEqual(r.status, 0, r.out);
+});
+
+test('a misspelled field of a native sidecar fails', () => {
+  expectRejected(
+    brokenTree('overlays/sidecar/gateway.yaml',
+      (t) => t.replace(/\n {10}restartPolicy: Always/, '\n          restartpolicy: Always')),
+    /unknown field "spec\.template\.spec\.initContainers\[0\]\.restartpolicy"/);
+});
+
+test('a socket volume the gateway does not mount fails', () => {
+  expectRenderedRejected(renderedSidecar((t) => t.replace(
+    /\n {12}- name: sluice-run\n {14}mountPath: \/run\/sluice\n {14}readOnly: true/, '')),
+  /SLUICE_LISTEN=unix:\/run\/sluice\/sluice\.sock: no other container of the pod mounts volume "sluice-run"/);
+});
+
+test('a unix: SLUICE_LISTEN outside every mount fails', () => {
+  expectRenderedRejected(renderedSidecar((t) => t.replace(
+    'value: unix:/run/sluice/sluice.sock', 'value: unix:/var/run/sluice.sock')),
+  /SLUICE_LISTEN=unix:\/var\/run\/sluice\.sock: \/var\/run\/sluice\.sock is not inside a volume sluiced mounts/);
+});
+
+test('a socket in a read-only mount fails', () => {
+  expectRenderedRejected(renderedSidecar((t) => t.replace(
+    '            - name: sluice-run\n              mountPath: /run/sluice\n            - name: policies',
+    '            - name: sluice-run\n              mountPath: /run/sluice\n              readOnly: true\n' +
+    '            - name: policies')),
+  /volume "sluice-run" is mounted read-only; sluiced creates the socket there/);
+});
+
+test('an exec probe on a socket sluiced does not serve fails', () => {
+  expectRenderedRejected(renderedSidecar((t) => t.replace(
+    '"--target", "unix:/run/sluice/sluice.sock"', '"--target", "unix:/run/sluice/other.sock"')),
+  /sluiced startupProbe dials unix:\/run\/sluice\/other\.sock, which is not a socket sluiced listens on/);
+});
+
+test('sluiced in initContainers without restartPolicy: Always fails', () => {
+  expectRenderedRejected(renderedSidecar((t) => t.replace(/\n {10}restartPolicy: Always/, '')),
+    /sluiced serves a Unix socket from initContainers without restartPolicy: Always/);
+});
+
+test('a readinessProbe on the sluiced sidecar fails', () => {
+  expectRenderedRejected(renderedSidecar((t) => t.replace(
+    '          livenessProbe:\n            exec:',
+    '          readinessProbe:\n            exec:\n              command: ["true"]\n' +
+    '          livenessProbe:\n            exec:')),
+  /sluiced serves a Unix socket to its pod, whose gateway fails open without it; a readinessProbe/);
+});
+
+test('the fallback shape, sluiced as a plain container, passes', () => {
+  // For clusters without native sidecars (docs/deploy.md): the same
+  // container moved from initContainers to containers.
+  const yaml = require('js-yaml');
+  const r = run(['--rendered', '-'], renderedSidecar((t) => {
+    const d = yaml.load(t);
+    const spec = d.spec.template.spec;
+    const sluiced = spec.initContainers.shift();
+    delete sluiced.restartPolicy;
+    sluiced.lifecycle = { preStop: { exec: { command: ['sleep', '10'] } } };
+    spec.containers.push(sluiced);
+    delete spec.initContainers;
+    return yaml.dump(d);
+  }));
+  assert.strictEqual(r.status, 0, r.out);
+});
