@@ -236,15 +236,19 @@ function checkSocket(pod, c, all, socket, flag) {
   const out = [];
   if (m.readOnly) out.push(`volume "${m.name}" is mounted read-only; sluiced creates the socket there`);
   if (m.subPath || m.subPathExpr) out.push(`volume "${m.name}" is mounted with a subPath`);
-  // The admin socket is for `kubectl exec ... sluicectl` in this container;
-  // the data-plane socket is for the other containers of the pod.
-  if (flag === 'SLUICE_LISTEN') {
-    const others = all.filter((o) => o !== c &&
-      (o.volumeMounts || []).some((x) => x.name === m.name));
-    if (others.length === 0) {
-      out.push(`no other container of the pod mounts volume "${m.name}", ` +
-               `so nothing can connect to the socket`);
-    }
+  // The data-plane socket is for the other containers of the pod; the
+  // admin socket is for `kubectl exec ... sluicectl` in this container only:
+  // a container that can reach it can change every replica's policies.
+  const others = all.filter((o) => o !== c &&
+    (o.volumeMounts || []).some((x) => x.name === m.name));
+  if (flag === 'SLUICE_LISTEN' && others.length === 0) {
+    out.push(`no other container of the pod mounts volume "${m.name}", ` +
+             `so nothing can connect to the socket`);
+  }
+  if (flag === 'SLUICE_ADMIN_LISTEN' && others.length > 0) {
+    out.push(`volume "${m.name}" is also mounted by ` +
+             `${others.map((o) => o.name).join(', ')}, which can then reach ` +
+             `the admin API; give the admin socket a volume of its own`);
   }
   return out;
 }

@@ -156,10 +156,16 @@ test('a unix: SLUICE_LISTEN outside every mount fails', () => {
 
 test('a socket in a read-only mount fails', () => {
   expectRenderedRejected(renderedSidecar((t) => t.replace(
-    '            - name: sluice-run\n              mountPath: /run/sluice\n            - name: policies',
+    '            - name: sluice-run\n              mountPath: /run/sluice\n            - name: sluice-admin',
     '            - name: sluice-run\n              mountPath: /run/sluice\n              readOnly: true\n' +
-    '            - name: policies')),
+    '            - name: sluice-admin')),
   /volume "sluice-run" is mounted read-only; sluiced creates the socket there/);
+});
+
+test('an admin socket in the volume the gateway mounts fails', () => {
+  expectRenderedRejected(renderedSidecar((t) => t.replace(
+    'value: unix:/run/sluice-admin/admin.sock', 'value: unix:/run/sluice/admin.sock')),
+  /SLUICE_ADMIN_LISTEN=unix:\/run\/sluice\/admin\.sock: volume "sluice-run" is also mounted by gateway, which can then reach the admin API/);
 });
 
 test('an exec probe on a socket sluiced does not serve fails', () => {
