@@ -1,7 +1,9 @@
 #ifndef SLUICE_TESTS_CLUSTER_CLUSTER_SCENARIOS_H_
 #define SLUICE_TESTS_CLUSTER_CLUSTER_SCENARIOS_H_
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,9 +91,10 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override;
   Store* StoreFor(const std::string& replica);
+  // Adds `n` replicas, named r<index> by their place in replicas_.
   void AddReplicas(int n) {
     for (int i = 0; i < n; ++i) {
-      const std::string id = "r" + std::to_string(i);
+      const std::string id = "r" + std::to_string(replicas_.size());
       paths_.push_back(std::make_unique<CuttableStore>(StoreFor(id)));
       replicas_.push_back(
           std::make_unique<Replica>(id, &clock_, paths_.back().get()));
@@ -103,11 +106,23 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     replicas_[i] =
         std::make_unique<Replica>(new_id, &clock_, paths_[i].get());
   }
+  // A graceful stop (SIGTERM): the final tick gives everything back.
+  void Stop(int i) {
+    replicas_[i]->loop.Leave().IgnoreError();
+    replicas_[i].reset();
+  }
+  // The process dies without its final tick (OOM kill, lost node).
+  void Kill(int i) { replicas_[i].reset(); }
+  bool Running(int i) const { return replicas_[i] != nullptr; }
   void Install(const PolicyConfig& p) {
-    for (auto& r : replicas_) r->engine.PutPolicy(p);
+    for (auto& r : replicas_) {
+      if (r) r->engine.PutPolicy(p);
+    }
   }
   void TickAll() {
-    for (auto& r : replicas_) r->loop.TickOnce().IgnoreError();
+    for (auto& r : replicas_) {
+      if (r) r->loop.TickOnce().IgnoreError();
+    }
   }
   // Ticks every replica until each holds its grant: a new replica starts
   // with nothing, and a grant that shrinks is freed for the others only when
@@ -119,6 +134,71 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
       clock_.Advance(absl::Seconds(1));
     }
   }
+
+  // Simulated time in 1 ms steps, for the scenarios with many replicas
+  // (the same model as bench/cluster_transients): each running replica
+  // ticks once a second at its own offset, and a gateway's traffic of
+  // `total` calls/s is split evenly over the running replicas that are
+  // loaded. ms_ counts the ms since the first Pod().
+  //
+  // Adds a replica with `policy` as a new pod under `id`, started as
+  // Server::StartCluster does: one tick before serving, then one a second
+  // from the next ms on. Returns its index.
+  int Pod(const std::string& id, const PolicyConfig& policy) {
+    paths_.push_back(std::make_unique<CuttableStore>(StoreFor(id)));
+    replicas_.push_back(
+        std::make_unique<Replica>(id, &clock_, paths_.back().get()));
+    replicas_.back()->engine.PutPolicy(policy);
+    replicas_.back()->loop.TickOnce().IgnoreError();
+    tick_at_.resize(replicas_.size(), 0);
+    tick_at_.back() = static_cast<int>((ms_ + 1) % 1000);
+    loaded_.resize(replicas_.size(), true);
+    admitted_by_.resize(replicas_.size(), 0);
+    return static_cast<int>(replicas_.size()) - 1;
+  }
+  int RunningCount() const {
+    int n = 0;
+    for (const auto& r : replicas_) n += r != nullptr;
+    return n;
+  }
+  // Runs `seconds` of simulated time with `total` calls/s on `dep`, calling
+  // `at(ms)` (ms since the start of this span) before each ms. Returns the
+  // cluster's admitted count of each second.
+  std::vector<int64_t> RunSplitLoad(
+      const std::string& dep, int seconds, int64_t total,
+      const std::function<void(int64_t ms)>& at = nullptr) {
+    std::vector<int64_t> per_second(seconds, 0);
+    for (int64_t ms = 0; ms < seconds * 1000; ++ms) {
+      if (at) at(ms);
+      clock_.Advance(absl::Milliseconds(1));
+      ++ms_;
+      for (size_t r = 0; r < replicas_.size(); ++r) {
+        if (replicas_[r] && ms_ % 1000 == tick_at_[r]) {
+          replicas_[r]->loop.TickOnce().IgnoreError();
+        }
+      }
+      int64_t ways = 0;
+      for (size_t r = 0; r < replicas_.size(); ++r) {
+        ways += replicas_[r] && loaded_[r];
+      }
+      ways = std::max<int64_t>(1, ways);
+      const int64_t calls =
+          ms_ * total / (1000 * ways) - (ms_ - 1) * total / (1000 * ways);
+      for (size_t r = 0; r < replicas_.size(); ++r) {
+        if (!replicas_[r] || !loaded_[r]) continue;
+        for (int64_t c = 0; c < calls; ++c) {
+          absl::StatusOr<core::Decision> d =
+              replicas_[r]->engine.Acquire(dep, "", 1);
+          if (d.ok() && d->verdict == Verdict::kAllow) {
+            ++per_second[ms / 1000];
+            ++admitted_by_[r];
+          }
+        }
+      }
+    }
+    return per_second;
+  }
+
   Replica& R(int i) { return *replicas_[i]; }
   // Cuts replica `i` off from the store, or lets it through again.
   void Cut(int i, bool cut) { paths_[i]->set_cut(cut); }
@@ -157,6 +237,11 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   std::vector<std::unique_ptr<Store>> redis_stores_;
   std::vector<std::unique_ptr<CuttableStore>> paths_;
   std::vector<std::unique_ptr<Replica>> replicas_;
+  // For Pod() and RunSplitLoad().
+  int64_t ms_ = 0;
+  std::vector<int> tick_at_;
+  std::vector<bool> loaded_;
+  std::vector<int64_t> admitted_by_;
 };
 
 // The fake store's own failure injection, beside the shared scenarios.
