@@ -9,9 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -24,6 +22,7 @@
 #include "sluice/v1/decision.grpc.pb.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace sluice::app {
 namespace {
@@ -380,10 +379,9 @@ TEST(ParseSocketModeTest, OctalWithTheOwnerAllowed) {
 // Listeners on Unix sockets: reachable over the socket (a real channel, not
 // the in-process one), with the configured mode, and removed at shutdown.
 TEST_F(StandaloneServerTest, ServesOnUnixSocketsAndRemovesThemAtShutdown) {
-  char dir[] = "/tmp/sluice_server_unix_XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string data = std::string(dir) + "/sluice.sock";
-  const std::string admin = std::string(dir) + "/admin.sock";
+  testing::TempDir dir("sluice_server_unix");
+  const std::string data = dir.File("sluice.sock");
+  const std::string admin = dir.File("admin.sock");
   ServerOptions options = Loopback();
   options.listen = "unix:" + data;
   options.admin_listen = "unix:" + admin;
@@ -417,14 +415,12 @@ TEST_F(StandaloneServerTest, ServesOnUnixSocketsAndRemovesThemAtShutdown) {
     EXPECT_NE(lstat(data.c_str(), &info), 0) << "data socket left behind";
     EXPECT_NE(lstat(admin.c_str(), &info), 0) << "admin socket left behind";
   }
-  rmdir(dir);
 }
 
 TEST_F(StandaloneServerTest, RefusesASocketAnotherServerServes) {
-  char dir[] = "/tmp/sluice_server_unix_XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
+  testing::TempDir dir("sluice_server_unix");
   ServerOptions options = Loopback();
-  options.listen = "unix:" + std::string(dir) + "/sluice.sock";
+  options.listen = "unix:" + dir.File("sluice.sock");
   {
     std::unique_ptr<Running> first = Start(options);
     ASSERT_TRUE(first->status().ok());
@@ -439,9 +435,8 @@ TEST_F(StandaloneServerTest, RefusesASocketAnotherServerServes) {
     EXPECT_EQ(first->Health(""),
               grpc::health::v1::HealthCheckResponse::SERVING);
     struct stat info {};
-    EXPECT_EQ(lstat((std::string(dir) + "/sluice.sock").c_str(), &info), 0);
+    EXPECT_EQ(lstat(dir.File("sluice.sock").c_str(), &info), 0);
   }
-  rmdir(dir);
 }
 
 TEST(ServerTest, BuildAndStartRefusesOptionsThatFailValidation) {

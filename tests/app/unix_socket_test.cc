@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace sluice::app {
 namespace {
@@ -57,19 +57,10 @@ class BoundSocket {
 
 class UnixSocketTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir[] = "/tmp/sluice_unix_socket_XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    path_ = dir_ + "/sluice.sock";
-  }
-  void TearDown() override {
-    std::remove(path_.c_str());
-    rmdir(dir_.c_str());
-  }
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()); }
 
-  std::string dir_;
-  std::string path_;
+  testing::TempDir dir_{"sluice_unix_socket"};
+  const std::string path_ = dir_.File("sluice.sock");
 };
 
 TEST_F(UnixSocketTest, AFreePathIsClaimedAsIs) {
@@ -108,10 +99,10 @@ TEST_F(UnixSocketTest, AFileThatIsNotASocketIsNeverRemoved) {
 }
 
 TEST_F(UnixSocketTest, AMissingDirectoryIsNamed) {
-  const absl::Status status = ClaimUnixSocketPath(dir_ + "/no/such.sock");
+  const absl::Status status = ClaimUnixSocketPath(dir_.File("no/such.sock"));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(),
-              HasSubstr("directory " + dir_ + "/no does not exist"));
+              HasSubstr("directory " + dir_.File("no") + " does not exist"));
 }
 
 TEST_F(UnixSocketTest, AdoptSetsTheModeAndRemoveDeletesTheSocket) {
@@ -136,13 +127,12 @@ TEST_F(UnixSocketTest, RemoveLeavesASuccessorsSocketAlone) {
   // Another process has since taken the path (a restart that overlapped).
   // The old file is moved aside rather than unlinked, so that the new
   // socket cannot reuse its inode number.
-  const std::string aside = dir_ + "/old.sock";
+  const std::string aside = dir_.File("old.sock");
   ASSERT_EQ(std::rename(path_.c_str(), aside.c_str()), 0);
   BoundSocket successor(path_, /*listening=*/true);
   ASSERT_TRUE(successor.ok());
   first->Remove();
   EXPECT_TRUE(Exists(path_));
-  std::remove(aside.c_str());
 }
 
 TEST_F(UnixSocketTest, AdoptRefusesWhatIsNotASocket) {

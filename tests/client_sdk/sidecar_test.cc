@@ -3,11 +3,7 @@
 // sidecar starts late or crashes. Real time (gRPC's reconnect backoff is
 // real), so this binary carries the `integration` label.
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +15,7 @@
 #include "server/rpc/decision_service.h"
 #include "sluice/client/client.h"
 #include "sluice/client/options.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
 namespace sluice::client {
@@ -51,16 +48,7 @@ class SocketSluice {
 
 class SidecarClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir[] = "/tmp/sluice_sidecar_client_XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    socket_ = dir_ + "/sluice.sock";
-  }
-  void TearDown() override {
-    std::remove(socket_.c_str());
-    rmdir(dir_.c_str());
-  }
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()); }
 
   // Asks until an Acquire is answered by Sluice rather than by the client;
   // how long that took, or nullopt after `timeout`.
@@ -71,8 +59,8 @@ class SidecarClientTest : public ::testing::Test {
         timeout, absl::Milliseconds(10));
   }
 
-  std::string dir_;
-  std::string socket_;
+  testing::TempDir dir_{"sluice_sidecar_client"};
+  const std::string socket_ = dir_.File("sluice.sock");
 };
 
 TEST(SidecarClientOptionsTest, ThePresetIsWhatItsCommentSays) {

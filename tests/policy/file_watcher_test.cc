@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace sluice::policy {
 namespace {
@@ -32,15 +33,11 @@ void Write(const std::string& path, const std::string& text) {
 class FileWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/sluice_watch_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/policies.yaml";
+    ASSERT_FALSE(temp_.path().empty());
+    dir_ = temp_.path();
+    path_ = temp_.File("policies.yaml");
   }
-  void TearDown() override {
-    watcher_.reset();
-    ASSERT_EQ(system(("rm -rf '" + dir_ + "'").c_str()), 0);
-  }
+  void TearDown() override { watcher_.reset(); }
 
   // A watcher whose own thread never gets to poll during the test.
   FileWatcher& Watch(const std::string& initial) {
@@ -52,6 +49,7 @@ class FileWatcherTest : public ::testing::Test {
     return *watcher_;
   }
 
+  testing::TempDir temp_{"sluice_watch"};
   std::string dir_;
   std::string path_;
   std::unique_ptr<FileWatcher> watcher_;
