@@ -369,6 +369,10 @@ class SidecarPodsTest : public ::testing::Test {
     for (int i = 0; i < kPods; ++i) {
       const std::string error = StartGateway(i);
       ASSERT_EQ(error, "") << "pod " << i;
+      // A unix: target: the gateway runs on the SDK's SidecarClientOptions.
+      EXPECT_TRUE(absl::StrContains(pods_[i]->gateway.Log(),
+                                    "Sluice at unix:" + pods_[i]->socket()))
+          << pods_[i]->gateway.Log();
     }
   }
 
@@ -641,9 +645,12 @@ TEST_F(SidecarPodsTest, ThreePodsShareLimitsAndBreakersAndSurviveASidecarKill) {
                 "path %.0f ms; -> gateway 0's first decision by its sidecar "
                 "%.0f ms; -> all pods count 3 live replicas %.0f ms\n",
                 Ms(to_serving), Ms(*to_remote), Ms(*to_rejoin));
-    // The SDK asks a restarted sidecar within its backoff_max (1 s, jittered
-    // by 20%) plus gRPC's reconnect backoff (at most 1 s).
-    EXPECT_LE(*to_remote, absl::Milliseconds(2500));
+    // The SDK's backoff probe (every backoff_max, 1 s +-20%) and the gRPC
+    // channel's reconnect attempts (every 1 s +-20%) run on separate timers:
+    // a probe while the channel still waits to reconnect fails at once and
+    // waits another period, and one during the connect may miss its 5 ms.
+    // Measured 0.5 to 2.1 s on a busy 2-core machine; three periods allowed.
+    EXPECT_LE(*to_remote, absl::Milliseconds(3600));
     // The restarted replica adopted the cluster's open breaker on its first
     // tick: the sidecar refuses payments, and so does gateway 0 (asked until
     // an answer was decided by the sidecar and not by a 5 ms timeout).
@@ -678,13 +685,17 @@ TEST_F(SidecarPodsTest, ThreePodsShareLimitsAndBreakersAndSurviveASidecarKill) {
       EXPECT_GT(c.refused, 0) << "pod " << i << " does not limit";
       EXPECT_EQ(c.other, 0) << "pod " << i;
     }
-    // Gateway 0 decides through its sidecar again. The 5 ms acquire timeout
-    // of the sidecar preset still lets a rare call decide locally on a busy
-    // machine, as on the gateways whose sidecar never went away: at most 3%.
+    // Gateway 0 decides through its sidecar again (its refusals above can
+    // only come from there). The 5 ms acquire timeout of the sidecar preset
+    // still lets a call now and then decide locally on a busy machine, as on
+    // the gateways whose sidecar never went away (about 1% here, up to 10%
+    // with a CPU hog running): not more than 3% or twice theirs, plus 2.
     const double asked0 = sdk_to.acquires[0] - sdk_from.acquires[0];
     const double local0 = sdk_to.local[0] - sdk_from.local[0];
+    const double local_others = std::max(sdk_to.local[1] - sdk_from.local[1],
+                                         sdk_to.local[2] - sdk_from.local[2]);
     EXPECT_GT(asked0, 0);
-    EXPECT_LE(local0, std::max(2.0, 0.03 * asked0))
+    EXPECT_LE(local0, std::max(0.03 * asked0, 2 * local_others) + 2)
         << "gateway 0 still decides without its sidecar";
     EXPECT_LE(all.admitted, UpperBound(to - from));
     EXPECT_GE(all.admitted, LowerBound(to - from));
