@@ -25,6 +25,14 @@ bool Backoff::ShouldAsk(absl::Time now) {
   return true;
 }
 
+void Backoff::EndPeriod(absl::Time now) {
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  int64_t until = until_ns_.load();
+  while (until != kNotBackingOff && until > now_ns &&
+         !until_ns_.compare_exchange_weak(until, now_ns)) {
+  }
+}
+
 void Backoff::RecordSuccess() {
   consecutive_failures_.store(0, std::memory_order_relaxed);
   if (until_ns_.load() == kNotBackingOff) return;

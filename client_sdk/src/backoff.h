@@ -32,6 +32,10 @@ class Backoff {
 
   // True: ask Sluice. False: decide locally, the client is backing off.
   bool ShouldAsk(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the current period at `now` (the connection to Sluice is back), so
+  // that the next ShouldAsk sends the probe at once. The period's length
+  // stands: a failed probe still doubles it. No effect when not backing off.
+  void EndPeriod(absl::Time now);
   void RecordSuccess() ABSL_LOCKS_EXCLUDED(mu_);
   void RecordFailure(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 

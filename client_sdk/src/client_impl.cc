@@ -73,6 +73,26 @@ ClientImpl::Shared::Shared(const ClientOptions& options,
           options.backoff_max, options.backoff_jitter,
           static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))}) {}
 
+bool ClientImpl::Shared::ShouldAsk(absl::Time now) {
+  if (backoff.ShouldAsk(now)) return true;
+  if (!awaiting_connection.load(std::memory_order_relaxed)) return false;
+  // An idle channel starts connecting here; one in TRANSIENT_FAILURE retries
+  // on its own reconnect backoff.
+  if (channel->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY ||
+      !awaiting_connection.exchange(false)) {
+    return false;
+  }
+  backoff.EndPeriod(now);
+  return backoff.ShouldAsk(now);
+}
+
+void ClientImpl::Shared::RecordTransportFailure(absl::Time now) {
+  if (channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY) {
+    awaiting_connection.store(true, std::memory_order_relaxed);
+  }
+  backoff.RecordFailure(now);
+}
+
 Permit ClientImpl::Shared::Local(std::string dependency, std::string key,
                                  absl::Status error) {
   Counters::Inc(counters->local_decisions);
@@ -90,7 +110,9 @@ Permit ClientImpl::Shared::Settle(const PendingAcquire& call,
     return PermitAccess::FromResponse(call.dependency, call.key, call.response,
                                       reporter);
   }
-  if (IsTransportError(status.error_code())) backoff.RecordFailure(absl::Now());
+  if (IsTransportError(status.error_code())) {
+    RecordTransportFailure(absl::Now());
+  }
   return Local(call.dependency, call.key, FromGrpc(status));
 }
 
@@ -113,7 +135,7 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
     return shared_->Local(std::string(dependency), std::string(key), s);
   }
   const absl::Time start = absl::Now();
-  if (!shared_->backoff.ShouldAsk(start)) {
+  if (!shared_->ShouldAsk(start)) {
     Counters::Inc(counters_->backoff_decisions);
     return shared_->Local(
         std::string(dependency), std::string(key),
@@ -153,7 +175,7 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
   // caller is back within the timeout whatever gRPC's timers do.
   if (!call->done.WaitForNotificationWithTimeout(timeout)) {
     if (!call->claimed.exchange(true)) {
-      shared_->backoff.RecordFailure(absl::Now());
+      shared_->RecordTransportFailure(absl::Now());
       return shared_->Local(
           call->dependency, call->key,
           absl::DeadlineExceededError(absl::StrCat(
@@ -173,7 +195,7 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
     return;
   }
   const absl::Time start = absl::Now();
-  if (!shared_->backoff.ShouldAsk(start)) {
+  if (!shared_->ShouldAsk(start)) {
     Counters::Inc(counters_->backoff_decisions);
     done(shared_->Local(
         std::string(dependency), std::string(key),

@@ -53,6 +53,18 @@ class ClientImpl final : public Client {
     Backoff backoff;
     // Acquire callbacks that may still run; each decrements it last.
     std::atomic<int> callbacks{0};
+    // A transport failure found the connection down; its return ends the
+    // backoff period early (ShouldAsk).
+    std::atomic<bool> awaiting_connection{false};
+
+    // Whether to ask Sluice now: not while backing off, except that a
+    // connection that came back since the failures ends the wait at once
+    // (a sidecar that restarted is asked again as soon as it serves, not at
+    // the end of the period). While backing off it also keeps the channel
+    // trying to connect.
+    bool ShouldAsk(absl::Time now);
+    // Feeds the backoff a transport failure.
+    void RecordTransportFailure(absl::Time now);
 
     // The permit for Sluice's answer, or the local one when it failed.
     Permit Settle(const PendingAcquire& call, const grpc::Status& status);

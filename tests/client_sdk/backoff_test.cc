@@ -58,6 +58,27 @@ TEST(BackoffTest, OneProbeAfterThePeriodThenDoublingUpToMax) {
   EXPECT_EQ(backoff.current(), absl::Milliseconds(400));  // Capped.
 }
 
+TEST(BackoffTest, EndPeriodLetsOneProbeGoAtOnce) {
+  Backoff backoff(NoJitter());
+  absl::Time now = kStart;
+  EXPECT_TRUE(backoff.ShouldAsk(now));
+  backoff.EndPeriod(now);  // Not backing off: nothing to end.
+  EXPECT_FALSE(backoff.backing_off());
+  for (int i = 0; i < 3; ++i) backoff.RecordFailure(now);
+  now += absl::Milliseconds(10);
+  EXPECT_FALSE(backoff.ShouldAsk(now));
+  backoff.EndPeriod(now);  // The connection came back 90 ms early.
+  EXPECT_TRUE(backoff.ShouldAsk(now));   // The probe.
+  EXPECT_FALSE(backoff.ShouldAsk(now));  // Everyone else waits for it.
+  backoff.RecordFailure(now);            // It failed after all: doubling.
+  EXPECT_EQ(backoff.current(), absl::Milliseconds(200));
+  EXPECT_FALSE(backoff.ShouldAsk(now + absl::Milliseconds(199)));
+  backoff.EndPeriod(now + absl::Milliseconds(50));
+  EXPECT_TRUE(backoff.ShouldAsk(now + absl::Milliseconds(50)));
+  backoff.RecordSuccess();
+  EXPECT_FALSE(backoff.backing_off());
+}
+
 TEST(BackoffTest, StragglerFailuresDoNotExtendThePeriod) {
   Backoff backoff(NoJitter());
   absl::Time now = kStart;

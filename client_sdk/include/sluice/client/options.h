@@ -111,8 +111,7 @@ inline constexpr char kDefaultSidecarSocket[] = "/run/sluice/sluice.sock";
 //                           microseconds, so a slower one means the sidecar is
 //                           in trouble, and the gateway must not wait on it
 //   on_failure              kFailOpen
-//   backoff_initial / max   50ms / 1s: after a sidecar restart the gateway
-//                           asks it again within a second
+//   backoff_initial / max   50ms / 1s
 //   channel_int_args        grpc.{initial,min,max}_reconnect_backoff_ms =
 //                           100 / 100 / 1000: gRPC reconnects to the socket
 //                           at least once a second (its own default grows to
@@ -120,7 +119,11 @@ inline constexpr char kDefaultSidecarSocket[] = "/run/sluice/sluice.sock";
 //                           before its sidecar deciding locally that long)
 // While the socket is missing (the gateway started first, or sluiced is
 // restarting) every Acquire is ALLOW with reason kSluiceUnavailable, decided
-// at once by the client.
+// at once by the client. (Any client whose connection, not just an answer,
+// failed asks again as soon as the connection is back, without waiting for
+// the end of its backoff period.) So the gateway decides through its
+// sidecar again about a second (gRPC's reconnect, with jitter) after the
+// sidecar serves.
 ClientOptions SidecarClientOptions(
     const std::string& socket_path = kDefaultSidecarSocket);
 
