@@ -260,6 +260,25 @@ double CpuMicros(pid_t pid) {
          static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// Run time of the process's current threads in microseconds, summed from
+// /proc/PID/task/*/schedstat (nanosecond precision, unlike the 10 ms ticks
+// of utime/stime; a thread that exits takes its time with it, so this is
+// for intervals in which the threads stay, such as idle).
+double SchedMicros(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* tasks = opendir(dir.c_str());
+  if (tasks == nullptr) return -1;
+  double total_ns = 0;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    std::istringstream in(Slurp(absl::StrCat(dir, "/", e->d_name, "/schedstat")));
+    uint64_t ns = 0;
+    if (in >> ns) total_ns += static_cast<double>(ns);
+  }
+  closedir(tasks);
+  return total_ns / 1000.0;
+}
+
 // A "Name:   N kB" (or plain N) field of /proc/PID/status, or -1.
 int64_t StatusField(pid_t pid, const std::string& name) {
   std::istringstream in(Slurp(absl::StrCat("/proc/", pid, "/status")));
@@ -453,6 +472,7 @@ struct BusyResult {
   double seconds = 0;        // the measured interval, calls and drain
   double cpu_us = 0;         // sluiced utime + stime over the interval
   double millicores = 0;
+  double sched_millicores = 0;  // from schedstat (threads that stayed)
   double cpu_us_per_decision = 0;
   double client_cpu_us_per_decision = 0;  // this process (SDK + pacing)
   int64_t rss_kb = 0;        // VmRSS at the end
@@ -468,6 +488,7 @@ BusyResult Busy(Transport* t, pid_t pid, int rate, int threads,
   std::atomic<uint64_t> decisions{0}, local{0}, refused{0};
   const sluice::client::ClientStats before = t->client->stats();
   const double cpu0 = CpuMicros(pid);
+  const double sched0 = SchedMicros(pid);
   const double self0 = SelfCpuMicros();
   const absl::Time t0 = absl::Now();
   timespec mono0;
@@ -503,6 +524,7 @@ BusyResult Busy(Transport* t, pid_t pid, int rate, int threads,
   AwaitReports(*t->client, before.reports_sent + before.reports_failed + reports);
   const absl::Time t1 = absl::Now();
   const double cpu1 = CpuMicros(pid);
+  const double sched1 = SchedMicros(pid);
   const double self1 = SelfCpuMicros();
   r.decisions = decisions.load();
   r.local = local.load();
@@ -511,6 +533,7 @@ BusyResult Busy(Transport* t, pid_t pid, int rate, int threads,
   r.achieved = static_cast<double>(r.decisions) / r.seconds;
   r.cpu_us = cpu1 - cpu0;
   r.millicores = r.cpu_us / r.seconds / 1000.0;
+  r.sched_millicores = (sched1 - sched0) / r.seconds / 1000.0;
   if (r.decisions > 0) {
     r.cpu_us_per_decision = r.cpu_us / static_cast<double>(r.decisions);
     r.client_cpu_us_per_decision =
@@ -585,21 +608,25 @@ int main(int argc, char** argv) {
 
   // Idle: started, connected, nothing asked for idle_seconds (the
   // housekeeping thread and gRPC's own timers run).
-  double idle_millicores = -1;
+  double idle_millicores = -1, idle_sched_millicores = -1;
   int64_t rss_idle_kb = -1;
   std::string idle_line;
   if (flags.idle_seconds > 0) {
     const double cpu0 = CpuMicros(pid);
+    const double sched0 = SchedMicros(pid);
     const absl::Time t0 = absl::Now();
     absl::SleepFor(absl::Seconds(flags.idle_seconds));
     const double cpu1 = CpuMicros(pid);
+    const double sched1 = SchedMicros(pid);
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
     idle_millicores = (cpu1 - cpu0) / secs / 1000.0;
+    idle_sched_millicores = (sched1 - sched0) / secs / 1000.0;
     rss_idle_kb = StatusField(pid, "VmRSS");
     idle_line = absl::StrFormat(
-        "  idle %.0f s after start: CPU %5.1f millicores (%.0f ms), RSS "
-        "%.1f MiB\n",
-        secs, idle_millicores, (cpu1 - cpu0) / 1000.0, rss_idle_kb / 1024.0);
+        "  idle %.0f s after start: CPU %5.1f millicores (%.0f ms; "
+        "schedstat: %.2f millicores), RSS %.1f MiB\n",
+        secs, idle_millicores, (cpu1 - cpu0) / 1000.0, idle_sched_millicores,
+        rss_idle_kb / 1024.0);
   }
 
   // ---- latency: warm up, then rounds alternating the transports.
@@ -665,13 +692,18 @@ int main(int argc, char** argv) {
               rss_start_kb / 1024.0, static_cast<long long>(threads_idle));
   std::printf("%s", idle_line.c_str());
   std::vector<BusyResult> busy;
+  if (!flags.rates.empty()) {
+    std::printf("  busy: Acquire + Report pairs through the SDK from %d "
+                "threads, %.0f s per rate\n",
+                flags.threads, flags.busy_seconds);
+    std::printf("    offered/s  answered/s  millicores (schedstat)  "
+                "CPU us/decision  client us/decision  RSS MiB\n");
+  }
   for (int rate : flags.rates) {
     BusyResult r =
         Busy(&unix_t, pid, rate, flags.threads, flags.busy_seconds);
-    std::printf("  busy %5d/s offered (%d threads, %.1f s): %7.0f/s "
-                "answered, CPU %6.1f millicores = %5.1f us/decision "
-                "(client %5.1f us), RSS %.1f MiB\n",
-                rate, flags.threads, r.seconds, r.achieved, r.millicores,
+    std::printf("    %9d  %10.0f  %10.1f  %10.1f  %15.1f  %18.1f  %7.1f\n",
+                rate, r.achieved, r.millicores, r.sched_millicores,
                 r.cpu_us_per_decision, r.client_cpu_us_per_decision,
                 r.rss_kb / 1024.0);
     if (r.local + r.refused > 0) {
@@ -709,6 +741,7 @@ int main(int argc, char** argv) {
     out << "  \"sidecar\": {\"rss_start_kb\": " << rss_start_kb
         << ", \"threads\": " << threads_idle
         << ", \"idle_millicores\": " << idle_millicores
+        << ", \"idle_schedstat_millicores\": " << idle_sched_millicores
         << ", \"rss_idle_kb\": " << rss_idle_kb
         << ", \"rss_peak_kb\": " << rss_peak_kb
         << ", \"cpu_tick_ms\": " << tick_ms << ", \"busy\": [";
@@ -719,6 +752,7 @@ int main(int argc, char** argv) {
           << ", \"decisions\": " << r.decisions << ", \"local\": " << r.local
           << ", \"refused\": " << r.refused << ", \"seconds\": " << r.seconds
           << ", \"millicores\": " << r.millicores
+          << ", \"schedstat_millicores\": " << r.sched_millicores
           << ", \"cpu_us_per_decision\": " << r.cpu_us_per_decision
           << ", \"client_cpu_us_per_decision\": "
           << r.client_cpu_us_per_decision << ", \"rss_kb\": " << r.rss_kb
