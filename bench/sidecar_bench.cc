@@ -300,6 +300,38 @@ double SelfCpuMicros() {
          (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// How busy the rest of the machine is: non-idle CPU of the whole machine
+// (/proc/stat) minus this process and both sluiced, in cores. Other work on
+// a 2-core machine skews every figure, so each interval reports it.
+struct LoadMark {
+  double machine_busy_us = 0;
+  double ours_us = 0;
+  absl::Time at;
+};
+
+LoadMark MarkLoad(const std::vector<pid_t>& servers) {
+  LoadMark m;
+  std::istringstream in(Slurp("/proc/stat"));
+  std::string cpu;
+  uint64_t v[8] = {0};
+  in >> cpu;
+  for (uint64_t& x : v) in >> x;
+  // user nice system idle iowait irq softirq steal
+  const uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  m.machine_busy_us = static_cast<double>(busy) * 1e6 /
+                      static_cast<double>(sysconf(_SC_CLK_TCK));
+  m.ours_us = SelfCpuMicros();
+  for (pid_t pid : servers) m.ours_us += CpuMicros(pid);
+  m.at = absl::Now();
+  return m;
+}
+
+double OtherCores(const LoadMark& a, const LoadMark& b) {
+  const double other = (b.machine_busy_us - a.machine_busy_us) -
+                       (b.ours_us - a.ours_us);
+  return std::max(0.0, other) / absl::ToDoubleMicroseconds(b.at - a.at);
+}
+
 // ---- latency ------------------------------------------------------------
 
 struct Summary {
@@ -495,15 +527,17 @@ struct BusyResult {
   double sched_millicores = 0;  // from schedstat (threads that stayed)
   double cpu_us_per_decision = 0;
   double client_cpu_us_per_decision = 0;  // this process (SDK + pacing)
+  double other_cores = 0;    // other processes on the machine
   int64_t rss_kb = 0;        // VmRSS at the end
 };
 
 // `threads` threads offer `rate` Acquire + Report pairs per second in
 // total, each on its own fixed schedule (a late call goes at once and the
 // schedule is kept, so the offered count is rate x seconds).
-BusyResult Busy(Transport* t, pid_t pid, int rate, int threads,
-                double seconds) {
+BusyResult Busy(Transport* t, pid_t pid, const std::vector<pid_t>& servers,
+                int rate, int threads, double seconds) {
   BusyResult r;
+  const LoadMark load0 = MarkLoad(servers);
   r.offered = rate;
   std::atomic<uint64_t> decisions{0}, local{0}, refused{0};
   const sluice::client::ClientStats before = t->client->stats();
@@ -560,6 +594,7 @@ BusyResult Busy(Transport* t, pid_t pid, int rate, int threads,
         (self1 - self0) / static_cast<double>(r.decisions);
   }
   r.rss_kb = StatusField(pid, "VmRSS");
+  r.other_cores = OtherCores(load0, MarkLoad(servers));
   return r;
 }
 
@@ -610,10 +645,12 @@ int main(int argc, char** argv) {
     }
   }
   const pid_t pid = FindChild(unix_t.process.policies_path());
-  if (pid <= 0) {
-    std::fprintf(stderr, "sidecar_bench: cannot find the unix sluiced's pid\n");
+  const pid_t tcp_pid = FindChild(tcp_t.process.policies_path());
+  if (pid <= 0 || tcp_pid <= 0) {
+    std::fprintf(stderr, "sidecar_bench: cannot find the sluiced pids\n");
     return 1;
   }
+  const std::vector<pid_t> servers = {pid, tcp_pid};
   // Connected, policies loaded, nothing asked yet.
   absl::SleepFor(absl::Milliseconds(500));
   const int64_t rss_start_kb = StatusField(pid, "VmRSS");
@@ -629,13 +666,16 @@ int main(int argc, char** argv) {
   // Idle: started, connected, nothing asked for idle_seconds (the
   // housekeeping thread and gRPC's own timers run).
   double idle_millicores = -1, idle_sched_millicores = -1;
+  double idle_other_cores = -1;
   int64_t rss_idle_kb = -1;
   std::string idle_line;
   if (flags.idle_seconds > 0) {
+    const LoadMark load0 = MarkLoad(servers);
     const double cpu0 = CpuMicros(pid);
     const double sched0 = SchedMicros(pid);
     const absl::Time t0 = absl::Now();
     absl::SleepFor(absl::Seconds(flags.idle_seconds));
+    idle_other_cores = OtherCores(load0, MarkLoad(servers));
     const double cpu1 = CpuMicros(pid);
     const double sched1 = SchedMicros(pid);
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -644,9 +684,9 @@ int main(int argc, char** argv) {
     rss_idle_kb = StatusField(pid, "VmRSS");
     idle_line = absl::StrFormat(
         "  idle %.0f s after start: CPU %5.1f millicores (%.0f ms; "
-        "schedstat: %.2f millicores), RSS %.1f MiB\n",
+        "schedstat: %.2f millicores), RSS %.1f MiB; other load %.2f cores\n",
         secs, idle_millicores, (cpu1 - cpu0) / 1000.0, idle_sched_millicores,
-        rss_idle_kb / 1024.0);
+        rss_idle_kb / 1024.0, idle_other_cores);
   }
 
   // ---- latency: warm up, then rounds alternating the transports.
@@ -658,6 +698,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < flags.warmup; ++i) OneOfEach(t, i, false, expected(t));
   }
   const absl::Time latency_start = absl::Now();
+  const LoadMark latency_load0 = MarkLoad(servers);
   for (int round = 0; round < flags.rounds; ++round) {
     Transport* order[2] = {&unix_t, &tcp_t};
     if (round % 2 == 1) std::swap(order[0], order[1]);
@@ -667,6 +708,8 @@ int main(int argc, char** argv) {
   }
   const double latency_seconds =
       absl::ToDoubleSeconds(absl::Now() - latency_start);
+  const double latency_other_cores =
+      OtherCores(latency_load0, MarkLoad(servers));
 
   const Summary u_sdk = Summarize(unix_t.sdk_acquire);
   const Summary u_raw = Summarize(unix_t.raw_acquire);
@@ -683,6 +726,8 @@ int main(int argc, char** argv) {
   PrintRow("tcp  Acquire (raw gRPC)", t_raw);
   PrintRow("unix health Check", u_health);
   PrintRow("tcp  health Check", t_health);
+  std::printf("  (other processes used %.2f of %u cores meanwhile)\n",
+              latency_other_cores, std::thread::hardware_concurrency());
   std::printf("ratios\n");
   PrintRatio("unix/tcp Acquire (SDK)", u_sdk, t_sdk);
   PrintRatio("unix/tcp Acquire (raw)", u_raw, t_raw);
@@ -717,15 +762,16 @@ int main(int argc, char** argv) {
                 "threads, %.0f s per rate\n",
                 flags.threads, flags.busy_seconds);
     std::printf("    offered/s  answered/s  millicores (schedstat)  "
-                "CPU us/decision  client us/decision  RSS MiB\n");
+                "CPU us/decision  client us/decision  RSS MiB  other load\n");
   }
   for (int rate : flags.rates) {
     BusyResult r =
-        Busy(&unix_t, pid, rate, flags.threads, flags.busy_seconds);
-    std::printf("    %9d  %10.0f  %10.1f  %10.1f  %15.1f  %18.1f  %7.1f\n",
+        Busy(&unix_t, pid, servers, rate, flags.threads, flags.busy_seconds);
+    std::printf("    %9d  %10.0f  %10.1f  %10.1f  %15.1f  %18.1f  %7.1f  %5.2f "
+                "cores\n",
                 rate, r.achieved, r.millicores, r.sched_millicores,
                 r.cpu_us_per_decision, r.client_cpu_us_per_decision,
-                r.rss_kb / 1024.0);
+                r.rss_kb / 1024.0, r.other_cores);
     if (r.local + r.refused > 0) {
       std::printf("    WARNING: %llu decided locally by the SDK, %llu "
                   "refused\n",
@@ -757,11 +803,14 @@ int main(int argc, char** argv) {
         << ", \"raw_acquire\": " << JsonSummary(t_raw)
         << ", \"health_check\": " << JsonSummary(t_health)
         << ", \"refused\": " << tcp_t.refused << ", \"local\": "
-        << tcp_t.local << ", \"errors\": " << tcp_t.errors << "}\n  },\n";
+        << tcp_t.local << ", \"errors\": " << tcp_t.errors << "},\n";
+    out << "    \"seconds\": " << latency_seconds
+        << ", \"other_load_cores\": " << latency_other_cores << "\n  },\n";
     out << "  \"sidecar\": {\"rss_start_kb\": " << rss_start_kb
         << ", \"threads\": " << threads_idle
         << ", \"idle_millicores\": " << idle_millicores
         << ", \"idle_schedstat_millicores\": " << idle_sched_millicores
+        << ", \"idle_other_load_cores\": " << idle_other_cores
         << ", \"rss_idle_kb\": " << rss_idle_kb
         << ", \"rss_peak_kb\": " << rss_peak_kb
         << ", \"cpu_tick_ms\": " << tick_ms << ", \"busy\": [";
@@ -776,6 +825,7 @@ int main(int argc, char** argv) {
           << ", \"cpu_us_per_decision\": " << r.cpu_us_per_decision
           << ", \"client_cpu_us_per_decision\": "
           << r.client_cpu_us_per_decision << ", \"rss_kb\": " << r.rss_kb
+          << ", \"other_load_cores\": " << r.other_cores
           << "}";
     }
     out << "]}\n}\n";
