@@ -13,7 +13,9 @@
 //   - the same Acquire as a raw synchronous gRPC call (no SDK), its report
 //     sent synchronously and untimed;
 //   - grpc.health.v1 Health/Check on the same server: the cost of a gRPC
-//     round trip that decides nothing, the baseline of the ratios.
+//     round trip that decides nothing, the baseline of the ratios;
+//   - a 64-byte echo over a plain socket of the same kind (an echo thread in
+//     this process): the kernel's part of the round trip, without gRPC.
 // Rounds alternate the transports (and which goes first) so that the noise
 // of a shared machine hits both alike.
 //
@@ -25,16 +27,23 @@
 //   build/bench/sidecar_bench [--calls=N] [--rounds=N] [--rate=R[,R...]]
 //       [--threads=N] [--busy-seconds=S] [--idle-seconds=S] [--json=FILE]
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -126,7 +135,8 @@ void Usage(FILE* out) {
 
 Starts two sluiced (standalone, same policies): one on a Unix socket, one on
 TCP loopback. Times Acquire (through the SDK, and raw) and grpc.health.v1
-Check on each, in rounds alternating the transports; then measures the Unix
+Check on each, and a 64-byte echo over a plain socket of each kind, in
+rounds alternating the transports; then measures the Unix
 socket sluiced's memory and CPU idle and at fixed offered rates.
 
   --calls=N          timed calls of each kind per transport per round (2000)
@@ -363,8 +373,98 @@ double Micros(absl::Duration d) { return absl::ToDoubleMicroseconds(d); }
 
 // One transport: its sluiced, the channel the SDK client and the raw stubs
 // share, and the samples.
+// The floor under any RPC: a 64-byte echo over a plain socket of the same
+// kind (a blocking thread echoes in this process), so that the kernel's part
+// of the difference between the transports shows apart from gRPC's work.
+class Echo {
+ public:
+  static constexpr size_t kBytes = 64;
+  ~Echo() {
+    if (client_ >= 0) close(client_);  // the echo thread sees EOF and ends
+    if (thread_.joinable()) thread_.join();
+    if (listener_ >= 0) close(listener_);
+    if (!unix_path_.empty()) unlink(unix_path_.c_str());
+  }
+  // `unix_path` empty: TCP on 127.0.0.1 (TCP_NODELAY, as gRPC sets it).
+  bool Start(const std::string& unix_path) {
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    if (unix_path.empty()) {
+      auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+      in->sin_family = AF_INET;
+      in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      len = sizeof(sockaddr_in);
+    } else {
+      auto* un = reinterpret_cast<sockaddr_un*>(&addr);
+      un->sun_family = AF_UNIX;
+      if (unix_path.size() >= sizeof(un->sun_path)) return false;
+      std::snprintf(un->sun_path, sizeof(un->sun_path), "%s",
+                    unix_path.c_str());
+      len = sizeof(sockaddr_un);
+      unix_path_ = unix_path;
+    }
+    listener_ = socket(addr.ss_family, SOCK_STREAM, 0);
+    if (listener_ < 0 ||
+        bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(listener_, 1) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) !=
+            0) {
+      return false;
+    }
+    client_ = socket(addr.ss_family, SOCK_STREAM, 0);
+    if (client_ < 0 ||
+        connect(client_, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+      return false;
+    }
+    const int server = accept(listener_, nullptr, nullptr);
+    if (server < 0) return false;
+    if (unix_path.empty()) {
+      const int one = 1;
+      setsockopt(client_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    thread_ = std::thread([server] {
+      char buf[kBytes];
+      while (true) {
+        const ssize_t n = read(server, buf, sizeof(buf));
+        if (n <= 0 || !WriteAll(server, buf, static_cast<size_t>(n))) break;
+      }
+      close(server);
+    });
+    return true;
+  }
+  // One round trip; false on an error.
+  bool RoundTrip() {
+    char buf[kBytes] = {0};
+    if (!WriteAll(client_, buf, sizeof(buf))) return false;
+    size_t got = 0;
+    while (got < sizeof(buf)) {
+      const ssize_t n = read(client_, buf + got, sizeof(buf) - got);
+      if (n <= 0) return false;
+      got += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+ private:
+  static bool WriteAll(int fd, const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = write(fd, p, n);
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+  int listener_ = -1, client_ = -1;
+  std::string unix_path_;
+  std::thread thread_;
+};
+
 struct Transport {
   std::string name;
+  Echo echo;
+  std::vector<double> echo_rtt;
   SluicedProcess process;
   std::string target;
   std::shared_ptr<grpc::Channel> channel;
@@ -494,20 +594,32 @@ void HealthCheck(Transport* t, bool record) {
   if (!status.ok()) ++t->errors;
 }
 
+// (d) The kernel floor: a 64-byte echo over a plain socket of the kind.
+void EchoRoundTrip(Transport* t, bool record) {
+  const absl::Time start = absl::Now();
+  const bool ok = t->echo.RoundTrip();
+  const absl::Time end = absl::Now();
+  if (record) t->echo_rtt.push_back(Micros(end - start));
+  if (!ok) ++t->errors;
+}
+
 // Call `i`: one of each kind, in an order that rotates with `i`, so that
 // no kind always follows the same one (a call right after a report pays
 // for the work that report leaves behind).
 void OneOfEach(Transport* t, int i, bool record, uint64_t* reports_expected) {
-  for (int k = 0; k < 3; ++k) {
-    switch ((i + k) % 3) {
+  for (int k = 0; k < 4; ++k) {
+    switch ((i + k) % 4) {
       case 0:
         SdkAcquire(t, record, reports_expected);
         break;
       case 1:
         RawAcquire(t, record);
         break;
-      default:
+      case 2:
         HealthCheck(t, record);
+        break;
+      default:
+        EchoRoundTrip(t, record);
         break;
     }
   }
@@ -638,6 +750,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     t->target = t->process.target();
+    if (!t->echo.Start(t == &unix_t ? t->process.dir() + "/echo.sock" : "")) {
+      std::fprintf(stderr, "sidecar_bench: %s echo socket: %s\n",
+                   t->name.c_str(), std::strerror(errno));
+      return 1;
+    }
     if (!Connect(t, &error)) {
       std::fprintf(stderr, "sidecar_bench: %s: %s\n", t->name.c_str(),
                    error.c_str());
@@ -717,6 +834,8 @@ int main(int argc, char** argv) {
   const Summary t_sdk = Summarize(tcp_t.sdk_acquire);
   const Summary t_raw = Summarize(tcp_t.raw_acquire);
   const Summary t_health = Summarize(tcp_t.health_check);
+  const Summary u_echo = Summarize(unix_t.echo_rtt);
+  const Summary t_echo = Summarize(tcp_t.echo_rtt);
 
   std::printf("\nlatency, microseconds (%.1f s)  %8s %8s %8s %8s %8s\n",
               latency_seconds, "p50", "p90", "p99", "p99.9", "mean");
@@ -726,12 +845,15 @@ int main(int argc, char** argv) {
   PrintRow("tcp  Acquire (raw gRPC)", t_raw);
   PrintRow("unix health Check", u_health);
   PrintRow("tcp  health Check", t_health);
+  PrintRow("unix 64-byte echo", u_echo);
+  PrintRow("tcp  64-byte echo", t_echo);
   std::printf("  (other processes used %.2f of %u cores meanwhile)\n",
               latency_other_cores, std::thread::hardware_concurrency());
   std::printf("ratios\n");
   PrintRatio("unix/tcp Acquire (SDK)", u_sdk, t_sdk);
   PrintRatio("unix/tcp Acquire (raw)", u_raw, t_raw);
   PrintRatio("unix/tcp health Check", u_health, t_health);
+  PrintRatio("unix/tcp 64-byte echo", u_echo, t_echo);
   PrintRatio("unix SDK/health", u_sdk, u_health);
   PrintRatio("tcp  SDK/health", t_sdk, t_health);
   PrintRatio("unix raw/health", u_raw, u_health);
@@ -797,11 +919,13 @@ int main(int argc, char** argv) {
     out << "    \"unix\": {\"sdk_acquire\": " << JsonSummary(u_sdk)
         << ", \"raw_acquire\": " << JsonSummary(u_raw)
         << ", \"health_check\": " << JsonSummary(u_health)
+        << ", \"echo_64b\": " << JsonSummary(u_echo)
         << ", \"refused\": " << unix_t.refused << ", \"local\": "
         << unix_t.local << ", \"errors\": " << unix_t.errors << "},\n";
     out << "    \"tcp\": {\"sdk_acquire\": " << JsonSummary(t_sdk)
         << ", \"raw_acquire\": " << JsonSummary(t_raw)
         << ", \"health_check\": " << JsonSummary(t_health)
+        << ", \"echo_64b\": " << JsonSummary(t_echo)
         << ", \"refused\": " << tcp_t.refused << ", \"local\": "
         << tcp_t.local << ", \"errors\": " << tcp_t.errors << "},\n";
     out << "    \"seconds\": " << latency_seconds
