@@ -22,10 +22,14 @@
 // And, from /proc of the Unix-socket sluiced: VmRSS after start with the
 // policies loaded, CPU (utime + stime) while idle right after start, and CPU
 // and VmRSS while client threads offer a fixed rate of Acquire + Report
-// pairs through the SDK (after the latency rounds).
+// pairs through the SDK (after the latency rounds). Each interval also
+// reports the CPU that other processes used meanwhile (/proc/stat minus the
+// bench and both sluiced): on a shared 2-core machine that is the first
+// thing to look at when two runs disagree.
 //
-//   build/bench/sidecar_bench [--calls=N] [--rounds=N] [--rate=R[,R...]]
-//       [--threads=N] [--busy-seconds=S] [--idle-seconds=S] [--json=FILE]
+//   build/bench/sidecar_bench [--calls=N] [--rounds=N] [--warmup=N]
+//       [--rate=R[,R...]] [--threads=N] [--busy-seconds=S]
+//       [--idle-seconds=S] [--json=FILE]
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -346,7 +350,7 @@ double OtherCores(const LoadMark& a, const LoadMark& b) {
 
 struct Summary {
   size_t n = 0;
-  double p50 = 0, p90 = 0, p99 = 0, p999 = 0, mean = 0;  // microseconds
+  double p50 = 0, p90 = 0, p99 = 0, p999 = 0, mean = 0, max = 0;  // us
 };
 
 Summary Summarize(std::vector<double> v) {
@@ -363,6 +367,7 @@ Summary Summarize(std::vector<double> v) {
   s.p90 = at(0.90);
   s.p99 = at(0.99);
   s.p999 = at(0.999);
+  s.max = v.back();
   double sum = 0;
   for (double x : v) sum += x;
   s.mean = sum / static_cast<double>(v.size());
@@ -479,8 +484,8 @@ struct Transport {
 // target for the TCP transport.
 sluice::client::ClientOptions OptionsFor(const std::string& target) {
   sluice::client::ClientOptions options =
-      sluice::client::SidecarClientOptions("unused");
-  options.target = target;
+      sluice::client::SidecarClientOptions();
+  options.target = target;  // "unix:PATH" or "127.0.0.1:PORT"
   return options;
 }
 
@@ -632,6 +637,8 @@ struct BusyResult {
   double achieved = 0;       // decisions/s over the interval
   uint64_t decisions = 0;    // SDK Acquires answered by sluiced
   uint64_t local = 0;        // decided by the SDK (timeout or backoff)
+  uint64_t backoff = 0;      // of those, without asking (backing off)
+  Summary latency;           // of every SDK Acquire, local ones included
   uint64_t refused = 0;
   double seconds = 0;        // the measured interval, calls and drain
   double cpu_us = 0;         // sluiced utime + stime over the interval
@@ -663,14 +670,18 @@ BusyResult Busy(Transport* t, pid_t pid, const std::vector<pid_t>& servers,
   const int64_t per_thread = static_cast<int64_t>(rate * seconds / threads);
   const int64_t interval_ns = static_cast<int64_t>(1e9 * threads / rate);
   std::vector<std::thread> workers;
+  std::vector<std::vector<double>> latencies(threads);
   for (int i = 0; i < threads; ++i) {
+    latencies[i].reserve(static_cast<size_t>(per_thread));
     workers.emplace_back([&, i] {
       int64_t next = start_ns + interval_ns * i / threads;
       for (int64_t k = 0; k < per_thread; ++k, next += interval_ns) {
         timespec when{static_cast<time_t>(next / 1000000000LL),
                       static_cast<long>(next % 1000000000LL)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &when, nullptr);
+        const absl::Time start = absl::Now();
         sluice::client::Permit permit = t->client->Acquire(kDependency);
+        latencies[i].push_back(Micros(absl::Now() - start));
         if (permit.decided_locally()) {
           local.fetch_add(1);
         } else if (!permit.allowed()) {
@@ -694,6 +705,12 @@ BusyResult Busy(Transport* t, pid_t pid, const std::vector<pid_t>& servers,
   const double self1 = SelfCpuMicros();
   r.decisions = decisions.load();
   r.local = local.load();
+  r.backoff = t->client->stats().backoff_decisions - before.backoff_decisions;
+  std::vector<double> all;
+  for (const std::vector<double>& l : latencies) {
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  r.latency = Summarize(std::move(all));
   r.refused = refused.load();
   r.seconds = absl::ToDoubleSeconds(t1 - t0);
   r.achieved = static_cast<double>(r.decisions) / r.seconds;
@@ -727,7 +744,7 @@ std::string JsonSummary(const Summary& s) {
   return absl::StrCat("{\"n\": ", s.n, ", \"p50_us\": ", s.p50,
                       ", \"p90_us\": ", s.p90, ", \"p99_us\": ", s.p99,
                       ", \"p999_us\": ", s.p999, ", \"mean_us\": ", s.mean,
-                      "}");
+                      ", \"max_us\": ", s.max, "}");
 }
 
 }  // namespace
@@ -894,10 +911,15 @@ int main(int argc, char** argv) {
                 rate, r.achieved, r.millicores, r.sched_millicores,
                 r.cpu_us_per_decision, r.client_cpu_us_per_decision,
                 r.rss_kb / 1024.0, r.other_cores);
+    std::printf("               SDK Acquire latency us: p50 %.1f, p99 %.1f, "
+                "p99.9 %.1f, max %.1f\n",
+                r.latency.p50, r.latency.p99, r.latency.p999, r.latency.max);
     if (r.local + r.refused > 0) {
-      std::printf("    WARNING: %llu decided locally by the SDK, %llu "
+      std::printf("               WARNING: %llu decided locally by the SDK "
+                  "(%llu of them backing off after 5 ms timeouts), %llu "
                   "refused\n",
                   static_cast<unsigned long long>(r.local),
+                  static_cast<unsigned long long>(r.backoff),
                   static_cast<unsigned long long>(r.refused));
     }
     busy.push_back(r);
@@ -943,7 +965,9 @@ int main(int argc, char** argv) {
       out << (i ? ", " : "") << "{\"offered_per_s\": " << r.offered
           << ", \"answered_per_s\": " << r.achieved
           << ", \"decisions\": " << r.decisions << ", \"local\": " << r.local
-          << ", \"refused\": " << r.refused << ", \"seconds\": " << r.seconds
+          << ", \"backoff\": " << r.backoff << ", \"refused\": " << r.refused
+          << ", \"sdk_acquire\": " << JsonSummary(r.latency)
+          << ", \"seconds\": " << r.seconds
           << ", \"millicores\": " << r.millicores
           << ", \"schedstat_millicores\": " << r.sched_millicores
           << ", \"cpu_us_per_decision\": " << r.cpu_us_per_decision
