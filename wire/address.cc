@@ -101,6 +101,12 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
     return absl::InvalidArgumentError(
         "unix socket path must not contain a NUL byte");
   }
+  // gRPC reads the address as a URI: it would decode "%20" and cut the path
+  // at "?" or "#", and bind a path other than the one named here.
+  if (path.find_first_of("%?#") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unix socket path must not contain %, ? or #, got \"", text, "\""));
+  }
   if (path.size() > kMaxUnixSocketPathBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unix socket path is longer than ", kMaxUnixSocketPathBytes,

@@ -50,6 +50,7 @@ struct Endpoint {
 //   unix socket path is empty, got "unix:"
 //   unix socket path is longer than 107 bytes, got "unix:/..."
 //   unix socket path must not contain a NUL byte
+//   unix socket path must not contain %, ? or # (gRPC would decode them)
 //   abstract Unix sockets are not supported, got "unix-abstract:x"
 absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text);
 

@@ -87,9 +87,11 @@ bool ClientImpl::Shared::ShouldAsk(absl::Time now) {
 }
 
 void ClientImpl::Shared::RecordTransportFailure(absl::Time now) {
-  if (channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY) {
-    awaiting_connection.store(true, std::memory_order_relaxed);
-  }
+  // Only a failure of the connection itself waits for it to come back; a
+  // Sluice that is connected but slow keeps its whole backoff period.
+  awaiting_connection.store(
+      channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY,
+      std::memory_order_relaxed);
   backoff.RecordFailure(now);
 }
 
@@ -106,6 +108,7 @@ Permit ClientImpl::Shared::Local(std::string dependency, std::string key,
 Permit ClientImpl::Shared::Settle(const PendingAcquire& call,
                                   const grpc::Status& status) {
   if (status.ok()) {
+    awaiting_connection.store(false, std::memory_order_relaxed);
     backoff.RecordSuccess();
     return PermitAccess::FromResponse(call.dependency, call.key, call.response,
                                       reporter);

@@ -223,6 +223,12 @@ function mountOf(c, file) {
   return best;
 }
 
+// The path of a "unix:PATH" address; gRPC's "unix:///PATH" spelling too.
+function socketPath(address) {
+  const rest = address.slice('unix:'.length);
+  return rest.startsWith('//') ? rest.slice(2) : rest;
+}
+
 // Problems with a Unix socket `socket` that container `c` listens on
 // (`flag` is SLUICE_LISTEN or SLUICE_ADMIN_LISTEN); `all` = the pod's
 // containers and init containers.
@@ -312,7 +318,7 @@ function crossCheck(docs, label) {
             problems.push(`${label}: ${p.name}: ${what}: metrics are served on TCP only`);
             continue;
           }
-          const socket = e.value.slice('unix:'.length);
+          const socket = socketPath(e.value);
           sockets.add(socket);
           problems.push(...checkSocket(p, c, all, socket, e.name).map(
             (m) => `${label}: ${p.name}: ${what}: ${m}`));
@@ -333,7 +339,7 @@ function crossCheck(docs, label) {
         const cmd = (c[probe] && c[probe].exec && c[probe].exec.command) || [];
         for (const arg of cmd) {
           if (typeof arg !== 'string' || !arg.startsWith('unix:')) continue;
-          if (!sockets.has(arg.slice('unix:'.length))) {
+          if (!sockets.has(socketPath(arg))) {
             problems.push(`${label}: ${p.name}: ${c.name} ${probe} dials ${arg}, ` +
                           `which is not a socket ${c.name} listens on`);
           }

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -271,6 +272,11 @@ Flags ParseFlags(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     UsageError(e.what());
   }
+  // Relative socket paths become absolute here, once, against the working
+  // directory sluiced started in.
+  flags.server.listen = sluice::app::NormalizeListenAddress(flags.server.listen);
+  flags.server.admin_listen =
+      sluice::app::NormalizeListenAddress(flags.server.admin_listen);
   if (absl::Status s = sluice::app::ValidateOptions(flags.server); !s.ok()) {
     UsageError(std::string(s.message()));
   }
@@ -322,6 +328,11 @@ int main(int argc, char** argv) {
   // lock graph on every Lock() of the hot path. Lock order is fixed by
   // design here (a dependency's lock is never held with another).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  // Files sluiced creates are its own until it says otherwise: a Unix
+  // socket is bound with at most 0700 and only then opened up to
+  // --socket-mode, so no connection gets in before the mode is set.
+  umask(0077);
 
   const Flags flags = ParseFlags(argc, argv);
   spdlog::set_level(flags.log_level);

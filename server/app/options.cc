@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -34,12 +36,12 @@ absl::Status ValidateOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--metrics-listen: ", s.message()));
   }
-  const wire::Endpoint data = *wire::ParseEndpoint(options.listen);
-  const wire::Endpoint admin = *wire::ParseEndpoint(options.admin_listen);
-  if (data.is_unix() && data.unix_path == admin.unix_path) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--listen and --admin-listen are the same socket, unix:",
-        data.unix_path, "; the admin API needs its own"));
+  const std::string data = NormalizeListenAddress(options.listen);
+  if (absl::StartsWith(data, "unix:") &&
+      data == NormalizeListenAddress(options.admin_listen)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen and --admin-listen are the same socket, ",
+                     data, "; the admin API needs its own"));
   }
   if ((options.socket_mode & ~0777u) != 0 ||
       (options.socket_mode & 0600u) != 0600u) {
@@ -73,6 +75,16 @@ absl::Status ValidateOptions(const ServerOptions& options) {
 
 absl::Status ValidateListenAddress(const std::string& address) {
   return wire::ParseEndpoint(address).status();
+}
+
+std::string NormalizeListenAddress(const std::string& address) {
+  absl::StatusOr<wire::Endpoint> endpoint = wire::ParseEndpoint(address);
+  if (!endpoint.ok() || !endpoint->is_unix()) return address;
+  std::error_code error;
+  std::filesystem::path path =
+      std::filesystem::absolute(endpoint->unix_path, error);
+  if (error) return address;
+  return absl::StrCat("unix:", path.lexically_normal().string());
 }
 
 std::string BoundAddress(const std::string& listen, int bound_port) {

@@ -63,6 +63,11 @@ const char* UnknownDependencyName(core::UnknownDependencyAction action);
 // "host:port" with a port in [0, 65535] (IPv6 hosts in brackets), or
 // "unix:PATH".
 absl::Status ValidateListenAddress(const std::string& address);
+// A listen address as sluiced uses it: "unix:PATH" with PATH made absolute
+// (against the working directory) and normal ("a/../b" is "b"), so that the
+// logs, --port-file and the same-socket check name one file one way; other
+// addresses as given.
+std::string NormalizeListenAddress(const std::string& address);
 // Where a validated listen address is reachable once bound: "unix:PATH", or
 // "HOST:PORT" with the port gRPC bound (the real one for port 0).
 std::string BoundAddress(const std::string& listen, int bound_port);

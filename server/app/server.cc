@@ -63,7 +63,15 @@ absl::Status Server::BuildAndStart() {
     if (started_)
       return absl::FailedPreconditionError("server already started");
     started_ = true;
+    starting_ = true;  // a Shutdown from another thread waits for the end
   }
+  const absl::Status status = Start();
+  absl::MutexLock lock(&mu_);
+  starting_ = false;
+  return status;
+}
+
+absl::Status Server::Start() {
   // main.cc has checked them already; an embedder or a test may not have.
   if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
   LogConfiguration(options_, replica_id_);
@@ -87,26 +95,24 @@ absl::Status Server::BuildAndStart() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<UnixSocketFile>> Server::Listen(
+absl::StatusOr<std::optional<UnixSocketClaim>> Server::Listen(
     const std::string& address,
     const std::function<absl::Status()>& start) const {
   const wire::Endpoint endpoint = *wire::ParseEndpoint(address);  // validated
   if (!endpoint.is_unix()) {
     if (absl::Status s = start(); !s.ok()) return s;
-    return std::optional<UnixSocketFile>();
+    return std::optional<UnixSocketClaim>();
   }
-  if (absl::Status s = ClaimUnixSocketPath(endpoint.unix_path); !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<UnixSocketClaim> claim =
+      UnixSocketClaim::Take(endpoint.unix_path);
+  if (!claim.ok()) return claim.status();
   if (absl::Status s = start(); !s.ok()) return s;
-  absl::StatusOr<UnixSocketFile> file =
-      UnixSocketFile::Adopt(endpoint.unix_path, options_.socket_mode);
-  if (!file.ok()) return file.status();
-  return std::optional<UnixSocketFile>(*std::move(file));
+  if (absl::Status s = claim->SetMode(options_.socket_mode); !s.ok()) return s;
+  return std::optional<UnixSocketClaim>(*std::move(claim));
 }
 
 absl::Status Server::StartDecisionService() {
-  absl::StatusOr<std::optional<UnixSocketFile>> socket =
+  absl::StatusOr<std::optional<UnixSocketClaim>> socket =
       Listen(options_.listen, [this] { return BindDecisionService(); });
   if (!socket.ok()) {
     if (grpc_server_ != nullptr) {
@@ -139,7 +145,7 @@ absl::Status Server::StartOperatorSurfaces() {
   rpc::AdminServer::Options admin_options;
   admin_options.listen = options_.admin_listen;
   admin_options.token_file = options_.admin_token_file;
-  absl::StatusOr<std::optional<UnixSocketFile>> admin_socket =
+  absl::StatusOr<std::optional<UnixSocketClaim>> admin_socket =
       Listen(options_.admin_listen, [&]() -> absl::Status {
         absl::StatusOr<std::unique_ptr<rpc::AdminServer>> admin =
             rpc::AdminServer::Start(admin_options, &engine_,
@@ -175,6 +181,9 @@ void Server::Wait() {
 void Server::Shutdown(absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
+    // A start under way finishes first: then what it started is stopped.
+    mu_.Await(absl::Condition(
+        +[](bool* starting) { return !*starting; }, &starting_));
     if (stopping_) {
       mu_.Await(absl::Condition(&stopped_));
       return;

@@ -104,11 +104,13 @@ class Server {
 
  private:
   core::Engine::Options EngineOptions() const;
+  // BuildAndStart's work, once it has claimed the start.
+  absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
   metrics::Sources MetricsSources();
   // Runs `start`, which binds `address`; for "unix:PATH" it first claims
-  // the path (ClaimUnixSocketPath) and then sets the socket's mode. Returns
-  // the socket file to remove at shutdown, if any.
-  absl::StatusOr<std::optional<UnixSocketFile>> Listen(
+  // the path (UnixSocketClaim::Take) and then sets the socket's mode.
+  // Returns the claim to release once the listener has shut down, if any.
+  absl::StatusOr<std::optional<UnixSocketClaim>> Listen(
       const std::string& address,
       const std::function<absl::Status()>& start) const;
   absl::Status StartDecisionService();
@@ -142,11 +144,14 @@ class Server {
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::unique_ptr<policy::FileWatcher> watcher_;
   std::thread housekeeping_;
-  // The Unix sockets of the listeners, removed at the end of Shutdown.
-  std::vector<UnixSocketFile> sockets_;
+  // The Unix sockets of the listeners, released at the end of Shutdown
+  // (after both gRPC servers have stopped).
+  std::vector<UnixSocketClaim> sockets_;
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  // BuildAndStart is under way; Shutdown waits for it.
+  bool starting_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -1,14 +1,16 @@
 #ifndef SLUICE_SERVER_APP_UNIX_SOCKET_H_
 #define SLUICE_SERVER_APP_UNIX_SOCKET_H_
 
-// The life of a listener's Unix socket file: sluiced claims the path before
-// gRPC binds it, sets its mode once bound, and removes it at exit.
+// The life of a listener's Unix socket file. sluiced claims the path before
+// gRPC binds it, sets the socket's mode once bound, and gives the path up
+// after the listener has shut down.
 //
-// gRPC itself unlinks whatever socket is at the path before it binds, so a
-// second sluiced started on the path of a live one would silently take its
-// clients. ClaimUnixSocketPath refuses that case, removes only a socket
-// nobody accepts on (left behind by a crash), and never removes a file that
-// is not a socket.
+// gRPC itself unlinks whatever is at the path before it binds, and unlinks
+// the path again when the listener shuts down. So two processes must never
+// serve one path at a time: the claim is an exclusive lock on PATH.lock,
+// taken before the path is looked at and held until the listener is gone.
+// A second sluiced on the same path is refused at once, and a socket that
+// a crashed process left behind (its lock died with it) is removed.
 
 #include <sys/types.h>
 
@@ -23,43 +25,44 @@ namespace sluice::app {
 // "0660": a mode as chmod(1) spells it.
 std::string FormatSocketMode(mode_t mode);
 
-// Makes `path` free for a new listening socket. OK when nothing is there,
-// or when a socket is there that refuses connections (it is removed, and a
-// warning logged). Otherwise, and nothing is touched:
-//   UNAVAILABLE          another process accepts connections on it
-//   FAILED_PRECONDITION  it exists and is not a socket; the directory is
-//                        missing or not a directory
-//   PERMISSION_DENIED    the stale socket cannot be removed
-absl::Status ClaimUnixSocketPath(const std::string& path);
-
-// A socket file that this process bound. Remove() deletes it only while it
-// is still the same file (device and inode), so a successor's socket at the
-// same path survives a late exit.
-class UnixSocketFile {
+class UnixSocketClaim {
  public:
-  // Sets `mode` (e.g. 0660) on the socket gRPC just bound at `path`, and
-  // records which file it is. The mode decides who may connect: connecting
-  // needs write permission on the socket.
-  static absl::StatusOr<UnixSocketFile> Adopt(const std::string& path,
-                                              mode_t mode);
+  // Locks PATH.lock (without waiting), then makes `path` free for a new
+  // listening socket: nothing there, or a stale socket, which is removed
+  // with a warning in the log. Otherwise nothing is touched:
+  //   UNAVAILABLE          another sluiced holds the lock, or a process that
+  //                        does not take it accepts (or queues) connections
+  //                        on the socket
+  //   FAILED_PRECONDITION  the path exists and is not a socket; the
+  //                        directory is missing, or the lock file cannot be
+  //                        made
+  //   PERMISSION_DENIED    the stale socket cannot be removed
+  static absl::StatusOr<UnixSocketClaim> Take(const std::string& path);
 
-  UnixSocketFile(UnixSocketFile&& other) noexcept;
-  UnixSocketFile& operator=(UnixSocketFile&& other) noexcept;
-  UnixSocketFile(const UnixSocketFile&) = delete;
-  UnixSocketFile& operator=(const UnixSocketFile&) = delete;
-  ~UnixSocketFile();  // Remove()
+  UnixSocketClaim(UnixSocketClaim&& other) noexcept;
+  UnixSocketClaim& operator=(UnixSocketClaim&& other) noexcept;
+  UnixSocketClaim(const UnixSocketClaim&) = delete;
+  UnixSocketClaim& operator=(const UnixSocketClaim&) = delete;
+  ~UnixSocketClaim();  // Release()
 
   const std::string& path() const { return path_; }
-  // Unlinks the file if it is still the one adopted; idempotent.
-  void Remove();
+
+  // Sets `mode` (e.g. 0660) on the socket bound at path(). The mode decides
+  // who may connect: connecting needs write permission on the socket.
+  absl::Status SetMode(mode_t mode) const;
+
+  // Removes the socket (if a listener left it) and the lock file, and lets
+  // the lock go. Call once the listener has shut down; idempotent.
+  void Release();
 
  private:
-  UnixSocketFile(std::string path, dev_t device, ino_t inode)
-      : path_(std::move(path)), device_(device), inode_(inode) {}
+  UnixSocketClaim(std::string path, int lock_fd)
+      : path_(std::move(path)), lock_fd_(lock_fd) {}
 
-  std::string path_;  // empty once removed or moved from
-  dev_t device_ = 0;
-  ino_t inode_ = 0;
+  std::string path_;
+  int lock_fd_ = -1;  // -1 once released or moved from
+  // The path was free (or made free) for our socket: Release removes it.
+  bool owns_socket_ = false;
 };
 
 }  // namespace sluice::app

@@ -349,6 +349,13 @@ TEST(ValidateOptionsTest, UnixSocketListeners) {
   unix.admin_listen = unix.listen;
   EXPECT_THAT(ValidateOptions(unix).message(),
               HasSubstr("--listen and --admin-listen are the same socket"));
+  ServerOptions relative;  // one file, spelled two ways
+  relative.listen = "unix:sluice.sock";
+  relative.admin_listen = "unix:./run/../sluice.sock";
+  EXPECT_THAT(ValidateOptions(relative).message(),
+              HasSubstr("--listen and --admin-listen are the same socket"));
+  EXPECT_EQ(NormalizeListenAddress("unix:/run/./x/../s.sock"), "unix:/run/s.sock");
+  EXPECT_EQ(NormalizeListenAddress("127.0.0.1:0"), "127.0.0.1:0");
   ServerOptions metrics;
   metrics.metrics_listen = "unix:/run/sluice/metrics.sock";
   EXPECT_THAT(ValidateOptions(metrics).message(),
@@ -414,6 +421,7 @@ TEST_F(StandaloneServerTest, ServesOnUnixSocketsAndRemovesThemAtShutdown) {
     struct stat info {};
     EXPECT_NE(lstat(data.c_str(), &info), 0) << "data socket left behind";
     EXPECT_NE(lstat(admin.c_str(), &info), 0) << "admin socket left behind";
+    EXPECT_NE(lstat((data + ".lock").c_str(), &info), 0) << "lock left behind";
   }
 }
 
@@ -430,7 +438,7 @@ TEST_F(StandaloneServerTest, RefusesASocketAnotherServerServes) {
     Server second(options, deps);
     const absl::Status status = second.BuildAndStart();
     EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(status.message(), HasSubstr("another process is serving"));
+    EXPECT_THAT(status.message(), HasSubstr("another sluiced holds"));
     // The first keeps its socket.
     EXPECT_EQ(first->Health(""),
               grpc::health::v1::HealthCheckResponse::SERVING);

@@ -1,6 +1,6 @@
-// The life of a listener's Unix socket file: what ClaimUnixSocketPath frees,
-// what it refuses to touch, and that UnixSocketFile removes only its own
-// socket. Real sockets in a temporary directory; no network, no sleeps.
+// The life of a listener's Unix socket file: what UnixSocketClaim frees,
+// what it refuses to touch, its lock, and what Release removes. Real sockets
+// in a temporary directory; no network, no sleeps.
 
 #include "server/app/unix_socket.h"
 
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -38,14 +39,14 @@ mode_t ModeOf(const std::string& path) {
 // file left in place, on destruction.
 class BoundSocket {
  public:
-  BoundSocket(const std::string& path, bool listening) {
+  BoundSocket(const std::string& path, bool listening, int backlog = 4) {
     fd_ = socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
     ok_ = bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) ==
               0 &&
-          (!listening || listen(fd_, 4) == 0);
+          (!listening || listen(fd_, backlog) == 0);
   }
   ~BoundSocket() { close(fd_); }
   bool ok() const { return ok_; }
@@ -64,8 +65,12 @@ class UnixSocketTest : public ::testing::Test {
 };
 
 TEST_F(UnixSocketTest, AFreePathIsClaimedAsIs) {
-  EXPECT_TRUE(ClaimUnixSocketPath(path_).ok());
+  absl::StatusOr<UnixSocketClaim> claim = UnixSocketClaim::Take(path_);
+  ASSERT_TRUE(claim.ok()) << claim.status();
   EXPECT_FALSE(Exists(path_));
+  EXPECT_TRUE(Exists(path_ + ".lock"));
+  claim->Release();
+  EXPECT_FALSE(Exists(path_ + ".lock"));
 }
 
 TEST_F(UnixSocketTest, AStaleSocketLeftByACrashIsRemoved) {
@@ -74,17 +79,53 @@ TEST_F(UnixSocketTest, AStaleSocketLeftByACrashIsRemoved) {
     ASSERT_TRUE(crashed.ok());
   }
   ASSERT_TRUE(Exists(path_));
-  EXPECT_TRUE(ClaimUnixSocketPath(path_).ok());
+  absl::StatusOr<UnixSocketClaim> claim = UnixSocketClaim::Take(path_);
+  ASSERT_TRUE(claim.ok()) << claim.status();
   EXPECT_FALSE(Exists(path_));
 }
 
-TEST_F(UnixSocketTest, ASocketALiveProcessServesIsRefusedAndKept) {
+// The lock decides, not the socket file: gRPC unlinks the path before it
+// binds, so a second claimant must be refused even when the file is gone.
+TEST_F(UnixSocketTest, ASecondClaimWhileTheFirstHoldsItIsRefused) {
+  absl::StatusOr<UnixSocketClaim> first = UnixSocketClaim::Take(path_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<UnixSocketClaim> second = UnixSocketClaim::Take(path_);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("another sluiced holds " + path_ + ".lock"));
+  first->Release();
+  EXPECT_TRUE(UnixSocketClaim::Take(path_).ok());
+}
+
+TEST_F(UnixSocketTest, ASocketAProcessWithoutTheLockServesIsRefusedAndKept) {
   BoundSocket live(path_, /*listening=*/true);
   ASSERT_TRUE(live.ok());
-  const absl::Status status = ClaimUnixSocketPath(path_);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("another process is serving on it"));
+  absl::StatusOr<UnixSocketClaim> claim = UnixSocketClaim::Take(path_);
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(claim.status().message(),
+              HasSubstr("another process is serving on it"));
   EXPECT_TRUE(Exists(path_));
+  EXPECT_FALSE(Exists(path_ + ".lock"));  // given back with the refusal
+}
+
+// A live server whose accept queue is full must count as live, and the
+// probe must not wait for it.
+TEST_F(UnixSocketTest, ALiveSocketWithAFullBacklogIsRefusedWithoutWaiting) {
+  BoundSocket live(path_, /*listening=*/true, /*backlog=*/0);
+  ASSERT_TRUE(live.ok());
+  std::vector<int> queued;  // fill the backlog: nobody accepts
+  for (int i = 0; i < 8; ++i) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path_.c_str(), sizeof(address.sun_path) - 1);
+    connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    queued.push_back(fd);
+  }
+  absl::StatusOr<UnixSocketClaim> claim = UnixSocketClaim::Take(path_);
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Exists(path_));
+  for (int fd : queued) close(fd);
 }
 
 TEST_F(UnixSocketTest, AFileThatIsNotASocketIsNeverRemoved) {
@@ -92,54 +133,40 @@ TEST_F(UnixSocketTest, AFileThatIsNotASocketIsNeverRemoved) {
   ASSERT_NE(f, nullptr);
   std::fputs("precious\n", f);
   std::fclose(f);
-  const absl::Status status = ClaimUnixSocketPath(path_);
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("exists and is not a socket"));
+  absl::StatusOr<UnixSocketClaim> claim = UnixSocketClaim::Take(path_);
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(claim.status().message(), HasSubstr("exists and is not a socket"));
   EXPECT_TRUE(Exists(path_));
 }
 
 TEST_F(UnixSocketTest, AMissingDirectoryIsNamed) {
-  const absl::Status status = ClaimUnixSocketPath(dir_.File("no/such.sock"));
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(),
-              HasSubstr("directory " + dir_.File("no") + " does not exist"));
+  absl::StatusOr<UnixSocketClaim> claim =
+      UnixSocketClaim::Take(dir_.File("no/such.sock"));
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(claim.status().message(),
+              HasSubstr("directory " + dir_.File("no") + ": No such file"));
 }
 
-TEST_F(UnixSocketTest, AdoptSetsTheModeAndRemoveDeletesTheSocket) {
-  BoundSocket bound(path_, /*listening=*/true);
+TEST_F(UnixSocketTest, SetModeAndReleaseRemoveTheBoundSocket) {
+  absl::StatusOr<UnixSocketClaim> claim = UnixSocketClaim::Take(path_);
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  BoundSocket bound(path_, /*listening=*/true);  // what gRPC does
   ASSERT_TRUE(bound.ok());
-  absl::StatusOr<UnixSocketFile> file = UnixSocketFile::Adopt(path_, 0660);
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(claim->SetMode(0660).ok());
   EXPECT_EQ(ModeOf(path_), 0660u);
-  file->Remove();
+  claim->Release();
   EXPECT_FALSE(Exists(path_));
-  file->Remove();  // idempotent
+  EXPECT_FALSE(Exists(path_ + ".lock"));
+  claim->Release();  // idempotent
 }
 
-TEST_F(UnixSocketTest, RemoveLeavesASuccessorsSocketAlone) {
-  absl::StatusOr<UnixSocketFile> first;
-  {
-    BoundSocket old_socket(path_, /*listening=*/true);
-    ASSERT_TRUE(old_socket.ok());
-    first = UnixSocketFile::Adopt(path_, 0600);
-    ASSERT_TRUE(first.ok()) << first.status();
-  }
-  // Another process has since taken the path (a restart that overlapped).
-  // The old file is moved aside rather than unlinked, so that the new
-  // socket cannot reuse its inode number.
-  const std::string aside = dir_.File("old.sock");
-  ASSERT_EQ(std::rename(path_.c_str(), aside.c_str()), 0);
-  BoundSocket successor(path_, /*listening=*/true);
-  ASSERT_TRUE(successor.ok());
-  first->Remove();
-  EXPECT_TRUE(Exists(path_));
-}
-
-TEST_F(UnixSocketTest, AdoptRefusesWhatIsNotASocket) {
+TEST_F(UnixSocketTest, SetModeRefusesWhatIsNotASocket) {
+  absl::StatusOr<UnixSocketClaim> claim = UnixSocketClaim::Take(path_);
+  ASSERT_TRUE(claim.ok()) << claim.status();
   std::FILE* f = std::fopen(path_.c_str(), "w");
   ASSERT_NE(f, nullptr);
   std::fclose(f);
-  EXPECT_FALSE(UnixSocketFile::Adopt(path_, 0660).ok());
+  EXPECT_FALSE(claim->SetMode(0660).ok());
 }
 
 TEST(SocketModeTest, FormatsAsChmodSpellsIt) {

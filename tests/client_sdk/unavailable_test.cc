@@ -155,6 +155,12 @@ class SlowSluice final : public v1::DecisionService::CallbackService {
     return mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(10));
   }
 
+  // Acquires that reached this service.
+  int acquires() {
+    absl::MutexLock lock(&mu_);
+    return granted_;
+  }
+
   void JoinAll() {
     std::vector<std::thread> threads;
     {
@@ -171,6 +177,38 @@ class SlowSluice final : public v1::DecisionService::CallbackService {
   int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
+
+// A Sluice that is connected but slow keeps the client backing off for the
+// whole period: only the connection's return ends a period early.
+TEST(SluiceSlowTest, ASlowButConnectedSluiceIsNotAskedDuringTheBackoff) {
+  SlowSluice service(absl::Milliseconds(100));
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+
+  ClientOptions options;
+  options.channel = server->InProcessChannel(grpc::ChannelArguments());
+  options.acquire_timeout = kDeadline;
+  options.backoff_after_failures = 3;
+  options.backoff_initial = absl::Seconds(2);
+  options.backoff_max = absl::Seconds(2);
+  options.backoff_jitter = 0;
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok());
+
+  // Three timeouts start the backoff; then 300 ms of calls, all decided
+  // locally without asking.
+  const absl::Time until = absl::Now() + absl::Milliseconds(300) + 3 * kDeadline;
+  int calls = 0;
+  while (absl::Now() < until) {
+    EXPECT_TRUE((*client)->Acquire("inventory").decided_locally());
+    ++calls;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_GT(calls, 50);
+  EXPECT_EQ(service.acquires(), 3);
+  EXPECT_EQ((*client)->stats().backoff_decisions, static_cast<uint64_t>(calls - 3));
+}
 
 TEST(SluiceSlowTest, AcquireGivesUpAtTheDeadlineAndHandsLateAllowsBack) {
   SlowSluice service(absl::Milliseconds(100));

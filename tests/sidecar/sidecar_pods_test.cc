@@ -169,7 +169,8 @@ struct Pod {
 
 // How one gateway answered one request.
 struct Answer {
-  absl::Time at;  // when the answer arrived
+  absl::Time sent;  // when the request started
+  absl::Time at;    // when the answer arrived
   int pod = 0;
   int status = 0;
   std::string result;  // X-Sluice-Result
@@ -203,12 +204,17 @@ class CatalogLoad {
     threads_.clear();
   }
 
-  // Answers of `pod` (-1: every pod) that arrived in [from, to).
-  Counts Count(int pod, absl::Time from, absl::Time to) const {
+  // Answers of `pod` (-1: every pod) that arrived in [from, to); with
+  // `sent_from`, only those to requests started at or after `from`.
+  Counts Count(int pod, absl::Time from, absl::Time to,
+               bool sent_from = false) const {
     absl::MutexLock lock(&mu_);
     Counts c;
     for (const Answer& a : answers_) {
-      if (a.at < from || a.at >= to || (pod >= 0 && a.pod != pod)) continue;
+      if ((sent_from ? a.sent : a.at) < from || a.at >= to ||
+          (pod >= 0 && a.pod != pod)) {
+        continue;
+      }
       ++c.asked;
       if (a.status == 200 && a.result == "backend") {
         ++c.admitted;
@@ -236,8 +242,10 @@ class CatalogLoad {
  private:
   void Run(int pod) {
     while (!stop_) {
+      const absl::Time sent = absl::Now();
       const HttpResponse r = HttpRequest(ports_[pod], "GET", "/api/catalog/item");
       Answer a;
+      a.sent = sent;
       a.at = absl::Now();
       a.pod = pod;
       a.status = r.status;
@@ -537,6 +545,9 @@ TEST_F(SidecarPodsTest, ThreePodsShareLimitsAndBreakersAndSurviveASidecarKill) {
     ASSERT_GE(local_before, 0);
     const absl::Time killed = absl::Now();
     pod0.sluiced.Kill();
+    // Requests started from here can only have been decided without it (a
+    // refusal decided just before the kill may still be answered after).
+    const absl::Time dead = absl::Now();
     struct stat info {};
     ASSERT_EQ(lstat(pod0.socket().c_str(), &info), 0)
         << "SIGKILL should leave the socket file behind";
@@ -580,7 +591,7 @@ TEST_F(SidecarPodsTest, ThreePodsShareLimitsAndBreakersAndSurviveASidecarKill) {
             R"(sluice_gateway_fail_open_calls_total{dependency="catalog",result="success"})") -
         fail_open_from;
     const Counts gw0 = load.Count(0, from, to);
-    const Counts gw0_all = load.Count(0, killed, to);
+    const Counts gw0_all = load.Count(0, dead, to, /*sent_from=*/true);
     Counts others = load.Count(1, from, to);
     const Counts c2 = load.Count(2, from, to);
     others.asked += c2.asked;
@@ -722,9 +733,9 @@ TEST(SidecarSocketTest, SecondSluicedOnALiveSocketIsRefused) {
   second.set_listen("unix:" + socket, "unix:" + second.dir() + "/admin.sock");
   error.clear();
   ASSERT_FALSE(second.Start(kSimple, {}, "", &error));
-  EXPECT_TRUE(absl::StrContains(
-      error, "cannot listen on unix:" + socket +
-                 ": another process is serving on it"))
+  EXPECT_TRUE(absl::StrContains(error, "cannot listen on unix:" + socket +
+                                          ": another sluiced holds " + socket +
+                                          ".lock"))
       << error;
   const size_t message = error.find("cannot listen");
   std::printf("[pods] second sluiced on a live socket: %s\n",
@@ -746,6 +757,8 @@ TEST(SidecarSocketTest, SecondSluicedOnALiveSocketIsRefused) {
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(second.Terminate(), 0);
   EXPECT_NE(lstat(socket.c_str(), &info), 0) << "left behind at exit";
+  EXPECT_NE(lstat((socket + ".lock").c_str(), &info), 0)
+      << "lock file left behind at exit";
 }
 
 }  // namespace

@@ -86,6 +86,12 @@ TEST(EndpointTest, RejectsUnixPathsTheKernelCannotBind) {
   EXPECT_TRUE(ParseEndpoint("unix:" + longest).ok());
   EXPECT_THAT(ParseEndpoint("unix:" + longest + "a").status().message(),
               HasSubstr("longer than 107 bytes"));
+  for (const char* uri_syntax : {"unix:/run/a%20b.sock", "unix:/run/a?b",
+                                 "unix:/run/a#b"}) {
+    EXPECT_THAT(ParseEndpoint(uri_syntax).status().message(),
+                HasSubstr("must not contain %, ? or #"))
+        << uri_syntax;
+  }
   EXPECT_THAT(ParseEndpoint("unix-abstract:sluice").status().message(),
               HasSubstr("abstract Unix sockets are not supported"));
 }
