@@ -103,19 +103,9 @@ class ChildProcess {
 
   bool Start(std::vector<std::string> args, const std::string& log_path) {
     log_path_ = log_path;
-    std::vector<char*> argv;
-    for (std::string& s : args) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                               environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) pid_ = -1;
-    return rc == 0;
+    pid_ = testing::SpawnWithLog(std::move(args), testing::CurrentEnvironment(),
+                                 log_path, /*append=*/true);
+    return pid_ > 0;
   }
   bool Exited() {
     if (pid_ <= 0) return true;

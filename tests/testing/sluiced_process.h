@@ -77,6 +77,38 @@ inline CommandResult RunCommand(const std::string& command) {
   return result;
 }
 
+// Starts args[0] with `args` and the environment `env` ("NAME=VALUE"),
+// stdout and stderr to `log_path` (truncated, or appended to with
+// `append`). The child's pid, or -1.
+inline pid_t SpawnWithLog(std::vector<std::string> args,
+                          std::vector<std::string> env,
+                          const std::string& log_path, bool append = false) {
+  std::vector<char*> argv, envp;
+  for (std::string& s : args) argv.push_back(s.data());
+  for (std::string& s : env) envp.push_back(s.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT |
+                                       (append ? O_APPEND : O_TRUNC),
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+// This process's environment, as SpawnWithLog takes it.
+inline std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  return env;
+}
+
 // The sluiced binary the tests start: $SLUICED_BINARY, else SLUICED_PATH.
 inline std::string SluicedBinary() {
   const char* path = std::getenv("SLUICED_BINARY");
@@ -164,20 +196,8 @@ class SluicedProcess {
       if (!replaced) env.push_back(*e);
     }
     env.insert(env.end(), extra_env_.begin(), extra_env_.end());
-    std::vector<char*> argv, envp;
-    for (std::string& s : args) argv.push_back(s.data());
-    for (std::string& s : env) envp.push_back(s.data());
-    argv.push_back(nullptr);
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                               envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
+    pid_ = SpawnWithLog(args, std::move(env), log_path_);
+    if (pid_ <= 0) {
       *error = "cannot spawn " + args[0];
       return false;
     }
