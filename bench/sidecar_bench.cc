@@ -226,36 +226,6 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-// The sluiced child whose command line names `policies_path`
-// (SluicedProcess does not expose its pid; its temp dir is unique).
-pid_t FindChild(const std::string& policies_path) {
-  const std::string needle = "--policies=" + policies_path;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return -1;
-  pid_t found = -1;
-  while (dirent* e = readdir(proc)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::string cmdline = Slurp(absl::StrCat("/proc/", pid, "/cmdline"));
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(needle) == std::string::npos) continue;
-    // Only our own child (not, say, a shell that names the path).
-    const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
-    const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::vector<std::string> fields =
-        absl::StrSplit(stat.substr(paren + 2), ' ');
-    int ppid = 0;
-    if (fields.size() > 1 && absl::SimpleAtoi(fields[1], &ppid) &&
-        ppid == getpid()) {
-      found = pid;
-      break;
-    }
-  }
-  closedir(proc);
-  return found;
-}
-
 // utime + stime of the whole process (all threads), in microseconds. The
 // kernel counts them in clock ticks (1/CLK_TCK s, 10 ms here).
 double CpuMicros(pid_t pid) {
@@ -778,8 +748,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const pid_t pid = FindChild(unix_t.process.policies_path());
-  const pid_t tcp_pid = FindChild(tcp_t.process.policies_path());
+  const pid_t pid = unix_t.process.pid();
+  const pid_t tcp_pid = tcp_t.process.pid();
   if (pid <= 0 || tcp_pid <= 0) {
     std::fprintf(stderr, "sidecar_bench: cannot find the sluiced pids\n");
     return 1;

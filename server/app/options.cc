@@ -43,12 +43,9 @@ absl::Status ValidateOptions(const ServerOptions& options) {
         absl::StrCat("--listen and --admin-listen are the same socket, ",
                      data, "; the admin API needs its own"));
   }
-  if ((options.socket_mode & ~0777u) != 0 ||
-      (options.socket_mode & 0600u) != 0600u) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--socket-mode must be at most 0777 and let the owner read and "
-        "write, got ",
-        FormatSocketMode(options.socket_mode)));
+  if (absl::Status s = CheckSocketMode(options.socket_mode); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--socket-mode ", s.message()));
   }
   if (!options.redis.empty()) {
     if (absl::Status s = ValidateRedisAddress(options.redis); !s.ok()) {
@@ -93,6 +90,16 @@ std::string BoundAddress(const std::string& listen, int bound_port) {
   return wire::FormatEndpoint(endpoint);
 }
 
+absl::Status CheckSocketMode(uint32_t mode) {
+  if ((mode & ~0777u) != 0 || (mode & 0600u) != 0600u) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "must be at most 0777 and let the owner read and write (0600 at "
+        "least), got ",
+        FormatSocketMode(mode)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text) {
   uint32_t mode = 0;
   bool digits = text.size() == 3 || text.size() == 4;
@@ -100,14 +107,11 @@ absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text) {
     if (c < '0' || c > '7') digits = false;
     mode = mode * 8 + static_cast<uint32_t>(c - '0');
   }
-  if (!digits || mode > 0777) {
+  if (!digits) {
     return absl::InvalidArgumentError(
-        "expected three or four octal digits, at most 0777, e.g. 0660");
+        "expected three or four octal digits, e.g. 0660");
   }
-  if ((mode & 0600u) != 0600u) {
-    return absl::InvalidArgumentError(
-        "the owner must be able to read and write the socket (0600 at least)");
-  }
+  if (absl::Status s = CheckSocketMode(mode); !s.ok()) return s;
   return mode;
 }
 

@@ -71,8 +71,11 @@ std::string NormalizeListenAddress(const std::string& address);
 // Where a validated listen address is reachable once bound: "unix:PATH", or
 // "HOST:PORT" with the port gRPC bound (the real one for port 0).
 std::string BoundAddress(const std::string& listen, int bound_port);
-// "0660" to 0660: three or four octal digits, at most 0777, and the owner
-// may read and write (sluiced's own health checks connect as the owner).
+// A socket mode is at most 0777 and lets the owner read and write
+// (sluiced's own health checks connect as the owner); INVALID_ARGUMENT
+// "must be at most 0777 and let the owner read and write ..." otherwise.
+absl::Status CheckSocketMode(uint32_t mode);
+// "0660" to 0660: three or four octal digits, then CheckSocketMode.
 absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text);
 // "host:port" (or "host") for --redis.
 absl::Status ValidateRedisAddress(const std::string& address);

@@ -367,20 +367,25 @@ TEST(ValidateOptionsTest, UnixSocketListeners) {
   ServerOptions mode;
   mode.socket_mode = 0460;
   EXPECT_THAT(ValidateOptions(mode).message(),
-              HasSubstr("--socket-mode must be at most 0777 and let the owner"));
+              HasSubstr("--socket-mode must be at most 0777 and let the owner "
+                        "read and write (0600 at least), got 0460"));
 }
 
 TEST(ParseSocketModeTest, OctalWithTheOwnerAllowed) {
   EXPECT_EQ(*ParseSocketMode("0660"), 0660u);
   EXPECT_EQ(*ParseSocketMode("600"), 0600u);
   EXPECT_EQ(*ParseSocketMode("0777"), 0777u);
-  for (const char* bad : {"", "66", "08", "0o660", "1777", "06600", "rw-"}) {
+  for (const char* bad : {"", "66", "08", "0o660", "06600", "rw-"}) {
     EXPECT_THAT(ParseSocketMode(bad).status().message(),
                 HasSubstr("three or four octal digits"))
         << bad;
   }
+  EXPECT_THAT(ParseSocketMode("1777").status().message(),
+              HasSubstr("must be at most 0777 and let the owner read and "
+                        "write (0600 at least), got 1777"));
   EXPECT_THAT(ParseSocketMode("0440").status().message(),
-              HasSubstr("the owner must be able to read and write"));
+              HasSubstr("must be at most 0777 and let the owner read and "
+                        "write (0600 at least), got 0440"));
 }
 
 // Listeners on Unix sockets: reachable over the socket (a real channel, not

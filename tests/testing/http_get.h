@@ -14,36 +14,6 @@
 
 namespace sluice::testing {
 
-// GET http://127.0.0.1:<port><path> with HTTP/1.0; the body, or "" on error.
-inline std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string request =
-      "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (send(fd, request.data(), request.size(), 0) !=
-      static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buf[8192];
-  ssize_t n;
-  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) response.append(buf, n);
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
-
 // A whole HTTP answer: status (0 when the request failed: no connection, no
 // or a malformed answer), headers (names lowercased) and body.
 struct HttpResponse {
@@ -112,6 +82,11 @@ inline HttpResponse HttpRequest(int port, const std::string& method,
   }
   out.body = response.substr(end + 4);
   return out;
+}
+
+// GET http://127.0.0.1:<port><path> with HTTP/1.0; the body, or "" on error.
+inline std::string HttpGet(int port, const std::string& path) {
+  return HttpRequest(port, "GET", path).body;
 }
 
 // The unlabeled sample `name` on the /metrics page at `port`, or -1 when

@@ -135,6 +135,8 @@ class SluicedProcess {
   const std::string& policies_path() const { return policies_path_; }
   const std::string& token_path() const { return token_path_; }
   std::string Log() const { return ReadFile(log_path_); }
+  // The running child's pid, or -1.
+  pid_t pid() const { return pid_; }
   // The TCP ports; 0 for a listener on a Unix socket.
   int port() const { return port_; }
   int admin_port() const { return admin_port_; }
