@@ -23,7 +23,7 @@ template <typename Counts>
 class BucketRing {
  public:
   BucketRing(absl::Duration window, int buckets)
-      : width_(WidthOf(window, buckets)), ring_(buckets + 1) {}
+      : width_ns_(WidthOf(window, buckets)), ring_(buckets + 1) {}
 
   // Drops buckets that no longer overlap the window ending at `now`.
   void Advance(absl::Time now) {
@@ -51,7 +51,7 @@ class BucketRing {
   // The oldest bucket still in the window and when it leaves it.
   const Counts& Oldest() const { return ring_[Slot(current_ + 1)]; }
   absl::Time OldestExpiry() const {
-    return absl::UnixEpoch() + width_ * (current_ + 1);
+    return absl::UnixEpoch() + absl::Nanoseconds(width_ns_ * (current_ + 1));
   }
   // Buckets from oldest to newest, with the time each one leaves the window.
   template <typename Fn>
@@ -59,7 +59,7 @@ class BucketRing {
     const int64_t n = static_cast<int64_t>(ring_.size());
     for (int64_t i = 1; i <= n; ++i) {
       fn(ring_[Slot(current_ + i)],
-         absl::UnixEpoch() + width_ * (current_ + i));
+         absl::UnixEpoch() + absl::Nanoseconds(width_ns_ * (current_ + i)));
     }
   }
 
@@ -72,29 +72,31 @@ class BucketRing {
   // bucket for `now`, so nothing counted is forgotten early (it is
   // remembered up to one new window length instead).
   void Reshape(absl::Duration window, int buckets, absl::Time now) {
-    const absl::Duration width = WidthOf(window, buckets);
-    if (width == width_ && static_cast<size_t>(buckets) + 1 == ring_.size()) {
+    const int64_t width = WidthOf(window, buckets);
+    if (width == width_ns_ &&
+        static_cast<size_t>(buckets) + 1 == ring_.size()) {
       return;
     }
     Advance(now);
     const Counts total = Sum();
-    width_ = width;
+    width_ns_ = width;
     ring_.assign(static_cast<size_t>(buckets) + 1, Counts{});
     current_ = IndexOf(now);
     ring_[Slot(current_)] = total;
     total_ = total;
   }
 
-  absl::Duration bucket_width() const { return width_; }
+  absl::Duration bucket_width() const { return absl::Nanoseconds(width_ns_); }
   int buckets() const { return static_cast<int>(ring_.size()) - 1; }
 
  private:
-  static absl::Duration WidthOf(absl::Duration window, int buckets) {
-    return std::max(window / buckets, absl::Nanoseconds(1));
+  // In nanoseconds, at least 1.
+  static int64_t WidthOf(absl::Duration window, int buckets) {
+    return std::max<int64_t>(absl::ToInt64Nanoseconds(window / buckets), 1);
   }
   int64_t IndexOf(absl::Time t) const {
     const int64_t ns = absl::ToUnixNanos(t);
-    const int64_t w = absl::ToInt64Nanoseconds(width_);
+    const int64_t w = width_ns_;
     // Floor division, so times before the epoch index correctly too.
     return ns >= 0 ? ns / w : -((-ns + w - 1) / w);
   }
@@ -103,7 +105,9 @@ class BucketRing {
     return static_cast<size_t>(((index % n) + n) % n);
   }
 
-  absl::Duration width_;
+  // A bucket's width in nanoseconds (an int64_t, not an absl::Duration, to
+  // keep a per-key breaker small).
+  int64_t width_ns_;
   std::vector<Counts> ring_;
   Counts total_{};
   int64_t current_ = 0;

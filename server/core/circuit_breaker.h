@@ -216,8 +216,8 @@ class CircuitBreaker {
 
   BreakerState state_ = BreakerState::kClosed;
   BreakerOverride override_ = BreakerOverride::kAuto;
-  BucketRing<WindowBucket> window_;
   uint32_t consecutive_failures_ = 0;
+  BucketRing<WindowBucket> window_;
   absl::Time open_until_ = absl::InfinitePast();
   // Open time of the current (or next) trip; doubles after a failed probe.
   absl::Duration open_duration_;
@@ -228,9 +228,9 @@ class CircuitBreaker {
   std::unique_ptr<std::string> trip_cause_;
   uint32_t probes_in_flight_ = 0;
   uint32_t probe_successes_ = 0;
-  bool leased_probes_ = false;
   uint32_t probe_capacity_;
   uint32_t probe_refusals_ = 0;
+  bool leased_probes_ = false;
   // Outcomes this breaker counted into its window since creation.
   OutcomeTotals totals_;
 };
