@@ -11,6 +11,8 @@
 //
 //   build/bench/engine_bench            (or scripts/bench)
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -234,6 +236,12 @@ BENCHMARK(BM_MutexCounter)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 // --benchmark_repetitions, the means.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colours only on a terminal (a reporter of our own does not see
+  // --benchmark_color).
+  RatioReporter()
+      : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular
+                                              : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
       if (run.error_occurred) continue;
