@@ -39,8 +39,9 @@ namespace sluice::core {
 // bench/engine_bench against the same bench built with std::mutex:
 //   - BM_AcquireReport for 2 s at 2 threads: 176-265 voluntary context
 //     switches (futex sleeps) with this lock, 6,600-45,000 with std::mutex;
-//   - real time per op at 2 threads over 1 thread: 0.89-1.33x with this
-//     lock, 0.63-1.23x with std::mutex; bench/lock_bench alike.
+//   - real time per op at 2 threads over 1 thread: 0.72-1.33x with this
+//     lock (9 runs), 0.63-1.23x with std::mutex (11 runs); bench/lock_bench
+//     alike.
 // So it does what it is meant to (waiters stay off the futex), but under
 // that load it did not run faster than std::mutex, and the 3.3-10x collapse
 // did not show. A run on a quiet machine (scripts/bench) decides whether it
