@@ -75,24 +75,29 @@ TEST(HotMutexTest, SleepingWaitersAreWokenAndExcluded) {
   EXPECT_EQ(s.total, uint64_t{kThreads} * kRounds);
 }
 
+// Whether TryLock succeeded (the lock is then released again).
+bool TryLockAndRelease(HotMutex* mu) {
+  if (!mu->TryLock()) return false;
+  mu->Unlock();
+  return true;
+}
+
+bool TryLockFromAnotherThread(HotMutex* mu) {
+  bool got = false;
+  std::thread([&] { got = TryLockAndRelease(mu); }).join();
+  return got;
+}
+
 TEST(HotMutexTest, TryLockTakesOnlyAFreeLock) {
   HotMutex mu;
-  ASSERT_TRUE(mu.TryLock());
-  // Held by this thread: not recursive, so a second try fails here too.
-  EXPECT_FALSE(mu.TryLock());
-  bool other_got_it = true;
-  std::thread([&] {
-    other_got_it = mu.TryLock();
-    if (other_got_it) mu.Unlock();
-  }).join();
-  EXPECT_FALSE(other_got_it);
+  EXPECT_TRUE(TryLockFromAnotherThread(&mu));
+  mu.Lock();
+  EXPECT_FALSE(TryLockFromAnotherThread(&mu));
+  // Not recursive: the holder's own try fails too.
+  EXPECT_FALSE(TryLockAndRelease(&mu));
   mu.Unlock();
-
-  std::thread([&] {
-    other_got_it = mu.TryLock();
-    if (other_got_it) mu.Unlock();
-  }).join();
-  EXPECT_TRUE(other_got_it);
+  EXPECT_TRUE(TryLockFromAnotherThread(&mu));
+  EXPECT_TRUE(TryLockAndRelease(&mu));
   // And Lock still works after TryLock's Unlock.
   mu.Lock();
   mu.Unlock();
