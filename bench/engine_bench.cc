@@ -1,8 +1,17 @@
 // Cost of one in-process decision (Engine::Acquire + Engine::Report) beside
-// a plain std::mutex counter, measured in the same run. Also counts heap
-// allocations per decision: the goal is none for a known dependency.
+// a plain std::mutex counter, measured in the same run, at 1, 2 and 4
+// threads. Also counts heap allocations per decision: the goal is none for a
+// known dependency, with or without keys.
+//
+// Reading the scaling table printed last: with real time per op (all
+// threads together), throughput(N threads) / throughput(1 thread) =
+// time_per_op(1) / time_per_op(N). A ratio time(N)/time(1) at or below 1.0x
+// means N threads decide at least as many calls per second as one; 2.0x
+// means two threads together do half the work of one.
 //
 //   build/bench/engine_bench            (or scripts/bench)
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -159,7 +168,7 @@ void BM_AcquireReport(benchmark::State& state) {
   }
   allocs.Report(state);
 }
-BENCHMARK(BM_AcquireReport)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_AcquireReport)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 
 void BM_AcquireReportPerKey(benchmark::State& state) {
   Engine& engine = SharedEngine();
@@ -186,7 +195,11 @@ void BM_AcquireReportPerKey(benchmark::State& state) {
   }
   allocs.Report(state);
 }
-BENCHMARK(BM_AcquireReportPerKey)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_AcquireReportPerKey)
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->UseRealTime();
 
 void BM_AcquireRefused(benchmark::State& state) {
   Engine& engine = SharedEngine();
@@ -215,40 +228,74 @@ void BM_MutexCounter(benchmark::State& state) {
   }
   allocs.Report(state);
 }
-BENCHMARK(BM_MutexCounter)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_MutexCounter)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 
-// Prints the usual table, then the Acquire/mutex ratios of this run.
+// Prints the usual table, then two tables of ratios from this run: each
+// benchmark against the mutex baseline at the same thread count, and each
+// benchmark at N threads against itself at 1 thread. With
+// --benchmark_repetitions, the means.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colours only on a terminal (a reporter of our own does not see
+  // --benchmark_color).
+  RatioReporter()
+      : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular
+                                              : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
-      if (!run.error_occurred && run.run_type == Run::RT_Iteration) {
-        ns_per_op_[run.benchmark_name()] =
-            run.GetAdjustedRealTime();  // in the run's time unit (ns)
-      }
+      if (run.error_occurred) continue;
+      const bool wanted = run.repetitions > 1
+                              ? run.run_type == Run::RT_Aggregate &&
+                                    run.aggregate_name == "mean"
+                              : run.run_type == Run::RT_Iteration;
+      if (!wanted) continue;
+      // "BM_AcquireReport/real_time/threads:2" -> BM_AcquireReport, 2.
+      const std::string name = run.run_name.str();
+      const size_t pos = name.find("/real_time/threads:");
+      if (pos == std::string::npos) continue;
+      const int threads = std::atoi(name.c_str() + pos + 19);
+      // In the run's time unit (ns).
+      ns_per_op_[name.substr(0, pos)][threads] = run.GetAdjustedRealTime();
     }
     ConsoleReporter::ReportRuns(runs);
   }
 
   void PrintRatios() const {
-    std::printf("\nRatios against the mutex baseline (real time per op):\n");
-    for (const char* threads : {"1", "2"}) {
-      const std::string suffix = std::string("/real_time/threads:") + threads;
-      const auto base = ns_per_op_.find("BM_MutexCounter" + suffix);
-      if (base == ns_per_op_.end() || base->second <= 0) continue;
-      for (const char* name : {"BM_AcquireReport", "BM_AcquireReportPerKey",
-                               "BM_AcquireRefused"}) {
-        const auto it = ns_per_op_.find(name + suffix);
-        if (it == ns_per_op_.end()) continue;
-        std::printf("  %-24s threads:%s  %8.1f ns  = %5.2fx mutex (%.1f ns)\n",
-                    name, threads, it->second, it->second / base->second,
-                    base->second);
+    const auto base = ns_per_op_.find("BM_MutexCounter");
+    std::printf("\nAgainst the mutex baseline, same thread count (real time "
+                "per op):\n");
+    for (const auto& [name, by_threads] : ns_per_op_) {
+      if (base == ns_per_op_.end() || name == base->first) continue;
+      for (const auto& [threads, ns] : by_threads) {
+        const auto b = base->second.find(threads);
+        if (b == base->second.end() || b->second <= 0) continue;
+        std::printf("  %-24s threads:%d  %8.1f ns = %6.2fx mutex (%.1f ns)\n",
+                    name.c_str(), threads, ns, ns / b->second, b->second);
       }
+    }
+    std::printf(
+        "\nScaling: time per op at N threads / at 1 thread (= throughput(1) "
+        "/ throughput(N);\n<= 1.0x: N threads decide at least as many calls "
+        "per second as one):\n");
+    for (const auto& [name, by_threads] : ns_per_op_) {
+      const auto one = by_threads.find(1);
+      if (one == by_threads.end() || one->second <= 0 ||
+          by_threads.size() < 2) {
+        continue;
+      }
+      std::printf("  %-24s 1t %7.1f ns", name.c_str(), one->second);
+      for (const auto& [threads, ns] : by_threads) {
+        if (threads == 1) continue;
+        std::printf("   %dt %7.1f ns = %5.2fx", threads, ns, ns / one->second);
+      }
+      std::printf("\n");
     }
   }
 
  private:
-  std::map<std::string, double> ns_per_op_;
+  // Benchmark name -> thread count -> real ns per op.
+  std::map<std::string, std::map<int, double>> ns_per_op_;
 };
 
 }  // namespace
