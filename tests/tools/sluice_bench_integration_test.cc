@@ -287,6 +287,16 @@ TEST_F(SluiceBenchFakeDecideTest, MatchesResultsByRequestId) {
   EXPECT_LE(service_.max_batch(), 4);
 }
 
+TEST_F(SluiceBenchFakeDecideTest, TimedRunEndsItsStreams) {
+  const CommandResult r = Bench(
+      "--duration 300ms --connections 2 --concurrency 4 --batch 2 "
+      "--baseline=false");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("errors         0"));
+  EXPECT_GT(service_.reports(), 0);
+  EXPECT_EQ(service_.acquires(), service_.reports());
+}
+
 TEST_F(SluiceBenchFakeDecideTest, PerCallErrorsAndHold) {
   const CommandResult r = Bench(
       "--count 400 --connections 1 --concurrency 4 --dependencies "

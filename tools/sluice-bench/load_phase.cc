@@ -113,6 +113,9 @@ struct Shared {
   const Workload& workload;
   Budget& budget;
   Tally& tally;
+  // Of each Decide stream: a timed phase plus options.deadline, so that a
+  // server that stops answering ends the run; none for a counted phase.
+  absl::Time stream_deadline;
 };
 
 void FillAcquire(const Shared& shared, const CallShape& call,
@@ -235,6 +238,9 @@ class DecideStream
   }
 
   void Start() {
+    if (shared_.stream_deadline != absl::InfiniteFuture()) {
+      context_.set_deadline(absl::ToChronoTime(shared_.stream_deadline));
+    }
     stub_->async()->Decide(&context_, this);
     // OnDone waits for this hold: a stream refused at once must still see
     // every slot's first call as unanswered.
@@ -516,7 +522,10 @@ PhaseResult RunDecisions(
       static_cast<int>(channels.size()) * (stream ? 1 : options.concurrency);
   Budget budget(length);
   Tally tally(workers);
-  const Shared shared{options, workload, budget, tally};
+  const Shared shared{options, workload, budget, tally,
+                      length.count > 0
+                          ? absl::InfiniteFuture()
+                          : absl::Now() + length.duration + options.deadline};
   std::vector<std::unique_ptr<v1::DecisionService::Stub>> stubs;
   for (const auto& channel : channels) {
     stubs.push_back(v1::DecisionService::NewStub(channel));
