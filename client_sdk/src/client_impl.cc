@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "convert.h"
@@ -54,6 +55,10 @@ struct ClientImpl::PendingAcquire {
   std::atomic<bool> claimed{false};
   absl::Notification done;
   grpc::Status status;
+  // AcquireAsync only: the caller's callback, and on the stream the alarm
+  // that decides locally at acquire_timeout.
+  std::function<void(Permit)> async_done;
+  grpc::Alarm alarm;
 };
 
 ClientImpl::Shared::Shared(const ClientOptions& options,
@@ -62,12 +67,14 @@ ClientImpl::Shared::Shared(const ClientOptions& options,
       channel(channel),
       stub(v1::DecisionService::NewStub(channel)),
       counters(std::make_shared<Counters>()),
+      stream(options.use_stream ? std::make_shared<DecideStream>(channel)
+                                : nullptr),
       reporter(std::make_shared<Reporter>(
           channel,
           Reporter::Options{options.report_timeout,
                             options.max_reports_in_flight,
                             options.max_queued_reports},
-          counters)),
+          counters, stream)),
       backoff(Backoff::Options{
           options.backoff_after_failures, options.backoff_initial,
           options.backoff_max, options.backoff_jitter,
@@ -105,6 +112,47 @@ Permit ClientImpl::Shared::Local(std::string dependency, std::string key,
                              options.local_call_timeout, std::move(error));
 }
 
+void ClientImpl::Shared::SendAcquire(
+    const std::shared_ptr<PendingAcquire>& call,
+    std::function<void(grpc::Status)> on_done) {
+  if (stream != nullptr) {
+    v1::DecideCall decide;
+    *decide.mutable_acquire() = call->request;
+    DecideStream::Done done = [this, call, on_done](const grpc::Status& status,
+                                                    v1::DecideResult result) {
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        SendAcquire(call, on_done);  // unary from now on
+        return;
+      }
+      grpc::Status s = status;
+      if (s.ok() && result.has_error()) {
+        s = grpc::Status(static_cast<grpc::StatusCode>(result.error().code()),
+                         result.error().message());
+      } else if (s.ok() && !result.has_acquire()) {
+        s = grpc::Status(grpc::StatusCode::INTERNAL,
+                         "Decide answered an Acquire with another result");
+      } else if (s.ok()) {
+        call->response.Swap(result.mutable_acquire());
+      }
+      on_done(std::move(s));
+    };
+    if (stream->Send(std::move(decide), std::move(done))) return;
+  }
+  stub->async()->Acquire(&call->context, &call->request, &call->response,
+                         std::move(on_done));
+}
+
+void ClientImpl::Shared::HandBack(const PendingAcquire& call,
+                                  const grpc::Status& status) {
+  // The caller gave up and decided locally. A late ALLOW would hold a slot
+  // (and count as a TIMEOUT when it expires): hand it back.
+  const v1::AcquireResponse& r = call.response;
+  if (status.ok() && r.verdict() == v1::ALLOW && !r.permit_id().empty()) {
+    reporter->Send(call.dependency, call.key, r.permit_id(),
+                   Outcome::kCancelled, absl::ZeroDuration(), 0);
+  }
+}
+
 Permit ClientImpl::Shared::Settle(const PendingAcquire& call,
                                   const grpc::Status& status) {
   if (status.ok()) {
@@ -127,6 +175,9 @@ ClientImpl::ClientImpl(const ClientOptions& options,
 
 ClientImpl::~ClientImpl() {
   shared_->reporter->Drain(shared_->options.shutdown_timeout);
+  // Calls still waiting on the stream complete now (CANCELLED); reports from
+  // permits that outlive the client go unary.
+  if (shared_->stream != nullptr) shared_->stream->Shutdown();
   // Bounded by the Acquire deadline plus report_timeout.
   while (shared_->callbacks.load() > 0) absl::SleepFor(absl::Milliseconds(1));
 }
@@ -155,23 +206,15 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
   call->context.set_deadline(
       absl::ToChronoTime(start + timeout + shared_->options.report_timeout));
   shared_->callbacks.fetch_add(1);
-  shared_->stub->async()->Acquire(
-      &call->context, &call->request, &call->response,
-      [shared = shared_.get(), call](grpc::Status status) {
+  shared_->SendAcquire(
+      call, [shared = shared_.get(), call](grpc::Status status) {
         call->status = std::move(status);
         if (!call->claimed.exchange(true)) {
           call->done.Notify();
           shared->callbacks.fetch_sub(1);
           return;
         }
-        // The caller gave up and decided locally. A late ALLOW would hold a
-        // slot (and count as a TIMEOUT when it expires): hand it back.
-        const v1::AcquireResponse& r = call->response;
-        if (call->status.ok() && r.verdict() == v1::ALLOW &&
-            !r.permit_id().empty()) {
-          shared->reporter->Send(call->dependency, call->key, r.permit_id(),
-                                 Outcome::kCancelled, absl::ZeroDuration(), 0);
-        }
+        shared->HandBack(*call, call->status);
         shared->callbacks.fetch_sub(1);
       });
   // Wait on our own clock rather than gRPC's deadline timer, so that the
@@ -210,13 +253,39 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
   call->request.set_key(call->key);
   call->request.set_permits(permits);
   call->request.set_caller(shared_->options.caller);
-  call->context.set_deadline(
-      absl::ToChronoTime(start + shared_->options.acquire_timeout));
+  const absl::Duration timeout = shared_->options.acquire_timeout;
+  call->context.set_deadline(absl::ToChronoTime(start + timeout));
+  call->async_done = std::move(done);
+  if (shared_->stream != nullptr) {
+    // A call on the stream has no deadline of its own: an alarm decides
+    // locally at acquire_timeout, as the unary deadline would. It holds the
+    // call weakly; the stream holds it until the answer.
+    shared_->callbacks.fetch_add(1);
+    call->alarm.Set(
+        absl::ToChronoTime(start + timeout),
+        [shared = shared_.get(), weak = std::weak_ptr<PendingAcquire>(call),
+         timeout](bool fired) {
+          std::shared_ptr<PendingAcquire> call = weak.lock();
+          if (fired && call != nullptr && !call->claimed.exchange(true)) {
+            shared->RecordTransportFailure(absl::Now());
+            call->async_done(shared->Local(
+                call->dependency, call->key,
+                absl::DeadlineExceededError(
+                    absl::StrCat("Sluice did not answer within ",
+                                 absl::FormatDuration(timeout)))));
+          }
+          shared->callbacks.fetch_sub(1);
+        });
+  }
   shared_->callbacks.fetch_add(1);
-  shared_->stub->async()->Acquire(
-      &call->context, &call->request, &call->response,
-      [shared = shared_.get(), call, done = std::move(done)](grpc::Status status) {
-        done(shared->Settle(*call, status));
+  shared_->SendAcquire(
+      call, [shared = shared_.get(), call](grpc::Status status) {
+        if (call->claimed.exchange(true)) {
+          shared->HandBack(*call, status);  // the alarm decided already
+        } else {
+          if (shared->stream != nullptr) call->alarm.Cancel();
+          call->async_done(shared->Settle(*call, status));
+        }
         shared->callbacks.fetch_sub(1);
       });
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "backoff.h"
 #include "counters.h"
+#include "decide_stream.h"
 #include "reporter.h"
 #include "response_cache.h"
 #include "sluice/client/client.h"
@@ -49,6 +50,8 @@ class ClientImpl final : public Client {
     const std::shared_ptr<grpc::Channel> channel;
     const std::unique_ptr<v1::DecisionService::Stub> stub;
     const std::shared_ptr<Counters> counters;
+    // The Decide stream when options.use_stream; null otherwise.
+    const std::shared_ptr<DecideStream> stream;
     const std::shared_ptr<Reporter> reporter;
     Backoff backoff;
     // Acquire callbacks that may still run; each decrements it last.
@@ -65,6 +68,16 @@ class ClientImpl final : public Client {
     bool ShouldAsk(absl::Time now);
     // Feeds the backoff a transport failure.
     void RecordTransportFailure(absl::Time now);
+
+    // Sends `call` on the Decide stream, or as a unary Acquire when there is
+    // none (or the server turned out to have no Decide); `on_done` gets the
+    // status a unary call would have finished with, the answer in
+    // call->response.
+    void SendAcquire(const std::shared_ptr<PendingAcquire>& call,
+                     std::function<void(grpc::Status)> on_done);
+
+    // Reports a late ALLOW (the caller stopped waiting) CANCELLED.
+    void HandBack(const PendingAcquire& call, const grpc::Status& status);
 
     // The permit for Sluice's answer, or the local one when it failed.
     Permit Settle(const PendingAcquire& call, const grpc::Status& status);

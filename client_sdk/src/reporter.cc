@@ -21,11 +21,13 @@ struct Reporter::BatchCall {
 };
 
 Reporter::Reporter(std::shared_ptr<grpc::Channel> channel,
-                   const Options& options, std::shared_ptr<Counters> counters)
+                   const Options& options, std::shared_ptr<Counters> counters,
+                   std::shared_ptr<DecideStream> stream)
     : options_(options),
       channel_(std::move(channel)),
       stub_(v1::DecisionService::NewStub(channel_)),
-      counters_(std::move(counters)) {}
+      counters_(std::move(counters)),
+      stream_(std::move(stream)) {}
 
 Reporter::~Reporter() {
   while (callbacks_.load() > 0) absl::SleepFor(absl::Milliseconds(1));
@@ -43,6 +45,7 @@ void Reporter::Send(const std::string& dependency, const std::string& key,
   *request->mutable_latency() =
       wire::DurationToProto(std::max(latency, absl::ZeroDuration()));
   request->set_status_code(status_code);
+  if (stream_ != nullptr && SendOnStream(*request)) return;
 
   if (in_flight_.fetch_add(1) < options_.max_in_flight) {
     Start(std::move(request));
@@ -68,6 +71,28 @@ void Reporter::AutoCancel(const std::string& dependency,
   Counters::Inc(counters_->reports_auto_cancelled);
   Send(dependency, key, permit_id, Outcome::kCancelled, absl::ZeroDuration(),
        0);
+}
+
+bool Reporter::SendOnStream(const v1::ReportResultRequest& request) {
+  v1::DecideCall call;
+  *call.mutable_report() = request;
+  in_flight_.fetch_add(1);
+  callbacks_.fetch_add(1);
+  DecideStream::Done done = [this, request](const grpc::Status& status,
+                                            v1::DecideResult result) {
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      // An old server: this report goes unary (keeping its in-flight
+      // slot), like every later one.
+      Start(std::make_unique<v1::ReportResultRequest>(request));
+    } else {
+      OnDone(status.ok() && result.has_report(), 1);
+    }
+    callbacks_.fetch_sub(1);  // Last touch of `this`.
+  };
+  if (stream_->Send(std::move(call), std::move(done))) return true;
+  in_flight_.fetch_sub(1);
+  callbacks_.fetch_sub(1);
+  return false;
 }
 
 void Reporter::Start(std::unique_ptr<v1::ReportResultRequest> request) {

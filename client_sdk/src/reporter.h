@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "counters.h"
+#include "decide_stream.h"
 #include "sluice/client/types.h"
 #include "grpcpp/channel.h"
 #include "sluice/v1/decision.grpc.pb.h"
@@ -26,6 +27,10 @@ namespace sluice::client::internal {
 // reports. When the queue is full the newest report is dropped and counted
 // (Sluice then expires that permit as a TIMEOUT).
 //
+// With a Decide stream, reports go on it instead (no in-flight cap: the
+// stream coalesces them), and fall back to the unary calls when the stream
+// is shut down or the server has no Decide.
+//
 // Shared by the client and every permit it hands out (a permit may outlive
 // the client). Safe for concurrent use.
 class Reporter {
@@ -38,7 +43,8 @@ class Reporter {
   };
 
   Reporter(std::shared_ptr<grpc::Channel> channel, const Options& options,
-           std::shared_ptr<Counters> counters);
+           std::shared_ptr<Counters> counters,
+           std::shared_ptr<DecideStream> stream = nullptr);
   // Waits for the callbacks of reports in flight (each bounded by its
   // deadline), so that the channel is never released on a gRPC thread.
   ~Reporter();
@@ -61,6 +67,8 @@ class Reporter {
   struct Call;
   struct BatchCall;
 
+  // Sends on the stream; false when it takes no more calls.
+  bool SendOnStream(const v1::ReportResultRequest& request);
   void Start(std::unique_ptr<v1::ReportResultRequest> request);
   void StartBatch(std::vector<std::unique_ptr<v1::ReportResultRequest>> batch);
   void OnDone(bool ok, uint64_t reports) ABSL_LOCKS_EXCLUDED(mu_);
@@ -71,6 +79,7 @@ class Reporter {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::DecisionService::Stub> stub_;
   const std::shared_ptr<Counters> counters_;
+  const std::shared_ptr<DecideStream> stream_;  // may be null
 
   std::atomic<int> in_flight_{0};
   // Callbacks that may still touch this object; the last thing each does is

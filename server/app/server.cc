@@ -54,6 +54,9 @@ metrics::Sources Server::MetricsSources() {
   sources.unknown_decisions = [this] { return engine_.UnknownDecisions(); };
   sources.events_dropped = [this] { return events_.dropped(); };
   sources.watchers = [this] { return events_.watchers(); };
+  sources.decide_streams = [this] {
+    return static_cast<uint64_t>(decision_service_.open_streams());
+  };
   return sources;
 }
 

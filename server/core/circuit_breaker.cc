@@ -1,6 +1,7 @@
 #include "server/core/circuit_breaker.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,16 +13,45 @@ std::string Percent(double ratio) {
   return absl::StrFormat("%.0f%%", ratio * 100);
 }
 
+// Clamps a count into a window bucket's 32 bits.
+uint32_t Narrow(int64_t n) {
+  return static_cast<uint32_t>(
+      std::clamp<int64_t>(n, 0, std::numeric_limits<uint32_t>::max()));
+}
+
 }  // namespace
+
+CircuitBreaker::WindowBucket CircuitBreaker::WindowBucket::Narrow(
+    const OutcomeWindow& w) {
+  WindowBucket b;
+  b.calls = sluice::core::Narrow(w.calls);
+  b.failures = sluice::core::Narrow(w.failures);
+  b.timeouts = sluice::core::Narrow(w.timeouts);
+  b.slow = sluice::core::Narrow(w.slow);
+  return b;
+}
 
 CircuitBreaker::CircuitBreaker(const BreakerConfig& config, absl::Time now,
                                BreakerListener* listener)
-    : config_(config),
+    : config_(&config),
       listener_(listener),
       window_(config.window, config.buckets),
       open_duration_(config.open_duration),
       probe_capacity_(config.half_open_probes) {
   window_.Advance(now);
+}
+
+const std::string& CircuitBreaker::trip_cause() const {
+  static const std::string* const none = new std::string();
+  return trip_cause_ ? *trip_cause_ : *none;
+}
+
+void CircuitBreaker::SetTripCause(const std::string& cause) {
+  if (trip_cause_) {
+    *trip_cause_ = cause;
+  } else {
+    trip_cause_ = std::make_unique<std::string>(cause);
+  }
 }
 
 BreakerState CircuitBreaker::State(absl::Time now) {
@@ -37,7 +67,7 @@ BreakerState CircuitBreaker::State(absl::Time now) {
 
 uint64_t CircuitBreaker::TryTakeProbe() {
   if (state_ != BreakerState::kHalfOpen) return 0;
-  if (probes_in_flight_ >= std::min(probe_capacity_, config_.half_open_probes)) {
+  if (probes_in_flight_ >= std::min(probe_capacity_, config_->half_open_probes)) {
     ++probe_refusals_;
     return 0;
   }
@@ -59,7 +89,7 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
   const bool failed =
       outcome == Outcome::kFailure || outcome == Outcome::kTimeout;
   const bool slow =
-      config_.slow_rule_enabled() && latency > config_.slow_call_duration;
+      config_->slow_rule_enabled() && latency > config_->slow_call_duration;
 
   switch (state) {
     case BreakerState::kForcedOpen:
@@ -69,15 +99,15 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
     case BreakerState::kHalfOpen:
       if (!live_probe) return;
       if (failed) {
-        open_duration_ = std::min(open_duration_ * 2, config_.max_open_duration);
+        open_duration_ = std::min(open_duration_ * 2, config_->max_open_duration);
         Trip(now, absl::StrCat("probe failed (", OutcomeName(outcome), ")"));
       } else if (slow) {
-        open_duration_ = std::min(open_duration_ * 2, config_.max_open_duration);
+        open_duration_ = std::min(open_duration_ * 2, config_->max_open_duration);
         Trip(now, absl::StrCat("probe slow (",
                                absl::FormatDuration(latency), " > ",
-                               absl::FormatDuration(config_.slow_call_duration),
+                               absl::FormatDuration(config_->slow_call_duration),
                                ")"));
-      } else if (++probe_successes_ >= config_.successes_to_close) {
+      } else if (++probe_successes_ >= config_->successes_to_close) {
         Close(now, absl::StrCat(probe_successes_, " successful probe",
                                 probe_successes_ == 1 ? "" : "s"));
       }
@@ -85,7 +115,7 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
     case BreakerState::kClosed:
     case BreakerState::kForcedClosed: {
       window_.Advance(now);
-      OutcomeWindow one;
+      WindowBucket one;
       one.calls = 1;
       one.failures = failed ? 1 : 0;
       one.timeouts = outcome == Outcome::kTimeout ? 1 : 0;
@@ -103,43 +133,43 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
 }
 
 void CircuitBreaker::Judge(absl::Time now) {
-  if (config_.consecutive_failures > 0 &&
-      consecutive_failures_ >= config_.consecutive_failures) {
+  if (config_->consecutive_failures > 0 &&
+      consecutive_failures_ >= config_->consecutive_failures) {
     Trip(now, absl::StrCat(consecutive_failures_, " consecutive failures"));
     return;
   }
-  const OutcomeWindow w = window_.Sum();
-  if (w.calls == 0 || w.calls < static_cast<int64_t>(config_.minimum_calls)) {
+  const OutcomeWindow w = window_.Sum().Widen();
+  if (w.calls == 0 || w.calls < static_cast<int64_t>(config_->minimum_calls)) {
     return;
   }
   // Built only for a trip: this runs on every report once minimum_calls is
   // reached, and the hot path must not allocate.
   const auto over = [&] {
-    return absl::StrCat(" over ", absl::FormatDuration(config_.window), ", ",
+    return absl::StrCat(" over ", absl::FormatDuration(config_->window), ", ",
                         w.calls, " calls");
   };
   const double failure_rate = static_cast<double>(w.failures) / w.calls;
-  if (config_.failure_rate_threshold > 0 &&
-      failure_rate >= config_.failure_rate_threshold) {
+  if (config_->failure_rate_threshold > 0 &&
+      failure_rate >= config_->failure_rate_threshold) {
     Trip(now, absl::StrCat("failure rate ", Percent(failure_rate),
-                           " >= ", Percent(config_.failure_rate_threshold),
+                           " >= ", Percent(config_->failure_rate_threshold),
                            over()));
     return;
   }
   const double slow_rate = static_cast<double>(w.slow) / w.calls;
-  if (config_.slow_rule_enabled() &&
-      slow_rate >= config_.slow_call_rate_threshold) {
+  if (config_->slow_rule_enabled() &&
+      slow_rate >= config_->slow_call_rate_threshold) {
     Trip(now, absl::StrCat("slow call rate ", Percent(slow_rate), " >= ",
-                           Percent(config_.slow_call_rate_threshold),
+                           Percent(config_->slow_call_rate_threshold),
                            " (slower than ",
-                           absl::FormatDuration(config_.slow_call_duration),
+                           absl::FormatDuration(config_->slow_call_duration),
                            ")", over()));
   }
 }
 
 void CircuitBreaker::Trip(absl::Time now, const std::string& cause) {
   ++generation_;
-  trip_cause_ = cause;
+  SetTripCause(cause);
   open_until_ = now + open_duration_;
   probes_in_flight_ = 0;
   probe_successes_ = 0;
@@ -151,7 +181,7 @@ void CircuitBreaker::Trip(absl::Time now, const std::string& cause) {
 void CircuitBreaker::Close(absl::Time now, const std::string& cause) {
   // A close is news for the other replicas too, so it is a new generation.
   ++generation_;
-  open_duration_ = config_.open_duration;
+  open_duration_ = config_->open_duration;
   open_until_ = absl::InfinitePast();
   probes_in_flight_ = 0;
   probe_successes_ = 0;
@@ -190,7 +220,7 @@ void CircuitBreaker::SetOverride(BreakerOverride override, absl::Time now,
 }
 
 void CircuitBreaker::Reconfigure(const BreakerConfig& config, absl::Time now) {
-  config_ = config;
+  config_ = &config;
   if (!leased_probes_) probe_capacity_ = config.half_open_probes;
   window_.Reshape(config.window, config.buckets, now);
   if (state_ == BreakerState::kClosed) {
@@ -207,7 +237,7 @@ absl::Duration CircuitBreaker::RetryAfter(absl::Time now) {
       return std::max(open_until_ - now, absl::ZeroDuration());
     case BreakerState::kForcedOpen:
       // Nobody knows when the operator lifts it; suggest one open time.
-      return config_.open_duration;
+      return config_->open_duration;
     default:
       return absl::ZeroDuration();
   }
@@ -221,7 +251,7 @@ void CircuitBreaker::AddRemoteOutcomes(const OutcomeWindow& delta,
     return;
   }
   window_.Advance(now);
-  window_.Add(delta);
+  window_.Add(WindowBucket::Narrow(delta));
   if (state == BreakerState::kClosed) Judge(now);
 }
 
@@ -240,7 +270,7 @@ BreakerRecord CircuitBreaker::Export(absl::Time now) {
   }
   record.open_until = open_until_;
   record.open_duration = open_duration_;
-  record.cause = trip_cause_;
+  record.cause = trip_cause();
   return record;
 }
 
@@ -254,7 +284,7 @@ void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now) {
   generation_ = record.generation;
   open_duration_ = record.open_duration > absl::ZeroDuration()
                        ? record.open_duration
-                       : config_.open_duration;
+                       : config_->open_duration;
   const std::string cause =
       absl::StrCat(record.cause, " (from replica ", record.replica, ")");
   probes_in_flight_ = 0;
@@ -263,10 +293,10 @@ void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now) {
   window_.Clear();
   if (record.state == BreakerState::kOpen) {
     open_until_ = record.open_until;
-    trip_cause_ = record.cause;
+    SetTripCause(record.cause);
   } else {
     open_until_ = absl::InfinitePast();
-    open_duration_ = config_.open_duration;
+    open_duration_ = config_->open_duration;
   }
   // An operator override outranks the cluster's breaker state.
   if (override_ != BreakerOverride::kAuto) return;

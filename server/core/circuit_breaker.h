@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
@@ -79,9 +80,13 @@ struct OutcomeWindow {
 // matter (late reports of calls admitted before the trip are ignored).
 //
 // Not thread-safe; the owner locks.
+//
+// A breaker per key of a per_key policy is common, so it holds no copy of
+// its config (it points at the policy's, which must outlive it or be
+// replaced through Reconfigure) and keeps its window in 32-bit counts.
 class CircuitBreaker {
  public:
-  // `listener` may be null and must outlive the breaker.
+  // `config` and `listener` (which may be null) must outlive the breaker.
   CircuitBreaker(const BreakerConfig& config, absl::Time now,
                  BreakerListener* listener);
 
@@ -111,7 +116,7 @@ class CircuitBreaker {
                    const std::string& cause);
 
   // Keeps the state, the open-until time and the window counts; resizes the
-  // window when its length changed.
+  // window when its length changed. `config` must outlive the breaker.
   void Reconfigure(const BreakerConfig& config, absl::Time now);
 
   // How long until the breaker may let calls through again.
@@ -126,7 +131,7 @@ class CircuitBreaker {
   // Back to half_open_probes slots of its own (standalone, or store down).
   void UseLocalProbes() {
     leased_probes_ = false;
-    probe_capacity_ = config_.half_open_probes;
+    probe_capacity_ = config_->half_open_probes;
   }
   // Probe slots refused since the last call; tells whether to ask for a
   // lease.
@@ -157,36 +162,70 @@ class CircuitBreaker {
   // replicas share).
   absl::Duration current_open_duration() const { return open_duration_; }
   uint64_t generation() const { return generation_; }
-  const std::string& trip_cause() const { return trip_cause_; }
+  const std::string& trip_cause() const;
   uint32_t probes_in_flight() const { return probes_in_flight_; }
   uint32_t consecutive_failures() const { return consecutive_failures_; }
   BreakerOverride override_mode() const { return override_; }
   OutcomeWindow WindowCounts(absl::Time now) {
     window_.Advance(now);
-    return window_.Sum();
+    return window_.Sum().Widen();
   }
-  const BreakerConfig& config() const { return config_; }
+  const BreakerConfig& config() const { return *config_; }
 
  private:
   void Trip(absl::Time now, const std::string& cause);
+  void SetTripCause(const std::string& cause);
   void Close(absl::Time now, const std::string& cause);
   void MoveTo(BreakerState to, absl::Time now, const std::string& cause);
   // Checks the rules after an outcome while CLOSED; trips if one holds.
   void Judge(absl::Time now);
 
-  BreakerConfig config_;
+  // OutcomeWindow in 32 bits: a bucket never counts 2^32 outcomes.
+  struct WindowBucket {
+    uint32_t calls = 0;
+    uint32_t failures = 0;
+    uint32_t timeouts = 0;
+    uint32_t slow = 0;
+    WindowBucket& operator+=(const WindowBucket& o) {
+      calls += o.calls;
+      failures += o.failures;
+      timeouts += o.timeouts;
+      slow += o.slow;
+      return *this;
+    }
+    WindowBucket& operator-=(const WindowBucket& o) {
+      calls -= o.calls;
+      failures -= o.failures;
+      timeouts -= o.timeouts;
+      slow -= o.slow;
+      return *this;
+    }
+    OutcomeWindow Widen() const {
+      OutcomeWindow w;
+      w.calls = calls;
+      w.failures = failures;
+      w.timeouts = timeouts;
+      w.slow = slow;
+      return w;
+    }
+    static WindowBucket Narrow(const OutcomeWindow& w);
+  };
+
+  const BreakerConfig* config_;
   BreakerListener* const listener_;
 
   BreakerState state_ = BreakerState::kClosed;
   BreakerOverride override_ = BreakerOverride::kAuto;
-  BucketRing<OutcomeWindow> window_;
+  BucketRing<WindowBucket> window_;
   uint32_t consecutive_failures_ = 0;
   absl::Time open_until_ = absl::InfinitePast();
   // Open time of the current (or next) trip; doubles after a failed probe.
   absl::Duration open_duration_;
   uint64_t generation_ = 0;
   uint64_t base_generation_ = 0;
-  std::string trip_cause_;
+  // Why it last tripped; absent until it first does (a string is 4 times
+  // the size of a pointer, and most breakers never trip).
+  std::unique_ptr<std::string> trip_cause_;
   uint32_t probes_in_flight_ = 0;
   uint32_t probe_successes_ = 0;
   bool leased_probes_ = false;

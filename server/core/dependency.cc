@@ -1,251 +1,296 @@
 #include "server/core/dependency.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "server/core/hot_mutex.h"
 
 namespace sluice::core {
+namespace {
 
-Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
-                       Clock* clock, EventSink* sink,
-                       PermitEpochs* epochs,
-                       const ClusterState& cluster,
-                       absl::Duration permit_grace)
-    : clock_(clock),
-      sink_(sink),
-      epochs_(epochs),
-      name_(policy->name),
-      permit_grace_(permit_grace) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  policy_ = std::move(policy);
-  cluster_ = cluster;
-  if (!policy_->per_key) {
-    single_.emplace(*policy_, now, epochs_->Next(), sink_, &counters_,
-                    name_, "");
-    InitGates(&*single_, now);
-  }
+// Keys shard `index` of `shards` may hold: max_keys split as evenly as
+// whole keys allow, so the shards together hold exactly max_keys.
+size_t ShareOf(uint32_t max_keys, size_t index, size_t shards) {
+  return max_keys / shards + (index < max_keys % shards ? 1 : 0);
 }
 
-BreakerState Dependency::PeekBreaker(absl::string_view key) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  GateSet* gates = FindGates(key);
-  return gates == nullptr ? BreakerState::kClosed : gates->breaker_state(now);
-}
+}  // namespace
 
-void Dependency::InitGates(GateSet* gates, absl::Time now) {
-  gates->set_permit_grace(permit_grace_);
-  if (cluster_.enabled) gates->SetClusterState(cluster_, now);
-  if (override_ != BreakerOverride::kAuto) {
-    gates->SetOverride(override_, now, "override of the dependency");
+// One key's state: its gates and its place in the shard's LRU list. A key
+// evicted while permits of it are still out stays allocated, unlinked and
+// marked evicted, until the last of them is reported or expires; the
+// ledger's permits point at it, so it must not go before they do.
+// The key's bytes follow the node in the same allocation.
+struct KeyNode {
+  static KeyNode* New(absl::string_view key, const PolicyConfig& policy,
+                      absl::Time now, const GateContext* context) {
+    void* memory = ::operator new(sizeof(KeyNode) + key.size());
+    char* chars = static_cast<char*>(memory) + sizeof(KeyNode);
+    if (!key.empty()) std::memcpy(chars, key.data(), key.size());
+    return new (memory) KeyNode(absl::string_view(chars, key.size()), policy,
+                                now, context);
   }
-}
+  static void Delete(KeyNode* node) {
+    node->~KeyNode();
+    ::operator delete(node);
+  }
 
-std::shared_ptr<const PolicyConfig> Dependency::policy() const {
-  HotMutexLock lock(&mu_);
-  return policy_;
-}
+  absl::string_view key() const { return gates.key(); }
 
-GateSet* Dependency::FindGates(absl::string_view key) {
-  if (single_) return &*single_;
-  auto it = key_index_.find(key);
-  return it == key_index_.end() ? nullptr : &it->second->second;
-}
+  KeyNode* newer = nullptr;
+  KeyNode* older = nullptr;
+  uint32_t live_permits = 0;
+  bool evicted = false;
+  GateSet gates;
 
-GateSet* Dependency::GatesFor(absl::string_view key, absl::Time now) {
-  if (single_) return &*single_;
-  auto it = key_index_.find(key);
-  if (it != key_index_.end()) {
-    keys_.splice(keys_.begin(), keys_, it->second);
-    return &it->second->second;
-  }
-  while (!keys_.empty() && keys_.size() >= policy_->max_keys) {
-    // Its permits go with it; their reports become harmless no-ops.
-    key_index_.erase(keys_.back().first);
-    keys_.pop_back();
-  }
-  keys_.emplace_front(
-      std::piecewise_construct, std::forward_as_tuple(key),
-      std::forward_as_tuple(*policy_, now, epochs_->Next(), sink_,
-                            &counters_, name_, std::string(key)));
-  GateSet* gates = &keys_.front().second;
-  InitGates(gates, now);
-  key_index_.emplace(keys_.front().first, keys_.begin());
-  return gates;
-}
+ private:
+  KeyNode(absl::string_view key, const PolicyConfig& policy, absl::Time now,
+          const GateContext* context)
+      : gates(policy, now, context, key) {}
+  ~KeyNode() = default;
+};
 
-void Dependency::Count(const Decision& d) {
-  ++counters_.acquired;
-  switch (d.verdict) {
-    case Verdict::kAllow:
-      ++counters_.allowed;
-      break;
-    case Verdict::kReject:
-      ++counters_.rejected;
-      break;
-    case Verdict::kDegrade:
-      ++counters_.degraded;
-      break;
+// The index of a shard's keys holds only node pointers, looked up by the
+// node's key (8 bytes a slot rather than a string_view and a pointer).
+struct KeyOf {
+  using is_transparent = void;
+  static absl::string_view Of(absl::string_view key) { return key; }
+  static absl::string_view Of(const KeyNode* node) { return node->key(); }
+};
+struct KeyHash : KeyOf {
+  template <typename T>
+  size_t operator()(const T& t) const {
+    return absl::Hash<absl::string_view>{}(Of(t));
   }
-  if (d.reason == Reason::kShadow) ++counters_.shadow_refused;
-  ++counters_.by_verdict_reason[static_cast<int>(d.verdict)]
-                               [static_cast<int>(d.reason)];
-}
+};
+struct KeyEq : KeyOf {
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return Of(a) == Of(b);
+  }
+};
 
-absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
-                                 Decision* out) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  if (policy_->rate_limit) {
-    const RateLimitConfig& rate = *policy_->rate_limit;
-    const double most = rate.algorithm == RateAlgorithm::kTokenBucket
-                            ? rate.burst
-                            : std::floor(rate.rate);
-    if (permits > most) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "permits ", permits, " can never be admitted by policy \"", name_,
-          "\": its rate_limit admits at most ", most, " at once"));
-    }
-  }
-  GateSet* gates = GatesFor(key, now);
-  gates->Acquire(*policy_, permits, now, out);
-  if (!single_ && gates->TakeSyncRequest()) {
-    // A hot key: share it from the next tick on (allocates once per key
-    // and tick, not per call).
-    hot_keys_.emplace_back(key);
-  }
-  out->policy = policy_;
-  Count(*out);
-  return absl::OkStatus();
-}
-
-BreakerState Dependency::Report(absl::string_view key, uint64_t permit_id,
-                                Outcome outcome, absl::Duration latency) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  GateSet* gates = FindGates(key);
-  if (gates == nullptr) {
-    ++counters_.stale_reports;
-    return BreakerState::kClosed;
-  }
-  if (!gates->Report(permit_id, outcome, latency, now)) {
-    ++counters_.stale_reports;
-  }
-  return gates->breaker_state(now);
-}
-
-void Dependency::Sweep() {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  if (single_) {
-    single_->Sweep(now);
-    return;
-  }
-  for (auto& [key, gates] : keys_) gates.Sweep(now);
-}
-
-void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  const bool was_per_key = policy_->per_key;
-  policy_ = std::move(policy);
-  if (was_per_key != policy_->per_key) {
-    // Per-key and shared state do not map onto each other; start afresh.
-    keys_.clear();
-    key_index_.clear();
-    hot_keys_.clear();
-    single_.reset();
+// A part of a dependency's state with its own lock: every key whose hash
+// falls here (or the one gate set of a policy without per_key), the permits
+// they handed out, and the counters of their calls. Holds a copy of what
+// the dependency's calls need (policy, cluster state, override), so a call
+// takes this lock and no other.
+class alignas(64) Dependency::Shard {
+ public:
+  Shard(std::shared_ptr<const PolicyConfig> policy, size_t max_keys,
+        const std::string& name, EventSink* sink,
+        PermitLedger::Origin origin, const ClusterState& cluster,
+        absl::Duration permit_grace, absl::Time now)
+      : ledger_(origin) {
+    HotMutexLock lock(&mu_);
+    context_.sink = sink;
+    context_.counters = &counters_;
+    context_.dependency = name;
+    context_.permit_grace = permit_grace;
+    policy_ = std::move(policy);
+    max_keys_ = max_keys;
+    cluster_ = cluster;
     if (!policy_->per_key) {
-      single_.emplace(*policy_, now, epochs_->Next(), sink_, &counters_,
-                      name_, "");
+      single_.emplace(*policy_, now, &context_, absl::string_view());
       InitGates(&*single_, now);
     }
-    return;
   }
-  if (single_) {
-    single_->Reconfigure(*policy_, now);
-    return;
-  }
-  for (auto& [key, gates] : keys_) gates.Reconfigure(*policy_, now);
-  while (keys_.size() > policy_->max_keys) {
-    key_index_.erase(keys_.back().first);
-    keys_.pop_back();
-  }
-}
 
-void Dependency::SetOverride(BreakerOverride override,
-                             const std::string& cause) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  override_ = override;
-  if (single_) {
-    single_->SetOverride(override, now, cause);
-    return;
-  }
-  for (auto& [key, gates] : keys_) gates.SetOverride(override, now, cause);
-}
-
-DependencyStatus Dependency::Status(absl::string_view key) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  DependencyStatus status;
-  status.policy = policy_;
-  status.keys = single_ ? 1 : keys_.size();
-  if (GateSet* gates = FindGates(key)) {
-    status.gates = gates->Status(now);
-  }
-  status.counters = counters_;
-  return status;
-}
-
-void Dependency::SetClusterState(const ClusterState& cluster) {
-  const absl::Time now = clock_->Now();
-  HotMutexLock lock(&mu_);
-  cluster_ = cluster;
-  if (single_) {
-    single_->SetClusterState(cluster, now);
-    return;
-  }
-  for (auto& [key, gates] : keys_) gates.SetClusterState(cluster, now);
-}
-
-void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
-  const absl::Time now = clock_->Now();
-  std::vector<std::string> hot;
-  {
+  ~Shard() {
     HotMutexLock lock(&mu_);
-    out->name = name_;
-    out->per_key = policy_->per_key;
-    out->keys.clear();
-    if (single_) {
-      if (cluster_.enabled && single_->has_cluster_limit()) {
-        out->keys.emplace_back();
-        single_->CollectTick(interval, now, &out->keys.back());
+    while (newest_ != nullptr) {
+      KeyNode* node = newest_;
+      newest_ = node->older;
+      KeyNode::Delete(node);
+    }
+    while (evicted_ != nullptr) {
+      KeyNode* node = evicted_;
+      evicted_ = node->older;
+      KeyNode::Delete(node);
+    }
+  }
+
+  absl::Status Acquire(absl::string_view key, uint32_t permits,
+                       absl::Time now, Decision* out)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    if (policy_->rate_limit) {
+      const RateLimitConfig& rate = *policy_->rate_limit;
+      const double most = rate.algorithm == RateAlgorithm::kTokenBucket
+                              ? rate.burst
+                              : std::floor(rate.rate);
+      if (permits > most) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "permits ", permits, " can never be admitted by policy \"",
+            context_.dependency, "\": its rate_limit admits at most ", most,
+            " at once"));
       }
-      // Per-key breakers stay local; the dependency's breaker is shared.
-      single_->CollectBreaker(now, out);
-      return;
     }
-    if (hot_keys_.size() <= kMaxKeysPerTick) {
-      hot.swap(hot_keys_);
+    ExpireDue(now);
+    KeyNode* node = nullptr;
+    GateSet* gates;
+    if (single_) {
+      gates = &*single_;
     } else {
-      // The rest wait for the next tick, oldest first.
-      hot.assign(std::make_move_iterator(hot_keys_.begin()),
-                 std::make_move_iterator(hot_keys_.begin() + kMaxKeysPerTick));
-      hot_keys_.erase(hot_keys_.begin(), hot_keys_.begin() + kMaxKeysPerTick);
+      node = NodeFor(key, now);
+      gates = &node->gates;
+    }
+    const Admission admission = gates->Acquire(*policy_, permits, now, out);
+    if (admission.admitted) {
+      PermitLedger::Permit evicted;
+      out->permit_id =
+          ledger_.Issue(now, now + gates->permit_expiry(),
+                        admission.holds_slot, admission.probe_round, node,
+                        &evicted);
+      if (node != nullptr) ++node->live_permits;
+      if (evicted.id != 0) {
+        Settle(evicted, Outcome::kTimeout, now - evicted.issued, now);
+      }
+    }
+    if (node != nullptr && gates->TakeSyncRequest()) {
+      // A hot key: share it from the next tick on (allocates once per key
+      // and tick, not per call).
+      hot_keys_.emplace_back(key);
+    }
+    out->policy = policy_;
+    Count(*out);
+    return absl::OkStatus();
+  }
+
+  BreakerState Report(absl::string_view key, uint64_t permit_id,
+                      Outcome outcome, absl::Duration latency, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    ExpireDue(now);
+    const PermitLedger::Permit* found = ledger_.Find(permit_id);
+    const auto* node =
+        found == nullptr ? nullptr : static_cast<KeyNode*>(found->holder);
+    // A permit settles only the key it was issued for; one of an evicted
+    // key goes, harmlessly, with its key.
+    if (found == nullptr || (node != nullptr && node->key() != key)) {
+      ++counters_.stale_reports;
+    } else {
+      PermitLedger::Permit permit;
+      ledger_.Retire(permit_id, &permit);
+      if (!Settle(permit, outcome, latency, now)) ++counters_.stale_reports;
+    }
+    GateSet* gates = FindGates(key);
+    return gates == nullptr ? BreakerState::kClosed
+                            : gates->breaker_state(now);
+  }
+
+  BreakerState PeekBreaker(absl::string_view key, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    GateSet* gates = FindGates(key);
+    return gates == nullptr ? BreakerState::kClosed
+                            : gates->breaker_state(now);
+  }
+
+  void Sweep(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    ExpireDue(now);
+    ForEachGates([now](GateSet& gates) { gates.Sweep(now); });
+  }
+
+  void Reconfigure(std::shared_ptr<const PolicyConfig> policy,
+                   size_t max_keys, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    // The gate sets point into the policy: keep the old one alive until
+    // each of them has moved to the new one.
+    std::shared_ptr<const PolicyConfig> old = std::move(policy_);
+    policy_ = std::move(policy);
+    max_keys_ = max_keys;
+    ForEachGates([&](GateSet& gates) { gates.Reconfigure(*policy_, now); });
+    while (index_.size() > max_keys_) EvictOldest();
+  }
+
+  void SetOverride(BreakerOverride override, const std::string& cause,
+                   absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    override_ = override;
+    ForEachGates([&](GateSet& gates) { gates.SetOverride(override, now, cause); });
+  }
+
+  void SetClusterState(const ClusterState& cluster, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    cluster_ = cluster;
+    ForEachGates([&](GateSet& gates) { gates.SetClusterState(cluster, now); });
+  }
+
+  // Adds this shard's counters and keys to `out`, and the gates of `key`
+  // if they are here.
+  void AddStatus(absl::string_view key, bool has_key, absl::Time now,
+                 DependencyStatus* out) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    ExpireDue(now);
+    AddCounters(counters_, &out->counters);
+    out->keys += single_ ? 1 : index_.size();
+    if (!has_key) return;
+    if (single_) {
+      out->gates = single_->Status(now);
+      out->gates->live_permits = ledger_.live();
+    } else if (auto it = index_.find(key); it != index_.end()) {
+      out->gates = (*it)->gates.Status(now);
+      out->gates->live_permits = (*it)->live_permits;
     }
   }
-  // The lock is taken per batch of keys, so Acquire on this dependency
-  // waits for one batch at most, never for the whole walk.
-  out->keys.reserve(hot.size());
-  for (size_t i = 0; i < hot.size(); i += kKeysPerLock) {
+
+  // The counters and override a dependency built in this one's place takes
+  // over.
+  void Carry(DecisionCounters* counters, BreakerOverride* override) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
-    if (single_) break;  // per_key was switched off meanwhile
-    const size_t end = std::min(hot.size(), i + kKeysPerLock);
-    for (size_t k = i; k < end; ++k) {
+    AddCounters(counters_, counters);
+    *override = override_;
+  }
+  void TakeOver(const DecisionCounters& counters) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    counters_ = counters;
+  }
+
+  std::shared_ptr<const PolicyConfig> policy() const ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    return policy_;
+  }
+
+  // Cluster mode, a policy without per_key: the one gate set's tick.
+  void CollectSingle(absl::Duration interval, absl::Time now,
+                     DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    if (cluster_.enabled && single_->has_cluster_limit()) {
+      out->keys.emplace_back();
+      single_->CollectTick(interval, now, &out->keys.back());
+    }
+    // Per-key breakers stay local; the dependency's breaker is shared.
+    single_->CollectBreaker(now, out);
+  }
+
+  // Cluster mode, per_key: moves up to `most` keys waiting to be pushed
+  // into `hot`, oldest first.
+  void TakeHotKeys(size_t most, std::vector<std::string>* hot)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    const size_t n = std::min(most, hot_keys_.size());
+    hot->insert(hot->end(), std::make_move_iterator(hot_keys_.begin()),
+                std::make_move_iterator(hot_keys_.begin() + n));
+    hot_keys_.erase(hot_keys_.begin(), hot_keys_.begin() + n);
+  }
+
+  // Cluster mode, per_key: the ticks of keys [begin, end) of `hot`.
+  void CollectKeys(const std::vector<std::string>& hot, size_t begin,
+                   size_t end, absl::Duration interval, absl::Time now,
+                   DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    for (size_t k = begin; k < end; ++k) {
       GateSet* gates = FindGates(hot[k]);
       if (gates == nullptr) continue;  // evicted since
       gates->Dequeued();
@@ -254,33 +299,350 @@ void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
       gates->CollectTick(interval, now, &out->keys.back());
     }
   }
+
+  void ApplySingle(const DependencyUpdate& update, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    for (const KeyGrant& grant : update.grants) {
+      single_->ApplyGrant(grant, now);
+    }
+    single_->ApplyBreaker(update, now);
+  }
+
+  void ApplyGrant(const KeyGrant& grant, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    GateSet* gates = FindGates(grant.key);
+    if (gates == nullptr) return;
+    gates->ApplyGrant(grant, now);
+    // A key that holds a grant is pushed again next tick to renew it (or to
+    // give it back once it has gone quiet).
+    if (gates->TakeSyncRequest()) hot_keys_.push_back(grant.key);
+  }
+
+ private:
+  static void AddCounters(const DecisionCounters& from, DecisionCounters* to) {
+    to->acquired += from.acquired;
+    to->allowed += from.allowed;
+    to->rejected += from.rejected;
+    to->degraded += from.degraded;
+    to->shadow_refused += from.shadow_refused;
+    for (size_t v = 0; v < from.by_verdict_reason.size(); ++v) {
+      for (size_t r = 0; r < from.by_verdict_reason[v].size(); ++r) {
+        to->by_verdict_reason[v][r] += from.by_verdict_reason[v][r];
+      }
+    }
+    for (size_t o = 0; o < from.outcomes.size(); ++o) {
+      to->outcomes[o] += from.outcomes[o];
+    }
+    to->stale_reports += from.stale_reports;
+  }
+
+  template <typename Fn>
+  void ForEachGates(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (single_) {
+      fn(*single_);
+      return;
+    }
+    for (KeyNode* node = newest_; node != nullptr; node = node->older) {
+      fn(node->gates);
+    }
+  }
+
+  // A new gate set takes the dependency's override and cluster state.
+  void InitGates(GateSet* gates, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (cluster_.enabled) gates->SetClusterState(cluster_, now);
+    if (override_ != BreakerOverride::kAuto) {
+      gates->SetOverride(override_, now, "override of the dependency");
+    }
+  }
+
+  GateSet* FindGates(absl::string_view key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (single_) return &*single_;
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &(*it)->gates;
+  }
+
+  // The node of `key`, created (evicting the least recently used key when
+  // the shard is full) or moved to the front of the LRU list.
+  KeyNode* NodeFor(absl::string_view key, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      KeyNode* node = *it;
+      if (node != newest_) {
+        Unlink(node);
+        PushNewest(node);
+      }
+      return node;
+    }
+    while (!index_.empty() && index_.size() >= max_keys_) EvictOldest();
+    KeyNode* node = KeyNode::New(key, *policy_, now, &context_);
+    InitGates(&node->gates, now);
+    PushNewest(node);
+    index_.insert(node);
+    return node;
+  }
+
+  void PushNewest(KeyNode* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    node->newer = nullptr;
+    node->older = newest_;
+    if (newest_ != nullptr) newest_->newer = node;
+    newest_ = node;
+    if (oldest_ == nullptr) oldest_ = node;
+  }
+
+  void Unlink(KeyNode* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (node->newer != nullptr) {
+      node->newer->older = node->older;
+    } else {
+      newest_ = node->older;
+    }
+    if (node->older != nullptr) {
+      node->older->newer = node->newer;
+    } else {
+      oldest_ = node->newer;
+    }
+    node->newer = node->older = nullptr;
+  }
+
+  // Drops the least recently used key. Its permits become harmless: their
+  // reports count as stale and their expiry settles nothing.
+  void EvictOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    KeyNode* node = oldest_;
+    Unlink(node);
+    index_.erase(node);
+    if (node->live_permits == 0) {
+      KeyNode::Delete(node);
+      return;
+    }
+    node->evicted = true;
+    node->older = evicted_;
+    if (evicted_ != nullptr) evicted_->newer = node;
+    evicted_ = node;
+  }
+
+  // Settles a permit taken out of the ledger. False when its key was
+  // evicted meanwhile (nothing is settled; the key's node goes with its
+  // last permit).
+  bool Settle(const PermitLedger::Permit& permit, Outcome outcome,
+              absl::Duration latency, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Admission admission;
+    admission.admitted = true;
+    admission.holds_slot = permit.holds_slot;
+    admission.probe_round = permit.probe_round;
+    auto* node = static_cast<KeyNode*>(permit.holder);
+    if (node == nullptr) {
+      single_->Settle(admission, outcome, latency, now);
+      return true;
+    }
+    --node->live_permits;
+    if (node->evicted) {
+      if (node->live_permits == 0) FreeEvicted(node);
+      return false;
+    }
+    node->gates.Settle(admission, outcome, latency, now);
+    return true;
+  }
+
+  void FreeEvicted(KeyNode* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (node->newer != nullptr) {
+      node->newer->older = node->older;
+    } else {
+      evicted_ = node->older;
+    }
+    if (node->older != nullptr) node->older->newer = node->newer;
+    KeyNode::Delete(node);
+  }
+
+  // Settles every permit past its deadline as a TIMEOUT.
+  void ExpireDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    PermitLedger::Permit permit;
+    while (ledger_.PopExpired(now, &permit)) {
+      Settle(permit, Outcome::kTimeout, now - permit.issued, now);
+    }
+  }
+
+  void Count(const Decision& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++counters_.acquired;
+    switch (d.verdict) {
+      case Verdict::kAllow:
+        ++counters_.allowed;
+        break;
+      case Verdict::kReject:
+        ++counters_.rejected;
+        break;
+      case Verdict::kDegrade:
+        ++counters_.degraded;
+        break;
+    }
+    if (d.reason == Reason::kShadow) ++counters_.shadow_refused;
+    ++counters_.by_verdict_reason[static_cast<int>(d.verdict)]
+                                 [static_cast<int>(d.reason)];
+  }
+
+  mutable HotMutex mu_;
+  // Declared before the gate sets, which count outcomes into it.
+  DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
+  GateContext context_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PolicyConfig> policy_ ABSL_GUARDED_BY(mu_);
+  size_t max_keys_ ABSL_GUARDED_BY(mu_) = 0;
+  BreakerOverride override_ ABSL_GUARDED_BY(mu_) = BreakerOverride::kAuto;
+  ClusterState cluster_ ABSL_GUARDED_BY(mu_);
+  PermitLedger ledger_ ABSL_GUARDED_BY(mu_);
+  // Gates of a policy without per_key.
+  std::optional<GateSet> single_ ABSL_GUARDED_BY(mu_);
+  // Keys of a per_key policy: an index, and a list from the most recently
+  // used to the least.
+  absl::flat_hash_set<KeyNode*, KeyHash, KeyEq> index_ ABSL_GUARDED_BY(mu_);
+  KeyNode* newest_ ABSL_GUARDED_BY(mu_) = nullptr;
+  KeyNode* oldest_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Evicted keys that still have permits out (linked through `older`).
+  KeyNode* evicted_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Cluster mode, per_key: keys to push with the next tick (each once; see
+  // GateSet::TakeSyncRequest).
+  std::vector<std::string> hot_keys_ ABSL_GUARDED_BY(mu_);
+};
+
+size_t Dependency::ShardsFor(const PolicyConfig& policy) {
+  return policy.per_key && policy.max_keys >= kShardedKeys ? kShards : 1;
+}
+
+Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
+                       Clock* clock, EventSink* sink, PermitEpochs* epochs,
+                       const ClusterState& cluster,
+                       absl::Duration permit_grace,
+                       const Dependency* previous)
+    : clock_(clock), name_(policy->name), per_key_(policy->per_key) {
+  const absl::Time now = clock_->Now();
+  const size_t n = ShardsFor(*policy);
+  shards_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    shards_.push_back(std::make_unique<Shard>(
+        policy, ShareOf(policy->max_keys, i, n), name_, sink, epochs->Next(),
+        cluster, permit_grace, now));
+  }
+  if (previous != nullptr) {
+    DecisionCounters counters;
+    BreakerOverride override = BreakerOverride::kAuto;
+    for (const auto& shard : previous->shards_) {
+      shard->Carry(&counters, &override);
+    }
+    // The counters are the dependency's since its policy was first
+    // installed; they stay whole in the first shard.
+    shards_[0]->TakeOver(counters);
+    if (override != BreakerOverride::kAuto) {
+      SetOverride(override, "override of the dependency");
+    }
+  }
+}
+
+Dependency::~Dependency() = default;
+
+Dependency::Shard& Dependency::ShardFor(absl::string_view key) {
+  if (shards_.size() == 1) return *shards_[0];
+  // The high bits, which the shard's own hash map does not use for its
+  // slots.
+  const size_t hash = absl::Hash<absl::string_view>{}(key);
+  return *shards_[(hash >> 40) % shards_.size()];
+}
+
+bool Dependency::Fits(const PolicyConfig& policy) const {
+  return policy.per_key == per_key_ && ShardsFor(policy) == shards_.size();
+}
+
+std::shared_ptr<const PolicyConfig> Dependency::policy() const {
+  return shards_[0]->policy();
+}
+
+absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
+                                 Decision* out) {
+  return ShardFor(key).Acquire(key, permits, clock_->Now(), out);
+}
+
+BreakerState Dependency::Report(absl::string_view key, uint64_t permit_id,
+                                Outcome outcome, absl::Duration latency) {
+  return ShardFor(key).Report(key, permit_id, outcome, latency,
+                              clock_->Now());
+}
+
+BreakerState Dependency::PeekBreaker(absl::string_view key) {
+  return ShardFor(key).PeekBreaker(key, clock_->Now());
+}
+
+void Dependency::Sweep() {
+  const absl::Time now = clock_->Now();
+  for (const auto& shard : shards_) shard->Sweep(now);
+}
+
+void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
+  const absl::Time now = clock_->Now();
+  const size_t n = shards_.size();
+  for (size_t i = 0; i < n; ++i) {
+    shards_[i]->Reconfigure(policy, ShareOf(policy->max_keys, i, n), now);
+  }
+}
+
+void Dependency::SetOverride(BreakerOverride override,
+                             const std::string& cause) {
+  const absl::Time now = clock_->Now();
+  for (const auto& shard : shards_) shard->SetOverride(override, cause, now);
+}
+
+DependencyStatus Dependency::Status(absl::string_view key) {
+  const absl::Time now = clock_->Now();
+  DependencyStatus status;
+  status.policy = policy();
+  // The key's own shard answers for its gates; every shard adds its
+  // counters and keys.
+  Shard* own = per_key_ ? &ShardFor(key) : shards_[0].get();
+  for (const auto& shard : shards_) {
+    shard->AddStatus(key, shard.get() == own, now, &status);
+  }
+  return status;
+}
+
+void Dependency::SetClusterState(const ClusterState& cluster) {
+  const absl::Time now = clock_->Now();
+  for (const auto& shard : shards_) shard->SetClusterState(cluster, now);
+}
+
+void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
+  const absl::Time now = clock_->Now();
+  out->name = name_;
+  out->per_key = per_key_;
+  out->keys.clear();
+  if (!per_key_) {
+    shards_[0]->CollectSingle(interval, now, out);
+    return;
+  }
+  // Up to kMaxKeysPerTick keys in all, taken from each shard in turn; the
+  // rest wait for the next tick, oldest first.
+  const size_t share = std::max<size_t>(1, kMaxKeysPerTick / shards_.size());
+  for (const auto& shard : shards_) {
+    std::vector<std::string> hot;
+    shard->TakeHotKeys(share, &hot);
+    out->keys.reserve(out->keys.size() + hot.size());
+    // The lock is taken per batch of keys, so Acquire on this shard waits
+    // for one batch at most, never for the whole walk.
+    for (size_t i = 0; i < hot.size(); i += kKeysPerLock) {
+      shard->CollectKeys(hot, i, std::min(hot.size(), i + kKeysPerLock),
+                         interval, now, out);
+    }
+  }
 }
 
 void Dependency::ApplyTick(const DependencyUpdate& update) {
   const absl::Time now = clock_->Now();
-  {
-    HotMutexLock lock(&mu_);
-    if (single_) {
-      for (const KeyGrant& grant : update.grants) {
-        single_->ApplyGrant(grant, now);
-      }
-      single_->ApplyBreaker(update, now);
-      return;
-    }
+  if (!per_key_) {
+    shards_[0]->ApplySingle(update, now);
+    return;
   }
-  for (size_t i = 0; i < update.grants.size(); i += kKeysPerLock) {
-    HotMutexLock lock(&mu_);
-    if (single_) return;
-    const size_t end = std::min(update.grants.size(), i + kKeysPerLock);
-    for (size_t k = i; k < end; ++k) {
-      const KeyGrant& grant = update.grants[k];
-      GateSet* gates = FindGates(grant.key);
-      if (gates == nullptr) continue;
-      gates->ApplyGrant(grant, now);
-      // A key that holds a grant is pushed again next tick to renew it (or
-      // to give it back once it has gone quiet).
-      if (gates->TakeSyncRequest()) hot_keys_.push_back(grant.key);
-    }
+  for (const KeyGrant& grant : update.grants) {
+    ShardFor(grant.key).ApplyGrant(grant, now);
   }
 }
 

@@ -70,10 +70,23 @@ Dependency* Engine::Find(absl::string_view dependency) {
   return it == map.end() ? nullptr : it->second.get();
 }
 
-std::shared_ptr<Dependency> Engine::MakeDependency(PolicyConfig policy) {
+std::shared_ptr<Dependency> Engine::MakeDependency(
+    PolicyConfig policy, const Dependency* previous) {
   return std::make_shared<Dependency>(
       std::make_shared<const PolicyConfig>(std::move(policy)), clock_, sink_,
-      &epochs_, cluster_, options_.permit_grace);
+      &epochs_, cluster_, options_.permit_grace, previous);
+}
+
+std::shared_ptr<Dependency> Engine::Update(std::shared_ptr<Dependency> dep,
+                                           PolicyConfig policy) {
+  if (!dep->Fits(policy)) {
+    // Another shape of state (per_key switched, or another number of
+    // shards): a new dependency takes over the counters and the override,
+    // and its keys start afresh.
+    return MakeDependency(std::move(policy), dep.get());
+  }
+  dep->Reconfigure(std::make_shared<const PolicyConfig>(std::move(policy)));
+  return dep;
 }
 
 void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
@@ -83,9 +96,7 @@ void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
     auto it = current_->find(policy.name);
     std::string name = policy.name;
     if (it != current_->end()) {
-      it->second->Reconfigure(
-          std::make_shared<const PolicyConfig>(std::move(policy)));
-      (*next)[name] = it->second;
+      (*next)[name] = Update(it->second, std::move(policy));
     } else {
       (*next)[name] = MakeDependency(std::move(policy));
     }
@@ -96,7 +107,7 @@ void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
 void Engine::PutPolicy(PolicyConfig policy) {
   absl::MutexLock lock(&mu_);
   auto it = current_->find(policy.name);
-  if (it != current_->end()) {
+  if (it != current_->end() && it->second->Fits(policy)) {
     // The map itself is unchanged; readers see the new config through the
     // dependency they already hold.
     it->second->Reconfigure(
@@ -105,7 +116,9 @@ void Engine::PutPolicy(PolicyConfig policy) {
   }
   auto next = std::make_shared<DependencyMap>(*current_);
   std::string name = policy.name;
-  (*next)[name] = MakeDependency(std::move(policy));
+  (*next)[name] = it != current_->end()
+                      ? Update(it->second, std::move(policy))
+                      : MakeDependency(std::move(policy));
   Publish(std::move(next));
 }
 

@@ -133,7 +133,14 @@ class Engine {
   // Publishes `next` as the new snapshot.
   void Publish(std::shared_ptr<const DependencyMap> next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<Dependency> MakeDependency(PolicyConfig policy)
+  // `previous`: the dependency the new one replaces, if any.
+  std::shared_ptr<Dependency> MakeDependency(
+      PolicyConfig policy, const Dependency* previous = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `dep` with `policy` installed: reconfigured in place, or replaced by a
+  // new dependency when the shape of its state changes (Dependency::Fits).
+  std::shared_ptr<Dependency> Update(std::shared_ptr<Dependency> dep,
+                                     PolicyConfig policy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The dependency named so, off the request path; NOT_FOUND without one.
   absl::StatusOr<std::shared_ptr<Dependency>> Lookup(

@@ -16,34 +16,20 @@ absl::Duration ConcurrencyRetryAfter(absl::Duration call_timeout) {
 }  // namespace
 
 GateSet::GateSet(const PolicyConfig& policy, absl::Time now,
-                 PermitLedger::Origin origin,
-                 EventSink* sink, DecisionCounters* counters,
-                 std::string dependency, std::string key)
-    : sink_(sink),
-      counters_(counters),
-      dependency_(std::move(dependency)),
-      key_(std::move(key)),
-      ledger_(origin) {
+                 const GateContext* context, absl::string_view key)
+    : context_(context), key_(key) {
   Reconfigure(policy, now);
 }
 
 void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
-  call_timeout_ = policy.call_timeout;
-  permit_expiry_ = 2 * call_timeout_ + permit_grace_;
-  rate_config_ = policy.rate_limit;
-  cluster_rate_ = rate_config_ && rate_config_->scope == Scope::kCluster;
-  max_in_flight_ = policy.concurrency ? policy.concurrency->max_in_flight : 0;
-  cluster_concurrency_ =
-      policy.concurrency && policy.concurrency->scope == Scope::kCluster;
-  store_failure_ = policy.on_store_failure;
-  per_key_ = policy.per_key;
+  policy_ = &policy;
   ApplyLimits(now);
 
   if (policy.breaker) {
     if (breaker_) {
       breaker_->Reconfigure(*policy.breaker, now);
     } else {
-      breaker_.emplace(*policy.breaker, now, this);
+      breaker_ = std::make_unique<CircuitBreaker>(*policy.breaker, now, this);
       if (override_ != BreakerOverride::kAuto) {
         breaker_->SetOverride(override_, now, "override carried over");
       }
@@ -55,40 +41,46 @@ void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
 }
 
 int64_t GateSet::ClusterUnits(int r, absl::Time now) const {
-  const int64_t limit = cluster_limit_[r];
+  const int64_t limit = share_->limit[r];
   const int64_t live = std::max<uint32_t>(1, cluster_.live_replicas);
   // LOCAL with the store down: the last known replica count splits it.
   if (!cluster_.store_up) return limit / live;
-  const bool granted = has_grant_ && now < grant_until_;
+  const bool granted = share_->has_grant && now < share_->grant_until;
   // A per_key key keeps a static share on every replica, which leaves room
   // for one replica joining before the others hear of it; a grant for a hot
   // key comes on top. A new replica starts with nothing else and asks.
-  const int64_t base = per_key_ ? limit / (live + 1) : 0;
-  return granted ? std::max(base, grant_[r]) : base;
+  const int64_t base = policy_->per_key ? limit / (live + 1) : 0;
+  return granted ? std::max(base, share_->grant[r]) : base;
 }
 
 void GateSet::ApplyLimits(absl::Time now) {
-  const RateLimitConfig* rate = rate_config_ ? &*rate_config_ : nullptr;
-  cluster_limit_ = Units{};
-  if (cluster_.enabled && cluster_rate_) {
-    cluster_limit_[kRateUnits] = static_cast<int64_t>(std::floor(
+  const RateLimitConfig* rate = rate_config();
+  if (cluster_.enabled && (cluster_rate() || cluster_concurrency())) {
+    if (!share_) share_ = std::make_unique<ClusterShare>();
+  } else {
+    share_.reset();
+  }
+  Units cluster_limit{};
+  if (cluster_.enabled && cluster_rate()) {
+    cluster_limit[kRateUnits] = static_cast<int64_t>(std::floor(
         rate->algorithm == RateAlgorithm::kTokenBucket ? rate->burst
                                                        : rate->rate));
   }
-  if (cluster_.enabled && cluster_concurrency_) {
-    cluster_limit_[kSlotUnits] = max_in_flight_;
+  if (cluster_.enabled && cluster_concurrency()) {
+    cluster_limit[kSlotUnits] = max_in_flight();
   }
+  if (share_) share_->limit = cluster_limit;
 
   if (rate && rate->algorithm == RateAlgorithm::kTokenBucket) {
     double refill = rate->rate;
     double burst = rate->burst;
-    if (cluster_limit_[kRateUnits] > 0) {
+    if (cluster_limit[kRateUnits] > 0) {
       // The refill rate follows the capacity granted, so whole tokens of
       // capacity carry their part of the rate and both sums stay within
       // the policy.
       const int64_t units = ClusterUnits(kRateUnits, now);
       burst = static_cast<double>(units);
-      refill = rate->rate * burst / cluster_limit_[kRateUnits];
+      refill = rate->rate * burst / cluster_limit[kRateUnits];
     }
     if (bucket_) {
       bucket_->Reconfigure(refill, rate->per, burst, now);
@@ -99,22 +91,23 @@ void GateSet::ApplyLimits(absl::Time now) {
     bucket_.reset();
   }
   if (rate && rate->algorithm == RateAlgorithm::kSlidingWindow) {
-    const int64_t limit = cluster_limit_[kRateUnits] > 0
+    const int64_t limit = cluster_limit[kRateUnits] > 0
                               ? ClusterUnits(kRateUnits, now)
                               : std::llround(std::floor(rate->rate));
     if (window_) {
       window_->Reconfigure(limit, rate->per, rate->buckets, now);
     } else {
-      window_.emplace(limit, rate->per, rate->buckets);
+      window_ = std::make_unique<SlidingWindow>(limit, rate->per,
+                                                rate->buckets);
     }
   } else {
     window_.reset();
   }
 
-  if (max_in_flight_ > 0) {
+  if (max_in_flight() > 0) {
     const auto max = static_cast<uint32_t>(
-        cluster_limit_[kSlotUnits] > 0 ? ClusterUnits(kSlotUnits, now)
-                                       : max_in_flight_);
+        cluster_limit[kSlotUnits] > 0 ? ClusterUnits(kSlotUnits, now)
+                                       : max_in_flight());
     if (concurrency_) {
       concurrency_->SetMax(max);
     } else {
@@ -127,13 +120,13 @@ void GateSet::ApplyLimits(absl::Time now) {
 
 bool GateSet::ClusterGatesOpen() const {
   return cluster_.enabled && !cluster_.store_up &&
-         store_failure_ == StoreFailureMode::kFailOpen;
+         policy_->on_store_failure == StoreFailureMode::kFailOpen;
 }
 
 bool GateSet::StoreRefuses() const {
   return cluster_.enabled && !cluster_.store_up &&
-         store_failure_ == StoreFailureMode::kFailClosed &&
-         (cluster_rate_ || cluster_concurrency_);
+         policy_->on_store_failure == StoreFailureMode::kFailClosed &&
+         (cluster_rate() || cluster_concurrency());
 }
 
 bool GateSet::TakeRate(double permits, absl::Time now) {
@@ -158,51 +151,49 @@ absl::Duration GateSet::RateRetryAfter(double permits, absl::Time now) {
   if (bucket_) wait = bucket_->TimeUntil(permits, now);
   if (window_) wait = window_->TimeUntil(static_cast<int64_t>(permits), now);
   // A cluster grant too small for this call may grow at the next tick.
-  if (cluster_limit_[kRateUnits] > 0) wait = std::min(wait, absl::Seconds(1));
+  if (share_ && share_->limit[kRateUnits] > 0) {
+    wait = std::min(wait, absl::Seconds(1));
+  }
   return wait;
 }
 
-void GateSet::Refuse(const PolicyConfig& policy, Reason reason,
-                     absl::Duration retry_after, absl::Time now,
-                     Decision* out) {
+Admission GateSet::Refuse(const PolicyConfig& policy, Reason reason,
+                          absl::Duration retry_after, absl::Time now,
+                          Decision* out) {
   out->remaining = RemainingRate(now);
   if (policy.shadow) {
     // Counted as a refusal by the owner, but the call goes ahead. It holds no
     // slot or probe, yet its outcome still feeds the breaker.
     out->verdict = Verdict::kAllow;
     out->reason = Reason::kShadow;
-    PermitLedger::Permit evicted;
-    out->permit_id = ledger_.Issue(now, now + permit_expiry_, false, 0,
-                                   &evicted);
-    if (evicted.id != 0) {
-      Settle(evicted, Outcome::kTimeout, now - evicted.issued, now);
-    }
-    return;
+    Admission shadow;
+    shadow.admitted = true;
+    return shadow;
   }
   out->reason = reason;
   out->retry_after = retry_after;
   if (policy.fallback.AppliesTo(reason)) {
     out->verdict = Verdict::kDegrade;
     out->http_status = 0;
-    return;
+    return Admission{};
   }
   out->verdict = Verdict::kReject;
   out->http_status = RefusalHttpStatus(reason);
+  return Admission{};
 }
 
-void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
-                      absl::Time now, Decision* out) {
-  ExpireDue(now);
-  if (has_grant_ && now >= grant_until_) {
+Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
+                           absl::Time now, Decision* out) {
+  if (share_ && share_->has_grant && now >= share_->grant_until) {
     // The store has not renewed the grant in time; it may be someone
     // else's by now.
-    has_grant_ = false;
+    share_->has_grant = false;
     ApplyLimits(now);
   }
   out->verdict = Verdict::kAllow;
   out->reason = Reason::kNone;
   out->permit_id = 0;
-  out->call_timeout = call_timeout_;
+  out->call_timeout = policy.call_timeout;
   out->retry_after = absl::ZeroDuration();
   out->http_status = 0;
   out->policy_version = policy.version;
@@ -211,38 +202,43 @@ void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
 
   // 1. Breaker, without side effects: no tokens for calls never made.
   if (breaker_ && !breaker_->Permits(now)) {
-    Refuse(policy, Reason::kCircuitOpen, breaker_->RetryAfter(now), now, out);
-    return;
+    return Refuse(policy, Reason::kCircuitOpen, breaker_->RetryAfter(now),
+                  now, out);
   }
   if (StoreRefuses()) {
-    Refuse(policy, Reason::kStoreUnavailable, absl::Seconds(1), now, out);
-    return;
+    return Refuse(policy, Reason::kStoreUnavailable, absl::Seconds(1), now,
+                  out);
   }
-  tick_asked_ += n;
+  if (share_) share_->tick_asked += n;
   // 2. Rate. With the store down and FAIL_OPEN, a cluster-scope limit does
   // not limit.
-  const bool rate_open = cluster_rate_ && ClusterGatesOpen();
+  const bool rate_open = cluster_rate() && ClusterGatesOpen();
   if (!rate_open && !TakeRate(n, now)) {
-    if (cluster_limit_[kRateUnits] > 0) refused_by_cluster_ = true;
-    Refuse(policy, Reason::kRateLimited, RateRetryAfter(n, now), now, out);
-    return;
+    if (share_ && share_->limit[kRateUnits] > 0) {
+      share_->refused_by_cluster = true;
+    }
+    return Refuse(policy, Reason::kRateLimited, RateRetryAfter(n, now), now,
+                  out);
   }
   // 3. Concurrency. An open cluster-scope cap still counts the call.
   bool holds_slot = false;
   if (concurrency_) {
-    if (cluster_concurrency_ && ClusterGatesOpen()) {
+    if (cluster_concurrency() && ClusterGatesOpen()) {
       concurrency_->ForceTake();
     } else if (!concurrency_->TryTake()) {
-      ++tick_concurrency_refused_;
-      if (cluster_limit_[kSlotUnits] > 0) refused_by_cluster_ = true;
+      if (share_) {
+        ++share_->tick_concurrency_refused;
+        if (share_->limit[kSlotUnits] > 0) share_->refused_by_cluster = true;
+      }
       if (!rate_open) RefundRate(n, now);
-      Refuse(policy, Reason::kConcurrencyLimited,
-             ConcurrencyRetryAfter(call_timeout_), now, out);
-      return;
+      return Refuse(policy, Reason::kConcurrencyLimited,
+                    ConcurrencyRetryAfter(policy.call_timeout), now, out);
     }
     holds_slot = true;
-    tick_peak_in_flight_ =
-        std::max(tick_peak_in_flight_, concurrency_->in_flight());
+    if (share_) {
+      share_->tick_peak_in_flight =
+          std::max(share_->tick_peak_in_flight, concurrency_->in_flight());
+    }
   }
   // 4. Probe slot while HALF_OPEN.
   uint64_t probe_round = 0;
@@ -251,47 +247,30 @@ void GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
     if (probe_round == 0) {
       if (holds_slot) concurrency_->Release();
       if (!rate_open) RefundRate(n, now);
-      Refuse(policy, Reason::kProbeLimit, ConcurrencyRetryAfter(call_timeout_),
-             now, out);
-      return;
+      return Refuse(policy, Reason::kProbeLimit,
+                    ConcurrencyRetryAfter(policy.call_timeout), now, out);
     }
   }
-  admitted_total_ += static_cast<uint64_t>(n);
+  if (share_) share_->admitted_total += static_cast<uint64_t>(n);
   out->remaining = RemainingRate(now);
-  PermitLedger::Permit evicted;
-  out->permit_id = ledger_.Issue(now, now + permit_expiry_, holds_slot,
-                                 probe_round, &evicted);
-  if (evicted.id != 0) {
-    Settle(evicted, Outcome::kTimeout, now - evicted.issued, now);
-  }
+  Admission admission;
+  admission.admitted = true;
+  admission.holds_slot = holds_slot;
+  admission.probe_round = probe_round;
+  return admission;
 }
 
-bool GateSet::Report(uint64_t permit_id, Outcome outcome,
+void GateSet::Settle(const Admission& admission, Outcome outcome,
                      absl::Duration latency, absl::Time now) {
-  ExpireDue(now);
-  PermitLedger::Permit permit;
-  if (!ledger_.Retire(permit_id, &permit)) return false;
-  Settle(permit, outcome, latency, now);
-  return true;
-}
-
-void GateSet::Settle(const PermitLedger::Permit& permit, Outcome outcome,
-                     absl::Duration latency, absl::Time now) {
-  ++counters_->outcomes[static_cast<int>(outcome)];
+  ++context_->counters->outcomes[static_cast<int>(outcome)];
   // The slot flag is from issue time; a cap removed since then holds nothing.
-  if (permit.holds_slot && concurrency_) concurrency_->Release();
-  if (breaker_) breaker_->Record(outcome, latency, permit.probe_round, now);
-}
-
-void GateSet::ExpireDue(absl::Time now) {
-  PermitLedger::Permit permit;
-  while (ledger_.PopExpired(now, &permit)) {
-    Settle(permit, Outcome::kTimeout, now - permit.issued, now);
+  if (admission.holds_slot && concurrency_) concurrency_->Release();
+  if (breaker_) {
+    breaker_->Record(outcome, latency, admission.probe_round, now);
   }
 }
 
 void GateSet::Sweep(absl::Time now) {
-  ExpireDue(now);
   if (breaker_) breaker_->State(now);
 }
 
@@ -302,7 +281,6 @@ void GateSet::SetOverride(BreakerOverride override, absl::Time now,
 }
 
 GateStatus GateSet::Status(absl::Time now) {
-  ExpireDue(now);
   GateStatus s;
   if (bucket_) s.tokens_available = bucket_->Available(now);
   if (window_) {
@@ -312,18 +290,17 @@ GateStatus GateSet::Status(absl::Time now) {
   }
   if (bucket_) {
     s.effective_rate = bucket_->rate_per_second() *
-                       absl::ToDoubleSeconds(rate_config_->per);
+                       absl::ToDoubleSeconds(rate_config()->per);
   }
-  if (cluster_rate_ && cluster_.enabled && rate_config_->rate > 0) {
-    s.rate_fraction = s.effective_rate / rate_config_->rate;
+  if (cluster_rate() && cluster_.enabled && rate_config()->rate > 0) {
+    s.rate_fraction = s.effective_rate / rate_config()->rate;
   }
-  s.has_grant = has_grant_ && now < grant_until_;
-  if (s.has_grant) s.granted = grant_;
+  s.has_grant = share_ && share_->has_grant && now < share_->grant_until;
+  if (s.has_grant) s.granted = share_->grant;
   if (concurrency_) {
     s.in_flight = concurrency_->in_flight();
     s.effective_max_in_flight = concurrency_->max();
   }
-  s.live_permits = ledger_.live();
   if (breaker_) {
     s.has_breaker = true;
     s.breaker_state = breaker_->State(now);
@@ -341,7 +318,7 @@ GateStatus GateSet::Status(absl::Time now) {
 bool GateSet::SharedBreaker() const {
   // Per-key breakers stay local to each replica; only the dependency's
   // breaker is shared, and its probes are leased cluster-wide.
-  return cluster_.enabled && cluster_.store_up && !per_key_;
+  return cluster_.enabled && cluster_.store_up && !policy_->per_key;
 }
 
 void GateSet::SetClusterState(const ClusterState& cluster, absl::Time now) {
@@ -362,50 +339,53 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
                           KeyTick* out) {
   const uint32_t in_flight = concurrency_ ? concurrency_->in_flight() : 0;
   const double seconds = std::max(absl::ToDoubleSeconds(interval), 1e-3);
-  const double asked_per_second = tick_asked_ / seconds;
-  out->key = key_;
-  out->limit = cluster_limit_;
+  if (!share_) return;
+  ClusterShare& share = *share_;
+  const double asked_per_second = share.tick_asked / seconds;
+  out->key = std::string(key_);
+  out->limit = share.limit;
   out->demand = {};
   out->usage = {};
-  if (cluster_limit_[kRateUnits] > 0) {
-    const RateLimitConfig& rate = *rate_config_;
+  if (share.limit[kRateUnits] > 0) {
+    const RateLimitConfig& rate = *rate_config();
     const double per = absl::ToDoubleSeconds(rate.per);
     if (rate.algorithm == RateAlgorithm::kTokenBucket) {
       // Capacity needed for the asked rate: rate follows capacity.
       out->demand[kRateUnits] =
-          asked_per_second * per / rate.rate * cluster_limit_[kRateUnits];
+          asked_per_second * per / rate.rate * share.limit[kRateUnits];
     } else {
       out->demand[kRateUnits] = asked_per_second * per;
       out->usage[kRateUnits] = window_->Count(now);
     }
   }
-  if (cluster_limit_[kSlotUnits] > 0) {
+  if (share.limit[kSlotUnits] > 0) {
     out->demand[kSlotUnits] =
-        std::max(tick_peak_in_flight_, in_flight) +
-        static_cast<double>(tick_concurrency_refused_);
+        std::max(share.tick_peak_in_flight, in_flight) +
+        static_cast<double>(share.tick_concurrency_refused);
     out->usage[kSlotUnits] = in_flight;
   }
   out->applied = {};
   out->applied_left = absl::ZeroDuration();
   if (cluster_.store_up && has_cluster_limit()) {
     for (int r = 0; r < kClusterResources; ++r) {
-      if (cluster_limit_[r] > 0) out->applied[r] = ClusterUnits(r, now);
+      if (share.limit[r] > 0) out->applied[r] = ClusterUnits(r, now);
     }
-    out->applied_left = has_grant_ && now < grant_until_
-                            ? grant_until_ - now
+    out->applied_left = share.has_grant && now < share.grant_until
+                            ? share.grant_until - now
                             : absl::InfiniteDuration();
   }
-  out->admitted_total = admitted_total_;
-  tick_asked_ = 0;
-  tick_peak_in_flight_ = in_flight;
-  tick_concurrency_refused_ = 0;
-  refused_by_cluster_ = false;
+  out->admitted_total = share.admitted_total;
+  share.tick_asked = 0;
+  share.tick_peak_in_flight = in_flight;
+  share.tick_concurrency_refused = 0;
+  share.refused_by_cluster = false;
 }
 
 void GateSet::ApplyGrant(const KeyGrant& grant, absl::Time now) {
-  has_grant_ = grant.granted;
-  if (grant.granted) grant_ = grant.units;
-  grant_until_ = grant.valid_until;
+  if (!share_) return;  // the policy lost its cluster scope meanwhile
+  share_->has_grant = grant.granted;
+  if (grant.granted) share_->grant = grant.units;
+  share_->grant_until = grant.valid_until;
   ApplyLimits(now);
 }
 
@@ -415,7 +395,7 @@ void GateSet::CollectBreaker(absl::Time now, DependencyTick* out) {
   out->outcomes = breaker_->totals();
   out->breaker = breaker_->Export(now);
   out->lease_cap = breaker_->config().half_open_probes;
-  out->lease_ttl = permit_expiry_;
+  out->lease_ttl = permit_expiry();
   const uint32_t refused = breaker_->TakeProbeRefusals();
   if (breaker_->State(now) == BreakerState::kHalfOpen) {
     out->leases_wanted =
@@ -444,17 +424,17 @@ void GateSet::ApplyBreaker(const DependencyUpdate& update, absl::Time now) {
 void GateSet::OnTransition(BreakerState from, BreakerState to,
                            const std::string& cause, absl::Time at,
                            uint64_t generation, absl::Time open_until) {
-  if (sink_ == nullptr) return;
+  if (context_->sink == nullptr) return;
   BreakerTransition t;
-  t.dependency = dependency_;
-  t.key = key_;
+  t.dependency = context_->dependency;
+  t.key = std::string(key_);
   t.from = from;
   t.to = to;
   t.cause = cause;
   t.at = at;
   t.generation = generation;
   t.open_until = open_until;
-  sink_->OnBreakerTransition(t);
+  context_->sink->OnBreakerTransition(t);
 }
 
 }  // namespace sluice::core

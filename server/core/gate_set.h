@@ -3,9 +3,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/core/circuit_breaker.h"
 #include "server/core/concurrency_limiter.h"
@@ -75,34 +77,60 @@ struct GateStatus {
   OutcomeWindow window;
 };
 
-// The three gates (rate, concurrency, breaker) and the permit ledger of one
-// dependency or key, applied in this order: breaker peek,
-// rate, concurrency, probe slot, refunding tokens when a later gate refuses.
+// What the gate sets of one dependency share, so that a key's gate set
+// holds only its own state. Must outlive the gate sets.
+struct GateContext {
+  // Told about breaker transitions; may be null.
+  EventSink* sink = nullptr;
+  // Settled outcomes are counted here.
+  DecisionCounters* counters = nullptr;
+  // Names the dependency in transitions.
+  std::string dependency;
+  // Extra time before an unreported permit counts as a TIMEOUT (see
+  // Engine::Options::permit_grace).
+  absl::Duration permit_grace = absl::ZeroDuration();
+};
+
+// What a call Acquire let through holds until it is settled: the owner
+// records it as a permit (see PermitLedger) and hands it back to Settle.
+struct Admission {
+  bool admitted = false;
+  bool holds_slot = false;   // holds a concurrency slot
+  uint64_t probe_round = 0;  // breaker round of a HALF_OPEN probe, or 0
+};
+
+// The three gates (rate, concurrency, breaker) of one dependency or key,
+// applied in this order: breaker peek, rate, concurrency, probe slot,
+// refunding tokens when a later gate refuses. The owner keeps the permits
+// (one ledger for many gate sets) and settles them here. A gate set points
+// at the policy it was built or last reconfigured with, which must outlive
+// it until the next Reconfigure.
 // Not thread-safe; the owner (Dependency) locks.
 class GateSet final : public BreakerListener {
  public:
-  // `sink` may be null. `dependency` and `key` name the transitions.
-  // Settled outcomes are counted into `counters`, which must outlive this.
+  // `key` names the transitions (with the context's dependency); both must
+  // outlive this.
   GateSet(const PolicyConfig& policy, absl::Time now,
-          PermitLedger::Origin origin,
-          EventSink* sink, DecisionCounters* counters, std::string dependency,
-          std::string key);
+          const GateContext* context, absl::string_view key);
+
+  absl::string_view key() const { return key_; }
 
   // Decides one call under `policy` (the one this set was built or last
-  // reconfigured with). Fills every field of `out` but policy.
-  void Acquire(const PolicyConfig& policy, uint32_t permits, absl::Time now,
-               Decision* out);
+  // reconfigured with). Fills every field of `out` but policy and
+  // permit_id; an admitted call (ALLOW, or a shadow policy's refusal) needs
+  // a permit from the owner, expiring permit_expiry() from now.
+  Admission Acquire(const PolicyConfig& policy, uint32_t permits,
+                    absl::Time now, Decision* out);
 
-  // Settles permit `permit_id`. False, changing nothing, for an unknown,
-  // repeated or expired permit.
-  bool Report(uint64_t permit_id, Outcome outcome, absl::Duration latency,
-              absl::Time now);
+  // Releases what an admitted call holds and feeds its outcome to the
+  // breaker.
+  void Settle(const Admission& admission, Outcome outcome,
+              absl::Duration latency, absl::Time now);
 
-  // Extra time before an unreported permit counts as a TIMEOUT (see
-  // Engine::Options::permit_grace).
-  void set_permit_grace(absl::Duration grace) {
-    permit_grace_ = grace;
-    permit_expiry_ = 2 * call_timeout_ + permit_grace_;
+  // An unreported permit counts as a TIMEOUT after this:
+  // 2 x call_timeout + the context's permit_grace.
+  absl::Duration permit_expiry() const {
+    return 2 * policy_->call_timeout + context_->permit_grace;
   }
 
   // kClosed when there is no breaker.
@@ -110,8 +138,7 @@ class GateSet final : public BreakerListener {
     return breaker_ ? breaker_->State(now) : BreakerState::kClosed;
   }
 
-  // Expires permits past their deadline (as TIMEOUT) and lets an OPEN
-  // breaker become HALF_OPEN when its time is over.
+  // Lets an OPEN breaker become HALF_OPEN when its time is over.
   void Sweep(absl::Time now);
 
   // Applies a changed policy, keeping tokens, window counts, in-flight calls
@@ -121,6 +148,7 @@ class GateSet final : public BreakerListener {
   void SetOverride(BreakerOverride override, absl::Time now,
                    const std::string& cause);
 
+  // Every field but live_permits, which the owner knows.
   GateStatus Status(absl::Time now);
 
   // Cluster mode: the store's state, applied to the cluster-scope gates.
@@ -133,13 +161,19 @@ class GateSet final : public BreakerListener {
   // A per_key key wants to be pushed with the next tick: it holds a grant,
   // or a cluster-scope gate refused it. True once until Dequeued().
   bool TakeSyncRequest() {
-    if (queued_ || !(has_grant_ || refused_by_cluster_)) return false;
-    queued_ = true;
+    if (!share_ || share_->queued ||
+        !(share_->has_grant || share_->refused_by_cluster)) {
+      return false;
+    }
+    share_->queued = true;
     return true;
   }
-  void Dequeued() { queued_ = false; }
+  void Dequeued() {
+    if (share_) share_->queued = false;
+  }
   bool has_cluster_limit() const {
-    return cluster_limit_[kRateUnits] > 0 || cluster_limit_[kSlotUnits] > 0;
+    return share_ && (share_->limit[kRateUnits] > 0 ||
+                      share_->limit[kSlotUnits] > 0);
   }
   // Breaker side of a tick (no-ops without a breaker).
   void CollectBreaker(absl::Time now, DependencyTick* out);
@@ -153,22 +187,33 @@ class GateSet final : public BreakerListener {
  private:
   // A refusal for `reason`: DEGRADE when the fallback covers it, else REJECT
   // with the suggested HTTP status; a shadow policy allows (reason SHADOW).
-  void Refuse(const PolicyConfig& policy, Reason reason,
-              absl::Duration retry_after, absl::Time now, Decision* out);
+  // Returns what a shadow policy admits anyway.
+  Admission Refuse(const PolicyConfig& policy, Reason reason,
+                   absl::Duration retry_after, absl::Time now, Decision* out);
   bool TakeRate(double permits, absl::Time now);
   void RefundRate(double permits, absl::Time now);
   int64_t RemainingRate(absl::Time now);
   absl::Duration RateRetryAfter(double permits, absl::Time now);
-  // Releases what a permit holds and feeds its outcome to the breaker.
-  void Settle(const PermitLedger::Permit& permit, Outcome outcome,
-              absl::Duration latency, absl::Time now);
-  void ExpireDue(absl::Time now);
   // Sets the limiters from the policy and, for cluster-scope gates, from
   // this replica's grant.
   void ApplyLimits(absl::Time now);
   // Units of cluster resource `r` this replica may use while the store is
   // up (or, LOCAL, down).
   int64_t ClusterUnits(int r, absl::Time now) const;
+  // The policy's limits as written, before any cluster share.
+  const RateLimitConfig* rate_config() const {
+    return policy_->rate_limit ? &*policy_->rate_limit : nullptr;
+  }
+  uint32_t max_in_flight() const {
+    return policy_->concurrency ? policy_->concurrency->max_in_flight : 0;
+  }
+  bool cluster_rate() const {
+    return policy_->rate_limit && policy_->rate_limit->scope == Scope::kCluster;
+  }
+  bool cluster_concurrency() const {
+    return policy_->concurrency &&
+           policy_->concurrency->scope == Scope::kCluster;
+  }
   // Whether this breaker is the cluster's shared one (probe leases).
   bool SharedBreaker() const;
   // Whether cluster-scope limits are skipped (store down, FAIL_OPEN).
@@ -176,48 +221,43 @@ class GateSet final : public BreakerListener {
   // Whether calls are refused for want of the store (FAIL_CLOSED).
   bool StoreRefuses() const;
 
-  EventSink* const sink_;
-  DecisionCounters* const counters_;
-  const std::string dependency_;
-  const std::string key_;
+  const GateContext* const context_;
+  const absl::string_view key_;
 
-  absl::Duration call_timeout_;
-  // An unreported permit counts as a TIMEOUT after this:
-  // 2 x call_timeout + permit_grace_.
-  absl::Duration permit_expiry_;
-  absl::Duration permit_grace_ = absl::ZeroDuration();
+  // The policy this set was built or last reconfigured with.
+  const PolicyConfig* policy_ = nullptr;
+  // The gates the policy has. The window and the breaker are large and
+  // less common, so they live apart and cost a pointer when absent.
   std::optional<TokenBucket> bucket_;
-  std::optional<SlidingWindow> window_;
+  std::unique_ptr<SlidingWindow> window_;
   std::optional<ConcurrencyLimiter> concurrency_;
-  std::optional<CircuitBreaker> breaker_;
+  std::unique_ptr<CircuitBreaker> breaker_;
   // Held so that a breaker added by a later policy edit starts overridden.
   BreakerOverride override_ = BreakerOverride::kAuto;
-  PermitLedger ledger_;
 
-  // The policy's limits as written, before any cluster share.
-  std::optional<RateLimitConfig> rate_config_;
-  uint32_t max_in_flight_ = 0;
-  bool cluster_rate_ = false;
-  bool cluster_concurrency_ = false;
-  StoreFailureMode store_failure_ = StoreFailureMode::kFailOpen;
   ClusterState cluster_;
-  bool per_key_ = false;
-  // The policy's cluster-scope limits in whole units (0: not cluster-scope).
-  Units cluster_limit_{};
-  // The store's grant; valid until grant_until_ on this replica's clock.
-  bool has_grant_ = false;
-  Units grant_{};
-  absl::Time grant_until_ = absl::InfinitePast();
-  // A cluster-scope gate refused a call since the last tick.
-  bool refused_by_cluster_ = false;
-  // In the dependency's list of keys to push.
-  bool queued_ = false;
+  // Cluster mode, for a policy with a cluster-scope gate: this replica's
+  // part of it. Absent otherwise, so a key costs nothing for it.
+  struct ClusterShare {
+    // The policy's cluster-scope limits in whole units (0: not
+    // cluster-scope).
+    Units limit{};
+    // The store's grant; valid until grant_until on this replica's clock.
+    bool has_grant = false;
+    Units grant{};
+    absl::Time grant_until = absl::InfinitePast();
+    // A cluster-scope gate refused a call since the last tick.
+    bool refused_by_cluster = false;
+    // In the dependency's list of keys to push.
+    bool queued = false;
 
-  // Demand of the tick in progress.
-  double tick_asked_ = 0;
-  uint32_t tick_peak_in_flight_ = 0;
-  uint64_t tick_concurrency_refused_ = 0;
-  uint64_t admitted_total_ = 0;
+    // Demand of the tick in progress.
+    double tick_asked = 0;
+    uint32_t tick_peak_in_flight = 0;
+    uint64_t tick_concurrency_refused = 0;
+    uint64_t admitted_total = 0;
+  };
+  std::unique_ptr<ClusterShare> share_;
 };
 
 }  // namespace sluice::core

@@ -28,7 +28,7 @@ PermitLedger::PermitLedger(Origin origin)
 
 uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
                              bool holds_slot, uint64_t probe_round,
-                             Permit* evicted) {
+                             void* holder, Permit* evicted) {
   evicted->id = 0;
   SkipDead();
   if (next_ - head_ == ring_.size()) {
@@ -52,19 +52,32 @@ uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
   slot.permit.deadline = deadline;
   slot.permit.holds_slot = holds_slot;
   slot.permit.probe_round = probe_round;
+  slot.permit.holder = holder;
   slot.live = true;
   ++live_;
   return slot.permit.id;
 }
 
-bool PermitLedger::Retire(uint64_t id, Permit* out) {
-  if ((id >> kSeqBits) != epoch_) return false;
+PermitLedger::Slot* PermitLedger::LiveSlot(uint64_t id) {
+  if ((id >> kSeqBits) != epoch_) return nullptr;
   // The position of `id` if it lies at or after head_, counting across a
   // wrap of the 40-bit sequence; an older id lands far past next_.
   const uint64_t position = head_ + (((id & kSeqMask) - head_) & kSeqMask);
-  if (position >= next_) return false;
+  if (position >= next_) return nullptr;
   Slot& slot = SlotFor(position);
-  if (!slot.live || slot.permit.id != id) return false;
+  if (!slot.live || slot.permit.id != id) return nullptr;
+  return &slot;
+}
+
+const PermitLedger::Permit* PermitLedger::Find(uint64_t id) {
+  Slot* slot = LiveSlot(id);
+  return slot == nullptr ? nullptr : &slot->permit;
+}
+
+bool PermitLedger::Retire(uint64_t id, Permit* out) {
+  Slot* found = LiveSlot(id);
+  if (found == nullptr) return false;
+  Slot& slot = *found;
   *out = slot.permit;
   slot.live = false;
   --live_;

@@ -27,6 +27,9 @@ class PermitLedger {
     absl::Time deadline;
     bool holds_slot = false;  // holds a concurrency slot
     uint64_t probe_round = 0;  // breaker round of a HALF_OPEN probe, or 0
+    // Whose permit it is, for an owner that keeps one ledger for many
+    // holders (the keys of a dependency); opaque to the ledger.
+    void* holder = nullptr;
   };
 
   // The ring never grows beyond this many live permits; past it the oldest
@@ -48,7 +51,11 @@ class PermitLedger {
   // retired first and returned through `evicted` (so the caller can count it
   // as a timeout); `evicted->id` is 0 otherwise.
   uint64_t Issue(absl::Time issued, absl::Time deadline, bool holds_slot,
-                 uint64_t probe_round, Permit* evicted);
+                 uint64_t probe_round, void* holder, Permit* evicted);
+
+  // The live permit `id`, left in place; null for an unknown, already
+  // reported or expired permit.
+  const Permit* Find(uint64_t id);
 
   // Removes and returns the live permit `id`. False for an unknown, already
   // reported or expired permit.
@@ -77,6 +84,8 @@ class PermitLedger {
     return ring_[position & (ring_.size() - 1)];
   }
   void Grow();
+  // The slot of live permit `id`, or null.
+  Slot* LiveSlot(uint64_t id);
   // Moves head_ past retired slots.
   void SkipDead();
 

@@ -9,14 +9,16 @@ TokenBucket::TokenBucket(double rate, absl::Duration per, double burst,
     : per_second_(rate / absl::ToDoubleSeconds(per)),
       burst_(burst),
       tokens_(burst),
-      last_(now) {}
+      last_ns_(absl::ToUnixNanos(now)) {}
 
 void TokenBucket::Refill(absl::Time now) {
   // A clock that steps back must not take tokens away.
-  if (now <= last_) return;
-  tokens_ = std::min(burst_,
-                     tokens_ + absl::ToDoubleSeconds(now - last_) * per_second_);
-  last_ = now;
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  if (now_ns <= last_ns_) return;
+  tokens_ = std::min(
+      burst_, tokens_ + static_cast<double>(now_ns - last_ns_) * 1e-9 *
+                            per_second_);
+  last_ns_ = now_ns;
 }
 
 bool TokenBucket::TryTake(double n, absl::Time now) {

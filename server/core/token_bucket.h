@@ -38,7 +38,9 @@ class TokenBucket {
   double per_second_;
   double burst_;
   double tokens_;
-  absl::Time last_;
+  // When it last refilled, in nanoseconds since the Unix epoch (half the
+  // size of an absl::Time; a bucket per key adds up).
+  int64_t last_ns_;
 };
 
 }  // namespace sluice::core

@@ -36,6 +36,7 @@ enum class MetricId : int {
   kAcquireDuration,
   kEventsDropped,
   kWatchers,
+  kDecideStreams,
   kCount,  // not a metric
 };
 
@@ -123,13 +124,19 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "Cluster mode only."},
         {MetricId::kAcquireDuration, "sluice_acquire_duration_seconds",
          MetricType::kHistogram, {nullptr},
-         "Time to handle one Acquire RPC, from handler entry to the answer."},
+         "Time to handle one Acquire, from handler entry to the answer: a "
+         "unary RPC or one call of a Decide stream."},
         {MetricId::kEventsDropped, "sluice_watch_events_dropped_total",
          MetricType::kCounter, {nullptr},
          "Events dropped because a WatchEvents client read too slowly."},
         {MetricId::kWatchers, "sluice_watchers", MetricType::kGauge,
          {nullptr},
          "WatchEvents streams open now (sluicectl watch and the like)."},
+        {MetricId::kDecideStreams, "sluice_decide_streams", MetricType::kGauge,
+         {nullptr},
+         "DecisionService.Decide streams open now (gateways deciding over "
+         "one long-lived stream). Their calls count in the other metrics "
+         "like unary ones."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

@@ -203,6 +203,10 @@ std::vector<MetricFamily> Metrics::Collect() const {
           : 0);
   Add(family(MetricId::kWatchers), MetricId::kWatchers, {},
       sources_.watchers ? static_cast<double>(sources_.watchers()) : 0);
+  Add(family(MetricId::kDecideStreams), MetricId::kDecideStreams, {},
+      sources_.decide_streams
+          ? static_cast<double>(sources_.decide_streams())
+          : 0);
 
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.

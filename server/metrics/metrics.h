@@ -54,6 +54,8 @@ struct Sources {
   std::function<std::pair<uint64_t, uint64_t>()> unknown_decisions;
   // WatchEvents streams open now.
   std::function<uint64_t()> watchers;
+  // Decide streams open now.
+  std::function<uint64_t()> decide_streams;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at

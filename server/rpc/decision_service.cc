@@ -23,31 +23,38 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
 
 DecisionServiceImpl::DecisionServiceImpl(
     core::Engine* engine, std::function<void(absl::Duration)> on_acquire)
-    : engine_(engine), on_acquire_(std::move(on_acquire)) {}
+    : engine_(engine),
+      on_acquire_(std::move(on_acquire)),
+      decide_handler_([this](const v1::DecideRequest& request,
+                             v1::DecideResponse* response) {
+        HandleDecide(request, response);
+      }) {}
 
 grpc::ServerUnaryReactor* DecisionServiceImpl::Acquire(
     grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
     v1::AcquireResponse* response) {
-  const absl::Time start = on_acquire_ ? absl::Now() : absl::InfinitePast();
-  grpc::ServerUnaryReactor* reactor = DoAcquire(context, request, response);
-  if (on_acquire_) on_acquire_(absl::Now() - start);
-  return reactor;
+  return Finish(context, AcquireOne(*request, response));
 }
 
-grpc::ServerUnaryReactor* DecisionServiceImpl::DoAcquire(
-    grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
-    v1::AcquireResponse* response) {
-  if (absl::Status s = ValidateAcquireRequest(*request); !s.ok()) {
-    return Finish(context, s);
-  }
+absl::Status DecisionServiceImpl::AcquireOne(const v1::AcquireRequest& request,
+                                             v1::AcquireResponse* response) {
+  const absl::Time start = on_acquire_ ? absl::Now() : absl::InfinitePast();
+  absl::Status status = DecideAcquire(request, response);
+  if (on_acquire_) on_acquire_(absl::Now() - start);
+  return status;
+}
+
+absl::Status DecisionServiceImpl::DecideAcquire(
+    const v1::AcquireRequest& request, v1::AcquireResponse* response) {
+  SLUICE_RETURN_IF_ERROR(ValidateAcquireRequest(request));
   absl::StatusOr<core::Decision> decision = engine_->Acquire(
-      request->dependency(), request->key(), request->permits());
-  if (!decision.ok()) return Finish(context, decision.status());
+      request.dependency(), request.key(), request.permits());
+  if (!decision.ok()) return decision.status();
   DecisionToProto(*decision, response);
   if (!permit_suffix_.empty() && !response->permit_id().empty()) {
     response->mutable_permit_id()->append(permit_suffix_);
   }
-  return Finish(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
 void DecisionServiceImpl::EnableForwarding(
@@ -75,13 +82,20 @@ core::BreakerState DecisionServiceImpl::Settle(
                          args.outcome, args.latency);
 }
 
+absl::StatusOr<core::BreakerState> DecisionServiceImpl::ReportOne(
+    const v1::ReportResultRequest& request) {
+  absl::StatusOr<ReportArgs> args = ParseReportRequest(request);
+  if (!args.ok()) return args.status();
+  return Settle(request, *args);
+}
+
 grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
     grpc::CallbackServerContext* context,
     const v1::ReportResultRequest* request,
     v1::ReportResultResponse* response) {
-  absl::StatusOr<ReportArgs> args = ParseReportRequest(*request);
-  if (!args.ok()) return Finish(context, args.status());
-  response->set_breaker_state(BreakerStateToProto(Settle(*request, *args)));
+  absl::StatusOr<core::BreakerState> state = ReportOne(*request);
+  if (!state.ok()) return Finish(context, state.status());
+  response->set_breaker_state(BreakerStateToProto(*state));
   return Finish(context, absl::OkStatus());
 }
 
@@ -113,6 +127,67 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResults(
         BreakerStateToProto(Settle(request->reports(i), args[i])));
   }
   return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerBidiReactor<v1::DecideRequest, v1::DecideResponse>*
+DecisionServiceImpl::Decide(grpc::CallbackServerContext* /*context*/) {
+  return new DecideStream(&decide_handler_, &open_streams_);
+}
+
+void DecisionServiceImpl::HandleDecide(const v1::DecideRequest& request,
+                                       v1::DecideResponse* response) {
+  const int n = request.calls_size();
+  response->mutable_results()->Reserve(n);
+  if (n > kMaxDecideCalls) {
+    // Each call still gets its result, so a client waiting on a request id
+    // is not left hanging; the stream stays open.
+    const std::string message =
+        absl::StrCat("calls: at most ", kMaxDecideCalls,
+                     " per DecideRequest, got ", n, "; no call was handled");
+    for (const v1::DecideCall& call : request.calls()) {
+      v1::DecideResult* result = response->add_results();
+      result->set_request_id(call.request_id());
+      result->mutable_error()->set_code(grpc::StatusCode::INVALID_ARGUMENT);
+      result->mutable_error()->set_message(message);
+    }
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    const v1::DecideCall& call = request.calls(i);
+    v1::DecideResult* result = response->add_results();
+    result->set_request_id(call.request_id());
+    absl::Status status;
+    absl::string_view field;
+    switch (call.call_case()) {
+      case v1::DecideCall::kAcquire:
+        field = "acquire";
+        status = AcquireOne(call.acquire(), result->mutable_acquire());
+        break;
+      case v1::DecideCall::kReport: {
+        field = "report";
+        absl::StatusOr<core::BreakerState> state = ReportOne(call.report());
+        if (state.ok()) {
+          result->mutable_report()->set_breaker_state(
+              BreakerStateToProto(*state));
+        }
+        status = state.status();
+        break;
+      }
+      case v1::DecideCall::CALL_NOT_SET:
+        // Also a call kind newer than this server, which parses as an
+        // unknown field.
+        status = absl::InvalidArgumentError(
+            "one of acquire or report is required");
+        break;
+    }
+    if (!status.ok()) {
+      v1::DecideError* error = result->mutable_error();  // clears the oneof
+      error->set_code(ToGrpcStatus(status).error_code());
+      error->set_message(absl::StrCat("calls[", i, "]",
+                                      field.empty() ? "" : ".", field, ": ",
+                                      status.message()));
+    }
+  }
 }
 
 }  // namespace sluice::rpc

@@ -3,6 +3,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 
 #include "absl/time/time.h"
@@ -10,14 +12,16 @@
 #include "server/core/engine.h"
 #include "server/core/tick.h"
 #include "server/rpc/decision_convert.h"
+#include "server/rpc/decision_stream.h"
 #include "sluice/v1/decision.grpc.pb.h"
 
 namespace sluice::rpc {
 
 // sluice.v1.DecisionService on the gRPC callback API. Each handler validates
 // the request, asks the engine, converts the answer and finishes inline; it
-// holds no logic or state of its own and logs nothing per request. Safe for
-// concurrent use; `engine` must outlive the service.
+// holds no logic or state of its own and logs nothing per request. Decide
+// runs the very same per-call code for each call of its stream
+// (DecideStream). Safe for concurrent use; `engine` must outlive the service.
 class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
  public:
   // `on_acquire`, when set, is told how long each Acquire took to handle
@@ -40,6 +44,9 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
       const v1::ReportResultsRequest* request,
       v1::ReportResultsResponse* response) override;
 
+  grpc::ServerBidiReactor<v1::DecideRequest, v1::DecideResponse>* Decide(
+      grpc::CallbackServerContext* context) override;
+
   // Cluster mode: permits carry `replica_id`, and a report for a permit of
   // another replica goes to `forward`, which passes it on to the issuer (and
   // returns false when it cannot; the permit then expires there). Call
@@ -47,13 +54,27 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
   void EnableForwarding(std::string replica_id,
                         std::function<bool(core::ForwardedReport)> forward);
 
+  // Decide streams open now.
+  int64_t open_streams() const { return open_streams_.load(); }
+
   // Most reports one ReportResults call may carry.
   static constexpr int kMaxBatch = 10000;
+  // Most calls one DecideRequest may carry.
+  static constexpr int kMaxDecideCalls = 1000;
 
  private:
-  grpc::ServerUnaryReactor* DoAcquire(grpc::CallbackServerContext* context,
-                                      const v1::AcquireRequest* request,
-                                      v1::AcquireResponse* response);
+  // One Acquire, unary or streamed: validate, decide, convert, and tell
+  // on_acquire_ how long it took.
+  absl::Status AcquireOne(const v1::AcquireRequest& request,
+                          v1::AcquireResponse* response);
+  absl::Status DecideAcquire(const v1::AcquireRequest& request,
+                             v1::AcquireResponse* response);
+  // One report, unary or streamed: check it, then settle it.
+  absl::StatusOr<core::BreakerState> ReportOne(
+      const v1::ReportResultRequest& request);
+  // One message of a Decide stream: a result per call, in order.
+  void HandleDecide(const v1::DecideRequest& request,
+                    v1::DecideResponse* response);
 
   // Settles one checked report here, or forwards it to its issuer; the
   // breaker state this replica sees for the dependency.
@@ -66,6 +87,8 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
   std::string replica_id_;
   std::string permit_suffix_;  // "@" + replica_id_, or ""
   std::function<bool(core::ForwardedReport)> forward_;
+  const DecideStream::Handler decide_handler_;
+  std::atomic<int64_t> open_streams_{0};
 };
 
 }  // namespace sluice::rpc

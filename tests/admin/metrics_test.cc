@@ -155,7 +155,7 @@ TEST(MetricListTest, NamesAreUniqueValidAndNeverUseKey) {
 }
 
 TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
   metrics_ptr_ = &metrics;
   Workload();
   metrics.ObserveAcquire(absl::Microseconds(40));
@@ -179,7 +179,7 @@ TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
 }
 
 TEST_F(MetricsTest, DecisionCountersAreConservedAndLabelled) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
   metrics_ptr_ = &metrics;
   std::map<std::string, int> calls = Workload();
   const std::vector<Sample> s = Parse(metrics.Render());
@@ -243,7 +243,7 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
                   },
                   [] { return uint64_t{7}; },
                   [] { return std::pair<uint64_t, uint64_t>(5, 1); },
-                  nullptr};
+                  nullptr, nullptr};
   Metrics metrics(sources);
   const std::vector<Sample> s = Parse(metrics.Render());
   EXPECT_EQ(Sum(s, "sluice_store_up"), 0);
@@ -260,13 +260,24 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
 }
 
 TEST_F(MetricsTest, WatchersAreTheOpenWatchStreams) {
-  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr};
+  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
   uint64_t open = 2;
   sources.watchers = [&] { return open; };
   Metrics metrics(sources);
   EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_watchers"), 2);
   open = 0;
   EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_watchers"), 0);
+}
+
+TEST_F(MetricsTest, DecideStreamsAreTheOpenDecideStreams) {
+  Sources sources;
+  sources.engine = &engine_;
+  uint64_t open = 3;
+  sources.decide_streams = [&] { return open; };
+  Metrics metrics(sources);
+  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_decide_streams"), 3);
+  open = 1;
+  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_decide_streams"), 1);
 }
 
 TEST(LatencyHistogramTest, BucketsAreCumulative) {
@@ -287,7 +298,7 @@ TEST(LatencyHistogramTest, BucketsAreCumulative) {
 // The real /metrics endpoint, checked by promtool (Debian package
 // "prometheus"), and its decision counters against the calls made.
 TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
   metrics_ptr_ = &metrics;
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       MetricsServer::Start("127.0.0.1:0", &metrics);
@@ -328,7 +339,7 @@ TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
 TEST(MetricsServerTest, BusyAddressIsAnError) {
   sluice::testing::FakeClock clock;
   core::Engine engine(&clock, core::Engine::Options());
-  Metrics metrics({&engine, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics({&engine, nullptr, nullptr, nullptr, nullptr, nullptr});
   auto first = MetricsServer::Start("127.0.0.1:0", &metrics);
   ASSERT_TRUE(first.ok());
   auto second = MetricsServer::Start(

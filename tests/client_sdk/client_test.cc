@@ -73,6 +73,7 @@ class InProcessSluice {
   }
   testing::FakeClock& clock() { return clock_; }
   core::Engine& engine() { return engine_; }
+  rpc::DecisionServiceImpl& service() { return service_; }
 
  private:
   testing::FakeClock clock_;
@@ -83,9 +84,12 @@ class InProcessSluice {
 
 class ClientTest : public ::testing::Test {
  protected:
+  virtual bool UseStream() const { return false; }
+
   void SetUp() override {
     ClientOptions options;
     options.channel = sluice_.Channel();
+    options.use_stream = UseStream();
     // In-process calls are fast, but the test machine may be busy.
     options.acquire_timeout = absl::Seconds(5);
     auto client = Client::Create(options);
@@ -117,6 +121,19 @@ class ClientTest : public ::testing::Test {
   std::unique_ptr<Client> client_;
 };
 
+// The client's behaviour through either transport: one unary RPC per call,
+// or the Decide stream (ClientOptions::use_stream).
+class ClientTransportTest : public ClientTest,
+                            public ::testing::WithParamInterface<bool> {
+ protected:
+  bool UseStream() const override { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClientTransportTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Stream" : "Unary";
+                         });
+
 TEST_F(ClientTest, CreateRejectsOptionsWithoutTarget) {
   auto client = Client::Create(ClientOptions());
   EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
@@ -127,7 +144,7 @@ TEST_F(ClientTest, CreateRejectsOptionsWithoutTarget) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(ClientTest, AllowCarriesThePolicysCallTimeout) {
+TEST_P(ClientTransportTest, AllowCarriesThePolicysCallTimeout) {
   Permit permit = client_->Acquire("guarded");
   EXPECT_TRUE(permit.allowed());
   EXPECT_FALSE(permit.decided_locally());
@@ -138,7 +155,7 @@ TEST_F(ClientTest, AllowCarriesThePolicysCallTimeout) {
   EXPECT_TRUE(permit.reported());
 }
 
-TEST_F(ClientTest, ReportReleasesTheConcurrencySlot) {
+TEST_P(ClientTransportTest, ReportReleasesTheConcurrencySlot) {
   Permit first = client_->Acquire("guarded");
   ASSERT_TRUE(first.allowed());
   Permit second = client_->Acquire("guarded");
@@ -152,7 +169,7 @@ TEST_F(ClientTest, ReportReleasesTheConcurrencySlot) {
   EXPECT_TRUE(client_->Acquire("guarded").allowed());
 }
 
-TEST_F(ClientTest, UnreportedPermitReportsCancelledWhenDestroyed) {
+TEST_P(ClientTransportTest, UnreportedPermitReportsCancelledWhenDestroyed) {
   {
     Permit permit = client_->Acquire("guarded");
     ASSERT_TRUE(permit.allowed());
@@ -165,7 +182,7 @@ TEST_F(ClientTest, UnreportedPermitReportsCancelledWhenDestroyed) {
   EXPECT_EQ(again.breaker_state(), BreakerState::kClosed);
 }
 
-TEST_F(ClientTest, MoveAssignSettlesTheOverwrittenPermit) {
+TEST_P(ClientTransportTest, MoveAssignSettlesTheOverwrittenPermit) {
   Permit held = client_->Acquire("guarded");
   ASSERT_TRUE(held.allowed());
   held = Permit();  // Drops the ALLOW: reported CANCELLED.
@@ -173,7 +190,7 @@ TEST_F(ClientTest, MoveAssignSettlesTheOverwrittenPermit) {
   EXPECT_TRUE(client_->Acquire("guarded").allowed());
 }
 
-TEST_F(ClientTest, RateLimitRejectsWithRetryAfter) {
+TEST_P(ClientTransportTest, RateLimitRejectsWithRetryAfter) {
   for (int i = 0; i < 5; ++i) {
     EXPECT_TRUE(client_->Acquire("limited").allowed()) << i;
   }
@@ -186,7 +203,7 @@ TEST_F(ClientTest, RateLimitRejectsWithRetryAfter) {
   EXPECT_TRUE(client_->Acquire("limited").allowed());
 }
 
-TEST_F(ClientTest, CallReturnsTheBackendAnswerAndReportsSuccess) {
+TEST_P(ClientTransportTest, CallReturnsTheBackendAnswerAndReportsSuccess) {
   absl::Duration seen_timeout;
   CallResult result = client_->Call("fragile", [&](const CallContext& ctx) {
     seen_timeout = ctx.timeout;
@@ -201,7 +218,7 @@ TEST_F(ClientTest, CallReturnsTheBackendAnswerAndReportsSuccess) {
   EXPECT_EQ(client_->stats().reports_sent, 1u);
 }
 
-TEST_F(ClientTest, OpenBreakerServesTheCachedGoodResponse) {
+TEST_P(ClientTransportTest, OpenBreakerServesTheCachedGoodResponse) {
   client_->Call("fragile", [](const CallContext&) { return Ok("fresh"); });
   // The policy serves its fallback on failure, so the ALLOW carries it: a
   // failed call gets the cached good answer without any gateway setting.
@@ -245,7 +262,7 @@ TEST_F(ClientTest, OpenBreakerServesTheCachedGoodResponse) {
   EXPECT_EQ(miss.response.content_type, "application/json");
 }
 
-TEST_F(ClientTest, StaticFallbackAndTimeoutClassification) {
+TEST_P(ClientTransportTest, StaticFallbackAndTimeoutClassification) {
   CallResult timed_out = client_->Call(
       "static-fallback", [](const CallContext&) -> absl::StatusOr<Response> {
         return absl::DeadlineExceededError("too slow");
@@ -264,7 +281,7 @@ TEST_F(ClientTest, StaticFallbackAndTimeoutClassification) {
   EXPECT_EQ(degraded.response.content_type, "text/plain");
 }
 
-TEST_F(ClientTest, GatewaySettingServesItsDefaultOnFailure) {
+TEST_P(ClientTransportTest, GatewaySettingServesItsDefaultOnFailure) {
   // The policy has no fallback; the route asks for its own on failure.
   CallOptions options;
   options.fallback_on_failure = true;
@@ -280,7 +297,7 @@ TEST_F(ClientTest, GatewaySettingServesItsDefaultOnFailure) {
   EXPECT_EQ(failed.response.body, "gateway default");
 }
 
-TEST_F(ClientTest, OpenBreakerWithoutFallbackRejects503) {
+TEST_P(ClientTransportTest, OpenBreakerWithoutFallbackRejects503) {
   client_->Call("open-no-fallback", [](const CallContext&) {
     Response r;
     r.status_code = 502;  // A 5xx is a failure.
@@ -295,7 +312,7 @@ TEST_F(ClientTest, OpenBreakerWithoutFallbackRejects503) {
   EXPECT_GT(result.retry_after, absl::ZeroDuration());
 }
 
-TEST_F(ClientTest, AsyncAcquireRunsTheCallbackOnce) {
+TEST_P(ClientTransportTest, AsyncAcquireRunsTheCallbackOnce) {
   absl::Notification done;
   std::atomic<int> calls{0};
   Verdict verdict = Verdict::kReject;
@@ -312,14 +329,14 @@ TEST_F(ClientTest, AsyncAcquireRunsTheCallbackOnce) {
   EXPECT_TRUE(client_->Acquire("guarded").allowed());
 }
 
-TEST_F(ClientTest, BadNamesAreDecidedLocallyWithoutARoundTrip) {
+TEST_P(ClientTransportTest, BadNamesAreDecidedLocallyWithoutARoundTrip) {
   Permit permit = client_->Acquire("");
   EXPECT_TRUE(permit.decided_locally());
   EXPECT_TRUE(permit.allowed());  // Fail open, the default.
   EXPECT_EQ(permit.sluice_error().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(ClientTest, ConcurrentCallsKeepTheBooks) {
+TEST_P(ClientTransportTest, ConcurrentCallsKeepTheBooks) {
   constexpr int kThreads = 8;
   constexpr int kCallsPerThread = 200;
   std::atomic<int> backend{0}, rejected{0}, other{0};
@@ -354,6 +371,55 @@ TEST_F(ClientTest, ConcurrentCallsKeepTheBooks) {
     EXPECT_TRUE(held.back().allowed()) << i;
   }
   EXPECT_FALSE(client_->Acquire("shared").allowed());
+}
+
+class ClientStreamTest : public ClientTest {
+ protected:
+  bool UseStream() const override { return true; }
+};
+
+TEST_F(ClientStreamTest, EightThreadsShareOneStreamAndEveryCallIsAnswered) {
+  constexpr int kThreads = 8;
+  constexpr int kCallsPerThread = 100;
+  std::atomic<int> answered{0}, local{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        Permit permit = client_->Acquire("guarded-batch");
+        if (permit.decided_locally()) {
+          local.fetch_add(1);
+        } else if (permit.allowed()) {
+          answered.fetch_add(1);
+        }
+        permit.Report(Outcome::kSuccess, absl::Milliseconds(1));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(answered.load(), kThreads * kCallsPerThread);
+  EXPECT_EQ(local.load(), 0);
+  EXPECT_EQ(sluice_.service().open_streams(), 1);
+  AwaitReports(kThreads * kCallsPerThread);
+  EXPECT_EQ(client_->stats().reports_sent,
+            static_cast<uint64_t>(kThreads * kCallsPerThread));
+  // Reports went on the stream too: no ReportResults batch was sent, and
+  // Sluice settled every permit.
+  EXPECT_EQ(client_->stats().report_batches, 0u);
+  absl::StatusOr<core::DependencyStatus> status =
+      sluice_.engine().Inspect("guarded-batch");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->gates->in_flight, 0u);
+  EXPECT_EQ(status->counters.outcomes[static_cast<int>(core::Outcome::kSuccess)],
+            static_cast<uint64_t>(kThreads * kCallsPerThread));
+}
+
+TEST_F(ClientStreamTest, TheStreamEndsWithTheClient) {
+  EXPECT_TRUE(client_->Acquire("limited").allowed());
+  EXPECT_EQ(sluice_.service().open_streams(), 1);
+  client_.reset();
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return sluice_.service().open_streams() == 0; }, absl::Seconds(5)));
 }
 
 TEST_F(ClientTest, QueuedReportsGoInBatchesAndAllArrive) {

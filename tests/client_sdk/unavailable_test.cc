@@ -38,8 +38,9 @@ int ClosedPort() {
   return ntohs(addr.sin_port);
 }
 
-std::unique_ptr<Client> DownClient(FailureMode mode) {
+std::unique_ptr<Client> DownClient(FailureMode mode, bool use_stream) {
   ClientOptions options;
+  options.use_stream = use_stream;
   options.target = absl::StrCat("127.0.0.1:", ClosedPort());
   options.acquire_timeout = kDeadline;
   options.on_failure = mode;
@@ -48,8 +49,16 @@ std::unique_ptr<Client> DownClient(FailureMode mode) {
   return *std::move(client);
 }
 
-TEST(SluiceDownTest, EveryAcquireFailsOpenWithinTheDeadline) {
-  std::unique_ptr<Client> client = DownClient(FailureMode::kFailOpen);
+// Every test runs with unary calls and with the Decide stream.
+class SluiceDownTest : public ::testing::TestWithParam<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, SluiceDownTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Stream" : "Unary";
+                         });
+
+TEST_P(SluiceDownTest, EveryAcquireFailsOpenWithinTheDeadline) {
+  std::unique_ptr<Client> client = DownClient(FailureMode::kFailOpen, GetParam());
   for (int i = 0; i < 100; ++i) {
     const absl::Time start = absl::Now();
     Permit permit = client->Acquire("inventory");
@@ -70,8 +79,8 @@ TEST(SluiceDownTest, EveryAcquireFailsOpenWithinTheDeadline) {
   EXPECT_EQ(stats.reports_sent + stats.reports_failed, 0u);
 }
 
-TEST(SluiceDownTest, FailClosedRejects503) {
-  std::unique_ptr<Client> client = DownClient(FailureMode::kFailClosed);
+TEST_P(SluiceDownTest, FailClosedRejects503) {
+  std::unique_ptr<Client> client = DownClient(FailureMode::kFailClosed, GetParam());
   for (int i = 0; i < 10; ++i) {
     const absl::Time start = absl::Now();
     Permit permit = client->Acquire("inventory");
@@ -82,8 +91,8 @@ TEST(SluiceDownTest, FailClosedRejects503) {
   }
 }
 
-TEST(SluiceDownTest, CallStillReachesTheBackendWhenFailingOpen) {
-  std::unique_ptr<Client> client = DownClient(FailureMode::kFailOpen);
+TEST_P(SluiceDownTest, CallStillReachesTheBackendWhenFailingOpen) {
+  std::unique_ptr<Client> client = DownClient(FailureMode::kFailOpen, GetParam());
   CallResult result = client->Call("inventory", [](const CallContext& ctx) {
     EXPECT_EQ(ctx.timeout, absl::Seconds(1));
     Response r;
@@ -96,8 +105,8 @@ TEST(SluiceDownTest, CallStillReachesTheBackendWhenFailingOpen) {
   EXPECT_EQ(result.response.body, "real");
 }
 
-TEST(SluiceDownTest, AsyncAcquireFailsOpen) {
-  std::unique_ptr<Client> client = DownClient(FailureMode::kFailOpen);
+TEST_P(SluiceDownTest, AsyncAcquireFailsOpen) {
+  std::unique_ptr<Client> client = DownClient(FailureMode::kFailOpen, GetParam());
   for (int i = 0; i < 5; ++i) {
     absl::Notification done;
     bool allowed = false, local = false;
@@ -177,6 +186,43 @@ class SlowSluice final : public v1::DecisionService::CallbackService {
   int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
+
+// SlowSluice has no Decide, like a server older than the stream: a client
+// that asks for the stream uses the unary calls instead, and loses nothing.
+TEST(SluiceWithoutDecideTest, AStreamClientFallsBackToUnaryCalls) {
+  SlowSluice service(absl::ZeroDuration());
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+
+  ClientOptions options;
+  options.channel = server->InProcessChannel(grpc::ChannelArguments());
+  options.acquire_timeout = absl::Seconds(5);  // the answer, not the clock
+  options.use_stream = true;
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok());
+  constexpr int kCalls = 5;
+  for (int i = 0; i < kCalls; ++i) {
+    Permit permit = (*client)->Acquire("inventory");
+    EXPECT_TRUE(permit.allowed()) << i;
+    EXPECT_FALSE(permit.decided_locally()) << i;
+    permit.Report(Outcome::kCancelled, absl::ZeroDuration());
+  }
+  absl::Notification done;
+  bool async_local = true;
+  (*client)->AcquireAsync("inventory", "", 1, [&](Permit permit) {
+    async_local = permit.decided_locally();
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_FALSE(async_local);
+  EXPECT_EQ(service.acquires(), kCalls + 1);
+  // The reports reached the unary ReportResult (the permit of the async
+  // call is reported CANCELLED when it goes away).
+  EXPECT_TRUE(service.AwaitCancelled(kCalls + 1));
+  EXPECT_EQ((*client)->stats().local_decisions, 0u);
+  server->Shutdown();
+}
 
 TEST(SluiceSlowTest, AcquireGivesUpAtTheDeadlineAndHandsLateAllowsBack) {
   SlowSluice service(absl::Milliseconds(100));

@@ -400,5 +400,106 @@ TEST_F(GatesTest, PerKeyManyKeysStayBounded) {
   EXPECT_TRUE(Inspect("a", "key4900").gates.has_value());
 }
 
+
+// --- Sharded per-key state (max_keys >= Dependency::kShardedKeys) ---
+
+class ShardedKeysTest : public GatesTest {
+ protected:
+  static constexpr uint32_t kMaxKeys = Dependency::kShardedKeys;
+
+  PolicyConfig Sharded() {
+    PolicyConfig p = MakePolicy("a");
+    WithBucket(p, 1, 10, absl::Hours(1));
+    WithConcurrency(p, 1);
+    WithBreaker(p, 1);
+    p.per_key = true;
+    p.max_keys = kMaxKeys;
+    return p;
+  }
+};
+
+TEST_F(ShardedKeysTest, EachKeyKeepsItsOwnStateAndMaxKeysHolds) {
+  ASSERT_EQ(Dependency::ShardsFor(Sharded()), Dependency::kShards);
+  engine_.PutPolicy(Sharded());
+  for (uint32_t i = 0; i < 3 * kMaxKeys; ++i) {
+    const std::string key = "tenant-" + std::to_string(i);
+    const Decision d = Acquire("a", key);
+    ASSERT_EQ(d.verdict, Verdict::kAllow) << key;
+    Report("a", d, Outcome::kSuccess, absl::Milliseconds(1), key);
+  }
+  // Every shard is full to its share; together exactly max_keys.
+  EXPECT_EQ(Inspect("a").keys, kMaxKeys);
+  EXPECT_EQ(Inspect("a").counters.acquired, 3u * kMaxKeys);
+  EXPECT_EQ(Inspect("a").counters.outcomes[static_cast<int>(
+                Outcome::kSuccess)],
+            3u * kMaxKeys);
+  // The newest key is there with its own bucket (one token spent).
+  const std::string last = "tenant-" + std::to_string(3 * kMaxKeys - 1);
+  EXPECT_NEAR(Gates("a", last).tokens_available, 9, kEps);
+  EXPECT_FALSE(Inspect("a", "tenant-0").gates.has_value());
+}
+
+TEST_F(ShardedKeysTest, PermitSettlesOnlyTheKeyItWasIssuedFor) {
+  engine_.PutPolicy(Sharded());
+  const Decision alice = Acquire("a", "alice");
+  ASSERT_EQ(alice.verdict, Verdict::kAllow);
+  const Decision bob = Acquire("a", "bob");
+  ASSERT_EQ(bob.verdict, Verdict::kAllow);
+  // Alice's permit reported under bob's key frees neither slot and trips
+  // no breaker.
+  Report("a", alice, Outcome::kFailure, absl::Milliseconds(1), "bob");
+  EXPECT_EQ(Inspect("a").counters.stale_reports, 1u);
+  EXPECT_EQ(Gates("a", "alice").in_flight, 1u);
+  EXPECT_EQ(Gates("a", "bob").in_flight, 1u);
+  EXPECT_EQ(Gates("a", "bob").breaker_state, BreakerState::kClosed);
+  // Under her own key it settles.
+  Report("a", alice, Outcome::kSuccess, absl::Milliseconds(1), "alice");
+  EXPECT_EQ(Gates("a", "alice").in_flight, 0u);
+  EXPECT_EQ(Gates("a", "alice").live_permits, 0u);
+}
+
+TEST_F(ShardedKeysTest, PermitOfAnEvictedKeyExpiresHarmlessly) {
+  PolicyConfig p = Sharded();
+  engine_.PutPolicy(p);
+  const Decision first = Acquire("a", "tenant-0");
+  ASSERT_EQ(first.verdict, Verdict::kAllow);
+  // Push tenant-0 out while its permit is still out.
+  for (uint32_t i = 1; i < 3 * kMaxKeys; ++i) {
+    const std::string key = "tenant-" + std::to_string(i);
+    Report("a", Acquire("a", key), Outcome::kSuccess, absl::Milliseconds(1),
+           key);
+  }
+  ASSERT_FALSE(Inspect("a", "tenant-0").gates.has_value());
+  const uint64_t timeouts_before =
+      Inspect("a").counters.outcomes[static_cast<int>(Outcome::kTimeout)];
+  // Its expiry settles nothing, and a late report counts as stale.
+  clock_.Advance(3 * p.call_timeout);
+  engine_.Sweep();
+  EXPECT_EQ(Inspect("a").counters.outcomes[static_cast<int>(
+                Outcome::kTimeout)],
+            timeouts_before);
+  Report("a", first, Outcome::kFailure, absl::Milliseconds(1), "tenant-0");
+  EXPECT_EQ(Inspect("a").counters.stale_reports, 1u);
+  // A new tenant-0 starts fresh.
+  EXPECT_EQ(Acquire("a", "tenant-0").remaining, 9);
+}
+
+TEST_F(ShardedKeysTest, ChangingTheShapeKeepsCountersAndOverride) {
+  engine_.PutPolicy(Sharded());
+  ASSERT_TRUE(engine_.SetOverride("a", BreakerOverride::kForceOpen, "test")
+                  .ok());
+  EXPECT_EQ(Acquire("a", "alice").reason, Reason::kCircuitOpen);
+  // Few keys: one shard. The dependency is rebuilt; keys start afresh, but
+  // its counters and the operator's override stay.
+  PolicyConfig small = Sharded();
+  small.max_keys = 10;
+  ASSERT_EQ(Dependency::ShardsFor(small), 1u);
+  engine_.PutPolicy(small);
+  EXPECT_EQ(Inspect("a").counters.acquired, 1u);
+  EXPECT_EQ(Acquire("a", "alice").reason, Reason::kCircuitOpen);
+  EXPECT_EQ(Inspect("a").counters.acquired, 2u);
+  EXPECT_EQ(engine_.Policies()[0]->max_keys, 10u);
+}
+
 }  // namespace
 }  // namespace sluice::core

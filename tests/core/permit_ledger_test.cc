@@ -27,7 +27,7 @@ uint64_t IssueAt(PermitLedger& ledger, absl::Time t,
                  bool holds_slot = false, uint64_t probe_round = 0) {
   Permit evicted;
   const uint64_t id =
-      ledger.Issue(t, t + ttl, holds_slot, probe_round, &evicted);
+      ledger.Issue(t, t + ttl, holds_slot, probe_round, nullptr, &evicted);
   EXPECT_EQ(evicted.id, 0u);
   return id;
 }
@@ -37,10 +37,10 @@ TEST(PermitLedgerTest, IssueAndRetire) {
   EXPECT_EQ(ledger.epoch(), 7u);
   Permit evicted;
   const uint64_t a = ledger.Issue(kT0, kT0 + absl::Seconds(2), true, 0,
-                                  &evicted);
+                                  nullptr, &evicted);
   EXPECT_EQ(evicted.id, 0u);
   const uint64_t b = ledger.Issue(kT0 + absl::Seconds(1),
-                                  kT0 + absl::Seconds(3), false, 5, &evicted);
+                                  kT0 + absl::Seconds(3), false, 5, nullptr, &evicted);
   EXPECT_NE(a, 0u);
   EXPECT_NE(b, 0u);
   EXPECT_NE(a, b);
@@ -254,18 +254,18 @@ TEST_P(PermitLedgerStartTest, EvictsOldestPastMaxPermits) {
   PermitLedger ledger(OriginWithEpoch(1));
   Permit evicted;
   const uint64_t first =
-      ledger.Issue(kT0, kT0 + absl::Seconds(2), true, 0, &evicted);
+      ledger.Issue(kT0, kT0 + absl::Seconds(2), true, 0, nullptr, &evicted);
   ASSERT_EQ(evicted.id, 0u);
   const uint64_t second =
-      ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, &evicted);
+      ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, nullptr, &evicted);
   for (size_t i = 2; i < PermitLedger::kMaxPermits; ++i) {
-    ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, &evicted);
+    ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, nullptr, &evicted);
     ASSERT_EQ(evicted.id, 0u) << i;
   }
   ASSERT_EQ(ledger.live(), PermitLedger::kMaxPermits);
 
   const uint64_t over =
-      ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, &evicted);
+      ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, nullptr, &evicted);
   EXPECT_EQ(evicted.id, first);
   EXPECT_TRUE(evicted.holds_slot);
   EXPECT_EQ(ledger.live(), PermitLedger::kMaxPermits);
@@ -274,13 +274,13 @@ TEST_P(PermitLedgerStartTest, EvictsOldestPastMaxPermits) {
   EXPECT_TRUE(ledger.Retire(over, &out));
 
   // Full again: the next oldest goes.
-  ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, &evicted);
+  ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, nullptr, &evicted);
   EXPECT_EQ(evicted.id, second);
   EXPECT_LE(ledger.live(), PermitLedger::kMaxPermits);
   // Retiring the oldest makes room without an eviction.
   const uint64_t third = NextId(second);
   ASSERT_TRUE(ledger.Retire(third, &out));
-  ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, &evicted);
+  ledger.Issue(kT0, kT0 + absl::Seconds(2), false, 0, nullptr, &evicted);
   EXPECT_EQ(evicted.id, 0u);
   EXPECT_EQ(ledger.live(), PermitLedger::kMaxPermits - 1);
 }

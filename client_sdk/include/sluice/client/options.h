@@ -54,6 +54,14 @@ struct ClientOptions {
 
   // --- Acquire -------------------------------------------------------------
 
+  // Send Acquires and reports on one long-lived DecisionService.Decide
+  // stream per Client instead of one RPC each: calls from many threads that
+  // come together share a message, which saves a busy gateway most of the
+  // per-RPC cost. Timeouts, fail-open and backoff are the same as without
+  // it. Against a server without Decide the client logs once and uses the
+  // unary calls for good.
+  bool use_stream = false;
+
   // How long Acquire waits for Sluice. After that it decides by on_failure.
   // AcquireAsync uses it as the RPC deadline.
   // A Sluice answer normally takes well under a millisecond on a LAN.
