@@ -202,6 +202,9 @@ void Server::Shutdown(absl::Time deadline) {
                        absl::Milliseconds(100))));
     // Health reports NOT_SERVING from here on, so load balancers move away.
     grpc_server_->GetHealthCheckService()->Shutdown();
+    // Decide streams never end by themselves: they end now, each after the
+    // answers to the calls it already read.
+    decision_service_.EndStreams();
     grpc_server_->Shutdown(absl::ToChronoTime(deadline));
   }
   // WatchEvents streams never end by themselves: cancel them at once.

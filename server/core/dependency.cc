@@ -94,7 +94,7 @@ class alignas(64) Dependency::Shard {
     context_.counters = &counters_;
     context_.dependency = name;
     context_.permit_grace = permit_grace;
-    policy_ = std::move(policy);
+    SetPolicy(std::move(policy));
     max_keys_ = max_keys;
     cluster_ = cluster;
     if (!policy_->per_key) {
@@ -159,7 +159,7 @@ class alignas(64) Dependency::Shard {
       // and tick, not per call).
       hot_keys_.emplace_back(key);
     }
-    out->policy = policy_;
+    out->policy = decision_policy_;
     Count(*out);
     return absl::OkStatus();
   }
@@ -206,7 +206,7 @@ class alignas(64) Dependency::Shard {
     // The gate sets point into the policy: keep the old one alive until
     // each of them has moved to the new one.
     std::shared_ptr<const PolicyConfig> old = std::move(policy_);
-    policy_ = std::move(policy);
+    SetPolicy(std::move(policy));
     max_keys_ = max_keys;
     ForEachGates([&](GateSet& gates) { gates.Reconfigure(*policy_, now); });
     while (index_.size() > max_keys_) EvictOldest();
@@ -321,6 +321,18 @@ class alignas(64) Dependency::Shard {
   }
 
  private:
+  void SetPolicy(std::shared_ptr<const PolicyConfig> policy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    policy_ = std::move(policy);
+    // Every decision hands out the policy. Through a control block of this
+    // shard's own, so threads deciding in different shards do not bounce
+    // one reference count between their cores.
+    auto holder =
+        std::make_shared<std::shared_ptr<const PolicyConfig>>(policy_);
+    decision_policy_ =
+        std::shared_ptr<const PolicyConfig>(holder, holder->get());
+  }
+
   static void AddCounters(const DecisionCounters& from, DecisionCounters* to) {
     to->acquired += from.acquired;
     to->allowed += from.allowed;
@@ -489,6 +501,8 @@ class alignas(64) Dependency::Shard {
   DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
   GateContext context_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicyConfig> policy_ ABSL_GUARDED_BY(mu_);
+  // policy_, owned through this shard's own reference count.
+  std::shared_ptr<const PolicyConfig> decision_policy_ ABSL_GUARDED_BY(mu_);
   size_t max_keys_ ABSL_GUARDED_BY(mu_) = 0;
   BreakerOverride override_ ABSL_GUARDED_BY(mu_) = BreakerOverride::kAuto;
   ClusterState cluster_ ABSL_GUARDED_BY(mu_);

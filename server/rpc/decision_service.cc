@@ -131,7 +131,7 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResults(
 
 grpc::ServerBidiReactor<v1::DecideRequest, v1::DecideResponse>*
 DecisionServiceImpl::Decide(grpc::CallbackServerContext* /*context*/) {
-  return new DecideStream(&decide_handler_, &open_streams_);
+  return new DecideStream(&decide_handler_, &streams_);
 }
 
 void DecisionServiceImpl::HandleDecide(const v1::DecideRequest& request,

@@ -55,7 +55,10 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
                         std::function<bool(core::ForwardedReport)> forward);
 
   // Decide streams open now.
-  int64_t open_streams() const { return open_streams_.load(); }
+  int64_t open_streams() const { return streams_.open(); }
+  // Ends every Decide stream, now and from now on (see DecideStream::End).
+  // The server calls this when it begins to shut down.
+  void EndStreams() { streams_.EndAll(); }
 
   // Most reports one ReportResults call may carry.
   static constexpr int kMaxBatch = 10000;
@@ -88,7 +91,7 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
   std::string permit_suffix_;  // "@" + replica_id_, or ""
   std::function<bool(core::ForwardedReport)> forward_;
   const DecideStream::Handler decide_handler_;
-  std::atomic<int64_t> open_streams_{0};
+  DecideStreams streams_;
 };
 
 }  // namespace sluice::rpc

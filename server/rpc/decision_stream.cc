@@ -2,11 +2,47 @@
 
 namespace sluice::rpc {
 
-DecideStream::DecideStream(const Handler* handle,
-                           std::atomic<int64_t>* open_streams)
-    : handle_(handle), open_streams_(open_streams) {
-  if (open_streams_ != nullptr) open_streams_->fetch_add(1);
-  StartRead(&request_);
+void DecideStreams::Add(DecideStream* stream) {
+  bool end;
+  {
+    absl::MutexLock lock(&mu_);
+    open_.insert(stream);
+    end = ending_;
+  }
+  if (end) stream->End();
+}
+
+void DecideStreams::Remove(DecideStream* stream) {
+  absl::MutexLock lock(&mu_);
+  open_.erase(stream);
+}
+
+void DecideStreams::EndAll() {
+  // A stream's OnDone removes it under mu_, so none is deleted while this
+  // holds it.
+  absl::MutexLock lock(&mu_);
+  ending_ = true;
+  for (DecideStream* stream : open_) stream->End();
+}
+
+int64_t DecideStreams::open() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(open_.size());
+}
+
+DecideStream::DecideStream(const Handler* handle, DecideStreams* streams)
+    : handle_(handle), streams_(streams) {
+  // Joined first, so a shutdown under way ends this stream too (and before
+  // it reads anything).
+  streams_->Add(this);
+  absl::MutexLock lock(&mu_);
+  if (!finished_) StartRead(&request_);
+}
+
+void DecideStream::End() {
+  absl::MutexLock lock(&mu_);
+  ending_ = true;
+  MaybeFinishLocked();
 }
 
 void DecideStream::OnReadDone(bool ok) {
@@ -38,7 +74,9 @@ void DecideStream::OnReadDone(bool ok) {
     }
   }
   MaybeWriteLocked();
-  if (pending_.results_size() > kMaxPendingResults) {
+  if (ending_) {
+    MaybeFinishLocked();
+  } else if (pending_.results_size() > kMaxPendingResults) {
     read_paused_ = true;  // OnWriteDone reads on
   } else {
     StartRead(&request_);
@@ -55,7 +93,8 @@ void DecideStream::OnWriteDone(bool ok) {
     return;
   }
   MaybeWriteLocked();
-  if (read_paused_ && pending_.results_size() <= kMaxPendingResults) {
+  if (read_paused_ && !ending_ &&
+      pending_.results_size() <= kMaxPendingResults) {
     read_paused_ = false;
     StartRead(&request_);
   }
@@ -69,7 +108,7 @@ void DecideStream::OnCancel() {
 }
 
 void DecideStream::OnDone() {
-  if (open_streams_ != nullptr) open_streams_->fetch_sub(1);
+  streams_->Remove(this);
   delete this;
 }
 
@@ -90,8 +129,14 @@ void DecideStream::MaybeFinishLocked() {
     Finish(grpc::Status(grpc::StatusCode::CANCELLED, "Decide stream broken"));
     return;
   }
-  if (!reads_done_ || pending_.results_size() > 0) return;
+  if (!(reads_done_ || ending_) || pending_.results_size() > 0) return;
   finished_ = true;
+  if (ending_ && !reads_done_) {
+    // A read may be outstanding; it fails once the call is finished.
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "sluiced is shutting down; open a new stream"));
+    return;
+  }
   Finish(grpc::Status::OK);
 }
 

@@ -8,10 +8,32 @@
 #include <functional>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "sluice/v1/decision.grpc.pb.h"
 
 namespace sluice::rpc {
+
+class DecideStream;
+
+// The open Decide streams of one service, so that shutdown can end them:
+// a stream never ends by itself while its gateway lives.
+class DecideStreams {
+ public:
+  // Ends every open stream, and every stream opened from now on, once its
+  // results are written (see DecideStream::End).
+  void EndAll() ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t open() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  friend class DecideStream;
+  void Add(DecideStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void Remove(DecideStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<DecideStream*> open_ ABSL_GUARDED_BY(mu_);
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 // One DecisionService.Decide stream. Each message read is handled inline, in
 // order, by `handle`, which appends one result per call; the results go out
@@ -36,9 +58,15 @@ class DecideStream final
   // Results waiting to be written above which the stream stops reading.
   static constexpr int kMaxPendingResults = 4096;
 
-  // `handle` must outlive the stream. `open_streams`, when set, counts this
-  // stream while it lives.
-  DecideStream(const Handler* handle, std::atomic<int64_t>* open_streams);
+  // `handle` and `streams` must outlive the stream, which joins `streams`
+  // while it lives.
+  DecideStream(const Handler* handle, DecideStreams* streams);
+
+  // Reads no more calls and finishes with UNAVAILABLE once the results of
+  // the calls already read are written, so the gateway opens a new stream
+  // (to another replica, behind a load balancer) and loses no answer it
+  // was sent.
+  void End() ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -52,7 +80,7 @@ class DecideStream final
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Handler* const handle_;
-  std::atomic<int64_t>* const open_streams_;
+  DecideStreams* const streams_;
   // Filled by the one outstanding read; only the read side touches it.
   v1::DecideRequest request_;
 
@@ -68,6 +96,8 @@ class DecideStream final
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   // Cancelled, or a write failed: nothing more can be sent.
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  // End() was called.
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
