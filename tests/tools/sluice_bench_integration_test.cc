@@ -1,8 +1,8 @@
-// sluice-bench end to end against a real standalone sluiced: a counted
-// unary run and its JSON, verdict counts when a breaker trips, the stream
-// mode, and its exit codes (0 ok, 1 failed calls or no connection, 2 usage).
-// And its stream mode against a fake Decide server in this process that
-// answers out of order and regroups the results.
+// sluice-bench end to end against a real standalone sluiced: counted unary
+// and stream runs and their JSON, verdict counts when a breaker trips, and
+// its exit codes (0 ok, 1 failed calls or no connection, 2 usage). And its
+// stream mode against servers in this process: a fake Decide that answers
+// out of order and regroups the results, and one without Decide.
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -130,12 +130,28 @@ TEST_F(SluiceBenchTest, DurationRun) {
                               HasSubstr("health checks  ")));
 }
 
-TEST_F(SluiceBenchTest, StreamModeWithoutDecideSaysUnimplemented) {
+TEST_F(SluiceBenchTest, StreamCountWritesJson) {
+  const std::string json = server_.dir() + "/bench.json";
   const CommandResult r = Bench(
-      "--mode stream --count 100 --connections 1 --concurrency 4 --batch 2 "
-      "--warmup 0 --baseline=false");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("UNIMPLEMENTED"));
+      "--mode stream --count 600 --connections 2 --concurrency 8 --batch 4 "
+      "--warmup 0 --dependencies bench:3,flaky:1 --failure-rate 1 --json " +
+      json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = ReadJson(json);
+  EXPECT_EQ(j["config"]["mode"], "stream");
+  EXPECT_EQ(j["config"]["batch"], 4);
+  const nlohmann::json& d = j["decisions"];
+  EXPECT_EQ(d["count"], 600);
+  EXPECT_EQ(d["errors"]["total"], 0);
+  // Every report fails: flaky trips after three and degrades the rest;
+  // bench has no breaker.
+  const int allowed = d["verdicts"]["ALLOW"],
+            degraded = d["verdicts"]["DEGRADE"];
+  EXPECT_EQ(allowed + degraded, 600);
+  EXPECT_GT(degraded, 0);
+  EXPECT_EQ(d["pair_latency_us"]["count"], allowed);
+  EXPECT_EQ(j["baseline"]["count"], 600);
+  EXPECT_EQ(j["baseline"]["errors"]["total"], 0);
 }
 
 TEST(SluiceBenchUsageTest, BadFlagExitsTwo) {
@@ -295,6 +311,31 @@ TEST_F(SluiceBenchFakeDecideTest, TimedRunEndsItsStreams) {
   EXPECT_THAT(r.output, HasSubstr("errors         0"));
   EXPECT_GT(service_.reports(), 0);
   EXPECT_EQ(service_.acquires(), service_.reports());
+}
+
+TEST(SluiceBenchNoDecideTest, StreamModeSaysUnimplemented) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  // The generated base class: every method answers UNIMPLEMENTED, as a
+  // sluiced from before the Decide stream did for Decide.
+  v1::DecisionService::Service unimplemented;
+  builder.RegisterService(&unimplemented);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const CommandResult r = RunCommand(
+      absl::StrCat(SLUICE_BENCH_PATH, " --target 127.0.0.1:", port,
+                   " --mode stream --count 100 --connections 1 --concurrency 4 "
+                   "--warmup 0 --baseline=false"));
+  server->Shutdown();
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output,
+              AllOf(HasSubstr("errors         4 (UNIMPLEMENTED 4)"),
+                    HasSubstr("first: UNIMPLEMENTED: Decide stream ended "
+                              "(this sluiced does not serve the Decide "
+                              "stream)")));
 }
 
 TEST_F(SluiceBenchFakeDecideTest, PerCallErrorsAndHold) {
