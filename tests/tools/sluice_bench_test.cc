@@ -234,6 +234,8 @@ TEST(BenchCommandLineTest, UsageErrorsNameTheFlag) {
        "--count and --duration exclude each other"},
       {{"--batch", "8"}, "--batch applies to --mode stream only"},
       {{"--bogus"}, "--bogus"},
+      {{"--baseline", "false"},
+       "unexpected argument \"false\": sluice-bench takes only flags"},
       {{"--count"}, "--count needs a value"},
   };
   for (const Case& c : cases) {

@@ -7,8 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "tools/common/command_line.h"
 #include "wire/time.h"
 
@@ -193,6 +195,14 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     case tools::CommandLine::Outcome::kUsageError:
       parsed.outcome = ParsedCommandLine::Outcome::kUsageError;
       parsed.text = line.text;
+      // The shared parser calls a stray word a command; this tool has none.
+      if (absl::StartsWith(parsed.text, "unknown command ")) {
+        parsed.text = absl::StrCat(
+            "unexpected argument ",
+            absl::StripPrefix(parsed.text, "unknown command "),
+            ": sluice-bench takes only flags (--baseline=false, not "
+            "--baseline false)");
+      }
       return parsed;
     case tools::CommandLine::Outcome::kRun:
       break;
