@@ -451,7 +451,8 @@ class DecideStream
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone has run
 };
 
-// One of the concurrent health checks of a connection.
+// One of the concurrent health checks of a connection: Check, then the
+// next, until the budget is spent. Its steps run one after another.
 class HealthChain {
  public:
   HealthChain(Budget& budget, Tally& tally,

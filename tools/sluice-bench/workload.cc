@@ -1,6 +1,7 @@
 #include "tools/sluice-bench/workload.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <set>
 
 #include "absl/status/status.h"
