@@ -1,0 +1,225 @@
+#include "tools/sluice-bench/bench_options.h"
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "tools/common/command_line.h"
+#include "wire/time.h"
+
+namespace sluice::bench {
+
+const char kBenchUsage[] =
+    "Usage: sluice-bench [flags]\n"
+    "\n"
+    "Drives Acquire + ReportResult pairs against a running sluiced and, in\n"
+    "the same run, grpc.health.v1.Health/Check with the same connections and\n"
+    "concurrency, then prints both and their ratio.\n"
+    "\n"
+    "Where and how:\n"
+    "  --target ADDRESS        HOST:PORT or unix:PATH (default "
+    "$SLUICE_TARGET,\n"
+    "                          else 127.0.0.1:50051)\n"
+    "  --mode unary|stream     unary: Acquire then ReportResult RPCs; stream:\n"
+    "                          both as calls on DecisionService.Decide "
+    "streams\n"
+    "                          (default unary)\n"
+    "  --connections N         separate gRPC channels, one connection each\n"
+    "                          (default 4)\n"
+    "  --concurrency M         decisions in flight per connection (default "
+    "16)\n"
+    "  --batch B               stream mode: at most B calls per message; "
+    "calls\n"
+    "                          that queue while a write is under way go out\n"
+    "                          together (default 1)\n"
+    "  --deadline DURATION     deadline of each unary RPC and of connecting\n"
+    "                          (default 5s)\n"
+    "\n"
+    "What the calls look like:\n"
+    "  --dependencies LIST     a,b or weighted a:3,b:1 (default bench)\n"
+    "  --keys N                keys k0..k{N-1} per dependency; 0 sends no key\n"
+    "                          (default 0)\n"
+    "  --key-distribution uniform|zipf\n"
+    "                          zipf draws key k in proportion to 1/(k+1)\n"
+    "                          (default uniform)\n"
+    "  --failure-rate F        share of reports that say FAILURE, in [0, 1]\n"
+    "                          (default 0)\n"
+    "  --latency DURATION      the latency each report carries (default 5ms)\n"
+    "  --hold                  hold each allowed permit that long before\n"
+    "                          reporting it (default: report at once)\n"
+    "  --caller NAME           AcquireRequest.caller (default sluice-bench)\n"
+    "  --seed N                seed of the mix (default 1)\n"
+    "\n"
+    "How long:\n"
+    "  --count N               make N decisions (and N health checks)\n"
+    "  --duration DURATION     or run this long each (default 10s)\n"
+    "  --warmup DURATION       unmeasured run before each (default 1s)\n"
+    "  --baseline=false        skip the health-check baseline\n"
+    "  --json FILE             also write the result as JSON\n"
+    "\n"
+    "A decision is one Acquire plus, when it is allowed, its report.\n"
+    "Exit codes: 0 no call failed, 1 some calls failed or the target could\n"
+    "not be reached (counts by gRPC code printed), 2 usage error.\n";
+
+const char* ModeName(Mode mode) {
+  return mode == Mode::kUnary ? "unary" : "stream";
+}
+
+namespace {
+
+absl::Status Bad(absl::string_view flag, absl::string_view want,
+                 absl::string_view got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " wants ", want, ", got \"", got, "\""));
+}
+
+// A whole number in [min, max].
+template <typename Int>
+std::function<absl::Status(const std::string&)> IntIn(const char* flag, Int min,
+                                                      Int max, Int* out) {
+  return [=](const std::string& text) {
+    Int value;
+    if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
+      return Bad(flag, absl::StrCat("a whole number in [", min, ", ", max, "]"),
+                 text);
+    }
+    *out = value;
+    return absl::OkStatus();
+  };
+}
+
+std::function<absl::Status(const std::string&)> DurationAtLeast(
+    const char* flag, bool zero_ok, absl::Duration* out) {
+  return [=](const std::string& text) {
+    absl::StatusOr<absl::Duration> d = wire::ParseDurationFlag(text);
+    if (!d.ok() || *d < absl::ZeroDuration() ||
+        (!zero_ok && *d == absl::ZeroDuration())) {
+      return Bad(flag,
+                 zero_ok ? "a duration like 5ms (0 allowed)"
+                         : "a positive duration like 10s",
+                 text);
+    }
+    *out = *d;
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
+  ParsedCommandLine parsed;
+  BenchOptions& o = parsed.options;
+  CLI::App app("", "sluice-bench");
+  tools::ConfigureApp(app, kBenchUsage);
+
+  app.add_option("--target", o.target)->envname("SLUICE_TARGET");
+  tools::AddCheckedOption(&app, "--mode", [&](const std::string& v) {
+    const std::string mode = absl::AsciiStrToLower(v);
+    if (mode == "unary") {
+      o.mode = Mode::kUnary;
+    } else if (mode == "stream") {
+      o.mode = Mode::kStream;
+    } else {
+      return Bad("--mode", "unary or stream", v);
+    }
+    return absl::OkStatus();
+  });
+  tools::AddCheckedOption(&app, "--connections",
+                          IntIn("--connections", 1, 1024, &o.connections));
+  tools::AddCheckedOption(&app, "--concurrency",
+                          IntIn("--concurrency", 1, 100000, &o.concurrency));
+  CLI::Option* batch = tools::AddCheckedOption(
+      &app, "--batch", IntIn("--batch", 1, 1000, &o.batch));
+  tools::AddCheckedOption(&app, "--deadline",
+                          DurationAtLeast("--deadline", false, &o.deadline));
+  tools::AddCheckedOption(&app, "--dependencies", [&](const std::string& v) {
+    absl::StatusOr<std::vector<WeightedName>> list = ParseWeightedList(v);
+    if (!list.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dependencies: ", list.status().message()));
+    }
+    o.workload.dependencies = *std::move(list);
+    return absl::OkStatus();
+  });
+  tools::AddCheckedOption(&app, "--keys",
+                          IntIn("--keys", 0, 10000000, &o.workload.keys));
+  tools::AddCheckedOption(
+      &app, "--key-distribution", [&](const std::string& v) {
+        const std::string d = absl::AsciiStrToLower(v);
+        if (d == "uniform") {
+          o.workload.key_distribution = KeyDistribution::kUniform;
+        } else if (d == "zipf") {
+          o.workload.key_distribution = KeyDistribution::kZipf;
+        } else {
+          return Bad("--key-distribution", "uniform or zipf", v);
+        }
+        return absl::OkStatus();
+      });
+  tools::AddCheckedOption(&app, "--failure-rate", [&](const std::string& v) {
+    double rate;
+    if (!absl::SimpleAtod(v, &rate) || !(rate >= 0 && rate <= 1)) {
+      return Bad("--failure-rate", "a number in [0, 1]", v);
+    }
+    o.workload.failure_rate = rate;
+    return absl::OkStatus();
+  });
+  tools::AddCheckedOption(&app, "--latency",
+                          DurationAtLeast("--latency", true, &o.latency));
+  app.add_flag("--hold", o.hold);
+  app.add_option("--caller", o.caller);
+  tools::AddCheckedOption(&app, "--seed",
+                          IntIn<uint64_t>("--seed", 0, UINT64_MAX, &o.seed));
+  CLI::Option* count = tools::AddCheckedOption(
+      &app, "--count", IntIn<uint64_t>("--count", 1, UINT64_MAX, &o.count));
+  CLI::Option* duration = tools::AddCheckedOption(
+      &app, "--duration", DurationAtLeast("--duration", false, &o.duration));
+  tools::AddCheckedOption(&app, "--warmup",
+                          DurationAtLeast("--warmup", true, &o.warmup));
+  app.add_flag("--baseline", o.baseline);
+  app.add_option("--json", o.json_path);
+
+  const tools::CommandLine line =
+      tools::ParseCommandLine(app, tools::CommandFlags(), argc, argv);
+  switch (line.outcome) {
+    case tools::CommandLine::Outcome::kHelp:
+      parsed.outcome = ParsedCommandLine::Outcome::kHelp;
+      parsed.text = line.text;
+      return parsed;
+    case tools::CommandLine::Outcome::kUsageError:
+      parsed.outcome = ParsedCommandLine::Outcome::kUsageError;
+      parsed.text = line.text;
+      // The shared parser calls a stray word a command; this tool has none.
+      if (absl::StartsWith(parsed.text, "unknown command ")) {
+        parsed.text = absl::StrCat(
+            "unexpected argument ",
+            absl::StripPrefix(parsed.text, "unknown command "),
+            ": sluice-bench takes only flags (--baseline=false, not "
+            "--baseline false)");
+      }
+      return parsed;
+    case tools::CommandLine::Outcome::kRun:
+      break;
+  }
+  auto usage = [&](std::string text) {
+    parsed.outcome = ParsedCommandLine::Outcome::kUsageError;
+    parsed.text = std::move(text);
+    return parsed;
+  };
+  if (count->count() > 0 && duration->count() > 0) {
+    return usage("--count and --duration exclude each other");
+  }
+  if (batch->count() > 0 && o.batch > 1 && o.mode != Mode::kStream) {
+    return usage("--batch applies to --mode stream only");
+  }
+  if (o.target.empty()) return usage("--target must not be empty");
+  return parsed;
+}
+
+}  // namespace sluice::bench
