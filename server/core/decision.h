@@ -27,8 +27,11 @@ struct Decision {
   // Suggested HTTP status for kReject (429 or 503); 0 otherwise.
   int http_status = 0;
   // The deciding policy; null for an unknown dependency. Holds the fallback
-  // served when verdict is kDegrade.
-  std::shared_ptr<const PolicyConfig> policy;
+  // served when verdict is kDegrade. Valid until this thread's next
+  // Engine::Acquire (the thread holds a reference to it until then), so
+  // the decision path touches no reference count shared with other
+  // threads; convert the decision before deciding the next call.
+  const PolicyConfig* policy = nullptr;
 
   const FallbackConfig* fallback() const {
     return verdict == Verdict::kDegrade && policy ? &policy->fallback

@@ -159,7 +159,11 @@ class alignas(64) Dependency::Shard {
       // and tick, not per call).
       hot_keys_.emplace_back(key);
     }
-    out->policy = decision_policy_;
+    // This thread keeps the policy alive until its next Acquire, taking a
+    // reference only when it decides under another policy than last time.
+    thread_local std::shared_ptr<const PolicyConfig> held;
+    if (held != policy_) held = policy_;
+    out->policy = held.get();
     Count(*out);
     return absl::OkStatus();
   }
@@ -324,13 +328,6 @@ class alignas(64) Dependency::Shard {
   void SetPolicy(std::shared_ptr<const PolicyConfig> policy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     policy_ = std::move(policy);
-    // Every decision hands out the policy. Through a control block of this
-    // shard's own, so threads deciding in different shards do not bounce
-    // one reference count between their cores.
-    auto holder =
-        std::make_shared<std::shared_ptr<const PolicyConfig>>(policy_);
-    decision_policy_ =
-        std::shared_ptr<const PolicyConfig>(holder, holder->get());
   }
 
   static void AddCounters(const DecisionCounters& from, DecisionCounters* to) {
@@ -501,8 +498,6 @@ class alignas(64) Dependency::Shard {
   DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
   GateContext context_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicyConfig> policy_ ABSL_GUARDED_BY(mu_);
-  // policy_, owned through this shard's own reference count.
-  std::shared_ptr<const PolicyConfig> decision_policy_ ABSL_GUARDED_BY(mu_);
   size_t max_keys_ ABSL_GUARDED_BY(mu_) = 0;
   BreakerOverride override_ ABSL_GUARDED_BY(mu_) = BreakerOverride::kAuto;
   ClusterState cluster_ ABSL_GUARDED_BY(mu_);

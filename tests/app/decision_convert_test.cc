@@ -128,7 +128,7 @@ TEST(DecisionToProtoTest, CopiesFallbackOnDegradeAndForFailedCalls) {
   decision.breaker_state = core::BreakerState::kOpen;
   decision.remaining = 7;
   decision.policy_version = 3;
-  decision.policy = policy;
+  decision.policy = policy.get();
   v1::AcquireResponse response;
   DecisionToProto(decision, &response);
   EXPECT_EQ(response.verdict(), v1::DEGRADE);
