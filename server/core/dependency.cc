@@ -1,6 +1,7 @@
 #include "server/core/dependency.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -18,15 +19,18 @@ namespace {
 // Keys shard `index` of `shards` may hold: max_keys split as evenly as
 // whole keys allow, so the shards together hold exactly max_keys.
 size_t ShareOf(uint32_t max_keys, size_t index, size_t shards) {
-  return max_keys / shards + (index < max_keys % shards ? 1 : 0);
+  // At least one, should an edit cut max_keys below the number of shards.
+  return std::max<size_t>(
+      1, max_keys / shards + (index < max_keys % shards ? 1 : 0));
 }
 
 }  // namespace
 
-// One key's state: its gates and its place in the shard's LRU list. A key
-// evicted while permits of it are still out stays allocated, unlinked and
-// marked evicted, until the last of them is reported or expires; the
-// ledger's permits point at it, so it must not go before they do.
+// One key's state: its gates and its place in the shard's LRU list. The
+// ledger's permits point at their key's node, so a key evicted while
+// permits of it are still out keeps a tombstone: its gates go at once, the
+// node (a few words and the key) stays, unlinked and marked evicted, until
+// the last of them is reported or expires.
 // The key's bytes follow the node in the same allocation.
 struct KeyNode {
   static KeyNode* New(absl::string_view key, const PolicyConfig& policy,
@@ -42,20 +46,54 @@ struct KeyNode {
     ::operator delete(node);
   }
 
-  absl::string_view key() const { return gates.key(); }
+  absl::string_view key() const {
+    return absl::string_view(reinterpret_cast<const char*>(this + 1),
+                             key_size);
+  }
+
+  // Frees the gates; the node is a tombstone from here on.
+  void Evict() {
+    evicted = true;
+    gates.~GateSet();
+  }
 
   KeyNode* newer = nullptr;
   KeyNode* older = nullptr;
   uint32_t live_permits = 0;
+  const uint32_t key_size;
   bool evicted = false;
-  GateSet gates;
+  // Alive until Evict().
+  union {
+    GateSet gates;
+  };
 
  private:
   KeyNode(absl::string_view key, const PolicyConfig& policy, absl::Time now,
           const GateContext* context)
-      : gates(policy, now, context, key) {}
-  ~KeyNode() = default;
+      : key_size(static_cast<uint32_t>(key.size())) {
+    new (&gates) GateSet(policy, now, context, key);
+  }
+  ~KeyNode() {
+    if (!evicted) gates.~GateSet();
+  }
 };
+
+// Keeps `policy` alive on the calling thread until its next Acquire (see
+// Decision::policy). A thread holds the last few policies it decided under,
+// so one that serves a handful of dependencies in turn takes no reference
+// count (a write to memory shared with every other thread) per call.
+const PolicyConfig* HoldForThisThread(
+    const std::shared_ptr<const PolicyConfig>& policy) {
+  constexpr size_t kHeld = 4;
+  thread_local std::array<std::shared_ptr<const PolicyConfig>, kHeld> held;
+  thread_local size_t next = 0;
+  for (const auto& h : held) {
+    if (h == policy) return h.get();
+  }
+  held[next] = policy;
+  next = (next + 1) % kHeld;
+  return policy.get();
+}
 
 // The index of a shard's keys holds only node pointers, looked up by the
 // node's key (8 bytes a slot rather than a string_view and a pointer).
@@ -159,11 +197,7 @@ class alignas(64) Dependency::Shard {
       // and tick, not per call).
       hot_keys_.emplace_back(key);
     }
-    // This thread keeps the policy alive until its next Acquire, taking a
-    // reference only when it decides under another policy than last time.
-    thread_local std::shared_ptr<const PolicyConfig> held;
-    if (held != policy_) held = policy_;
-    out->policy = held.get();
+    out->policy = HoldForThisThread(policy_);
     Count(*out);
     return absl::OkStatus();
   }
@@ -427,7 +461,7 @@ class alignas(64) Dependency::Shard {
       KeyNode::Delete(node);
       return;
     }
-    node->evicted = true;
+    node->Evict();
     node->older = evicted_;
     if (evicted_ != nullptr) evicted_->newer = node;
     evicted_ = node;
@@ -560,7 +594,9 @@ Dependency::Shard& Dependency::ShardFor(absl::string_view key) {
 }
 
 bool Dependency::Fits(const PolicyConfig& policy) const {
-  return policy.per_key == per_key_ && ShardsFor(policy) == shards_.size();
+  // The number of shards stays what it was at creation: resharding would
+  // lose every key's state, its in-flight calls among them.
+  return policy.per_key == per_key_;
 }
 
 std::shared_ptr<const PolicyConfig> Dependency::policy() const {

@@ -64,8 +64,8 @@ class Dependency {
   void Sweep();
   BreakerState PeekBreaker(absl::string_view key);
   // Whether Reconfigure can take `policy`: the same shape of state (per_key
-  // or not, and as many shards). If not, the engine builds a new dependency
-  // in its place; per-key state then starts afresh.
+  // or not). If not, the engine builds a new dependency in its place, which
+  // keeps the counters and the override but whose gates start afresh.
   bool Fits(const PolicyConfig& policy) const;
   // Installs a changed version of the same policy, keeping live state.
   // Requires Fits(*policy).
@@ -85,12 +85,14 @@ class Dependency {
   // the next one), and keys handled per lock hold while collecting.
   static constexpr size_t kMaxKeysPerTick = 10000;
   static constexpr size_t kKeysPerLock = 256;
-  // Shards of a per_key policy whose max_keys is at least kShardedKeys.
-  // Below that, one shard keeps eviction exactly least-recently-used.
+  // Shards of a per_key policy whose max_keys is at least kShardedKeys when
+  // the dependency is built. Below that, one shard keeps eviction exactly
+  // least-recently-used. The number stays when max_keys changes later
+  // (each shard then holds at least one key).
   static constexpr size_t kShards = 16;
   static constexpr uint32_t kShardedKeys = 4096;
 
-  // Shards for `policy`: kShards or 1.
+  // Shards for a dependency built with `policy`: kShards or 1.
   static size_t ShardsFor(const PolicyConfig& policy);
 
  private:

@@ -53,12 +53,18 @@ void DecideStream::OnReadDone(bool ok) {
     return;
   }
   // Outside the lock: the engine may take a while, and a write completing
-  // meanwhile should not wait for it.
+  // meanwhile should not wait for it. Marked, so that an End() meanwhile
+  // does not finish the call before these results are written.
+  {
+    absl::MutexLock lock(&mu_);
+    handling_ = true;
+  }
   v1::DecideResponse results;
   (*handle_)(request_, &results);
   request_.Clear();
 
   absl::MutexLock lock(&mu_);
+  handling_ = false;
   if (broken_) {
     // Nothing can be sent any more; the read that follows fails and ends
     // the stream.
@@ -113,7 +119,10 @@ void DecideStream::OnDone() {
 }
 
 void DecideStream::MaybeWriteLocked() {
-  if (write_in_flight_ || broken_ || pending_.results_size() == 0) return;
+  if (write_in_flight_ || broken_ || finished_ ||
+      pending_.results_size() == 0) {
+    return;
+  }
   writing_.Swap(&pending_);
   write_in_flight_ = true;
   StartWrite(&writing_);
@@ -122,7 +131,7 @@ void DecideStream::MaybeWriteLocked() {
 void DecideStream::MaybeFinishLocked() {
   // The message being written must stay put until OnWriteDone, which comes
   // (failed, if the stream broke) and calls here again.
-  if (finished_ || write_in_flight_) return;
+  if (finished_ || write_in_flight_ || handling_) return;
   if (broken_) {
     // An outstanding read fails once the call is finished; OnDone follows.
     finished_ = true;

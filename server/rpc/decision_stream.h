@@ -90,6 +90,9 @@ class DecideStream final
   // The message being written; gRPC reads it until OnWriteDone.
   v1::DecideResponse writing_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  // A message read is being handled (outside mu_); its results are yet to
+  // join pending_, so the stream must not finish.
+  bool handling_ ABSL_GUARDED_BY(mu_) = false;
   // A read was held back by flow control; OnWriteDone starts it.
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   // The client half-closed, or reading failed.

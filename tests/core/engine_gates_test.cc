@@ -484,21 +484,35 @@ TEST_F(ShardedKeysTest, PermitOfAnEvictedKeyExpiresHarmlessly) {
   EXPECT_EQ(Acquire("a", "tenant-0").remaining, 9);
 }
 
-TEST_F(ShardedKeysTest, ChangingTheShapeKeepsCountersAndOverride) {
+TEST_F(ShardedKeysTest, EditingMaxKeysKeepsTheShardsAndEveryKeysState) {
+  engine_.PutPolicy(Sharded());
+  ASSERT_EQ(Acquire("a", "alice").verdict, Verdict::kAllow);  // in flight
+  // Fewer keys than shards: the shards stay, each holding at least one key,
+  // and alice keeps her slot and her spent token.
+  PolicyConfig small = Sharded();
+  small.max_keys = 10;
+  engine_.PutPolicy(small);
+  EXPECT_EQ(Gates("a", "alice").in_flight, 1u);
+  EXPECT_NEAR(Gates("a", "alice").tokens_available, 9, kEps);
+  EXPECT_EQ(Acquire("a", "alice").reason, Reason::kConcurrencyLimited);
+  for (int i = 0; i < 1000; ++i) Acquire("a", "k" + std::to_string(i));
+  EXPECT_LE(Inspect("a").keys, Dependency::kShards);
+  EXPECT_EQ(engine_.Policies()[0]->max_keys, 10u);
+}
+
+TEST_F(ShardedKeysTest, SwitchingPerKeyKeepsCountersAndOverride) {
   engine_.PutPolicy(Sharded());
   ASSERT_TRUE(engine_.SetOverride("a", BreakerOverride::kForceOpen, "test")
                   .ok());
   EXPECT_EQ(Acquire("a", "alice").reason, Reason::kCircuitOpen);
-  // Few keys: one shard. The dependency is rebuilt; keys start afresh, but
-  // its counters and the operator's override stay.
-  PolicyConfig small = Sharded();
-  small.max_keys = 10;
-  ASSERT_EQ(Dependency::ShardsFor(small), 1u);
-  engine_.PutPolicy(small);
+  // Per-key state does not map onto one set of gates: the dependency is
+  // built afresh, keeping its counters and the operator's override.
+  PolicyConfig shared = Sharded();
+  shared.per_key = false;
+  engine_.PutPolicy(shared);
   EXPECT_EQ(Inspect("a").counters.acquired, 1u);
-  EXPECT_EQ(Acquire("a", "alice").reason, Reason::kCircuitOpen);
+  EXPECT_EQ(Acquire("a").reason, Reason::kCircuitOpen);
   EXPECT_EQ(Inspect("a").counters.acquired, 2u);
-  EXPECT_EQ(engine_.Policies()[0]->max_keys, 10u);
 }
 
 }  // namespace
