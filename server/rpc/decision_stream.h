@@ -64,8 +64,9 @@ class DecideStream final
 
   // Reads no more calls and finishes with UNAVAILABLE once the results of
   // the calls already read are written, so the gateway opens a new stream
-  // (to another replica, behind a load balancer) and loses no answer it
-  // was sent.
+  // (to another replica, behind a load balancer). Calls the gateway wrote
+  // that were not read by then get no answer here; the SDK decides them
+  // locally, as for any failed call.
   void End() ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
