@@ -136,7 +136,9 @@ void ClientImpl::Shared::SendAcquire(
       }
       on_done(std::move(s));
     };
-    if (stream->Send(std::move(decide), std::move(done))) return;
+    // The call keeps the deadline its unary RPC would have.
+    const absl::Time deadline = absl::FromChrono(call->context.deadline());
+    if (stream->Send(std::move(decide), deadline, std::move(done))) return;
   }
   stub->async()->Acquire(&call->context, &call->request, &call->response,
                          std::move(on_done));
@@ -257,9 +259,11 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
   call->context.set_deadline(absl::ToChronoTime(start + timeout));
   call->async_done = std::move(done);
   if (shared_->stream != nullptr) {
-    // A call on the stream has no deadline of its own: an alarm decides
-    // locally at acquire_timeout, as the unary deadline would. It holds the
-    // call weakly; the stream holds it until the answer.
+    // The stream also ends the call at its deadline (DEADLINE_EXCEEDED), but
+    // on gRPC's timer; this alarm decides locally at acquire_timeout, as the
+    // unary deadline would, and whichever comes first claims the call. It
+    // holds the call weakly; the stream holds it until the answer or the
+    // deadline.
     shared_->callbacks.fetch_add(1);
     call->alarm.Set(
         absl::ToChronoTime(start + timeout),

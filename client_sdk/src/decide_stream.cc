@@ -2,6 +2,7 @@
 
 #include <grpc/support/log.h>
 
+#include <queue>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,10 @@ namespace sluice::client::internal {
 // that joins the queue and a stream that breaks never cross. Holds the RPC
 // open (AddHold) until it has seen the stream end, so that no write can be
 // started after OnDone. Deletes itself in OnDone.
+//
+// Each waiting call remembers how many responses the stream had received
+// when it was queued; a call past its deadline with that count unchanged
+// means the stream has said nothing since, and is taken for dead.
 class DecideStream::Session final
     : public grpc::ClientBidiReactor<v1::DecideRequest, v1::DecideResponse> {
  public:
@@ -25,11 +30,57 @@ class DecideStream::Session final
     StartCall();
   }
 
-  void Enqueue(v1::DecideCall call, Done done)
+  struct Waiting {
+    Done done;
+    uint64_t reads_when_queued;
+  };
+
+  void Enqueue(v1::DecideCall call, absl::Time deadline, Done done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
-    waiting_.emplace(call.request_id(), std::move(done));
+    // Deadlines of calls answered since are dropped lazily, from the top;
+    // answers come mostly in order, so few linger.
+    while (!deadlines_.empty() &&
+           !waiting_.contains(deadlines_.top().second)) {
+      deadlines_.pop();
+    }
+    const uint64_t id = call.request_id();
+    waiting_.emplace(id, Waiting{std::move(done), reads_});
+    deadlines_.emplace(deadline, id);
     queue_.push_back(std::move(call));
     MaybeWrite();
+  }
+
+  // The earliest deadline of a call queued on this stream (possibly answered
+  // since); InfiniteFuture when none.
+  absl::Time next_deadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
+    return deadlines_.empty() ? absl::InfiniteFuture()
+                              : deadlines_.top().first;
+  }
+
+  // Takes the calls whose deadline is `now` or earlier into `overdue`. When
+  // the stream has received nothing since one of them was queued, ends it:
+  // OnDone then completes the rest.
+  void Expire(absl::Time now, std::vector<Done>* overdue)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
+    bool silent = false;
+    while (!deadlines_.empty() && deadlines_.top().first <= now) {
+      const uint64_t id = deadlines_.top().second;
+      deadlines_.pop();
+      auto it = waiting_.find(id);
+      if (it == waiting_.end()) continue;  // answered
+      silent = silent || it->second.reads_when_queued == reads_;
+      overdue->push_back(std::move(it->second.done));
+      waiting_.erase(it);
+    }
+    if (silent && !ended_) {
+      dead_ = true;
+      End();
+    }
+  }
+
+  // Whether Expire ended the stream for saying nothing.
+  bool dead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
+    return dead_;
   }
 
   // The stream is finished or going to be; no call may join it.
@@ -61,10 +112,11 @@ class DecideStream::Session final
     answered.reserve(response_.results_size());
     {
       absl::MutexLock lock(&owner_->mu_);
+      ++reads_;
       for (v1::DecideResult& result : *response_.mutable_results()) {
         auto it = waiting_.find(result.request_id());
-        if (it == waiting_.end()) continue;  // not ours; nothing waits
-        answered.emplace_back(std::move(it->second), std::move(result));
+        if (it == waiting_.end()) continue;  // not ours, or past its deadline
+        answered.emplace_back(std::move(it->second.done), std::move(result));
         waiting_.erase(it);
       }
     }
@@ -78,7 +130,7 @@ class DecideStream::Session final
   }
 
   // Takes the calls still waiting; called once, from OnDone.
-  absl::flat_hash_map<uint64_t, Done> TakeWaiting()
+  absl::flat_hash_map<uint64_t, Waiting> TakeWaiting()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
     return std::exchange(waiting_, {});
   }
@@ -112,7 +164,15 @@ class DecideStream::Session final
   bool writing_ ABSL_GUARDED_BY(owner_->mu_) = false;
   bool ended_ ABSL_GUARDED_BY(owner_->mu_) = false;
   std::deque<v1::DecideCall> queue_ ABSL_GUARDED_BY(owner_->mu_);
-  absl::flat_hash_map<uint64_t, Done> waiting_ ABSL_GUARDED_BY(owner_->mu_);
+  absl::flat_hash_map<uint64_t, Waiting> waiting_ ABSL_GUARDED_BY(owner_->mu_);
+  // (deadline, request id), earliest first; may hold calls answered since.
+  std::priority_queue<std::pair<absl::Time, uint64_t>,
+                      std::vector<std::pair<absl::Time, uint64_t>>,
+                      std::greater<>>
+      deadlines_ ABSL_GUARDED_BY(owner_->mu_);
+  // Responses received so far.
+  uint64_t reads_ ABSL_GUARDED_BY(owner_->mu_) = 0;
+  bool dead_ ABSL_GUARDED_BY(owner_->mu_) = false;
 };
 
 DecideStream::DecideStream(std::shared_ptr<grpc::Channel> channel)
@@ -121,33 +181,95 @@ DecideStream::DecideStream(std::shared_ptr<grpc::Channel> channel)
 
 DecideStream::~DecideStream() { Shutdown(); }
 
-bool DecideStream::Send(v1::DecideCall call, Done&& done) {
+bool DecideStream::Send(v1::DecideCall call, absl::Time deadline,
+                        Done&& done) {
   if (unimplemented_.load()) return false;
-  absl::MutexLock lock(&mu_);
-  if (shut_down_) return false;
-  call.set_request_id(next_id_++);
-  if (session_ == nullptr) {
-    session_ = new Session(this);
-    ++live_sessions_;
+  Rearm rearm;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return false;
+    call.set_request_id(next_id_++);
+    if (session_ == nullptr) {
+      session_ = new Session(this);
+      ++live_sessions_;
+    }
+    session_->Enqueue(std::move(call), deadline, std::move(done));
+    rearm = ArmBy(deadline);
   }
-  session_->Enqueue(std::move(call), std::move(done));
+  SetAlarm(std::move(rearm));
   return true;
 }
 
 void DecideStream::Shutdown() {
+  std::shared_ptr<grpc::Alarm> alarm;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    if (session_ != nullptr) session_->Cancel();
+    alarm = std::move(alarm_);
+    alarm_at_ = absl::InfiniteFuture();
+  }
+  // Cancels the alarm (unless a thread is about to set it, which then
+  // cancels it on letting go): its callback runs soon, with false.
+  alarm.reset();
   absl::MutexLock lock(&mu_);
-  shut_down_ = true;
-  if (session_ != nullptr) session_->Cancel();
-  mu_.Await(absl::Condition(
-      +[](int* live) { return *live == 0; }, &live_sessions_));
+  mu_.Await(absl::Condition(this, &DecideStream::Idle));
+}
+
+bool DecideStream::Idle() const {
+  return live_sessions_ == 0 && alarm_callbacks_ == 0;
+}
+
+DecideStream::Rearm DecideStream::ArmBy(absl::Time at) {
+  Rearm rearm;
+  if (shut_down_ || at >= alarm_at_) return rearm;  // also: at is infinite
+  rearm.replaced = std::move(alarm_);
+  alarm_ = std::make_shared<grpc::Alarm>();
+  alarm_at_ = at;
+  ++alarm_callbacks_;
+  rearm.to_set = alarm_;
+  rearm.at = at;
+  return rearm;
+}
+
+void DecideStream::SetAlarm(Rearm rearm) {
+  if (rearm.to_set != nullptr) {
+    rearm.to_set->Set(absl::ToChronoTime(rearm.at),
+                      [this](bool fired) { OnAlarm(fired); });
+  }
+  // Letting go of the replaced alarm cancels it, as it does `to_set` if that
+  // was replaced meanwhile (each is destroyed with its last reference).
+}
+
+void DecideStream::OnAlarm(bool fired) {
+  std::vector<Done> overdue;
+  Rearm rearm;
+  if (fired) {
+    absl::MutexLock lock(&mu_);
+    alarm_at_ = absl::InfiniteFuture();
+    if (session_ != nullptr) {
+      session_->Expire(absl::Now(), &overdue);
+      // Expire may have ended it (and cleared session_).
+      if (session_ != nullptr) rearm = ArmBy(session_->next_deadline());
+    }
+  }
+  SetAlarm(std::move(rearm));
+  for (Done& done : overdue) {
+    done(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
+         v1::DecideResult());
+  }
+  absl::MutexLock lock(&mu_);
+  --alarm_callbacks_;  // last: Shutdown may return and the owner go
 }
 
 void DecideStream::OnSessionDone(Session* session, const grpc::Status& status) {
-  absl::flat_hash_map<uint64_t, Done> waiting;
+  absl::flat_hash_map<uint64_t, Session::Waiting> waiting;
+  bool dead = false;
   {
     absl::MutexLock lock(&mu_);
     if (session_ == session) session_ = nullptr;
     waiting = session->TakeWaiting();
+    dead = session->dead();
   }
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED &&
       !unimplemented_.exchange(true)) {
@@ -159,11 +281,17 @@ void DecideStream::OnSessionDone(Session* session, const grpc::Status& status) {
             status.error_message().c_str());
   }
   // A stream that ended cleanly still left these calls unanswered.
-  const grpc::Status failure =
-      status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 "Decide stream ended before answering")
-                  : status;
-  for (auto& [id, done] : waiting) done(failure, v1::DecideResult());
+  grpc::Status failure = status;
+  if (dead) {
+    // Cancelled here: say why, rather than CANCELLED.
+    failure = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                           "Decide stream answered nothing by a call's "
+                           "deadline; cancelled it");
+  } else if (status.ok()) {
+    failure = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                           "Decide stream ended before answering");
+  }
+  for (auto& [id, call] : waiting) call.done(failure, v1::DecideResult());
   delete session;
   absl::MutexLock lock(&mu_);
   --live_sessions_;  // last: Shutdown may return and the owner go

@@ -89,7 +89,11 @@ bool Reporter::SendOnStream(const v1::ReportResultRequest& request) {
     }
     callbacks_.fetch_sub(1);  // Last touch of `this`.
   };
-  if (stream_->Send(std::move(call), std::move(done))) return true;
+  // The deadline a unary ReportResult would have.
+  if (stream_->Send(std::move(call), absl::Now() + options_.timeout,
+                    std::move(done))) {
+    return true;
+  }
   in_flight_.fetch_sub(1);
   callbacks_.fetch_sub(1);
   return false;
