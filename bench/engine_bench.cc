@@ -26,6 +26,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
+#include "thread_scaling.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
 #include "server/core/policy_config.h"
@@ -230,73 +231,23 @@ void BM_MutexCounter(benchmark::State& state) {
 }
 BENCHMARK(BM_MutexCounter)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 
-// Prints the usual table, then two tables of ratios from this run: each
-// benchmark against the mutex baseline at the same thread count, and each
-// benchmark at N threads against itself at 1 thread. With
-// --benchmark_repetitions, the means.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  // Colours only on a terminal (a reporter of our own does not see
-  // --benchmark_color).
-  RatioReporter()
-      : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular
-                                              : OO_Tabular) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      if (run.error_occurred) continue;
-      const bool wanted = run.repetitions > 1
-                              ? run.run_type == Run::RT_Aggregate &&
-                                    run.aggregate_name == "mean"
-                              : run.run_type == Run::RT_Iteration;
-      if (!wanted) continue;
-      // "BM_AcquireReport/real_time/threads:2" -> BM_AcquireReport, 2.
-      const std::string name = run.run_name.str();
-      const size_t pos = name.find("/real_time/threads:");
-      if (pos == std::string::npos) continue;
-      const int threads = std::atoi(name.c_str() + pos + 19);
-      // In the run's time unit (ns).
-      ns_per_op_[name.substr(0, pos)][threads] = run.GetAdjustedRealTime();
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
-  void PrintRatios() const {
-    const auto base = ns_per_op_.find("BM_MutexCounter");
-    std::printf("\nAgainst the mutex baseline, same thread count (real time "
-                "per op):\n");
-    for (const auto& [name, by_threads] : ns_per_op_) {
-      if (base == ns_per_op_.end() || name == base->first) continue;
-      for (const auto& [threads, ns] : by_threads) {
-        const auto b = base->second.find(threads);
-        if (b == base->second.end() || b->second <= 0) continue;
-        std::printf("  %-24s threads:%d  %8.1f ns = %6.2fx mutex (%.1f ns)\n",
-                    name.c_str(), threads, ns, ns / b->second, b->second);
-      }
-    }
-    std::printf(
-        "\nScaling: time per op at N threads / at 1 thread (= throughput(1) "
-        "/ throughput(N);\n<= 1.0x: N threads decide at least as many calls "
-        "per second as one):\n");
-    for (const auto& [name, by_threads] : ns_per_op_) {
-      const auto one = by_threads.find(1);
-      if (one == by_threads.end() || one->second <= 0 ||
-          by_threads.size() < 2) {
-        continue;
-      }
-      std::printf("  %-24s 1t %7.1f ns", name.c_str(), one->second);
-      for (const auto& [threads, ns] : by_threads) {
-        if (threads == 1) continue;
-        std::printf("   %dt %7.1f ns = %5.2fx", threads, ns, ns / one->second);
-      }
-      std::printf("\n");
+// The scaling table, and before it each benchmark against the mutex
+// baseline at the same thread count.
+void PrintAgainstMutex(const bench::ThreadScalingReporter::Times& times) {
+  const auto base = times.find("BM_MutexCounter");
+  if (base == times.end()) return;
+  std::printf("\nAgainst the mutex baseline, same thread count (real time "
+              "per op):\n");
+  for (const auto& [name, by_threads] : times) {
+    if (name == base->first) continue;
+    for (const auto& [threads, ns] : by_threads) {
+      const auto b = base->second.find(threads);
+      if (b == base->second.end() || b->second <= 0) continue;
+      std::printf("  %-24s threads:%d  %8.1f ns = %6.2fx mutex (%.1f ns)\n",
+                  name.c_str(), threads, ns, ns / b->second, b->second);
     }
   }
-
- private:
-  // Benchmark name -> thread count -> real ns per op.
-  std::map<std::string, std::map<int, double>> ns_per_op_;
-};
+}
 
 }  // namespace
 }  // namespace sluice::core
@@ -307,9 +258,10 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  sluice::core::RatioReporter reporter;
+  sluice::bench::ThreadScalingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.PrintRatios();
+  sluice::core::PrintAgainstMutex(reporter.times());
+  reporter.PrintScaling();
   benchmark::Shutdown();
   return 0;
 }

@@ -26,6 +26,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
+#include "thread_scaling.h"
 #include "server/core/hot_mutex.h"
 
 namespace sluice::core {
@@ -121,54 +122,6 @@ SLUICE_LOCK_BENCH(AdaptiveMutex);
 SLUICE_LOCK_BENCH(AbslMutex);
 SLUICE_LOCK_BENCH(Hot);
 
-// Prints the usual table, then time per op at N threads over 1 thread for
-// each benchmark (real time; the mean when repeated).
-class ScalingReporter : public benchmark::ConsoleReporter {
- public:
-  // Colours only on a terminal (a reporter of our own does not see
-  // --benchmark_color).
-  ScalingReporter()
-      : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular
-                                              : OO_Tabular) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      if (run.error_occurred) continue;
-      const bool repeated = run.repetitions > 1;
-      if (repeated ? (run.run_type == Run::RT_Aggregate &&
-                      run.aggregate_name == "mean")
-                   : run.run_type == Run::RT_Iteration) {
-        std::string name = run.run_name.str();
-        const auto pos = name.find("/threads:");
-        if (pos == std::string::npos) continue;
-        const int threads = std::stoi(name.substr(pos + 9));
-        name.erase(pos);
-        ns_[name][threads] = run.GetAdjustedRealTime();
-      }
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
-  void PrintScaling() const {
-    std::printf(
-        "\nReal time per op at N threads over 1 thread (<= 1.0x: the extra "
-        "threads add throughput):\n");
-    for (const auto& [name, by_threads] : ns_) {
-      const auto one = by_threads.find(1);
-      if (one == by_threads.end() || one->second <= 0) continue;
-      std::printf("  %-44s 1t %6.1f ns", name.c_str(), one->second);
-      for (const auto& [threads, ns] : by_threads) {
-        if (threads == 1) continue;
-        std::printf("  %dt %6.1f ns = %5.2fx", threads, ns, ns / one->second);
-      }
-      std::printf("\n");
-    }
-  }
-
- private:
-  std::map<std::string, std::map<int, double>> ns_;
-};
-
 }  // namespace
 }  // namespace sluice::core
 
@@ -176,7 +129,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  sluice::core::ScalingReporter reporter;
+  sluice::bench::ThreadScalingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintScaling();
   benchmark::Shutdown();
