@@ -246,7 +246,8 @@ class alignas(64) Dependency::Shard {
     std::shared_ptr<const PolicyConfig> old = std::move(policy_);
     SetPolicy(std::move(policy));
     max_keys_ = max_keys;
-    ForEachGates([&](GateSet& gates) { gates.Reconfigure(*policy_, now); });
+    const PolicyConfig& current = *policy_;
+    ForEachGates([&](GateSet& gates) { gates.Reconfigure(current, now); });
     while (index_.size() > max_keys_) EvictOldest();
   }
 
@@ -254,7 +255,8 @@ class alignas(64) Dependency::Shard {
                    absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
     override_ = override;
-    ForEachGates([&](GateSet& gates) { gates.SetOverride(override, now, cause); });
+    ForEachGates(
+        [&](GateSet& gates) { gates.SetOverride(override, now, cause); });
   }
 
   void SetClusterState(const ClusterState& cluster, absl::Time now)
