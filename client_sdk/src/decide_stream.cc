@@ -79,6 +79,12 @@ class DecideStream::Session final
   }
 
   // Whether Expire ended the stream for saying nothing.
+  // The owner's lock, which guards this session. Callers holding it as
+  // their own mu_ assert it through this, for clang's lock analysis.
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(owner_->mu_) {
+    return owner_->mu_;
+  }
+
   bool dead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
     return dead_;
   }
@@ -193,6 +199,7 @@ bool DecideStream::Send(v1::DecideCall call, absl::Time deadline,
       session_ = new Session(this);
       ++live_sessions_;
     }
+    session_->mu().AssertHeld();
     session_->Enqueue(std::move(call), deadline, std::move(done));
     rearm = ArmBy(deadline);
   }
@@ -205,7 +212,10 @@ void DecideStream::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     shut_down_ = true;
-    if (session_ != nullptr) session_->Cancel();
+    if (session_ != nullptr) {
+      session_->mu().AssertHeld();
+      session_->Cancel();
+    }
     alarm = std::move(alarm_);
     alarm_at_ = absl::InfiniteFuture();
   }
@@ -248,6 +258,7 @@ void DecideStream::OnAlarm(bool fired) {
     absl::MutexLock lock(&mu_);
     alarm_at_ = absl::InfiniteFuture();
     if (session_ != nullptr) {
+      session_->mu().AssertHeld();
       session_->Expire(absl::Now(), &overdue);
       // Expire may have ended it (and cleared session_).
       if (session_ != nullptr) rearm = ArmBy(session_->next_deadline());
@@ -268,6 +279,7 @@ void DecideStream::OnSessionDone(Session* session, const grpc::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     if (session_ == session) session_ = nullptr;
+    session->mu().AssertHeld();
     waiting = session->TakeWaiting();
     dead = session->dead();
   }
