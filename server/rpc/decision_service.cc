@@ -103,30 +103,33 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResults(
     grpc::CallbackServerContext* context,
     const v1::ReportResultsRequest* request,
     v1::ReportResultsResponse* response) {
-  const int n = request->reports_size();
+  return Finish(context, ReportMany(*request, response));
+}
+
+absl::Status DecisionServiceImpl::ReportMany(
+    const v1::ReportResultsRequest& request,
+    v1::ReportResultsResponse* response) {
+  const int n = request.reports_size();
   if (n > kMaxBatch) {
-    return Finish(context, absl::InvalidArgumentError(absl::StrCat(
-                               "reports: at most ", kMaxBatch,
-                               " per call, got ", n)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reports: at most ", kMaxBatch, " per call, got ", n));
   }
   // All or nothing: check every report before applying any.
   std::vector<ReportArgs> args;
   args.reserve(n);
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<ReportArgs> parsed =
-        ParseReportRequest(request->reports(i));
+    absl::StatusOr<ReportArgs> parsed = ParseReportRequest(request.reports(i));
     if (!parsed.ok()) {
-      return Finish(context,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "reports[", i, "]: ", parsed.status().message())));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reports[", i, "]: ", parsed.status().message()));
     }
     args.push_back(*parsed);
   }
   for (int i = 0; i < n; ++i) {
     response->add_breaker_states(
-        BreakerStateToProto(Settle(request->reports(i), args[i])));
+        BreakerStateToProto(Settle(request.reports(i), args[i])));
   }
-  return Finish(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
 grpc::ServerBidiReactor<v1::DecideRequest, v1::DecideResponse>*

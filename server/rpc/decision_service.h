@@ -54,6 +54,24 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
   void EnableForwarding(std::string replica_id,
                         std::function<bool(core::ForwardedReport)> forward);
 
+  // The per-call handlers every front end shares (unary and streamed gRPC,
+  // the HTTP/JSON API), so they decide, count and time alike.
+
+  // One Acquire: validate, decide, convert, and tell on_acquire how long it
+  // took.
+  absl::Status AcquireOne(const v1::AcquireRequest& request,
+                          v1::AcquireResponse* response);
+  // One report: check it, then settle it (or forward it to its issuer).
+  absl::StatusOr<core::BreakerState> ReportOne(
+      const v1::ReportResultRequest& request);
+  // Several reports, all or nothing: every one is checked first, and if one
+  // is invalid none is applied and the error names it (reports[i]).
+  absl::Status ReportMany(const v1::ReportResultsRequest& request,
+                          v1::ReportResultsResponse* response);
+  // One message of a Decide stream: a result per call, in order.
+  void HandleDecide(const v1::DecideRequest& request,
+                    v1::DecideResponse* response);
+
   // Decide streams open now.
   int64_t open_streams() const { return streams_.open(); }
   // Ends every Decide stream, now and from now on (see DecideStream::End).
@@ -66,19 +84,8 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
   static constexpr int kMaxDecideCalls = 1000;
 
  private:
-  // One Acquire, unary or streamed: validate, decide, convert, and tell
-  // on_acquire_ how long it took.
-  absl::Status AcquireOne(const v1::AcquireRequest& request,
-                          v1::AcquireResponse* response);
   absl::Status DecideAcquire(const v1::AcquireRequest& request,
                              v1::AcquireResponse* response);
-  // One report, unary or streamed: check it, then settle it.
-  absl::StatusOr<core::BreakerState> ReportOne(
-      const v1::ReportResultRequest& request);
-  // One message of a Decide stream: a result per call, in order.
-  void HandleDecide(const v1::DecideRequest& request,
-                    v1::DecideResponse* response);
-
   // Settles one checked report here, or forwards it to its issuer; the
   // breaker state this replica sees for the dependency.
   core::BreakerState Settle(const v1::ReportResultRequest& request,
