@@ -17,6 +17,8 @@ namespace sluice::app {
 namespace {
 
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
+constexpr char kRateLimitServiceName[] =
+    "envoy.service.ratelimit.v3.RateLimitService";
 
 }  // namespace
 
@@ -36,7 +38,8 @@ Server::Server(Options options, Dependencies dependencies)
       policies_(&engine_),
       decision_service_(&engine_, [m = &metrics_](absl::Duration d) {
         m->ObserveAcquire(d);
-      }) {}
+      }),
+      rate_limit_service_(&engine_, &decision_service_) {}
 
 Server::~Server() { Shutdown(absl::Now()); }
 
@@ -94,7 +97,9 @@ absl::Status Server::Start() {
   watcher_ = WatchPoliciesFile(options_, file->contents, mode_.get());
   housekeeping_ = std::thread([this] { Housekeeping(); });
   SetServing(true);
-  spdlog::info("serving DecisionService on {}", target());
+  spdlog::info(
+      "serving DecisionService on {} (and Envoy's RateLimitService, RLS v3)",
+      target());
   return absl::OkStatus();
 }
 
@@ -134,6 +139,7 @@ absl::Status Server::BindDecisionService() {
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
                            &port_);
   builder.RegisterService(&decision_service_);
+  builder.RegisterService(&rate_limit_service_);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     grpc_server_.reset();
@@ -244,6 +250,7 @@ void Server::SetServing(bool serving) {
       grpc_server_->GetHealthCheckService();
   health->SetServingStatus(serving);  // "" (the whole server)
   health->SetServingStatus(kDecisionServiceName, serving);
+  health->SetServingStatus(kRateLimitServiceName, serving);
 }
 
 void Server::Housekeeping() {

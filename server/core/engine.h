@@ -123,6 +123,11 @@ class Engine {
 
   // The policies in force, sorted by name.
   std::vector<std::shared_ptr<const PolicyConfig>> Policies();
+  // Changes whenever the set of policies (or one of them) changes; cheap,
+  // for callers that cache something derived from Policies().
+  uint64_t policies_generation() const {
+    return version_.load(std::memory_order_acquire);
+  }
 
   const Options& options() const { return options_; }
 
