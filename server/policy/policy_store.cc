@@ -53,6 +53,8 @@ bool SameContent(const v1::Policy& stored, const v1::Policy& canonical) {
   return google::protobuf::util::MessageDifferencer::Equals(a, canonical);
 }
 
+}  // namespace
+
 // INVALID_ARGUMENT if two of `policies` claim the same Envoy descriptor: a
 // rate-limit request must find exactly one policy.
 absl::Status CheckEnvoyDescriptors(
@@ -83,12 +85,14 @@ absl::Status CheckEnvoyDescriptors(
   return absl::OkStatus();
 }
 
-absl::Status CheckEnvoyDescriptors(
+namespace {
+
+absl::Status CheckSetEnvoyDescriptors(
     const std::map<std::string, Checked, std::less<>>& next) {
   std::vector<const v1::Policy*> all;
   all.reserve(next.size());
   for (const auto& [name, checked] : next) all.push_back(&checked.canonical);
-  return CheckEnvoyDescriptors(all);
+  return policy::CheckEnvoyDescriptors(all);
 }
 
 absl::Status VersionMismatch(absl::string_view name, uint64_t expected,
@@ -120,7 +124,7 @@ absl::StatusOr<std::vector<PolicyChange>> PolicyStore::ReplaceAll(
           absl::StrCat("policy \"", name, "\": defined more than once"));
     }
   }
-  SLUICE_RETURN_IF_ERROR(CheckEnvoyDescriptors(next));
+  SLUICE_RETURN_IF_ERROR(CheckSetEnvoyDescriptors(next));
 
   absl::MutexLock lock(&mu_);
   std::vector<PolicyChange> changes;
@@ -213,14 +217,7 @@ absl::StatusOr<PolicyChange> PolicyStore::Put(const v1::Policy& policy,
       (stored == nullptr || stored->version() != expected_version)) {
     return VersionMismatch(name, expected_version, stored);
   }
-  if (checked->canonical.envoy_descriptors_size() > 0) {
-    std::vector<const v1::Policy*> all;
-    for (const auto& [other, policy] : policies_) {
-      if (other != name) all.push_back(&policy);
-    }
-    all.push_back(&checked->canonical);
-    SLUICE_RETURN_IF_ERROR(CheckEnvoyDescriptors(all));
-  }
+  SLUICE_RETURN_IF_ERROR(CheckEnvoyDescriptorsLocked(checked->canonical));
   if (stored != nullptr && SameContent(*stored, checked->canonical)) {
     return PolicyChange{name, stored->version(), stored->version()};
   }
@@ -231,6 +228,24 @@ absl::StatusOr<PolicyChange> PolicyStore::Put(const v1::Policy& policy,
   policies_[name] = std::move(checked->canonical);
   engine_->PutPolicy(std::move(checked->config));
   return change;
+}
+
+absl::Status PolicyStore::CheckEnvoyDescriptors(
+    const v1::Policy& policy) const {
+  absl::MutexLock lock(&mu_);
+  return CheckEnvoyDescriptorsLocked(policy);
+}
+
+absl::Status PolicyStore::CheckEnvoyDescriptorsLocked(
+    const v1::Policy& policy) const {
+  if (policy.envoy_descriptors_size() == 0) return absl::OkStatus();
+  std::vector<const v1::Policy*> all;
+  all.reserve(policies_.size() + 1);
+  for (const auto& [name, stored] : policies_) {
+    if (name != policy.name()) all.push_back(&stored);
+  }
+  all.push_back(&policy);
+  return policy::CheckEnvoyDescriptors(all);
 }
 
 absl::StatusOr<PolicyChange> PolicyStore::Delete(absl::string_view name,
