@@ -60,6 +60,15 @@ metrics::Sources Server::MetricsSources() {
   sources.decide_streams = [this] {
     return static_cast<uint64_t>(decision_service_.open_streams());
   };
+  sources.rate_limit = [this] {
+    const rpc::RateLimitServiceImpl::Totals t = rate_limit_service_.totals();
+    metrics::RateLimitTotals out;
+    out.ok = t.ok;
+    out.over_limit = t.over_limit;
+    out.invalid = t.invalid;
+    out.unmatched = t.unmatched;
+    return out;
+  };
   return sources;
 }
 

@@ -42,6 +42,14 @@ struct SyncSnapshot {
   uint64_t store_resets = 0;
 };
 
+// Envoy rate-limit service totals since start.
+struct RateLimitTotals {
+  uint64_t ok = 0;
+  uint64_t over_limit = 0;
+  uint64_t invalid = 0;
+  uint64_t unmatched = 0;
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -56,6 +64,8 @@ struct Sources {
   std::function<uint64_t()> watchers;
   // Decide streams open now.
   std::function<uint64_t()> decide_streams;
+  // The Envoy rate-limit service's answers.
+  std::function<RateLimitTotals()> rate_limit;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at
