@@ -147,8 +147,9 @@ std::string DescriptorIndex::ExactKey(absl::string_view key,
 }
 
 DescriptorIndex::DescriptorIndex(
-    std::vector<std::shared_ptr<const core::PolicyConfig>> policies)
-    : policies_(std::move(policies)) {
+    std::vector<std::shared_ptr<const core::PolicyConfig>> policies,
+    uint64_t generation)
+    : policies_(std::move(policies)), generation_(generation) {
   for (const std::shared_ptr<const core::PolicyConfig>& policy : policies_) {
     for (const core::EnvoyDescriptorConfig& d : policy->envoy_descriptors) {
       std::unique_ptr<Node>& root = domains_[d.domain];
@@ -216,16 +217,21 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::ShouldRateLimit(
 }
 
 std::shared_ptr<const DescriptorIndex> RateLimitServiceImpl::Index() {
+  // Read the generation before the policies: a change in between makes the
+  // next call rebuild again, never keeps a stale index.
   const uint64_t generation = engine_->policies_generation();
+  std::shared_ptr<const DescriptorIndex> index = std::atomic_load(&index_);
+  if (index != nullptr && index->generation() == generation) return index;
   absl::MutexLock lock(&mu_);
-  if (index_ == nullptr || index_generation_ != generation) {
-    index_ = std::make_shared<const DescriptorIndex>(engine_->Policies());
-    index_generation_ = generation;
-    for (const std::string& conflict : index_->conflicts()) {
-      spdlog::warn("rate-limit service: {}", conflict);
-    }
+  index = std::atomic_load(&index_);
+  if (index != nullptr && index->generation() == generation) return index;
+  index = std::make_shared<const DescriptorIndex>(engine_->Policies(),
+                                                  generation);
+  for (const std::string& conflict : index->conflicts()) {
+    spdlog::warn("rate-limit service: {}", conflict);
   }
-  return index_;
+  std::atomic_store(&index_, index);
+  return index;
 }
 
 absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,

@@ -41,14 +41,17 @@ class DescriptorIndex {
   // policies claiming the same descriptor are refused by the policy store;
   // should a set adopted from the cluster store still hold such a pair, the
   // first by name answers and conflicts() names the descriptor.
-  explicit DescriptorIndex(
-      std::vector<std::shared_ptr<const core::PolicyConfig>> policies);
+  // `generation`: the engine's policies_generation() the set was read at.
+  DescriptorIndex(
+      std::vector<std::shared_ptr<const core::PolicyConfig>> policies,
+      uint64_t generation = 0);
 
   Match Find(absl::string_view domain,
              const envoy::extensions::common::ratelimit::v3::
                  RateLimitDescriptor& descriptor) const;
 
   const std::vector<std::string>& conflicts() const { return conflicts_; }
+  uint64_t generation() const { return generation_; }
   bool empty() const { return domains_.empty(); }
 
  private:
@@ -66,6 +69,7 @@ class DescriptorIndex {
   std::vector<std::shared_ptr<const core::PolicyConfig>> policies_;
   absl::flat_hash_map<std::string, std::unique_ptr<Node>> domains_;
   std::vector<std::string> conflicts_;
+  uint64_t generation_;
 };
 
 // envoy.service.ratelimit.v3.RateLimitService on the data port, so Envoy's
@@ -106,7 +110,8 @@ class RateLimitServiceImpl final
   static constexpr int kMaxEntries = 64;
 
  private:
-  // The index for the policies in force, rebuilt after each change.
+  // The index for the policies in force, rebuilt after each change. Reads
+  // take no lock: the current index is published with atomic_store.
   std::shared_ptr<const DescriptorIndex> Index() ABSL_LOCKS_EXCLUDED(mu_);
 
   core::Engine* const engine_;
@@ -116,9 +121,10 @@ class RateLimitServiceImpl final
   std::atomic<uint64_t> invalid_{0};
   std::atomic<uint64_t> unmatched_{0};
 
+  // Read with std::atomic_load; replaced with std::atomic_store under mu_,
+  // which only serialises the rebuilds.
+  std::shared_ptr<const DescriptorIndex> index_;
   absl::Mutex mu_;
-  std::shared_ptr<const DescriptorIndex> index_ ABSL_GUARDED_BY(mu_);
-  uint64_t index_generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sluice::rpc
