@@ -228,6 +228,14 @@ function checkBootstrap(doc, api, file) {
   if (!doc || typeof doc !== 'object') return out;
 
   const resources = doc.static_resources || {};
+  const listeners = new Set();
+  for (const [i, l] of list(resources.listeners).entries()) {
+    if (!l || typeof l.name !== 'string') continue;
+    if (listeners.has(l.name)) {
+      problems.push(`${file}: static_resources.listeners[${i}]: listener name "${l.name}" is used twice`);
+    }
+    listeners.add(l.name);
+  }
   const clusters = new Map();
   for (const [i, c] of list(resources.clusters).entries()) {
     const at = `${file}: static_resources.clusters[${i}]`;

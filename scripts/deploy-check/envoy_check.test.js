@@ -133,6 +133,16 @@ test('a value of the wrong type fails', () => {
     /port_value: must be <= 65535, got 70000/);
 });
 
+test('a header name with a line break fails (validate rule)', () => {
+  expectProblem(checkEdited('bootstrap', (t) => t.replace('header_name: x-tenant', 'header_name: "x-ten\\nant"')),
+    /request_headers\.header_name: "x-ten\\nant" is not an HTTP header name/);
+});
+
+test('two clusters of one name fail', () => {
+  expectProblem(checkEdited('bootstrap', (t) => t.replace('- name: search\n', '- name: inventory\n')),
+    /clusters\[1\]: cluster name "inventory" is used twice/);
+});
+
 test('an enum value Envoy does not define fails', () => {
   expectProblem(checkEdited('bootstrap', (t) => t.replace('type: STATIC', 'type: STATICAL')),
     /clusters\[0\]\.type: "STATICAL" is not a value of envoy\.config\.cluster\.v3\.Cluster\.DiscoveryType/);

@@ -467,12 +467,15 @@ class ProtoJsonChecker {
       if (r.prefix !== undefined && !s.startsWith(r.prefix)) fail(`must start with "${r.prefix}"`);
       if (r.in && r.in.length && !r.in.includes(s)) fail(`must be one of ${r.in.map((x) => `"${x}"`).join(', ')}`);
       if (r.not_in && r.not_in.includes(s)) fail(`must not be "${s}"`);
-      if (r.well_known_regex === 'HTTP_HEADER_NAME' && s !== '' &&
-          !/^:?[0-9A-Za-z!#$%&'*+\-.^_|~`]+$/.test(s)) {
-        fail(`"${s}" is not an HTTP header name`);
-      }
-      if (r.well_known_regex === 'HTTP_HEADER_VALUE' && /[\0\r\n]/.test(s)) {
-        fail('is not an HTTP header value');
+      // protoc-gen-validate's header rules; `strict: false` (Envoy's usual
+      // choice) only keeps out NUL, CR and LF.
+      if (r.well_known_regex === 'HTTP_HEADER_NAME' || r.well_known_regex === 'HTTP_HEADER_VALUE') {
+        const name = r.well_known_regex === 'HTTP_HEADER_NAME';
+        const re = r.strict === false ? /^[^\0\n\r]*$/
+          : name ? /^:?[0-9A-Za-z!#$%&'*+\-.^_|~`]+$/ : /^[^\0-\x08\x0a-\x1f\x7f]*$/;
+        if ((!name || s !== '') && !re.test(s)) {
+          fail(`${JSON.stringify(s)} is not an HTTP header ${name ? 'name' : 'value'}`);
+        }
       }
       return;
     }
