@@ -13,8 +13,9 @@ const path = require('node:path');
 const { test } = require('node:test');
 const yaml = require('js-yaml');
 
-const { run, crossCheck } = require('./envoy_check');
+const { run, crossCheck, loadSluice } = require('./envoy_check');
 const { loadEnvoyApi } = require('./envoy_protos');
+const { ProtoJsonChecker } = require('./proto_json');
 
 const root = path.resolve(__dirname, '..', '..');
 const files = {
@@ -463,6 +464,12 @@ test('the Lua filter reports each permit, escaped, without waiting', { skip: !lu
     { dependency: 'inventory', key: '', permitId: '8413457393', outcome: 'SUCCESS', latency: '0.012s' });
   assert.deepStrictEqual(calls[1].body,
     { dependency: 'search-per-tenant', key: tricky, permitId: '77@replica-2', outcome: 'SUCCESS', latency: '0.012s' });
+  // The body is sluice.v1.ReportResultRequest in the proto3 JSON mapping,
+  // which is what POST /v1/report parses.
+  const report = new ProtoJsonChecker(loadSluice(files.protos));
+  for (const c of calls) {
+    assert.deepStrictEqual(report.check('sluice.v1.ReportResultRequest', c.body), []);
+  }
 });
 
 test('the Lua filter reports a 5xx as FAILURE, and no latency without an upstream call', { skip: !luajit && 'luajit not installed' }, () => {
