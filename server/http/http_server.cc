@@ -421,6 +421,12 @@ class Listener final : public httplib::Server {
     set_read_timeout(absl::ToChronoMicroseconds(options.read_timeout));
     set_write_timeout(absl::ToChronoMicroseconds(options.write_timeout));
     set_payload_max_length(kMaxBodyBytes);
+    // httplib's default also sets SO_REUSEPORT, with which a second sluiced
+    // on the same port would bind and quietly take half the connections.
+    set_socket_options([](socket_t sock) {
+      const int one = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    });
   }
 
   // Binds host:port (port 0: any free port); the port bound, or -1.

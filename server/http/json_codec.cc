@@ -29,7 +29,7 @@ constexpr size_t kQuotedBytes = 24;
 constexpr absl::string_view kUnknownField = "Cannot find field.";
 constexpr absl::string_view kNotRepeated =
     "Proto field is not repeating, cannot start list.";
-constexpr absl::string_view kInvalidValue = "): invalid value ";
+constexpr absl::string_view kInvalidValue = ": invalid value ";
 constexpr absl::string_view kForType = " for type ";
 constexpr absl::string_view kObjectOnScalar =
     "Starting an object on a scalar field";
@@ -137,12 +137,13 @@ std::string DescribeSyntaxError(absl::string_view error) {
   return out;
 }
 
-// "(calls[0].acquire): invalid value <value> for type <type>".
+// "(calls[0].acquire): invalid value <value> for type <type>", or
+// ": invalid value ..." at the top level: `path` and what follows "invalid
+// value ".
 std::string DescribeInvalidValue(absl::string_view error,
+                                 absl::string_view path,
+                                 absl::string_view rest,
                                  const Descriptor& root) {
-  const size_t close = error.find(kInvalidValue);
-  const absl::string_view path = error.substr(1, close - 1);
-  absl::string_view rest = error.substr(close + kInvalidValue.size());
   const size_t for_type = rest.rfind(kForType);
   if (for_type == absl::string_view::npos) return std::string(error);
   const absl::string_view value = rest.substr(0, for_type);
@@ -229,8 +230,17 @@ std::string DescribeParseError(absl::string_view error,
                         root.name(), ")");
   }
   if (absl::StrContains(error, '\n')) return DescribeSyntaxError(error);
-  if (absl::StartsWith(error, "(") && absl::StrContains(error, kInvalidValue)) {
-    return DescribeInvalidValue(error, root);
+  if (absl::StartsWith(error, kInvalidValue)) {
+    return DescribeInvalidValue(error, "",
+                                error.substr(kInvalidValue.size()), root);
+  }
+  if (absl::StartsWith(error, "(")) {
+    const size_t close = error.find(absl::StrCat(")", kInvalidValue));
+    if (close != absl::string_view::npos) {
+      return DescribeInvalidValue(
+          error, error.substr(1, close - 1),
+          error.substr(close + 1 + kInvalidValue.size()), root);
+    }
   }
   if (absl::StrContains(error, ": ")) return DescribeFieldError(error, root);
   return absl::StrCat("request body: ", error);

@@ -71,7 +71,8 @@ struct Sources {
   std::function<uint64_t()> decide_streams;
   // The HTTP API's counters. Absent (or returning nullopt) without the HTTP
   // API, which hides its metrics.
-  std::function<std::optional<HttpSnapshot>()> http;
+  // (Initialized here so that brace-initialized Sources may leave it out.)
+  std::function<std::optional<HttpSnapshot>()> http = nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at
