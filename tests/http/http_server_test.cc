@@ -87,8 +87,8 @@ TEST_F(HttpServerTest, StopCutsARequestStillArrivingAtTheDeadline) {
   ASSERT_TRUE(slow.Send(
       "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
   // Accepted and taken by a thread before the stop; Stats tells when.
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return server->Stats().connections == 1; }, absl::Seconds(5)));
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 1; },
+                               absl::Seconds(5)));
   const absl::Time start = absl::Now();
   server->Stop(absl::Now() + absl::Milliseconds(100));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
