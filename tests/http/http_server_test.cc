@@ -116,6 +116,27 @@ TEST_F(HttpServerTest, AConnectionWaitingForAThreadIsServed) {
   EXPECT_EQ(server->Stats().waiting, 0);
 }
 
+TEST_F(HttpServerTest, IdleConnectionsStayWhileAThreadIsFree) {
+  HttpServerOptions options;
+  // More than the idle connection and the few just closed by their client
+  // whose threads have not yet seen the close.
+  options.threads = 8;
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection idle(server->port());
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(idle.Read().status, 200);
+  for (int i = 0; i < 20; ++i) {  // each queued for a moment, then served
+    testing::RawConnection other(server->port());
+    ASSERT_TRUE(other.SendPost("/v1/acquire", kAcquire));
+    ASSERT_EQ(other.Read().status, 200);
+  }
+  // Closing an idle connection races with its client's next request, so
+  // it is kept: it still answers.
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(idle.Read().status, 200);
+}
+
 TEST_F(HttpServerTest, MaxRequestsPerConnectionCloses) {
   HttpServerOptions options;
   options.max_requests_per_connection = 2;
