@@ -48,9 +48,9 @@
 // While a thread is free nothing closes: closing an idle connection races
 // with the client's next request on it.
 //
-// httplib's own connection loop polls an idle connection every 10 ms and
-// does not notice a stop until its keep-alive timeout ends, so a stop with
-// one idle gateway connection took 5 s. Here the loop is Sluice's
+// httplib's own connection loop polls an idle connection about every 10 ms
+// and does not notice a stop until its keep-alive timeout ends, so a stop
+// with one idle gateway connection took 5 s. Here the loop is Sluice's
 // (Listener::process_and_close_socket): it waits in poll(2) for the next
 // request, the stop and a waiting connection at once, and reads and writes
 // through ConnectionStream, which buffers (httplib reads the request line
