@@ -39,6 +39,8 @@ enum class MetricId : int {
   kDecideStreams,
   kRateLimitRequests,
   kRateLimitUnmatched,
+  kHttpRequests,
+  kHttpConnections,
   kCount,  // not a metric
 };
 
@@ -151,6 +153,16 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          {nullptr},
          "RLS descriptors no policy's envoy_descriptors match; answered OK "
          "and not limited."},
+        {MetricId::kHttpRequests, "sluice_http_requests_total",
+         MetricType::kCounter, {"endpoint", "code", nullptr},
+         "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "
+         "or other for an unknown path) and HTTP status (other for a status "
+         "outside the counted set). Only with --http-listen."},
+        {MetricId::kHttpConnections, "sluice_http_connections",
+         MetricType::kGauge, {"state", nullptr},
+         "HTTP API connections now: active (served, each on a thread) and "
+         "waiting (accepted, waiting for a thread; see --http-threads). Only "
+         "with --http-listen."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

@@ -50,6 +50,19 @@ struct RateLimitTotals {
   uint64_t unmatched = 0;
 };
 
+// The HTTP/JSON API as metrics see it (a copy of http::HttpStats' fields,
+// so that this library does not depend on server/http).
+struct HttpSnapshot {
+  struct Requests {
+    std::string endpoint;  // "/v1/acquire", ..., or "other"
+    std::string code;      // "200", ..., or "other"
+    uint64_t count = 0;
+  };
+  std::vector<Requests> requests;
+  uint64_t active_connections = 0;
+  uint64_t waiting_connections = 0;
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -64,8 +77,13 @@ struct Sources {
   std::function<uint64_t()> watchers;
   // Decide streams open now.
   std::function<uint64_t()> decide_streams;
+  // The members below are initialized here so that brace-initialized
+  // Sources may leave them out.
   // The Envoy rate-limit service's answers.
-  std::function<RateLimitTotals()> rate_limit;
+  std::function<RateLimitTotals()> rate_limit = nullptr;
+  // The HTTP API's counters. Absent (or returning nullopt) without the HTTP
+  // API, which hides its metrics.
+  std::function<std::optional<HttpSnapshot>()> http = nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at
