@@ -41,6 +41,11 @@ constexpr char kPolicies[] = R"(policies:
   - name: flaky
     breaker: { consecutive_failures: 3, open_duration: 60s }
     fallback: { strategy: STATIC, payload: 'x', on: [CIRCUIT_OPEN] }
+  - name: limited
+    rate_limit: { rate: 0.001, burst: 10 }
+    envoy_descriptors:
+      - domain: sluice-bench
+        entries: [{ key: dependency, value: limited }]
 )";
 
 class SluiceBenchTest : public ::testing::Test {
@@ -121,6 +126,23 @@ TEST_F(SluiceBenchTest, CountsVerdicts) {
   EXPECT_TRUE(j["baseline"].is_null());
   EXPECT_TRUE(j["ratio"].is_null());
   EXPECT_THAT(r.output, Not(HasSubstr("health checks")));
+}
+
+// Envoy's rate-limit service: the descriptor [dependency=limited] reaches
+// the policy, whose burst of 10 admits 10 and refuses the rest.
+TEST_F(SluiceBenchTest, RlsModeAsksTheRateLimitService) {
+  const std::string json = server_.dir() + "/bench.json";
+  const CommandResult r = Bench(
+      "--mode rls --count 50 --connections 1 --concurrency 2 --warmup 0 "
+      "--dependencies limited --baseline=false --json " +
+      json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = ReadJson(json);
+  EXPECT_EQ(j["config"]["mode"], "rls");
+  EXPECT_EQ(j["decisions"]["count"], 50);
+  EXPECT_EQ(j["decisions"]["errors"]["total"], 0);
+  EXPECT_EQ(j["decisions"]["verdicts"]["ALLOW"], 10);
+  EXPECT_EQ(j["decisions"]["verdicts"]["REJECT"], 40);
 }
 
 TEST_F(SluiceBenchTest, DurationRun) {

@@ -241,7 +241,7 @@ TEST(BenchCommandLineTest, UsageErrorsNameTheFlag) {
   };
   const std::vector<Case> cases = {
       {{"--connections", "0"}, "--connections wants a whole number in [1, "},
-      {{"--mode", "bidi"}, "--mode wants unary or stream, got \"bidi\""},
+      {{"--mode", "bidi"}, "--mode wants unary, stream or rls, got \"bidi\""},
       {{"--failure-rate", "1.5"}, "--failure-rate wants a number in [0, 1]"},
       {{"--duration", "soon"}, "--duration wants a positive duration"},
       {{"--latency", "-1ms"}, "--latency wants a duration"},
@@ -254,6 +254,8 @@ TEST(BenchCommandLineTest, UsageErrorsNameTheFlag) {
       {{"--http-target", "unix:/tmp/x"}, "--http-target: "},
       {{"--api", "http", "--http-target", "h:1", "--mode", "stream"},
        "--mode stream is gRPC's Decide stream"},
+      {{"--api", "http", "--http-target", "h:1", "--mode", "rls"},
+       "--mode rls is Envoy's rate-limit service over gRPC"},
       {{"--api", "http", "--http-target", "h:1", "--concurrency", "8"},
        "--api http has one request in flight per connection"},
       {{"--bogus"}, "--bogus"},

@@ -36,9 +36,14 @@ const char kBenchUsage[] =
     "                          flight each (default grpc)\n"
     "  --http-target HOST:PORT sluiced's --http-listen address (default\n"
     "                          $SLUICE_HTTP_TARGET)\n"
-    "  --mode unary|stream     unary: Acquire then ReportResult RPCs; stream:\n"
+    "  --mode unary|stream|rls unary: Acquire then ReportResult RPCs; stream:\n"
     "                          both as calls on DecisionService.Decide "
-    "streams\n"
+    "streams;\n"
+    "                          rls: Envoy's RateLimitService/ShouldRateLimit\n"
+    "                          in domain sluice-bench with the descriptor\n"
+    "                          [dependency=DEP] (plus key=KEY with --keys),\n"
+    "                          which the policies must claim in their\n"
+    "                          envoy_descriptors; nothing is reported\n"
     "                          (default unary)\n"
     "  --connections N         separate gRPC channels, one connection each\n"
     "                          (default 4)\n"
@@ -78,7 +83,15 @@ const char kBenchUsage[] =
     "not be reached (counts by gRPC code printed), 2 usage error.\n";
 
 const char* ModeName(Mode mode) {
-  return mode == Mode::kUnary ? "unary" : "stream";
+  switch (mode) {
+    case Mode::kUnary:
+      return "unary";
+    case Mode::kStream:
+      return "stream";
+    case Mode::kRls:
+      return "rls";
+  }
+  return "?";
 }
 
 const char* ApiName(Api api) { return api == Api::kGrpc ? "grpc" : "http"; }
@@ -156,8 +169,10 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
       o.mode = Mode::kUnary;
     } else if (mode == "stream") {
       o.mode = Mode::kStream;
+    } else if (mode == "rls") {
+      o.mode = Mode::kRls;
     } else {
-      return Bad("--mode", "unary or stream", v);
+      return Bad("--mode", "unary, stream or rls", v);
     }
     return absl::OkStatus();
   });
@@ -255,6 +270,10 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
       return usage("--api http needs --http-target HOST:PORT");
     }
     if (mode_option->count() > 0 && o.mode != Mode::kUnary) {
+      if (o.mode == Mode::kRls) {
+        return usage("--mode rls is Envoy's rate-limit service over gRPC; "
+                     "it has no HTTP form");
+      }
       return usage("--mode stream is gRPC's Decide stream; --api http makes "
                    "one request at a time per connection");
     }

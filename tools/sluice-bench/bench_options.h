@@ -12,6 +12,7 @@ namespace sluice::bench {
 enum class Mode {
   kUnary,   // Acquire, then ReportResult, as separate unary RPCs
   kStream,  // both as calls on one DecisionService.Decide stream
+  kRls,     // Envoy's RateLimitService/ShouldRateLimit, no report
 };
 
 const char* ModeName(Mode mode);

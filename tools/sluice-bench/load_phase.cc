@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
 #include "wire/time.h"
@@ -95,6 +96,9 @@ class Tally {
   int workers_ ABSL_GUARDED_BY(mu_);
   PhaseResult result_ ABSL_GUARDED_BY(mu_);
 };
+
+// The domain of rls mode's requests.
+constexpr char kRlsDomain[] = "sluice-bench";
 
 // What every worker of a decision phase reads.
 struct Shared {
@@ -207,6 +211,67 @@ class UnaryChain {
   v1::AcquireResponse acquired_;
   v1::ReportResultRequest report_;
   v1::ReportResultResponse reported_;
+};
+
+// One of the concurrent decisions of a connection in rls mode: a
+// ShouldRateLimit call with one descriptor, [dependency=DEP] or
+// [dependency=DEP, key=KEY], then the next, until the budget is spent. Envoy
+// reports nothing, so neither does this. OK counts as ALLOW, OVER_LIMIT as
+// REJECT.
+class RlsChain {
+ public:
+  RlsChain(const Shared& shared,
+           envoy::service::ratelimit::v3::RateLimitService::Stub* stub,
+           uint64_t seed)
+      : shared_(shared), stub_(stub), rng_(seed) {}
+
+  void Next() {
+    if (!shared_.budget.Take()) {
+      shared_.tally.WorkerDone();
+      return;
+    }
+    const CallShape call = shared_.workload.Next(rng_);
+    request_.Clear();
+    request_.set_domain(kRlsDomain);
+    auto* descriptor = request_.add_descriptors();
+    auto* entry = descriptor->add_entries();
+    entry->set_key("dependency");
+    entry->set_value(shared_.workload.dependency(call.dependency));
+    if (call.key >= 0) {
+      entry = descriptor->add_entries();
+      entry->set_key("key");
+      entry->set_value(shared_.workload.key(call.key));
+    }
+    context_ = Context(shared_.options.deadline);
+    started_ = absl::Now();
+    stub_->async()->ShouldRateLimit(
+        context_.get(), &request_, &response_,
+        [this](grpc::Status status) { OnAnswered(status); });
+  }
+
+ private:
+  void OnAnswered(const grpc::Status& status) {
+    if (!status.ok()) {
+      shared_.tally.Failed(CodeName(status.error_code()),
+                           status.error_message());
+      Next();
+      return;
+    }
+    const bool ok = response_.overall_code() ==
+                    envoy::service::ratelimit::v3::RateLimitResponse::OK;
+    shared_.tally.Acquired(absl::Now() - started_,
+                           ok ? v1::ALLOW : v1::REJECT);
+    shared_.tally.Completed(absl::ZeroDuration(), /*reported=*/false);
+    Next();
+  }
+
+  const Shared& shared_;
+  envoy::service::ratelimit::v3::RateLimitService::Stub* const stub_;
+  std::mt19937_64 rng_;
+  absl::Time started_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  envoy::service::ratelimit::v3::RateLimitRequest request_;
+  envoy::service::ratelimit::v3::RateLimitResponse response_;
 };
 
 // One DecisionService.Decide stream with options.concurrency decisions
@@ -522,9 +587,24 @@ PhaseResult RunDecisions(
   }
   std::vector<std::unique_ptr<UnaryChain>> chains;
   std::vector<std::unique_ptr<DecideStream>> streams;
+  std::vector<std::unique_ptr<
+      envoy::service::ratelimit::v3::RateLimitService::Stub>>
+      rls_stubs;
+  std::vector<std::unique_ptr<RlsChain>> rls_chains;
   const absl::Time start = absl::Now();
   for (size_t c = 0; c < stubs.size(); ++c) {
     const uint64_t base = seed + c * static_cast<uint64_t>(options.concurrency);
+    if (options.mode == Mode::kRls) {
+      rls_stubs.push_back(
+          envoy::service::ratelimit::v3::RateLimitService::NewStub(
+              channels[c]));
+      for (int m = 0; m < options.concurrency; ++m) {
+        rls_chains.push_back(std::make_unique<RlsChain>(
+            shared, rls_stubs.back().get(), base + m));
+        rls_chains.back()->Next();
+      }
+      continue;
+    }
     if (stream) {
       streams.push_back(
           std::make_unique<DecideStream>(shared, stubs[c].get(), base));
