@@ -16,53 +16,34 @@
 #include "server/app/options.h"
 #include "server/app/server.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/rls/in_process_server.h"
+#include "tests/rls/rls_test_util.h"
 #include "tests/testing/fake_clock.h"
 
 namespace sluice {
 namespace {
 
-using envoy::service::ratelimit::v3::RateLimitRequest;
 using envoy::service::ratelimit::v3::RateLimitResponse;
-using envoy::service::ratelimit::v3::RateLimitService;
 using ::testing::Contains;
 using ::testing::Key;
 using ::testing::Pair;
 
-using Entries = std::vector<std::pair<std::string, std::string>>;
+using rls_test::Entries;
 
 class EnvoyExampleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    app::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.admin_listen = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    options.policies_path = SLUICE_SOURCE_DIR "/deploy/envoy/policies.yaml";
-    app::Server::Dependencies deps;
-    deps.clock = &clock_;
-    deps.metrics_listener = false;
-    server_ = std::make_unique<app::Server>(options, deps);
-    const absl::Status started = server_->BuildAndStart();
-    ASSERT_TRUE(started.ok()) << started;
-    channel_ = grpc::CreateChannel(server_->target(),
-                                   grpc::InsecureChannelCredentials());
-    rls_ = RateLimitService::NewStub(channel_);
-    decisions_ = v1::DecisionService::NewStub(channel_);
+    server_ = std::make_unique<rls_test::InProcessServer>(
+        SLUICE_SOURCE_DIR "/deploy/envoy/policies.yaml", &clock_);
+    ASSERT_TRUE(server_->status().ok()) << server_->status();
   }
 
   // One descriptor in the bootstrap's domain.
   RateLimitResponse Ask(const Entries& entries) {
-    RateLimitRequest request;
-    request.set_domain("edge");
-    auto* d = request.add_descriptors();
-    for (const auto& [key, value] : entries) {
-      auto* e = d->add_entries();
-      e->set_key(key);
-      e->set_value(value);
-    }
     RateLimitResponse response;
     grpc::ClientContext context;
-    const grpc::Status s = rls_->ShouldRateLimit(&context, request, &response);
+    const grpc::Status s = server_->rls()->ShouldRateLimit(
+        &context, rls_test::Request("edge", {entries}), &response);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return response;
   }
@@ -90,18 +71,11 @@ class EnvoyExampleTest : public ::testing::Test {
 
   static std::vector<std::pair<std::string, std::string>> Headers(
       const RateLimitResponse& r) {
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& h : r.response_headers_to_add()) {
-      out.emplace_back(h.key(), h.value());
-    }
-    return out;
+    return rls_test::Headers(r);
   }
 
   testing::FakeClock clock_;
-  std::unique_ptr<app::Server> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<RateLimitService::Stub> rls_;
-  std::unique_ptr<v1::DecisionService::Stub> decisions_;
+  std::unique_ptr<rls_test::InProcessServer> server_;
 };
 
 TEST_F(EnvoyExampleTest, EveryDescriptorOfTheBootstrapLandsOnItsPolicy) {
@@ -146,7 +120,7 @@ TEST_F(EnvoyExampleTest,
     report.set_outcome(v1::FAILURE);
     v1::ReportResultResponse reported;
     grpc::ClientContext context;
-    ASSERT_TRUE(decisions_->ReportResult(&context, report, &reported).ok());
+    ASSERT_TRUE(server_->decisions()->ReportResult(&context, report, &reported).ok());
   }
   const RateLimitResponse open = Ask(inventory);
   EXPECT_EQ(open.overall_code(), RateLimitResponse::OVER_LIMIT);

@@ -17,10 +17,11 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "server/app/options.h"
 #include "server/app/server.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/rls/in_process_server.h"
+#include "tests/rls/rls_test_util.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/temp_dir.h"
 
@@ -29,7 +30,6 @@ namespace {
 
 using envoy::service::ratelimit::v3::RateLimitRequest;
 using envoy::service::ratelimit::v3::RateLimitResponse;
-using envoy::service::ratelimit::v3::RateLimitService;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
@@ -93,41 +93,16 @@ class RateLimitServiceTest : public ::testing::Test {
   void SetUp() override {
     const std::string path = dir_.File("policies.yaml");
     std::ofstream(path) << kPolicies;
-    app::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.admin_listen = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    options.policies_path = path;
-    app::Server::Dependencies deps;
-    deps.clock = &clock_;
-    deps.metrics_listener = false;
-    server_ = std::make_unique<app::Server>(options, deps);
-    ASSERT_TRUE(server_->BuildAndStart().ok());
-    // Over TCP, as Envoy connects.
-    channel_ = grpc::CreateChannel(server_->target(),
-                                   grpc::InsecureChannelCredentials());
-    rls_ = RateLimitService::NewStub(channel_);
-    decisions_ = v1::DecisionService::NewStub(channel_);
-    admin_ = v1::AdminService::NewStub(server_->AdminInProcessChannel());
+    server_ = std::make_unique<rls_test::InProcessServer>(path, &clock_);
+    ASSERT_TRUE(server_->status().ok()) << server_->status();
+    channel_ = server_->channel();
+    admin_ = v1::AdminService::NewStub(server_->server().AdminInProcessChannel());
   }
 
-  // One descriptor per list of key/value pairs.
-  static RateLimitRequest Request(
-      std::vector<std::vector<std::pair<std::string, std::string>>>
-          descriptors,
-      uint32_t hits_addend = 0) {
-    RateLimitRequest request;
-    request.set_domain("edge");
-    request.set_hits_addend(hits_addend);
-    for (const auto& entries : descriptors) {
-      auto* d = request.add_descriptors();
-      for (const auto& [key, value] : entries) {
-        auto* e = d->add_entries();
-        e->set_key(key);
-        e->set_value(value);
-      }
-    }
-    return request;
+  // One descriptor per list of key/value pairs, in domain "edge".
+  static RateLimitRequest Request(const std::vector<rls_test::Entries>& descriptors,
+                                  uint32_t hits_addend = 0) {
+    return rls_test::Request("edge", descriptors, hits_addend);
   }
 
   grpc::Status Call(const RateLimitRequest& request,
@@ -135,7 +110,7 @@ class RateLimitServiceTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(5));
-    return rls_->ShouldRateLimit(&context, request, response);
+    return server_->rls()->ShouldRateLimit(&context, request, response);
   }
 
   RateLimitResponse Ask(const RateLimitRequest& request) {
@@ -175,19 +150,15 @@ class RateLimitServiceTest : public ::testing::Test {
 
   static std::vector<std::pair<std::string, std::string>> Headers(
       const RateLimitResponse& r) {
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& h : r.response_headers_to_add()) {
-      out.emplace_back(h.key(), h.value());
-    }
-    return out;
+    return rls_test::Headers(r);
   }
+
+  v1::DecisionService::Stub* decisions() { return server_->decisions(); }
 
   testing::TempDir dir_{"rls_test"};
   testing::FakeClock clock_;
-  std::unique_ptr<app::Server> server_;
+  std::unique_ptr<rls_test::InProcessServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<RateLimitService::Stub> rls_;
-  std::unique_ptr<v1::DecisionService::Stub> decisions_;
   std::unique_ptr<v1::AdminService::Stub> admin_;
 };
 
@@ -239,7 +210,7 @@ TEST_F(RateLimitServiceTest, AnyValueEntryGivesEachValueItsOwnLimit) {
   acquire.set_key("acme");
   v1::AcquireResponse answer;
   grpc::ClientContext context;
-  ASSERT_TRUE(decisions_->Acquire(&context, acquire, &answer).ok());
+  ASSERT_TRUE(decisions()->Acquire(&context, acquire, &answer).ok());
   EXPECT_EQ(answer.verdict(), v1::REJECT);
   clock_.Advance(absl::Milliseconds(500));
   EXPECT_EQ(OkCount(tenant("acme"), 5), 1);
@@ -299,7 +270,7 @@ TEST_F(RateLimitServiceTest, EveryDescriptorGetsItsStatusInOrder) {
 }
 
 TEST_F(RateLimitServiceTest, HitsAddendIsHonoured) {
-  const auto payments = std::vector<std::vector<std::pair<std::string, std::string>>>{
+  const auto payments = std::vector<rls_test::Entries>{
       {{"destination_cluster", "payments"}}};
   // 0 means 1.
   EXPECT_EQ(Ask(Request(payments, 0)).statuses(0).limit_remaining(), 4u);
@@ -374,7 +345,7 @@ TEST_F(RateLimitServiceTest, ConcurrencyAndOpenBreakerAnswerOverLimit) {
   report.set_outcome(v1::FAILURE);
   v1::ReportResultResponse reported;
   grpc::ClientContext context;
-  ASSERT_TRUE(decisions_->ReportResult(&context, report, &reported).ok());
+  ASSERT_TRUE(decisions()->ReportResult(&context, report, &reported).ok());
   EXPECT_EQ(State("inventory").in_flight(), 1u);
   EXPECT_EQ(Overall(r), RateLimitResponse::OK);
 

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/v1/admin.grpc.pb.h"
+#include "tests/rls/rls_test_util.h"
 #include "tests/testing/sluiced_process.h"
 
 namespace sluice {
@@ -46,17 +47,8 @@ policies:
           - {key: tenant}
 )yaml";
 
-RateLimitRequest Request(
-    const std::vector<std::pair<std::string, std::string>>& entries) {
-  RateLimitRequest request;
-  request.set_domain("edge");
-  auto* d = request.add_descriptors();
-  for (const auto& [key, value] : entries) {
-    auto* e = d->add_entries();
-    e->set_key(key);
-    e->set_value(value);
-  }
-  return request;
+RateLimitRequest Request(const rls_test::Entries& entries) {
+  return rls_test::Request("edge", {entries});
 }
 
 // Sends each of `requests` in a closed loop from its own 2 threads until
