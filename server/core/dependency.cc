@@ -181,13 +181,21 @@ class alignas(64) Dependency::Shard {
       gates = &node->gates;
     }
     const Admission admission = gates->Acquire(*policy_, permits, now, out);
-    if (admission.admitted) {
+    const bool may_not_report = unreported == Unreported::kRelease;
+    // A caller that may never report holds a permit only where one serves:
+    // a slot to give back, or an outcome the breaker would judge.
+    if (admission.admitted &&
+        (!may_not_report || admission.holds_slot ||
+         admission.probe_round != 0 || policy_->breaker.has_value())) {
       PermitLedger::Permit evicted;
+      // Its expiry judges nothing, except for a HALF_OPEN probe: a probe
+      // whose outcome never comes is a failed probe for every caller, or
+      // unreported probes would hold the breaker HALF_OPEN for good.
       out->permit_id =
           ledger_.Issue(now, now + gates->permit_expiry(),
                         admission.holds_slot, admission.probe_round, node,
                         &evicted,
-                        unreported == Unreported::kRelease
+                        may_not_report && admission.probe_round == 0
                             ? Outcome::kCancelled
                             : Outcome::kTimeout);
       if (node != nullptr) ++node->live_permits;

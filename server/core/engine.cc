@@ -102,6 +102,7 @@ void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
     }
   }
   Publish(std::move(next));
+  policies_generation_.fetch_add(1, std::memory_order_release);
 }
 
 void Engine::PutPolicy(PolicyConfig policy) {
@@ -112,6 +113,7 @@ void Engine::PutPolicy(PolicyConfig policy) {
     // dependency they already hold.
     it->second->Reconfigure(
         std::make_shared<const PolicyConfig>(std::move(policy)));
+    policies_generation_.fetch_add(1, std::memory_order_release);
     return;
   }
   auto next = std::make_shared<DependencyMap>(*current_);
@@ -120,6 +122,7 @@ void Engine::PutPolicy(PolicyConfig policy) {
                       ? Update(it->second, std::move(policy))
                       : MakeDependency(std::move(policy));
   Publish(std::move(next));
+  policies_generation_.fetch_add(1, std::memory_order_release);
 }
 
 bool Engine::DeletePolicy(absl::string_view name) {
@@ -128,6 +131,7 @@ bool Engine::DeletePolicy(absl::string_view name) {
   auto next = std::make_shared<DependencyMap>(*current_);
   next->erase(next->find(name));
   Publish(std::move(next));
+  policies_generation_.fetch_add(1, std::memory_order_release);
   return true;
 }
 

@@ -73,7 +73,7 @@ class Engine {
   // window limit, or above Dependency::kMaxPermits). A permit not reported
   // within 2 x call_timeout counts as `unreported` says: a TIMEOUT for
   // callers that always report, nothing but a freed slot for callers that
-  // may not (Envoy's rate-limit protocol).
+  // may not (Envoy's rate-limit protocol; see Unreported::kRelease).
   absl::StatusOr<Decision> Acquire(
       absl::string_view dependency, absl::string_view key, uint32_t permits,
       Unreported unreported = Unreported::kTimeout);
@@ -123,10 +123,11 @@ class Engine {
 
   // The policies in force, sorted by name.
   std::vector<std::shared_ptr<const PolicyConfig>> Policies();
-  // Changes whenever the set of policies (or one of them) changes; cheap,
-  // for callers that cache something derived from Policies().
+  // Changes whenever the set of policies or one of them changes, after the
+  // change is visible to Policies(); cheap, for callers that cache
+  // something derived from Policies().
   uint64_t policies_generation() const {
-    return version_.load(std::memory_order_acquire);
+    return policies_generation_.load(std::memory_order_acquire);
   }
 
   const Options& options() const { return options_; }
@@ -168,6 +169,8 @@ class Engine {
   std::atomic<uint64_t> unknown_rejected_{0};
   // Bumped on every Publish; readers compare it with their cached version.
   std::atomic<uint64_t> version_{1};
+  // Bumped on every policy change, including those made in place.
+  std::atomic<uint64_t> policies_generation_{1};
 
   absl::Mutex mu_;
   std::shared_ptr<const DependencyMap> current_ ABSL_GUARDED_BY(mu_);

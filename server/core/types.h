@@ -46,7 +46,9 @@ enum class Unreported : uint8_t {
   // counts it as a failure. For callers that always report (the SDK).
   kTimeout = 1,
   // The caller may never report (Envoy's rate-limit filter has no report):
-  // expiry only frees what the permit holds and judges nothing.
+  // expiry only frees what the permit holds and judges nothing, except for
+  // a HALF_OPEN probe, whose expiry is a failed probe. A policy with
+  // neither an in-flight cap nor a breaker issues no permit at all.
   kRelease = 2,
 };
 

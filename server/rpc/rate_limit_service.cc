@@ -35,7 +35,7 @@ std::string Quote(absl::string_view s) {
 
 // The policy's rate as requests per the smallest Envoy unit that holds at
 // least one request: 100 per 1s is 100/SECOND, 10 per 30s is 20/MINUTE,
-// 0.5 per 1s is 30/MINUTE. Envoy's units cannot say "burst", so a token
+// 0.5 per 1s is 30/MINUTE, 1 per 168h is 4/MONTH. Envoy's units cannot say "burst", so a token
 // bucket is described by its sustained rate.
 void SetCurrentLimit(const core::PolicyConfig& policy, RlsLimit* out) {
   const core::RateLimitConfig& rate = *policy.rate_limit;
@@ -43,12 +43,16 @@ void SetCurrentLimit(const core::PolicyConfig& policy, RlsLimit* out) {
     double seconds;
     RlsLimit::Unit unit;
   };
+  // MONTH and YEAR as 30 and 365 days.
   static constexpr Unit kUnits[] = {{1, RlsLimit::SECOND},
                                     {60, RlsLimit::MINUTE},
                                     {3600, RlsLimit::HOUR},
-                                    {86400, RlsLimit::DAY}};
+                                    {86400, RlsLimit::DAY},
+                                    {30 * 86400, RlsLimit::MONTH},
+                                    {365 * 86400, RlsLimit::YEAR}};
   const double per_seconds = absl::ToDoubleSeconds(rate.per);
-  Unit chosen = kUnits[3];
+  // Below one a year, "1 per YEAR" is the closest Envoy can say.
+  Unit chosen = kUnits[5];
   for (const Unit& u : kUnits) {
     if (u.seconds < per_seconds) continue;
     if (rate.rate * u.seconds / per_seconds >= 1 - 1e-9) {
@@ -139,6 +143,14 @@ uint32_t Hits(const RateLimitRequest& request, const RateLimitDescriptor& d) {
       std::min<uint64_t>(hits, std::numeric_limits<uint32_t>::max()));
 }
 
+// Appends `value` with "\\" and "|" escaped by a backslash.
+void AppendEscaped(absl::string_view value, std::string* out) {
+  for (char c : value) {
+    if (c == '\\' || c == '|') out->push_back('\\');
+    out->push_back(c);
+  }
+}
+
 }  // namespace
 
 std::string DescriptorIndex::ExactKey(absl::string_view key,
@@ -186,7 +198,11 @@ DescriptorIndex::Match DescriptorIndex::Find(
   auto root = domains_.find(domain);
   if (root == domains_.end()) return match;
   const Node* node = root->second.get();
+  // One any-value entry: its value is the key, as an Acquire caller would
+  // send it. Several: the values joined by "|", each with "\\" and "|"
+  // escaped, so that no two value lists make the same key.
   std::string key;
+  const std::string* first = nullptr;
   bool keyed = false;
   for (const RateLimitDescriptor::Entry& entry : descriptor.entries()) {
     if (auto it = node->exact.find(ExactKey(entry.key(), entry.value()));
@@ -197,12 +213,22 @@ DescriptorIndex::Match DescriptorIndex::Find(
     auto it = node->any.find(entry.key());
     if (it == node->any.end()) return match;
     node = it->second.get();
-    if (keyed) key += '|';
-    key += entry.value();
+    if (keyed) {
+      key += '|';
+      AppendEscaped(entry.value(), &key);
+    } else {
+      first = &entry.value();
+    }
     keyed = true;
   }
   match.policy = node->policy;
-  if (match.policy != nullptr) match.key = std::move(key);
+  if (match.policy == nullptr || first == nullptr) return match;
+  if (key.empty()) {
+    match.key = *first;
+  } else {
+    AppendEscaped(*first, &match.key);
+    match.key += key;
+  }
   return match;
 }
 
@@ -220,11 +246,13 @@ std::shared_ptr<const DescriptorIndex> RateLimitServiceImpl::Index() {
   // Read the generation before the policies: a change in between makes the
   // next call rebuild again, never keeps a stale index.
   const uint64_t generation = engine_->policies_generation();
+  // Generations only grow: an index built at or after `generation` is
+  // current enough, and one built by a slower thread never replaces it.
   std::shared_ptr<const DescriptorIndex> index = std::atomic_load(&index_);
-  if (index != nullptr && index->generation() == generation) return index;
+  if (index != nullptr && index->generation() >= generation) return index;
   absl::MutexLock lock(&mu_);
   index = std::atomic_load(&index_);
-  if (index != nullptr && index->generation() == generation) return index;
+  if (index != nullptr && index->generation() >= generation) return index;
   index = std::make_shared<const DescriptorIndex>(engine_->Policies(),
                                                   generation);
   for (const std::string& conflict : index->conflicts()) {
@@ -296,9 +324,11 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
       d = *decision;
     } else {
       // Only a hit count the policy can never admit fails here: that is a
-      // refusal for this descriptor, as in Envoy's service, not an error.
-      d.verdict = core::Verdict::kReject;
-      d.reason = core::Reason::kRateLimited;
+      // refusal for this descriptor, as in Envoy's service, not an error;
+      // a shadow policy lets it through like any other refusal.
+      d.verdict = policy.shadow ? core::Verdict::kAllow : core::Verdict::kReject;
+      d.reason = policy.shadow ? core::Reason::kShadow
+                               : core::Reason::kRateLimited;
       d.remaining = 0;
     }
     const bool allowed = d.verdict == core::Verdict::kAllow;

@@ -32,8 +32,9 @@ class DescriptorIndex {
   struct Match {
     // Null when no policy answers the descriptor.
     const core::PolicyConfig* policy = nullptr;
-    // The per-key partition: the values of the entries an any-value entry
-    // matched, joined by "|"; "" when there are none.
+    // The per-key partition: the value an any-value entry matched; with
+    // several, their values joined by "|", each with "\\" and "|" escaped
+    // by a backslash; "" when there are none.
     std::string key;
   };
 
@@ -110,8 +111,9 @@ class RateLimitServiceImpl final
   static constexpr int kMaxEntries = 64;
 
  private:
-  // The index for the policies in force, rebuilt after each change. Reads
-  // take no lock: the current index is published with atomic_store.
+  // The index for the policies in force, rebuilt after each change. Readers
+  // share it through std::atomic_load (a short lock inside the standard
+  // library, never held while building); mu_ serialises the rebuilds.
   std::shared_ptr<const DescriptorIndex> Index() ABSL_LOCKS_EXCLUDED(mu_);
 
   core::Engine* const engine_;

@@ -177,6 +177,27 @@ TEST_F(EngineBreakerTest, LostProbeExpiresAsTimeoutAndReopens) {
   EXPECT_EQ(Outcomes(Inspect("a").counters, Outcome::kTimeout), 1u);
 }
 
+TEST_F(EngineBreakerTest, UnreportedProbeOfACallerThatMayNotReportFails) {
+  // Otherwise probes taken by Envoy's rate-limit calls, which nobody
+  // reports, would free their slot on expiry and hold HALF_OPEN for good.
+  PolicyConfig p = MakePolicy("a");
+  WithBreaker(p, 1);
+  engine_.PutPolicy(p);
+  FailCalls("a", 1);
+  clock_.Advance(absl::Seconds(15));
+  absl::StatusOr<Decision> probe =
+      engine_.Acquire("a", "", 1, Unreported::kRelease);
+  ASSERT_TRUE(probe.ok());
+  ASSERT_EQ(probe->verdict, Verdict::kAllow);
+  ASSERT_NE(probe->permit_id, 0u);
+  clock_.Advance(absl::Seconds(2));
+  engine_.Sweep();
+  const GateStatus g = Gates("a");
+  EXPECT_EQ(g.breaker_state, BreakerState::kOpen);
+  EXPECT_EQ(g.probes_in_flight, 0u);
+  EXPECT_EQ(g.open_until, clock_.Now() + absl::Seconds(30));
+}
+
 TEST_F(EngineBreakerTest, OwnRefusalsNeverFeedTheBreaker) {
   PolicyConfig p = MakePolicy("a");
   WithBucket(p, 1, 2, absl::Hours(1));

@@ -111,6 +111,22 @@ TEST_F(ConcurrencyTest, PermitsOfCallersThatMayNotReportExpireAsReleases) {
   EXPECT_EQ(s.gates->window.failures, 0);
 }
 
+TEST_F(ConcurrencyTest, CallersThatMayNotReportGetNoPermitWhereNoneServes) {
+  // A rate limit alone has nothing to give back or judge: no permit, so an
+  // unreported stream of them never fills the ledger.
+  PolicyConfig p = MakePolicy("rate-only");
+  WithBucket(p, 100, 100);
+  engine_.PutPolicy(p);
+  absl::StatusOr<Decision> d =
+      engine_.Acquire("rate-only", "", 1, Unreported::kRelease);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->verdict, Verdict::kAllow);
+  EXPECT_EQ(d->permit_id, 0u);
+  EXPECT_EQ(Gates("rate-only").live_permits, 0u);
+  // Callers that report still get one, for the outcome counters.
+  EXPECT_NE(Acquire("rate-only").permit_id, 0u);
+}
+
 TEST_F(ConcurrencyTest, ExpiryFollowsCallTimeout) {
   PolicyConfig p = MakePolicy("a");
   p.call_timeout = absl::Milliseconds(250);

@@ -229,6 +229,10 @@ TEST_F(RateLimitServiceTest, SeveralAnyValueEntriesPartitionByAllValues) {
   EXPECT_EQ(r.statuses(0).current_limit().unit(),
             Unit::RateLimitResponse_RateLimit_Unit_MINUTE);
   EXPECT_EQ(State("per-client-route").keys(), 3u);
+  // Values holding the separator do not collide: each has its own bucket.
+  EXPECT_EQ(OkCount(call("c|d", "e"), 5), 3);
+  EXPECT_EQ(OkCount(call("c", "d|e"), 5), 3);
+  EXPECT_EQ(State("per-client-route").keys(), 5u);
 }
 
 TEST_F(RateLimitServiceTest, UnmatchedDescriptorsAreNotLimited) {
@@ -313,6 +317,9 @@ TEST_F(RateLimitServiceTest, RateLimitHeadersWhenThePolicyAsks) {
 TEST_F(RateLimitServiceTest, ShadowAnswersOkAndCountsWhatItWouldRefuse) {
   const RateLimitRequest r = Request({{{"generic_key", "shadowed"}}});
   EXPECT_EQ(OkCount(r, 4), 4);
+  // Even a hit count beyond the bucket refuses nothing in shadow.
+  EXPECT_EQ(Overall(Request({{{"generic_key", "shadowed"}}}, 5)),
+            RateLimitResponse::OK);
   const v1::DependencyState state = State("shadowed");
   EXPECT_EQ(state.decisions().acquired(), 4u);
   EXPECT_EQ(state.decisions().shadow_refused(), 3u);
@@ -425,6 +432,17 @@ TEST_F(RateLimitServiceTest, PolicyChangesRemapAtOnce) {
   e->set_value("orders");
   ASSERT_TRUE(Put(orders).ok());
   EXPECT_EQ(OkCount(r, 3), 1);
+
+  // Editing the policy in place (same per_key) remaps at once too.
+  orders.mutable_envoy_descriptors(0)->mutable_entries(0)->set_value(
+      "orders-v2");
+  orders.set_rate_limit_headers(true);
+  ASSERT_TRUE(Put(orders).ok());
+  EXPECT_EQ(OkCount(r, 3), 3);
+  const RateLimitResponse moved =
+      Ask(Request({{{"destination_cluster", "orders-v2"}}}));
+  EXPECT_EQ(moved.statuses(0).current_limit().name(), "orders");
+  EXPECT_THAT(Headers(moved), ::testing::Contains(Pair("RateLimit-Limit", "1")));
 
   // Another policy may not claim the same descriptor.
   v1::Policy twin = orders;
