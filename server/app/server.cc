@@ -248,16 +248,19 @@ void Server::Shutdown(absl::Time deadline) {
                        absl::Milliseconds(100))));
     // Health reports NOT_SERVING from here on, so load balancers move away.
     grpc_server_->GetHealthCheckService()->Shutdown();
-    // The HTTP API stops before the gRPC drain: idle connections close at
-    // once, requests under way finish (until the deadline).
+    // The HTTP API drains alongside gRPC, each until the same deadline:
+    // idle connections close at once, requests under way finish. One slow
+    // HTTP client must not use up the time the gRPC drain has.
+    std::thread http_stop;
     if (http_server_ != nullptr) {
       http_server_->SetServing(false);
-      http_server_->Stop(deadline);
+      http_stop = std::thread([this, deadline] { http_server_->Stop(deadline); });
     }
     // Decide streams never end by themselves: they end now, each after the
     // answers to the calls it already read.
     decision_service_.EndStreams();
     grpc_server_->Shutdown(absl::ToChronoTime(deadline));
+    if (http_stop.joinable()) http_stop.join();
   }
   // WatchEvents streams never end by themselves: cancel them at once.
   if (admin_server_ != nullptr) admin_server_->Shutdown(absl::Now());

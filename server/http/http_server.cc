@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/http/decision_api.h"
+#include "spdlog/spdlog.h"
 #include "wire/address.h"
 
 // How connections are served, and why.
@@ -132,11 +133,15 @@ class ConnectionStream final : public httplib::Stream {
         in_(kReadBufferBytes) {}
 
   bool is_readable() const override {
-    return has_input() || AwaitFd(fd_, POLLIN, read_timeout_);
+    return has_input() || AwaitFd(fd_, POLLIN, Within(read_timeout_));
   }
   bool is_writable() const override {
-    return AwaitFd(fd_, POLLOUT, write_timeout_);
+    return AwaitFd(fd_, POLLOUT, Within(write_timeout_));
   }
+
+  // The request now begun must be read and answered by `deadline`; every
+  // wait after it is cut short, and fails, at the deadline.
+  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
 
   ssize_t read(char* ptr, size_t size) override {
     if (!has_input()) {
@@ -180,7 +185,7 @@ class ConnectionStream final : public httplib::Stream {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-          AwaitFd(fd_, POLLOUT, write_timeout_)) {
+          AwaitFd(fd_, POLLOUT, Within(write_timeout_))) {
         continue;
       }
       out_.clear();
@@ -206,11 +211,16 @@ class ConnectionStream final : public httplib::Stream {
       }
       if (errno == EINTR) continue;
       if ((errno == EAGAIN || errno == EWOULDBLOCK) &&
-          AwaitFd(fd_, POLLIN, read_timeout_)) {
+          AwaitFd(fd_, POLLIN, Within(read_timeout_))) {
         continue;
       }
       return -1;
     }
+  }
+
+  // `timeout`, or less when the request's deadline comes first.
+  absl::Duration Within(absl::Duration timeout) const {
+    return std::min(timeout, deadline_ - absl::Now());
   }
 
   // httplib asks for both addresses on every request; they do not change.
@@ -233,6 +243,7 @@ class ConnectionStream final : public httplib::Stream {
   const int fd_;
   const absl::Duration read_timeout_;
   const absl::Duration write_timeout_;
+  absl::Time deadline_ = absl::InfiniteFuture();
   std::vector<char> in_;
   size_t in_pos_ = 0;
   size_t in_end_ = 0;
@@ -268,6 +279,10 @@ class Connections {
     ++waiting_;
     UpdatePressure();
   }
+  // A connection was turned away: too many were waiting for a thread.
+  void Refused() { refused_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
   void Dequeued() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     --waiting_;
@@ -383,16 +398,30 @@ class Connections {
   // Written under mu_, read without it.
   std::atomic<bool> pressure_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> refused_{0};
 };
 
+// Set on the accepting thread while it turns a connection away.
+thread_local bool refuse_connection = false;
+
 // httplib's thread pool, telling `connections` when a connection starts
-// waiting for a thread and when it got one.
+// waiting for a thread and when it got one. At most as many connections
+// wait as there are threads: beyond that a new connection is answered 503
+// and closed at once on the accepting thread, so that a flood of
+// connections (or of slow clients) cannot pile up file descriptors, which
+// the gRPC listeners share.
 class CountingThreadPool final : public httplib::TaskQueue {
  public:
   CountingThreadPool(size_t threads, Connections* connections)
-      : pool_(threads), connections_(connections) {}
+      : pool_(threads), threads_(threads), connections_(connections) {}
 
   void enqueue(std::function<void()> task) override {
+    if (connections_->waiting() >= static_cast<int64_t>(threads_)) {
+      refuse_connection = true;
+      task();  // process_and_close_socket, which sees the flag
+      refuse_connection = false;
+      return;
+    }
     connections_->Queued();
     pool_.enqueue([this, task = std::move(task)] {
       connections_->Dequeued();
@@ -403,6 +432,7 @@ class CountingThreadPool final : public httplib::TaskQueue {
 
  private:
   httplib::ThreadPool pool_;
+  const size_t threads_;
   Connections* const connections_;
 };
 
@@ -474,6 +504,16 @@ class Listener final : public httplib::Server {
 
  private:
   bool process_and_close_socket(socket_t sock) override {
+    if (refuse_connection) {
+      // Never blocks the accepting thread: one non-blocking send, then close.
+      static constexpr char kBusy[] =
+          "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+          "Retry-After: 1\r\nContent-Length: 0\r\n\r\n";
+      ::send(sock, kBusy, sizeof(kBusy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(sock);
+      connections_->Refused();
+      return false;
+    }
     if (!connections_->Open(sock)) {
       ::close(sock);
       return false;
@@ -489,6 +529,7 @@ class Listener final : public httplib::Server {
           !connections_->AwaitRequest(sock, options_.idle_timeout)) {
         break;
       }
+      stream.set_deadline(absl::Now() + options_.request_timeout);
       const bool last =
           served + 1 == max_requests || connections_->ShouldClose();
       RequestScope scope;
@@ -592,20 +633,35 @@ class HttpServerImpl final : public HttpServer {
           absl::StrCat("cannot serve the HTTP API on ", listen,
                        " (address in use or not available?)"));
     }
-    thread_ = std::thread([this] { listener_.listen_after_bind(); });
+    thread_ = std::thread([this] {
+      listener_.listen_after_bind();
+      // httplib's accept loop also ends, for good, on an accept error other
+      // than running out of descriptors. Say so, and stop calling the API
+      // healthy, rather than go quiet.
+      if (!stopping_.load(std::memory_order_acquire)) {
+        serving_.store(false, std::memory_order_relaxed);
+        failed_.store(true, std::memory_order_relaxed);
+        spdlog::error(
+            "the HTTP API stopped accepting connections (accept failed: "
+            "{}); /v1/health now answers 503, the gRPC listeners go on",
+            std::strerror(errno));
+      }
+    });
     return absl::OkStatus();
   }
 
   int port() const override { return port_; }
 
   void SetServing(bool serving) override {
-    serving_.store(serving, std::memory_order_relaxed);
+    serving_.store(serving && !failed_.load(std::memory_order_relaxed),
+                   std::memory_order_relaxed);
   }
 
   void Stop(absl::Time deadline) override ABSL_LOCKS_EXCLUDED(stop_mu_) {
     absl::MutexLock lock(&stop_mu_);
     if (stopped_) return;
     stopped_ = true;
+    stopping_.store(true, std::memory_order_release);
     serving_.store(false, std::memory_order_relaxed);
     connections_.Stop();
     listener_.StopAccepting();
@@ -734,6 +790,10 @@ class HttpServerImpl final : public HttpServer {
   Connections connections_;
   Listener listener_;
   std::atomic<bool> serving_{false};
+  // Set before a Stop closes the listener, so its end is not a failure.
+  std::atomic<bool> stopping_{false};
+  // The accept loop ended without a Stop; serving_ stays false.
+  std::atomic<bool> failed_{false};
   int port_ = 0;
   std::thread thread_;  // runs listener_'s accept loop
 

@@ -24,6 +24,10 @@ struct HttpServerOptions {
   // socket to take more of a response.
   absl::Duration read_timeout = absl::Seconds(5);
   absl::Duration write_timeout = absl::Seconds(5);
+  // Longest time from the first byte of a request to the last byte of its
+  // answer, however the bytes trickle in: a client that sends one byte
+  // every few seconds must not hold a thread for ever.
+  absl::Duration request_timeout = absl::Seconds(10);
   // How long an idle keep-alive connection is kept between requests.
   absl::Duration idle_timeout = absl::Seconds(65);
   // Requests one connection serves before the server closes it.

@@ -116,6 +116,51 @@ TEST_F(HttpServerTest, AConnectionWaitingForAThreadIsServed) {
   EXPECT_EQ(server->Stats().waiting, 0);
 }
 
+TEST_F(HttpServerTest, ARequestMustArriveWithinTheRequestTimeout) {
+  // Each wait for more bytes may take read_timeout, but the whole request
+  // no more than request_timeout: a client trickling bytes cannot keep a
+  // thread.
+  HttpServerOptions options;
+  options.request_timeout = absl::Milliseconds(200);
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection slow(server->port());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(slow.Send("POST /v1/acquire HTTP/1.1\r\nHost: t\r\n"));
+  // httplib answers the half head 400 (or the cut comes first), then the
+  // connection closes: at the deadline, not after read_timeout (5 s).
+  const int status = slow.Read().status;
+  EXPECT_TRUE(status == 400 || status == 0) << status;
+  EXPECT_TRUE(slow.ClosedByServer());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
+                               absl::Seconds(5)));
+}
+
+TEST_F(HttpServerTest, ConnectionsBeyondTheWaitingCapAreTurnedAway) {
+  HttpServerOptions options;
+  options.threads = 1;
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  // A request under way holds the only thread ...
+  testing::RawConnection busy(server->port());
+  ASSERT_TRUE(busy.Send(
+      "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 1; },
+                               absl::Seconds(5)));
+  // ... one more connection may wait for it ...
+  testing::RawConnection waiting(server->port());
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().waiting == 1; },
+                               absl::Seconds(5)));
+  // ... and the next is answered 503 at once and closed.
+  testing::RawConnection turned_away(server->port());
+  ASSERT_TRUE(turned_away.SendPost("/v1/acquire", kAcquire));
+  const testing::RawResponse answer = turned_away.Read();
+  EXPECT_EQ(answer.status, 503);
+  EXPECT_EQ(answer.headers.at("retry-after"), "1");
+  EXPECT_TRUE(turned_away.ClosedByServer());
+}
+
 TEST_F(HttpServerTest, IdleConnectionsStayWhileAThreadIsFree) {
   HttpServerOptions options;
   // More than the idle connection and the few just closed by their client
