@@ -10,8 +10,9 @@
 //     reported, and a key over Sluice's 1024-byte limit is still limited;
 //   KilledBackendOpensBreakerThenFallback: a backend slower than the proxy
 //     timeout is reported as TIMEOUT; a killed backend's 502s are reported
-//     as failures, open the breakers of `inventory` and `recommendations`,
-//     and clients then get their STATIC and DEFAULT fallbacks;
+//     as failures and open the breakers of `inventory`, `recommendations`
+//     and `payments`; clients then get the STATIC and DEFAULT fallbacks,
+//     and a 503 with Retry-After where there is none;
 //   FailsOpenWhenSluiceIsStoppedOrKilled: a stopped sluiced (SIGSTOP: every
 //     acquire times out) and a killed one (connection refused) both let
 //     every call through to the backend.
@@ -71,7 +72,8 @@ constexpr char kJsModule[] = "/usr/lib/nginx/modules/ngx_http_js_module.so";
 constexpr double kRate = 20;   // per second
 constexpr double kBurst = 10;
 // ... and what `inventory` (STATIC) and `recommendations` (DEFAULT) serve
-// while their breakers are open (5 failures in a row, open for 30 s).
+// while their breakers are open (5 failures in a row, open for 30 s);
+// `payments` has no fallback.
 constexpr int kTrip = 5;
 constexpr char kInventoryPayload[] = R"({"items":[],"degraded":true})";
 constexpr char kDefaultAnswer[] =
@@ -377,7 +379,8 @@ TEST_F(NginxGatewayTest, RateLimitHoldsPerTenant) {
 }
 
 TEST_F(NginxGatewayTest, KilledBackendOpensBreakerThenFallback) {
-  for (const std::string dependency : {"inventory", "recommendations"}) {
+  for (const std::string dependency :
+       {"inventory", "recommendations", "payments"}) {
     const HttpResponse r = Get("/api/" + dependency + "/item");
     EXPECT_TRUE(IsBackend(r, "backend"))
         << dependency << ": " << r.status << " " << r.body;
@@ -399,46 +402,71 @@ TEST_F(NginxGatewayTest, KilledBackendOpensBreakerThenFallback) {
   backend_.Kill();
   const absl::Time killed = absl::Now();
   struct Case {
-    std::string dependency, body, content_type;
+    std::string dependency;
+    std::string body;  // the fallback; "" for none (payments)
   };
-  for (const Case& c :
-       {Case{"inventory", kInventoryPayload, "application/json"},
-        Case{"recommendations", kDefaultAnswer, "application/json"}}) {
+  for (const Case& c : {Case{"inventory", kInventoryPayload},
+                        Case{"recommendations", kDefaultAnswer},
+                        Case{"payments", ""}}) {
     // 502 (connection refused) until the breaker opens. A report is sent
     // as the 502 goes out, so the next acquire may overtake it: a trip
     // after up to 3 more failures than the policy's 5 is accepted.
     int failures = 0;
-    std::optional<HttpResponse> degraded;
-    for (int n = 0; n < 20 && !degraded.has_value(); ++n) {
+    std::optional<HttpResponse> refused;
+    for (int n = 0; n < 20 && !refused.has_value(); ++n) {
       HttpResponse r = Get("/api/" + c.dependency + "/item");
       if (r.status == 502 && r.header("x-sluice-result") == "backend") {
         ++failures;
-      } else if (r.header("x-sluice-result") == "degraded") {
-        degraded = std::move(r);
+      } else if (r.header("x-sluice-result") == "degraded" ||
+                 r.header("x-sluice-result") == "rejected") {
+        refused = std::move(r);
       } else {
         ADD_FAILURE() << c.dependency << ": unexpected " << r.status << " "
                       << r.header("x-sluice-result") << " " << r.body;
       }
     }
-    ASSERT_TRUE(degraded.has_value()) << c.dependency << " never degraded";
+    ASSERT_TRUE(refused.has_value()) << c.dependency << " never refused";
     std::printf("[nginx] %s: breaker open after %d failures (502) of a "
                 "killed backend, %.0f ms after the kill\n",
                 c.dependency.c_str(), failures, Ms(absl::Now() - killed));
     EXPECT_GE(failures, kTrip) << c.dependency;
     EXPECT_LE(failures, kTrip + 3) << c.dependency;
 
-    // Then the fallback, every time, while the breaker stays open (30 s).
-    std::vector<HttpResponse> answers = {*degraded};
+    // Then, every time while the breaker stays open (30 s), the fallback,
+    // or without one a 503 that says when to come back.
+    std::vector<HttpResponse> answers = {*refused};
     for (int n = 0; n < 10; ++n) {
       answers.push_back(Get("/api/" + c.dependency + "/item"));
     }
     for (const HttpResponse& r : answers) {
-      EXPECT_EQ(r.status, 200) << c.dependency;
-      EXPECT_EQ(r.header("x-sluice-result"), "degraded") << c.dependency;
-      EXPECT_EQ(r.header("x-sluice-degraded"), "CIRCUIT_OPEN") << c.dependency;
-      EXPECT_EQ(r.header("content-type"), c.content_type) << c.dependency;
-      EXPECT_EQ(r.body, c.body) << c.dependency;
+      if (c.body.empty()) {
+        EXPECT_EQ(r.status, 503) << c.dependency;
+        EXPECT_EQ(r.header("x-sluice-result"), "rejected") << c.dependency;
+        EXPECT_EQ(r.header("x-sluice-reason"), "CIRCUIT_OPEN") << c.dependency;
+        // The rest of the 30 s open period, rounded up to whole seconds.
+        int retry_after = 0;
+        EXPECT_TRUE(absl::SimpleAtoi(r.header("retry-after"), &retry_after));
+        EXPECT_GE(retry_after, 25) << c.dependency;
+        EXPECT_LE(retry_after, 30) << c.dependency;
+        EXPECT_TRUE(absl::StrContains(r.body, "\"reason\":\"CIRCUIT_OPEN\""))
+            << r.body;
+      } else {
+        EXPECT_EQ(r.status, 200) << c.dependency;
+        EXPECT_EQ(r.header("x-sluice-result"), "degraded") << c.dependency;
+        EXPECT_EQ(r.header("x-sluice-degraded"), "CIRCUIT_OPEN")
+            << c.dependency;
+        EXPECT_EQ(r.header("content-type"), "application/json")
+            << c.dependency;
+        EXPECT_EQ(r.body, c.body) << c.dependency;
+      }
     }
+    const HttpResponse& last = answers.back();
+    const std::string shown = c.body.empty()
+                                  ? "Retry-After: " + last.header("retry-after")
+                                  : last.body;
+    std::printf("[nginx] %s then: %d %s, %s\n", c.dependency.c_str(),
+                last.status, last.header("x-sluice-result").c_str(),
+                shown.c_str());
     // Sluice saw each 502 as a FAILURE.
     EXPECT_TRUE(WaitFor(
         [&] { return Outcomes(c.dependency, "FAILURE") == failures; },
