@@ -50,6 +50,7 @@ function outcomeOf(status) {
     return status >= 500 ? 'FAILURE' : 'SUCCESS';
 }
 
+// The key as Sluice takes it: itself, or its hash when too long.
 function sluiceKey(key) {
     if (Buffer.byteLength(key) <= MAX_KEY_BYTES) {
         return key;
@@ -199,6 +200,4 @@ function report(r) {
     }
 }
 
-export default {
-    guard, report, durationSeconds, retryAfterSeconds, outcomeOf, sluiceKey,
-};
+export default { guard, report };
