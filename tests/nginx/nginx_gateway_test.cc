@@ -530,6 +530,13 @@ TEST_F(NginxGatewayTest, FailsOpenWhenSluiceIsStoppedOrKilled) {
   const std::string log = ErrorLog();
   EXPECT_TRUE(absl::StrContains(log, "answered 504; failing open")) << log;
   EXPECT_TRUE(absl::StrContains(log, "answered 502; failing open")) << log;
+  // The access log tells the calls that went through undecided.
+  const std::string access = ReadFile(dir_.File("access.log"));
+  EXPECT_TRUE(absl::StrContains(access, " 200 ")) << Tail(access, 5);
+  EXPECT_TRUE(absl::StrContains(access, "sluice=fail-open ")) << Tail(access, 5);
+  EXPECT_TRUE(absl::StrContains(access,
+                                "sluice=rejected rejected=RATE_LIMITED "))
+      << Tail(access, 5);
 }
 
 }  // namespace
