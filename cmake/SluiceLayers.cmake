@@ -12,6 +12,10 @@
 #   server/rpc       sluice_rpc   -> core, proto, gRPC (thin handlers).
 #                    sluice_admin -> rpc, policy, core, proto, gRPC.
 #   server/metrics   -> core, prometheus-cpp.
+#   server/http      sluice_http -> rpc, proto: the HTTP/JSON decision API,
+#                    which calls DecisionServiceImpl's per-call handlers and
+#                    holds no decision logic. cpp-httplib is linked
+#                    privately; no public header includes <httplib.h>.
 #   server/app       -> everything above: the composition root.
 #   client_sdk       include/ is its only public include directory; proto
 #                    and gRPC stay private (src/). It sees no server/ layer.

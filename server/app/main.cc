@@ -139,6 +139,29 @@ void AddFlags(CLI::App& app, Flags* flags) {
           "Address for Prometheus /metrics (logged as \"serving metrics on\n"
           "HOST:PORT\"); see docs/operations.md for every metric.",
           StoreString(&options.metrics_listen));
+  AddFlag(app, "http-listen", "HOST:PORT", options.http_listen,
+          "Address for the HTTP/JSON decision API, for gateways without\n"
+          "gRPC: POST /v1/acquire, /v1/report, /v1/reports, /v1/decide and\n"
+          "GET /v1/health (docs/http.md). TCP only (HOST:PORT; unix: is\n"
+          "refused). Port 0 picks a free port (logged as \"serving HTTP API\n"
+          "on HOST:PORT\"). Empty: no HTTP API.",
+          StoreString(&options.http_listen));
+  AddFlag(app, "http-threads", "N", std::to_string(options.http_threads),
+          "HTTP connections served at once, one thread each (at most\n"
+          "4096). A connection beyond them waits for a thread, and\n"
+          "meanwhile every connection closes after its current request.",
+          [&options](const std::string& value) {
+            int32_t threads = 0;
+            if (!absl::SimpleAtoi(value, &threads)) {
+              return absl::InvalidArgumentError("expected a whole number");
+            }
+            if (threads < 1 || threads > sluice::app::kMaxHttpThreads) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "must be in [1, ", sluice::app::kMaxHttpThreads, "]"));
+            }
+            options.http_threads = threads;
+            return absl::OkStatus();
+          });
   AddFlag(app, "policies", "PATH", options.policies_path,
           "Policies file (YAML). Loaded at startup (an invalid file is fatal)\n"
           "and watched: a valid edit is applied within about a second, an\n"
@@ -212,12 +235,12 @@ void AddFlags(CLI::App& app, Flags* flags) {
           });
   AddFlag(app, "port-file", "PATH", flags->port_file,
           "Once every listener is bound, write their addresses to this file,\n"
-          "one NAME=ADDRESS line each for grpc (--listen), admin and\n"
-          "metrics, so that whoever started sluiced with port 0 learns the\n"
-          "ports without reading the log. ADDRESS is HOST:PORT with the\n"
-          "bound port, or unix:PATH. Written to PATH.tmp and renamed, so a\n"
-          "PATH that exists is complete; removed at a clean exit.\n"
-          "Empty: no file.",
+          "one NAME=ADDRESS line each for grpc (--listen), admin, metrics\n"
+          "and, with --http-listen, http, so that whoever started sluiced\n"
+          "with port 0 learns the ports without reading the log. ADDRESS is\n"
+          "HOST:PORT with the bound port, or unix:PATH. Written to PATH.tmp\n"
+          "and renamed, so a PATH that exists is complete; removed at a\n"
+          "clean exit. Empty: no file.",
           StoreString(&flags->port_file));
 }
 
@@ -284,18 +307,21 @@ Flags ParseFlags(int argc, char** argv) {
 }
 
 // The --port-file format: one "name=address" line per listener (grpc,
-// admin, metrics): "host:port" with the host as in its listen flag and the
-// port as bound, or "unix:PATH".
+// admin, metrics, and http when the HTTP API is on): "host:port" with the
+// host as in its listen flag and the port as bound, or "unix:PATH".
 // Written to `path`.tmp and renamed over `path`, so that a reader polling
 // for the file never sees half of it.
 absl::Status WritePortFile(const std::string& path,
                            const sluice::app::Server::Options& options,
                            const sluice::app::Server& server) {
-  const std::string text = absl::StrCat(
+  std::string text = absl::StrCat(
       "grpc=", server.target(), "\n", "admin=", server.admin_target(), "\n",
       "metrics=",
       sluice::app::BoundAddress(options.metrics_listen, server.metrics_port()),
       "\n");
+  if (server.http_port() != 0) {
+    absl::StrAppend(&text, "http=", server.http_target(), "\n");
+  }
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) {

@@ -36,6 +36,24 @@ absl::Status ValidateOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--metrics-listen: ", s.message()));
   }
+  if (!options.http_listen.empty()) {
+    if (absl::StartsWith(options.http_listen, "unix:")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--http-listen: the HTTP API is served over TCP only "
+                       "(HOST:PORT), got \"",
+                       options.http_listen, "\""));
+    }
+    if (absl::Status s = wire::ParseHostPort(options.http_listen).status();
+        !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--http-listen: ", s.message()));
+    }
+  }
+  if (options.http_threads < 1 || options.http_threads > kMaxHttpThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-threads must be in [1, ", kMaxHttpThreads,
+                     "], got ", options.http_threads));
+  }
   const std::string data = NormalizeListenAddress(options.listen);
   if (absl::StartsWith(data, "unix:") &&
       data == NormalizeListenAddress(options.admin_listen)) {
@@ -145,6 +163,10 @@ void LogConfiguration(const ServerOptions& options,
       options.admin_token_file.empty() ? "off" : options.admin_token_file);
   spdlog::info("  metrics-listen       {} (Prometheus /metrics)",
                options.metrics_listen);
+  spdlog::info("  http-listen          {} (HTTP/JSON decision API)",
+               options.http_listen.empty() ? "(off)" : options.http_listen);
+  spdlog::info("  http-threads         {} (HTTP connections served at once)",
+               options.http_threads);
   spdlog::info("  policies             {} (checked every {})",
                options.policies_path.empty() ? "(none)" : options.policies_path,
                absl::FormatDuration(options.policies_poll_interval));

@@ -27,6 +27,11 @@ struct ServerOptions {
   std::string admin_token_file;
   // Prometheus /metrics listener, HOST:PORT only; port 0 picks a free port.
   std::string metrics_listen = "127.0.0.1:9464";
+  // The HTTP/JSON decision API (docs/http.md), HOST:PORT only; "" serves
+  // none. Port 0 picks a free port.
+  std::string http_listen;
+  // Connections the HTTP API serves at once, one thread each; in [1, 4096].
+  int http_threads = 128;
   // Policies file (YAML); "" starts with no policies. Watched for changes.
   std::string policies_path;
   // How often the policies file is checked for changes.
@@ -47,6 +52,9 @@ struct ServerOptions {
   // How often the engine expires overdue permits and moves breakers on.
   absl::Duration sweep_interval = absl::Milliseconds(100);
 };
+
+// Most threads (and so connections served at once) of the HTTP API.
+inline constexpr int kMaxHttpThreads = 4096;
 
 // The one check of a ServerOptions: INVALID_ARGUMENT naming the flag, e.g.
 // "--listen: expected HOST:PORT, got \"nowhere\"".

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/app/policies_file.h"
+#include "server/http/decision_api.h"
 #include "server/app/unix_socket.h"
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
@@ -57,6 +58,20 @@ metrics::Sources Server::MetricsSources() {
   sources.decide_streams = [this] {
     return static_cast<uint64_t>(decision_service_.open_streams());
   };
+  // Set before the metrics listener starts, so a scrape sees it or nullptr.
+  sources.http = [this]() -> std::optional<metrics::HttpSnapshot> {
+    if (http_server_ == nullptr) return std::nullopt;
+    const http::HttpStats stats = http_server_->Stats();
+    metrics::HttpSnapshot snapshot;
+    snapshot.requests.reserve(stats.requests.size());
+    for (const http::RequestCounters::Count& c : stats.requests) {
+      snapshot.requests.push_back(
+          {std::string(http::EndpointLabel(c.endpoint)), c.code, c.count});
+    }
+    snapshot.active_connections = static_cast<uint64_t>(stats.connections);
+    snapshot.waiting_connections = static_cast<uint64_t>(stats.waiting);
+    return snapshot;
+  };
   return sources;
 }
 
@@ -87,9 +102,12 @@ absl::Status Server::Start() {
   }
   if (absl::Status s = StartDecisionService(); !s.ok()) return s;
   SetServing(false);
-  if (absl::Status s = StartOperatorSurfaces(); !s.ok()) {
+  absl::Status started = StartHttpApi();
+  if (started.ok()) started = StartOperatorSurfaces();
+  if (!started.ok()) {
+    if (http_server_ != nullptr) http_server_->Stop(absl::Now());
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
-    return s;
+    return started;
   }
   watcher_ = WatchPoliciesFile(options_, file->contents, mode_.get());
   housekeeping_ = std::thread([this] { Housekeeping(); });
@@ -141,6 +159,19 @@ absl::Status Server::BindDecisionService() {
         absl::StrCat("cannot listen on ", options_.listen,
                      " (address in use or not available?)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartHttpApi() {
+  if (options_.http_listen.empty()) return absl::OkStatus();
+  http::HttpServerOptions http_options;
+  http_options.listen = options_.http_listen;
+  http_options.threads = options_.http_threads;
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> server =
+      http::HttpServer::Start(http_options, &decision_service_);
+  if (!server.ok()) return server.status();
+  http_server_ = *std::move(server);
+  spdlog::info("serving HTTP API on {}", http_target());
   return absl::OkStatus();
 }
 
@@ -202,6 +233,12 @@ void Server::Shutdown(absl::Time deadline) {
                        absl::Milliseconds(100))));
     // Health reports NOT_SERVING from here on, so load balancers move away.
     grpc_server_->GetHealthCheckService()->Shutdown();
+    // The HTTP API stops before the gRPC drain: idle connections close at
+    // once, requests under way finish (until the deadline).
+    if (http_server_ != nullptr) {
+      http_server_->SetServing(false);
+      http_server_->Stop(deadline);
+    }
     // Decide streams never end by themselves: they end now, each after the
     // answers to the calls it already read.
     decision_service_.EndStreams();
@@ -239,11 +276,16 @@ std::string Server::admin_target() const {
   return BoundAddress(options_.admin_listen, admin_port());
 }
 
+std::string Server::http_target() const {
+  return http_server_ ? BoundAddress(options_.http_listen, http_port()) : "";
+}
+
 void Server::SetServing(bool serving) {
   grpc::HealthCheckServiceInterface* health =
       grpc_server_->GetHealthCheckService();
   health->SetServingStatus(serving);  // "" (the whole server)
   health->SetServingStatus(kDecisionServiceName, serving);
+  if (http_server_ != nullptr) http_server_->SetServing(serving);
 }
 
 void Server::Housekeeping() {

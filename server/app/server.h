@@ -22,6 +22,7 @@
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
+#include "server/http/http_server.h"
 #include "server/metrics/metrics.h"
 #include "server/policy/file_watcher.h"
 #include "server/policy/policy_store.h"
@@ -33,7 +34,8 @@ namespace sluice::app {
 
 // Everything sluiced runs, wired together: the engine, the policy store and
 // its file watcher, the gRPC server (DecisionService, health, reflection),
-// the admin and metrics listeners, the housekeeping thread, and the Mode
+// the HTTP/JSON decision API (with --http-listen), the admin and metrics
+// listeners, the housekeeping thread, and the Mode
 // (standalone or cluster) that owns the rest. The constructor builds the
 // components in dependency order; BuildAndStart starts them. BuildAndStart,
 // Wait and Shutdown may be called from different threads; Shutdown is
@@ -72,7 +74,8 @@ class Server {
   // Blocks until Shutdown has completed.
   void Wait() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Reports NOT_SERVING, lets in-flight RPCs finish until `deadline` (then
+  // Reports NOT_SERVING, stops the HTTP API (requests under way finish
+  // until `deadline`), lets in-flight RPCs finish until `deadline` (then
   // cancels them), and stops the watcher, housekeeping and the mode.
   void Shutdown(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -85,6 +88,12 @@ class Server {
   int metrics_port() const {
     return metrics_server_ ? metrics_server_->port() : 0;
   }
+  // The HTTP API's port (useful with port 0), after BuildAndStart; 0
+  // without --http-listen.
+  int http_port() const { return http_server_ ? http_server_->port() : 0; }
+  // Where the HTTP API is reachable ("HOST:PORT" with the bound port), after
+  // BuildAndStart; "" without --http-listen.
+  std::string http_target() const;
   // Where DecisionService and AdminService are reachable, after
   // BuildAndStart: "HOST:PORT" with the bound port, or "unix:PATH". Each is
   // a gRPC channel target.
@@ -115,6 +124,8 @@ class Server {
       const std::function<absl::Status()>& start) const;
   absl::Status StartDecisionService();
   absl::Status BindDecisionService();
+  // The HTTP API, when options_.http_listen is set.
+  absl::Status StartHttpApi();
   // The admin listener and /metrics.
   absl::Status StartOperatorSurfaces();
   void SetServing(bool serving);
@@ -140,6 +151,8 @@ class Server {
   // Started by BuildAndStart, stopped by Shutdown.
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
+  // Stopped by Shutdown but kept, so that its counters stay readable.
+  std::unique_ptr<http::HttpServer> http_server_;
   std::unique_ptr<rpc::AdminServer> admin_server_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::unique_ptr<policy::FileWatcher> watcher_;

@@ -37,6 +37,8 @@ enum class MetricId : int {
   kEventsDropped,
   kWatchers,
   kDecideStreams,
+  kHttpRequests,
+  kHttpConnections,
   kCount,  // not a metric
 };
 
@@ -137,6 +139,16 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "DecisionService.Decide streams open now (gateways deciding over "
          "one long-lived stream). Their calls count in the other metrics "
          "like unary ones."},
+        {MetricId::kHttpRequests, "sluice_http_requests_total",
+         MetricType::kCounter, {"endpoint", "code", nullptr},
+         "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "
+         "or other for an unknown path) and HTTP status (other for a status "
+         "outside the counted set). Only with --http-listen."},
+        {MetricId::kHttpConnections, "sluice_http_connections",
+         MetricType::kGauge, {"state", nullptr},
+         "HTTP API connections now: active (served, each on a thread) and "
+         "waiting (accepted, waiting for a thread; see --http-threads). Only "
+         "with --http-listen."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

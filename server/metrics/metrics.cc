@@ -208,6 +208,19 @@ std::vector<MetricFamily> Metrics::Collect() const {
           ? static_cast<double>(sources_.decide_streams())
           : 0);
 
+  std::optional<HttpSnapshot> http;
+  if (sources_.http) http = sources_.http();
+  if (http) {
+    for (const HttpSnapshot::Requests& r : http->requests) {
+      Add(family(MetricId::kHttpRequests), MetricId::kHttpRequests,
+          {r.endpoint, r.code}, static_cast<double>(r.count));
+    }
+    Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
+        {"active"}, static_cast<double>(http->active_connections));
+    Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
+        {"waiting"}, static_cast<double>(http->waiting_connections));
+  }
+
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.
   std::vector<MetricFamily> out;

@@ -42,6 +42,19 @@ struct SyncSnapshot {
   uint64_t store_resets = 0;
 };
 
+// The HTTP/JSON API as metrics see it (a copy of http::HttpStats' fields,
+// so that this library does not depend on server/http).
+struct HttpSnapshot {
+  struct Requests {
+    std::string endpoint;  // "/v1/acquire", ..., or "other"
+    std::string code;      // "200", ..., or "other"
+    uint64_t count = 0;
+  };
+  std::vector<Requests> requests;
+  uint64_t active_connections = 0;
+  uint64_t waiting_connections = 0;
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -56,6 +69,10 @@ struct Sources {
   std::function<uint64_t()> watchers;
   // Decide streams open now.
   std::function<uint64_t()> decide_streams;
+  // The HTTP API's counters. Absent (or returning nullopt) without the HTTP
+  // API, which hides its metrics.
+  // (Initialized here so that brace-initialized Sources may leave it out.)
+  std::function<std::optional<HttpSnapshot>()> http = nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at

@@ -280,6 +280,30 @@ TEST_F(MetricsTest, DecideStreamsAreTheOpenDecideStreams) {
   EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_decide_streams"), 1);
 }
 
+TEST_F(MetricsTest, HttpMetricsOnlyWithTheHttpApi) {
+  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_http_")));
+  sources.http = [] { return std::optional<HttpSnapshot>(); };  // API off
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_http_")));
+
+  sources.http = [] {
+    HttpSnapshot snapshot;
+    snapshot.requests = {{"/v1/acquire", "200", 5}, {"other", "404", 1}};
+    snapshot.active_connections = 2;
+    snapshot.waiting_connections = 1;
+    return std::optional<HttpSnapshot>(snapshot);
+  };
+  const std::vector<Sample> s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_http_requests_total",
+                {{"endpoint", "/v1/acquire"}, {"code", "200"}}),
+            5);
+  EXPECT_EQ(Sum(s, "sluice_http_requests_total",
+                {{"endpoint", "other"}, {"code", "404"}}),
+            1);
+  EXPECT_EQ(Sum(s, "sluice_http_connections", {{"state", "active"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_http_connections", {{"state", "waiting"}}), 1);
+}
+
 TEST(LatencyHistogramTest, BucketsAreCumulative) {
   LatencyHistogram h;
   h.Observe(absl::Microseconds(10));   // <= 25us

@@ -789,7 +789,7 @@ TEST(SluicedCommandLineTest, HelpListsEveryFlagOnStdout) {
   EXPECT_EQ(exited.err, "");
   for (const char* flag :
        {"listen", "admin-listen", "socket-mode", "admin-token-file",
-        "metrics-listen",
+        "metrics-listen", "http-listen", "http-threads",
         "policies", "redis", "sync-interval", "replica-id", "redis-timeout",
         "expected-replicas", "unknown-dependency", "log-level", "port-file"}) {
     std::string env = absl::StrCat("SLUICE_", flag);

@@ -145,6 +145,12 @@ class SluicedProcess {
   // them to its port file: "127.0.0.1:PORT" or "unix:PATH".
   const std::string& target() const { return target_; }
   const std::string& admin_target() const { return admin_target_; }
+  // Any listener's address in the port file ("http" with --http-listen),
+  // or "" when the file has no such line.
+  std::string listener(const std::string& name) const {
+    const auto it = listeners_.find(name);
+    return it == listeners_.end() ? std::string() : it->second;
+  }
 
   // The addresses the next Start listens on (--listen, --admin-listen);
   // "127.0.0.1:0" each until set. E.g. "unix:" + dir() + "/sluice.sock".
@@ -226,6 +232,7 @@ class SluicedProcess {
                Log();
       return false;
     }
+    listeners_ = *ports;
     target_ = (*ports)["grpc"];
     admin_target_ = (*ports)["admin"];
     port_ = PortOf(target_);
@@ -318,6 +325,7 @@ class SluicedProcess {
   std::string dir_, policies_path_, log_path_, token_path_, port_file_, token_;
   std::string listen_ = "127.0.0.1:0", admin_listen_ = "127.0.0.1:0";
   std::string target_, admin_target_;
+  std::map<std::string, std::string> listeners_;
   std::vector<std::string> extra_env_;
   pid_t pid_ = -1;
   int port_ = 0, admin_port_ = 0, metrics_port_ = 0;

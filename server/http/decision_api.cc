@@ -1,0 +1,260 @@
+#include "server/http/decision_api.h"
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/http/json_codec.h"
+#include "server/rpc/decision_convert.h"
+#include "sluice/v1/decision.pb.h"
+
+namespace sluice::http {
+namespace {
+
+// How much of an unknown path a 404 repeats.
+constexpr size_t kQuotedPathBytes = 128;
+
+constexpr absl::string_view kEndpoints =
+    "the API serves POST /v1/acquire, /v1/report, /v1/reports and "
+    "/v1/decide, and GET /v1/health";
+
+// "application/json", whatever the case and parameters ("; charset=utf-8").
+bool IsJson(absl::string_view content_type) {
+  const absl::string_view media = absl::StripAsciiWhitespace(
+      content_type.substr(0, content_type.find(';')));
+  return absl::EqualsIgnoreCase(media, "application/json");
+}
+
+Reply MethodNotAllowed(const RequestHead& head, absl::string_view allow) {
+  Reply reply = ErrorReply(
+      405, absl::UnimplementedError(absl::StrCat(
+               head.method, " is not allowed on ", head.path, "; use ",
+               allow)));
+  reply.allow = std::string(allow);
+  return reply;
+}
+
+// Parses `body` into a Request, has `handle` fill the Response, and prints
+// it: the one shape of every POST endpoint.
+template <typename Request, typename Response, typename Handle>
+Reply Call(absl::string_view body, Handle handle) {
+  Request request;
+  if (absl::Status s = ParseJson(body, &request); !s.ok()) {
+    return ErrorReply(s);
+  }
+  Response response;
+  if (absl::Status s = handle(request, &response); !s.ok()) {
+    return ErrorReply(s);
+  }
+  absl::StatusOr<std::string> json = PrintJson(response);
+  if (!json.ok()) return ErrorReply(json.status());
+  return Reply{200, *std::move(json), ""};
+}
+
+}  // namespace
+
+absl::string_view EndpointLabel(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kAcquire:
+      return "/v1/acquire";
+    case Endpoint::kReport:
+      return "/v1/report";
+    case Endpoint::kReports:
+      return "/v1/reports";
+    case Endpoint::kDecide:
+      return "/v1/decide";
+    case Endpoint::kHealth:
+      return "/v1/health";
+    case Endpoint::kUnknown:
+      break;
+  }
+  return "other";
+}
+
+Endpoint EndpointForPath(absl::string_view path) {
+  for (Endpoint e : {Endpoint::kAcquire, Endpoint::kReport, Endpoint::kReports,
+                     Endpoint::kDecide, Endpoint::kHealth}) {
+    if (path == EndpointLabel(e)) return e;
+  }
+  return Endpoint::kUnknown;
+}
+
+int HttpStatusForCode(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kCancelled:
+      return 499;  // google.rpc's (and nginx's) "client closed request"
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kDataLoss:
+    default:
+      return 500;
+  }
+}
+
+Reply ErrorReply(int http_status, const absl::Status& status) {
+  const absl::StatusCode code =
+      status.ok() ? absl::StatusCode::kUnknown : status.code();
+  Reply reply;
+  reply.status = http_status;
+  reply.body = absl::StrCat(
+      "{\"code\":", static_cast<int>(code), ",\"status\":",
+      JsonQuote(absl::StatusCodeToString(code)), ",\"message\":",
+      JsonQuote(status.message()), "}");
+  return reply;
+}
+
+Reply ErrorReply(const absl::Status& status) {
+  return ErrorReply(HttpStatusForCode(status.code()), status);
+}
+
+Reply TransportErrorReply(int http_status) {
+  switch (http_status) {
+    case 400:
+      return ErrorReply(400, absl::InvalidArgumentError(
+                                 "malformed HTTP request (request line or "
+                                 "headers)"));
+    case 404:
+      return ErrorReply(404, absl::NotFoundError(
+                                 absl::StrCat("no such endpoint; ", kEndpoints)));
+    case 413:
+      return ErrorReply(
+          413, absl::ResourceExhaustedError(absl::StrCat(
+                   "request body is larger than the limit of ", kMaxBodyBytes,
+                   " bytes (4 MiB)")));
+    case 414:
+      return ErrorReply(414,
+                        absl::InvalidArgumentError("request URI is too long"));
+    case 416:
+      return ErrorReply(416, absl::InvalidArgumentError(
+                                 "Range requests are not supported"));
+    case 431:
+      return ErrorReply(431, absl::InvalidArgumentError(
+                                 "request header fields are too large"));
+    default:
+      break;
+  }
+  if (http_status >= 500) {
+    return ErrorReply(http_status,
+                      absl::InternalError(absl::StrCat(
+                          "the server could not answer (HTTP ", http_status,
+                          ")")));
+  }
+  return ErrorReply(http_status,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "the request was refused (HTTP ", http_status, ")")));
+}
+
+DecisionApi::DecisionApi(rpc::DecisionServiceImpl* service)
+    : service_(service) {}
+
+std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
+  const Endpoint endpoint = EndpointForPath(head.path);
+  if (endpoint == Endpoint::kUnknown) {
+    const absl::string_view path(head.path);
+    return ErrorReply(
+        404, absl::NotFoundError(absl::StrCat(
+                 "no endpoint at ", path.substr(0, kQuotedPathBytes),
+                 path.size() > kQuotedPathBytes ? "..." : "", "; ",
+                 kEndpoints)));
+  }
+  if (endpoint == Endpoint::kHealth) {
+    if (head.method != "GET" && head.method != "HEAD") {
+      return MethodNotAllowed(head, "GET, HEAD");
+    }
+    return std::nullopt;
+  }
+  if (head.method != "POST") return MethodNotAllowed(head, "POST");
+  if (head.content_length.has_value() && *head.content_length > kMaxBodyBytes) {
+    return ErrorReply(
+        413, absl::ResourceExhaustedError(absl::StrCat(
+                 "request body is ", *head.content_length,
+                 " bytes; the limit is ", kMaxBodyBytes, " bytes (4 MiB)")));
+  }
+  if (head.content_type.has_value() && !IsJson(*head.content_type)) {
+    return ErrorReply(
+        415, absl::InvalidArgumentError(absl::StrCat(
+                 "Content-Type must be application/json, got \"",
+                 head.content_type->substr(0, kQuotedPathBytes), "\"")));
+  }
+  return std::nullopt;
+}
+
+Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
+  switch (endpoint) {
+    case Endpoint::kAcquire:
+      return Call<v1::AcquireRequest, v1::AcquireResponse>(
+          body, [this](const v1::AcquireRequest& request,
+                       v1::AcquireResponse* response) {
+            return service_->AcquireOne(request, response);
+          });
+    case Endpoint::kReport:
+      return Call<v1::ReportResultRequest, v1::ReportResultResponse>(
+          body, [this](const v1::ReportResultRequest& request,
+                       v1::ReportResultResponse* response) {
+            absl::StatusOr<core::BreakerState> state =
+                service_->ReportOne(request);
+            if (!state.ok()) return state.status();
+            response->set_breaker_state(rpc::BreakerStateToProto(*state));
+            return absl::OkStatus();
+          });
+    case Endpoint::kReports:
+      return Call<v1::ReportResultsRequest, v1::ReportResultsResponse>(
+          body, [this](const v1::ReportResultsRequest& request,
+                       v1::ReportResultsResponse* response) {
+            return service_->ReportMany(request, response);
+          });
+    case Endpoint::kDecide:
+      return Call<v1::DecideRequest, v1::DecideResponse>(
+          body, [this](const v1::DecideRequest& request,
+                       v1::DecideResponse* response) {
+            // The stream answers each call of an oversized message with an
+            // error, because its client waits on every request id; one HTTP
+            // response answers the whole request, so it is refused whole.
+            const int n = request.calls_size();
+            if (n > rpc::DecisionServiceImpl::kMaxDecideCalls) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "calls: at most ", rpc::DecisionServiceImpl::kMaxDecideCalls,
+                  " per request, got ", n, "; no call was handled"));
+            }
+            service_->HandleDecide(request, response);
+            return absl::OkStatus();
+          });
+    case Endpoint::kHealth:
+    case Endpoint::kUnknown:
+      break;
+  }
+  return ErrorReply(absl::InternalError(absl::StrCat(
+      "no POST handler for ", EndpointLabel(endpoint))));
+}
+
+Reply DecisionApi::Health(bool serving) {
+  return serving ? Reply{200, "{\"status\":\"SERVING\"}", ""}
+                 : Reply{503, "{\"status\":\"NOT_SERVING\"}", ""};
+}
+
+}  // namespace sluice::http

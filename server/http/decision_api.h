@@ -1,0 +1,104 @@
+#ifndef SLUICE_SERVER_HTTP_DECISION_API_H_
+#define SLUICE_SERVER_HTTP_DECISION_API_H_
+
+// The HTTP/JSON decision API without its transport: which endpoint a path
+// names, which requests are refused from their head alone, and the answer
+// to a request body. HttpServer (http_server.h) puts it on a socket.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "server/rpc/decision_service.h"
+
+namespace sluice::http {
+
+// The API's endpoints, and kUnknown for every other path (so that metrics
+// count unknown paths under one label).
+enum class Endpoint : int {
+  kAcquire,  // POST /v1/acquire   AcquireRequest -> AcquireResponse
+  kReport,   // POST /v1/report    ReportResultRequest -> ReportResultResponse
+  kReports,  // POST /v1/reports   ReportResultsRequest -> ReportResultsResponse
+  kDecide,   // POST /v1/decide    DecideRequest -> DecideResponse
+  kHealth,   // GET  /v1/health    {"status": "SERVING" | "NOT_SERVING"}
+  kUnknown,
+};
+inline constexpr int kEndpointCount = 6;
+
+// The endpoint's path ("/v1/acquire"), or "other" for kUnknown: the
+// `endpoint` label of sluice_http_requests_total.
+absl::string_view EndpointLabel(Endpoint endpoint);
+// The endpoint `path` names (no query string), or kUnknown.
+Endpoint EndpointForPath(absl::string_view path);
+
+// The largest request body read: a ReportResults call of the most reports
+// allowed (10000) is about 1.5 MB, so 4 MiB leaves room for long keys.
+inline constexpr size_t kMaxBodyBytes = size_t{4} << 20;
+
+// An HTTP answer. The body is JSON.
+struct Reply {
+  int status = 200;
+  std::string body;
+  // The Allow header of a 405; "" otherwise.
+  std::string allow;
+};
+
+// What the API needs of a request before its body is read.
+struct RequestHead {
+  std::string method;
+  // Without the query string.
+  std::string path;
+  // The Content-Type header, if given.
+  std::optional<std::string> content_type;
+  // The Content-Length header, if given and a number.
+  std::optional<uint64_t> content_length;
+};
+
+// The HTTP status for an error of `code`, following google.rpc.Code's HTTP
+// mapping: INVALID_ARGUMENT, FAILED_PRECONDITION and OUT_OF_RANGE 400,
+// NOT_FOUND 404, RESOURCE_EXHAUSTED 429, UNAVAILABLE 503, INTERNAL 500, ...
+int HttpStatusForCode(absl::StatusCode code);
+
+// {"code": 3, "status": "INVALID_ARGUMENT", "message": "..."}: the JSON
+// error body for `status` (not OK), answered with `http_status`.
+Reply ErrorReply(int http_status, const absl::Status& status);
+// The same with the HTTP status HttpStatusForCode picks.
+Reply ErrorReply(const absl::Status& status);
+// The error for an HTTP status the transport chose itself (a malformed
+// request line, a URI too long): a gRPC code that fits it and a message
+// naming the status.
+Reply TransportErrorReply(int http_status);
+
+// The decision endpoints over an rpc::DecisionServiceImpl, whose per-call
+// handlers (AcquireOne, ReportOne, ReportMany, HandleDecide) do all the
+// work: validation, decisions, metrics and events are those of gRPC.
+// Immutable; safe for concurrent use. `service` must outlive it.
+class DecisionApi {
+ public:
+  explicit DecisionApi(rpc::DecisionServiceImpl* service);
+
+  // The refusal of a request that is wrong before its body is read: 404 for
+  // an unknown path, 405 (with Allow) for a method the endpoint does not
+  // take, 413 for a Content-Length above kMaxBodyBytes, 415 for a
+  // Content-Type other than application/json. nullopt when it may proceed.
+  static std::optional<Reply> Check(const RequestHead& head);
+
+  // The answer to `body` posted to one of the four POST endpoints: 200 and
+  // the response message as JSON, or an error reply (400 for JSON that
+  // does not fit the request message, or for what the handler refuses).
+  Reply Post(Endpoint endpoint, absl::string_view body) const;
+
+  // GET /v1/health: 200 {"status":"SERVING"} or 503
+  // {"status":"NOT_SERVING"}.
+  static Reply Health(bool serving);
+
+ private:
+  rpc::DecisionServiceImpl* const service_;
+};
+
+}  // namespace sluice::http
+
+#endif  // SLUICE_SERVER_HTTP_DECISION_API_H_

@@ -1,0 +1,201 @@
+// http::HttpServer on its own (an engine and a DecisionServiceImpl, no
+// gRPC server): its health switch, its connection handling (keep-alive,
+// a connection waiting for a thread, stopping with idle and busy
+// connections) and its addresses. Port 0 on loopback.
+
+#include "server/http/http_server.h"
+
+#include <httplib.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/core/engine.h"
+#include "server/rpc/decision_service.h"
+#include "tests/http/raw_connection.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/wait_for.h"
+
+namespace sluice::http {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kAcquire[] = R"({"dependency": "anything"})";
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<HttpServer> Start(HttpServerOptions options = {}) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> server =
+        HttpServer::Start(options, &service_);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return nullptr;
+    (*server)->SetServing(true);
+    return *std::move(server);
+  }
+
+  testing::FakeClock clock_;
+  core::Engine engine_{&clock_, core::Engine::Options()};
+  rpc::DecisionServiceImpl service_{&engine_};
+};
+
+TEST_F(HttpServerTest, HealthFollowsSetServing) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(HttpServerOptions(), &service_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto health = [&] {
+    const httplib::Result r = client.Get("/v1/health");
+    return r ? absl::StrCat(r->status, " ", r->body) : std::string("none");
+  };
+  EXPECT_EQ(health(), R"(503 {"status":"NOT_SERVING"})");  // not yet
+  (*server)->SetServing(true);
+  EXPECT_EQ(health(), R"(200 {"status":"SERVING"})");
+  (*server)->SetServing(false);  // shutting down
+  EXPECT_EQ(health(), R"(503 {"status":"NOT_SERVING"})");
+}
+
+TEST_F(HttpServerTest, StopClosesIdleKeepAliveConnectionsAtOnce) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection idle(server->port());
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(idle.Read().status, 200);
+  EXPECT_EQ(server->Stats().connections, 1);
+
+  // httplib's own loop noticed a stop only at the end of its keep-alive
+  // wait (5 s); this one wakes the idle connection at once.
+  const absl::Time start = absl::Now();
+  server->Stop(absl::Now() + absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_TRUE(idle.ClosedByServer());
+  EXPECT_EQ(server->Stats().connections, 0);
+  EXPECT_FALSE(testing::RawConnection(server->port()).connected());
+}
+
+TEST_F(HttpServerTest, StopCutsARequestStillArrivingAtTheDeadline) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection slow(server->port());
+  // Half a body: the server waits for the rest (up to its 5 s read
+  // timeout) on the connection's thread.
+  ASSERT_TRUE(slow.Send(
+      "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
+  // Accepted and taken by a thread before the stop; Stats tells when.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return server->Stats().connections == 1; }, absl::Seconds(5)));
+  const absl::Time start = absl::Now();
+  server->Stop(absl::Now() + absl::Milliseconds(100));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(slow.Read().status, 0);  // cut, never answered
+}
+
+TEST_F(HttpServerTest, AConnectionWaitingForAThreadIsServed) {
+  HttpServerOptions options;
+  options.threads = 1;
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection first(server->port());
+  ASSERT_TRUE(first.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(first.Read().status, 200);
+  // `first` now idles on the only thread, which it would keep for 65 s.
+  testing::RawConnection second(server->port());
+  ASSERT_TRUE(second.SendPost("/v1/acquire", kAcquire));
+  const testing::RawResponse answer = second.Read();  // gives up after 5 s
+  EXPECT_EQ(answer.status, 200);
+  // The idle connection gave its thread up: closed by the server.
+  EXPECT_TRUE(first.ClosedByServer());
+  // While nobody waits, a connection is kept.
+  ASSERT_TRUE(second.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(second.Read().status, 200);
+  EXPECT_EQ(server->Stats().waiting, 0);
+}
+
+TEST_F(HttpServerTest, MaxRequestsPerConnectionCloses) {
+  HttpServerOptions options;
+  options.max_requests_per_connection = 2;
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection connection(server->port());
+  ASSERT_TRUE(connection.SendPost("/v1/acquire", kAcquire));
+  const testing::RawResponse first = connection.Read();
+  EXPECT_EQ(first.header("keep-alive"), "timeout=65, max=2");
+  ASSERT_TRUE(connection.SendPost("/v1/acquire", kAcquire));
+  const testing::RawResponse second = connection.Read();
+  EXPECT_EQ(second.status, 200);
+  EXPECT_EQ(second.header("connection"), "close");
+  EXPECT_TRUE(connection.ClosedByServer());
+}
+
+TEST_F(HttpServerTest, RequestCountersSnapshot) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  httplib::Client client("127.0.0.1", server->port());
+  client.Post("/v1/acquire", kAcquire, "application/json");
+  client.Post("/v1/acquire", kAcquire, "application/json");
+  client.Get("/v1/acquire");
+  client.Get("/x");
+  std::map<std::string, uint64_t> counts;
+  for (const RequestCounters::Count& c : server->Stats().requests) {
+    counts[absl::StrCat(EndpointLabel(c.endpoint), " ", c.code)] = c.count;
+  }
+  EXPECT_EQ(counts["/v1/acquire 200"], 2u);
+  EXPECT_EQ(counts["/v1/acquire 405"], 1u);
+  EXPECT_EQ(counts["other 404"], 1u);
+  EXPECT_EQ(counts.count("/v1/report 200"), 1u);  // shown at zero
+  EXPECT_EQ(counts.count("other 200"), 0u);
+}
+
+TEST(RequestCountersTest, UncountedStatusesShareOneLabel) {
+  RequestCounters counters;
+  counters.Add(Endpoint::kAcquire, 418);
+  counters.Add(Endpoint::kAcquire, 302);
+  counters.Add(Endpoint::kDecide, 503);
+  std::map<std::string, uint64_t> counts;
+  for (const RequestCounters::Count& c : counters.Snapshot()) {
+    counts[absl::StrCat(EndpointLabel(c.endpoint), " ", c.code)] = c.count;
+  }
+  EXPECT_EQ(counts["/v1/acquire other"], 2u);
+  EXPECT_EQ(counts["/v1/decide 503"], 1u);
+  // And a 200 for each endpoint but "other", even at zero.
+  EXPECT_EQ(counts.size(), 7u);
+  EXPECT_EQ(counts["/v1/report 200"], 0u);
+}
+
+TEST_F(HttpServerTest, AddressesTcpOnly) {
+  std::unique_ptr<HttpServer> first = Start();
+  ASSERT_NE(first, nullptr);
+  HttpServerOptions busy;
+  busy.listen = absl::StrCat("127.0.0.1:", first->port());
+  EXPECT_EQ(HttpServer::Start(busy, &service_).status().code(),
+            absl::StatusCode::kUnavailable);
+  HttpServerOptions unix;
+  unix.listen = "unix:/tmp/sluice-http.sock";
+  EXPECT_THAT(HttpServer::Start(unix, &service_).status().message(),
+              HasSubstr("served over TCP only"));
+  HttpServerOptions v6;
+  v6.listen = "[::1]:0";
+  absl::StatusOr<std::unique_ptr<HttpServer>> on_v6 =
+      HttpServer::Start(v6, &service_);
+  ASSERT_TRUE(on_v6.ok()) << on_v6.status();
+  httplib::Client client("::1", (*on_v6)->port());
+  const httplib::Result r = client.Get("/v1/health");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 503);  // SetServing was not called
+}
+
+TEST_F(HttpServerTest, StoppedRightAfterStart) {
+  for (int i = 0; i < 20; ++i) {
+    std::unique_ptr<HttpServer> server = Start();
+    ASSERT_NE(server, nullptr);
+    server->Stop(absl::Now());  // must not hang on a loop not yet running
+  }
+}
+
+}  // namespace
+}  // namespace sluice::http
