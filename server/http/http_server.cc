@@ -371,18 +371,28 @@ class Connections {
 class CountingThreadPool final : public httplib::TaskQueue {
  public:
   CountingThreadPool(size_t threads, Connections* connections)
-      : pool_(threads), connections_(connections) {}
+      : threads_(threads), pool_(threads), connections_(connections) {}
 
+  // A connection waits only when every thread is taken. (Counting each
+  // accepted connection as waiting until a thread picked it up, idle
+  // threads or not, closed every idle keep-alive connection whenever a new
+  // one came in: NGINX then sent requests on connections being closed.)
   void enqueue(std::function<void()> task) override {
-    connections_->Queued();
-    pool_.enqueue([this, task = std::move(task)] {
-      connections_->Dequeued();
+    const bool waits =
+        taken_.fetch_add(1, std::memory_order_relaxed) >= threads_;
+    if (waits) connections_->Queued();
+    pool_.enqueue([this, waits, task = std::move(task)] {
+      if (waits) connections_->Dequeued();
       task();
+      taken_.fetch_sub(1, std::memory_order_relaxed);
     });
   }
   void shutdown() override { pool_.shutdown(); }
 
  private:
+  const size_t threads_;
+  // Connections queued or being served.
+  std::atomic<size_t> taken_{0};
   httplib::ThreadPool pool_;
   Connections* const connections_;
 };

@@ -116,6 +116,29 @@ TEST_F(HttpServerTest, AConnectionWaitingForAThreadIsServed) {
   EXPECT_EQ(server->Stats().waiting, 0);
 }
 
+// A new connection that finds a thread free waits for nothing, so idle
+// keep-alive connections stay open. (Each accepted connection used to count
+// as waiting until a thread took it, which closed every idle one: NGINX,
+// which opens connections as its pool grows, then sent requests on
+// connections being closed and got "upstream prematurely closed".)
+TEST_F(HttpServerTest, NewConnectionsWithThreadsFreeLeaveIdleOnesOpen) {
+  HttpServerOptions options;
+  options.threads = 8;
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection idle(server->port());
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(idle.Read().status, 200);
+  for (int i = 0; i < 20; ++i) {
+    testing::RawConnection other(server->port());
+    ASSERT_TRUE(other.SendPost("/v1/acquire", kAcquire));
+    ASSERT_EQ(other.Read().status, 200) << i;
+  }
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(idle.Read().status, 200);
+  EXPECT_EQ(server->Stats().waiting, 0);
+}
+
 TEST_F(HttpServerTest, MaxRequestsPerConnectionCloses) {
   HttpServerOptions options;
   options.max_requests_per_connection = 2;
