@@ -156,14 +156,8 @@ class NginxGatewayTest : public ::testing::Test {
     ASSERT_TRUE(sluiced_.Start(ReadFile(NGINX_DEPLOY_DIR "/policies.yaml"),
                                {"--http-listen=127.0.0.1:0"}, "", &error))
         << error;
-    const auto listeners =
-        testing::ReadListenerFile(sluiced_.dir() + "/ports");
-    ASSERT_TRUE(listeners.has_value());
-    const auto http = listeners->find("http");
-    ASSERT_NE(http, listeners->end())
-        << "sluiced's port file has no http= line:\n"
-        << ReadFile(sluiced_.dir() + "/ports");
-    sluice_http_ = http->second;
+    sluice_http_ = sluiced_.listener("http");
+    ASSERT_NE(sluice_http_, "") << "sluiced's port file has no http= line";
     ASSERT_EQ(HttpRequest(testing::PortOf(sluice_http_), "GET", "/v1/health")
                   .status,
               200);
