@@ -69,7 +69,7 @@ constexpr char kNginx[] = "/usr/sbin/nginx";
 constexpr char kJsModule[] = "/usr/lib/nginx/modules/ngx_http_js_module.so";
 
 // deploy/nginx/policies.yaml: `catalog`'s per-tenant bucket ...
-constexpr double kRate = 20;   // per second
+constexpr double kRate = 20;  // per second
 constexpr double kBurst = 10;
 // ... and what `inventory` (STATIC) and `recommendations` (DEFAULT) serve
 // while their breakers are open (5 failures in a row, open for 30 s);
@@ -85,6 +85,17 @@ constexpr char kConfBackend[] = "server 127.0.0.1:8081;";
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
+// The state letter of /proc/PID/stat ('R', 'S', 'T' for stopped ...), or
+// '?' when it cannot be read.
+char ProcessState(pid_t pid) {
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size()
+             ? '?'
+             : stat[close + 2];
+}
+
 std::string NginxBinary() {
   const char* path = std::getenv("NGINX_BINARY");
   return path != nullptr && *path != '\0' ? path : kNginx;
@@ -94,7 +105,8 @@ std::string NginxBinary() {
 bool ReplaceOnce(std::string* text, const std::string& from,
                  const std::string& to) {
   const size_t at = text->find(from);
-  if (at == std::string::npos || text->find(from, at + 1) != std::string::npos) {
+  if (at == std::string::npos ||
+      text->find(from, at + 1) != std::string::npos) {
     return false;
   }
   text->replace(at, from.size(), to);
@@ -147,7 +159,8 @@ class NginxGatewayTest : public ::testing::Test {
         dir_.File("backend.log")));
     ASSERT_TRUE(WaitFor(
         [&] {
-          return backend_.Exited() || HttpGet(backend_port_, "/healthz") == "ok\n";
+          return backend_.Exited() ||
+                 HttpGet(backend_port_, "/healthz") == "ok\n";
         },
         absl::Seconds(10)));
     ASSERT_FALSE(backend_.Exited()) << backend_.Log();
@@ -158,9 +171,9 @@ class NginxGatewayTest : public ::testing::Test {
         << error;
     sluice_http_ = sluiced_.listener("http");
     ASSERT_NE(sluice_http_, "") << "sluiced's port file has no http= line";
-    ASSERT_EQ(HttpRequest(testing::PortOf(sluice_http_), "GET", "/v1/health")
-                  .status,
-              200);
+    ASSERT_EQ(
+        HttpRequest(testing::PortOf(sluice_http_), "GET", "/v1/health").status,
+        200);
 
     ASSERT_NO_FATAL_FAILURE(StartNginx());
   }
@@ -183,14 +196,16 @@ class NginxGatewayTest : public ::testing::Test {
   void StartNginx() {
     std::string conf = ReadFile(NGINX_DEPLOY_DIR "/nginx.conf");
     nginx_port_ = FreePort();
-    ASSERT_TRUE(ReplaceOnce(&conf, kConfListen,
-                            absl::StrCat("listen 127.0.0.1:", nginx_port_, ";")))
+    ASSERT_TRUE(
+        ReplaceOnce(&conf, kConfListen,
+                    absl::StrCat("listen 127.0.0.1:", nginx_port_, ";")))
         << "nginx.conf must say `" << kConfListen << "` once";
     ASSERT_TRUE(ReplaceOnce(&conf, kConfSluice,
                             absl::StrCat("server ", sluice_http_, ";")))
         << "nginx.conf must say `" << kConfSluice << "` once";
-    ASSERT_TRUE(ReplaceOnce(&conf, kConfBackend,
-                            absl::StrCat("server 127.0.0.1:", backend_port_, ";")))
+    ASSERT_TRUE(
+        ReplaceOnce(&conf, kConfBackend,
+                    absl::StrCat("server 127.0.0.1:", backend_port_, ";")))
         << "nginx.conf must say `" << kConfBackend << "` once";
     WriteFile(dir_.File("nginx.conf"), conf);
     WriteFile(dir_.File("sluice.js"), ReadFile(NGINX_DEPLOY_DIR "/sluice.js"));
@@ -202,15 +217,16 @@ class NginxGatewayTest : public ::testing::Test {
       const passwd* user = getpwuid(geteuid());
       const group* grp = getgrgid(getegid());
       ASSERT_TRUE(user != nullptr && grp != nullptr);
-      absl::StrAppend(&globals, " user ", user->pw_name, " ", grp->gr_name, ";");
+      absl::StrAppend(&globals, " user ", user->pw_name, " ", grp->gr_name,
+                      ";");
     }
     const std::vector<std::string> args = {
-        NginxBinary(), "-p", dir_.path() + "/", "-c", dir_.File("nginx.conf"),
-        "-g", globals};
+        NginxBinary(), "-p",   dir_.path() + "/", "-c", dir_.File("nginx.conf"),
+        "-g",          globals};
 
-    const testing::CommandResult check = RunCommand(absl::StrCat(
-        NginxBinary(), " -t -p ", dir_.path(), "/ -c ", dir_.File("nginx.conf"),
-        " -g '", globals, "'"));
+    const testing::CommandResult check = RunCommand(
+        absl::StrCat(NginxBinary(), " -t -p ", dir_.path(), "/ -c ",
+                     dir_.File("nginx.conf"), " -g '", globals, "'"));
     ASSERT_EQ(check.exit_code, 0) << check.output;
     ASSERT_TRUE(absl::StrContains(check.output, "test is successful"))
         << check.output;
@@ -317,14 +333,14 @@ TEST_F(NginxGatewayTest, RateLimitHoldsPerTenant) {
     // The bucket starts full: at most burst + rate x time (plus 10%), and,
     // with far more offered, at least 85% of that.
     const double expected = kBurst + kRate * seconds;
-    std::printf("[nginx] %s over %.2f s: %lld asked, %lld admitted, %lld "
-                "refused (429), %lld failed open, %lld other; limit %.0f/s "
-                "burst %.0f allows %.0f\n",
-                tenant.c_str(), seconds, static_cast<long long>(t.asked),
-                static_cast<long long>(t.admitted),
-                static_cast<long long>(t.refused),
-                static_cast<long long>(t.fail_open),
-                static_cast<long long>(t.other), kRate, kBurst, expected);
+    std::printf(
+        "[nginx] %s over %.2f s: %lld asked, %lld admitted, %lld "
+        "refused (429), %lld failed open, %lld other; limit %.0f/s "
+        "burst %.0f allows %.0f\n",
+        tenant.c_str(), seconds, static_cast<long long>(t.asked),
+        static_cast<long long>(t.admitted), static_cast<long long>(t.refused),
+        static_cast<long long>(t.fail_open), static_cast<long long>(t.other),
+        kRate, kBurst, expected);
     EXPECT_LE(t.admitted, 1.10 * expected + 1) << tenant;
     EXPECT_GE(t.admitted, 0.85 * expected) << tenant;
     EXPECT_GT(t.refused, 0) << tenant;
@@ -336,15 +352,15 @@ TEST_F(NginxGatewayTest, RateLimitHoldsPerTenant) {
   std::vector<absl::Duration> took;
   for (const Answer& a : answers) took.push_back(a.took);
   std::sort(took.begin(), took.end());
-  std::printf("[nginx] answer time through NGINX: median %.2f ms, p99 %.2f ms "
-              "(%zu answers)\n",
-              Ms(took[took.size() / 2]), Ms(took[took.size() * 99 / 100]),
-              took.size());
+  std::printf(
+      "[nginx] answer time through NGINX: median %.2f ms, p99 %.2f ms "
+      "(%zu answers)\n",
+      Ms(took[took.size() / 2]), Ms(took[took.size() * 99 / 100]), took.size());
 
   // Every admitted call was reported (and gave back its in-flight slot).
-  EXPECT_TRUE(WaitFor(
-      [&] { return Outcomes("catalog", "SUCCESS") == admitted; },
-      absl::Seconds(5)))
+  EXPECT_TRUE(
+      WaitFor([&] { return Outcomes("catalog", "SUCCESS") == admitted; },
+              absl::Seconds(5)))
       << "Sluice counts " << Outcomes("catalog", "SUCCESS")
       << " SUCCESS reports for " << admitted << " admitted calls";
   EXPECT_EQ(Outcomes("catalog", "TIMEOUT"), 0);
@@ -353,21 +369,25 @@ TEST_F(NginxGatewayTest, RateLimitHoldsPerTenant) {
   // A tenant name over Sluice's 1024-byte key limit is sent hashed: still
   // limited, never an error that would fail open.
   const std::string long_tenant(1500, 't');
-  int long_admitted = 0, long_refused = 0;
+  int long_admitted = 0, long_refused = 0, long_undecided = 0;
   for (int i = 0; i < 30; ++i) {
     const HttpResponse r = Get("/api/catalog/item", long_tenant);
     if (IsBackend(r, "backend")) {
       ++long_admitted;
     } else if (IsRefusal(r)) {
       ++long_refused;
+    } else if (IsBackend(r, "fail-open")) {
+      ++long_undecided;  // an acquire over 100 ms; see above
     } else {
       ADD_FAILURE() << "long tenant: " << r.status << " "
                     << r.header("x-sluice-result");
     }
   }
-  std::printf("[nginx] a 1500-byte tenant, 30 requests at once: %d admitted, "
-              "%d refused\n",
-              long_admitted, long_refused);
+  EXPECT_LE(long_undecided, 1);
+  std::printf(
+      "[nginx] a 1500-byte tenant, 30 requests at once: %d admitted, "
+      "%d refused\n",
+      long_admitted, long_refused);
   EXPECT_GE(long_admitted, kBurst);
   EXPECT_GT(long_refused, 0);
 }
@@ -399,18 +419,23 @@ TEST_F(NginxGatewayTest, KilledBackendOpensBreakerThenFallback) {
     std::string dependency;
     std::string body;  // the fallback; "" for none (payments)
   };
-  for (const Case& c : {Case{"inventory", kInventoryPayload},
-                        Case{"recommendations", kDefaultAnswer},
-                        Case{"payments", ""}}) {
+  for (const Case& c :
+       {Case{"inventory", kInventoryPayload},
+        Case{"recommendations", kDefaultAnswer}, Case{"payments", ""}}) {
     // 502 (connection refused) until the breaker opens. A report is sent
     // as the 502 goes out, so the next acquire may overtake it: a trip
     // after up to 3 more failures than the policy's 5 is accepted.
-    int failures = 0;
+    // An acquire over 100 ms (a loaded machine) fails open: that call is
+    // neither reported nor refused. A few are tolerated.
+    int failures = 0, undecided = 0;
     std::optional<HttpResponse> refused;
     for (int n = 0; n < 20 && !refused.has_value(); ++n) {
       HttpResponse r = Get("/api/" + c.dependency + "/item");
       if (r.status == 502 && r.header("x-sluice-result") == "backend") {
         ++failures;
+      } else if (r.status == 502 &&
+                 r.header("x-sluice-result") == "fail-open") {
+        ++undecided;
       } else if (r.header("x-sluice-result") == "degraded" ||
                  r.header("x-sluice-result") == "rejected") {
         refused = std::move(r);
@@ -420,9 +445,10 @@ TEST_F(NginxGatewayTest, KilledBackendOpensBreakerThenFallback) {
       }
     }
     ASSERT_TRUE(refused.has_value()) << c.dependency << " never refused";
-    std::printf("[nginx] %s: breaker open after %d failures (502) of a "
-                "killed backend, %.0f ms after the kill\n",
-                c.dependency.c_str(), failures, Ms(absl::Now() - killed));
+    std::printf(
+        "[nginx] %s: breaker open after %d failures (502) of a "
+        "killed backend, %.0f ms after the kill (%d undecided)\n",
+        c.dependency.c_str(), failures, Ms(absl::Now() - killed), undecided);
     EXPECT_GE(failures, kTrip) << c.dependency;
     EXPECT_LE(failures, kTrip + 3) << c.dependency;
 
@@ -430,8 +456,15 @@ TEST_F(NginxGatewayTest, KilledBackendOpensBreakerThenFallback) {
     // or without one a 503 that says when to come back.
     std::vector<HttpResponse> answers = {*refused};
     for (int n = 0; n < 10; ++n) {
-      answers.push_back(Get("/api/" + c.dependency + "/item"));
+      HttpResponse r = Get("/api/" + c.dependency + "/item");
+      if (r.header("x-sluice-result") == "fail-open") {
+        ++undecided;
+      } else {
+        answers.push_back(std::move(r));
+      }
     }
+    EXPECT_LE(undecided, 2) << c.dependency;
+    EXPECT_GE(answers.size(), 9u) << c.dependency;
     for (const HttpResponse& r : answers) {
       if (c.body.empty()) {
         EXPECT_EQ(r.status, 503) << c.dependency;
@@ -449,8 +482,7 @@ TEST_F(NginxGatewayTest, KilledBackendOpensBreakerThenFallback) {
         EXPECT_EQ(r.header("x-sluice-result"), "degraded") << c.dependency;
         EXPECT_EQ(r.header("x-sluice-degraded"), "CIRCUIT_OPEN")
             << c.dependency;
-        EXPECT_EQ(r.header("content-type"), "application/json")
-            << c.dependency;
+        EXPECT_EQ(r.header("content-type"), "application/json") << c.dependency;
         EXPECT_EQ(r.body, c.body) << c.dependency;
       }
     }
@@ -462,9 +494,9 @@ TEST_F(NginxGatewayTest, KilledBackendOpensBreakerThenFallback) {
                 last.status, last.header("x-sluice-result").c_str(),
                 shown.c_str());
     // Sluice saw each 502 as a FAILURE.
-    EXPECT_TRUE(WaitFor(
-        [&] { return Outcomes(c.dependency, "FAILURE") == failures; },
-        absl::Seconds(5)))
+    EXPECT_TRUE(
+        WaitFor([&] { return Outcomes(c.dependency, "FAILURE") == failures; },
+                absl::Seconds(5)))
         << c.dependency << ": " << Outcomes(c.dependency, "FAILURE")
         << " FAILURE reports for " << failures << " failures";
     EXPECT_EQ(sluiced_.Metric(absl::StrCat("sluice_breaker_state{dependency=\"",
@@ -486,24 +518,33 @@ TEST_F(NginxGatewayTest, FailsOpenWhenSluiceIsStoppedOrKilled) {
   // decision. The slowest answer's time.
   const auto expect_fail_open = [&](const char* phase, int n) {
     absl::Duration slowest;
+    int failed_open = 0;
     for (int i = 0; i < n; ++i) {
       const absl::Time start = absl::Now();
       const HttpResponse r = Get("/api/catalog/item", "tenant-c");
       slowest = std::max(slowest, absl::Now() - start);
-      EXPECT_TRUE(IsBackend(r, "fail-open"))
-          << phase << ": " << r.status << " " << r.header("x-sluice-result")
-          << " " << r.body;
+      if (IsBackend(r, "fail-open")) {
+        ++failed_open;
+      } else {
+        ADD_FAILURE() << phase << ": " << r.status << " "
+                      << r.header("x-sluice-result") << " " << r.body;
+      }
     }
-    std::printf("[nginx] sluiced %s: %d of %d requests failed open, slowest "
-                "answer %.0f ms\n",
-                phase, n, n, Ms(slowest));
+    std::printf(
+        "[nginx] sluiced %s: %d of %d requests failed open, slowest "
+        "answer %.0f ms\n",
+        phase, failed_open, n, Ms(slowest));
     return slowest;
   };
 
   // Stopped: connections are accepted but never answered, so each acquire
-  // ends at NGINX's 100 ms read timeout.
+  // ends at NGINX's 100 ms read timeout. kill() returns before the process
+  // has stopped; /proc says when it has.
   ASSERT_GT(sluiced_.pid(), 0);
   kill(sluiced_.pid(), SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return ProcessState(sluiced_.pid()) == 'T'; },
+                      absl::Seconds(5)))
+      << "sluiced did not stop";
   const absl::Duration stopped_slowest = expect_fail_open("stopped", 10);
   EXPECT_LT(stopped_slowest, absl::Milliseconds(1000));
   kill(sluiced_.pid(), SIGCONT);
@@ -527,9 +568,10 @@ TEST_F(NginxGatewayTest, FailsOpenWhenSluiceIsStoppedOrKilled) {
   // The access log tells the calls that went through undecided.
   const std::string access = ReadFile(dir_.File("access.log"));
   EXPECT_TRUE(absl::StrContains(access, " 200 ")) << Tail(access, 5);
-  EXPECT_TRUE(absl::StrContains(access, "sluice=fail-open ")) << Tail(access, 5);
-  EXPECT_TRUE(absl::StrContains(access,
-                                "sluice=rejected rejected=RATE_LIMITED "))
+  EXPECT_TRUE(absl::StrContains(access, "sluice=fail-open "))
+      << Tail(access, 5);
+  EXPECT_TRUE(
+      absl::StrContains(access, "sluice=rejected rejected=RATE_LIMITED "))
       << Tail(access, 5);
 }
 
