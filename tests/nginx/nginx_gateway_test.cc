@@ -155,7 +155,7 @@ class NginxGatewayTest : public ::testing::Test {
     backend_port_ = FreePort();
     ASSERT_TRUE(backend_.Start(
         {BACKEND_PATH, absl::StrCat("--listen=127.0.0.1:", backend_port_),
-         "--latency=1ms", "--threads=16"},
+         "--latency=1ms"},
         dir_.File("backend.log")));
     ASSERT_TRUE(WaitFor(
         [&] {
