@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -36,7 +35,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -44,7 +42,7 @@
 #include "tests/testing/child_process.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/port_file.h"
-#include "tests/testing/redis_server.h"
+#include "tests/testing/redis_server.h"  // FreePort
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
