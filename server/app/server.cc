@@ -18,6 +18,8 @@ namespace sluice::app {
 namespace {
 
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
+constexpr char kRateLimitServiceName[] =
+    "envoy.service.ratelimit.v3.RateLimitService";
 
 }  // namespace
 
@@ -37,7 +39,8 @@ Server::Server(Options options, Dependencies dependencies)
       policies_(&engine_),
       decision_service_(&engine_, [m = &metrics_](absl::Duration d) {
         m->ObserveAcquire(d);
-      }) {}
+      }),
+      rate_limit_service_(&engine_, &decision_service_) {}
 
 Server::~Server() { Shutdown(absl::Now()); }
 
@@ -57,6 +60,15 @@ metrics::Sources Server::MetricsSources() {
   sources.watchers = [this] { return events_.watchers(); };
   sources.decide_streams = [this] {
     return static_cast<uint64_t>(decision_service_.open_streams());
+  };
+  sources.rate_limit = [this] {
+    const rpc::RateLimitServiceImpl::Totals t = rate_limit_service_.totals();
+    metrics::RateLimitTotals out;
+    out.ok = t.ok;
+    out.over_limit = t.over_limit;
+    out.invalid = t.invalid;
+    out.unmatched = t.unmatched;
+    return out;
   };
   // Set before the metrics listener starts, so a scrape sees it or nullptr.
   sources.http = [this]() -> std::optional<metrics::HttpSnapshot> {
@@ -112,7 +124,9 @@ absl::Status Server::Start() {
   watcher_ = WatchPoliciesFile(options_, file->contents, mode_.get());
   housekeeping_ = std::thread([this] { Housekeeping(); });
   SetServing(true);
-  spdlog::info("serving DecisionService on {}", target());
+  spdlog::info(
+      "serving DecisionService on {} (and Envoy's RateLimitService, RLS v3)",
+      target());
   return absl::OkStatus();
 }
 
@@ -152,6 +166,7 @@ absl::Status Server::BindDecisionService() {
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
                            &port_);
   builder.RegisterService(&decision_service_);
+  builder.RegisterService(&rate_limit_service_);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     grpc_server_.reset();
@@ -285,6 +300,7 @@ void Server::SetServing(bool serving) {
       grpc_server_->GetHealthCheckService();
   health->SetServingStatus(serving);  // "" (the whole server)
   health->SetServingStatus(kDecisionServiceName, serving);
+  health->SetServingStatus(kRateLimitServiceName, serving);
   if (http_server_ != nullptr) http_server_->SetServing(serving);
 }
 

@@ -29,6 +29,7 @@
 #include "server/rpc/admin_events.h"
 #include "server/rpc/admin_server.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/rate_limit_service.h"
 
 namespace sluice::app {
 
@@ -147,6 +148,9 @@ class Server {
   core::Engine engine_;
   policy::PolicyStore policies_;
   rpc::DecisionServiceImpl decision_service_;
+  // Envoy's rate-limit protocol on the data port, deciding through
+  // decision_service_.
+  rpc::RateLimitServiceImpl rate_limit_service_;
 
   // Started by BuildAndStart, stopped by Shutdown.
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -7,6 +7,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "server/policy/policy_convert.h"
 #include "spdlog/spdlog.h"
+#include "wire/status.h"
 
 namespace sluice::cluster {
 namespace {
@@ -60,6 +61,10 @@ absl::StatusOr<policy::PolicyChange> ClusterConfig::Put(
     const v1::Policy& policy, uint64_t expected_version) {
   absl::StatusOr<StoredPolicy> stored = Canonical(policy);
   if (!stored.ok()) return stored.status();
+  // Against the set this replica holds: a write racing on another replica
+  // can still slip past, and then the first policy by name answers the
+  // descriptor (the rate-limit service logs the conflict).
+  SLUICE_RETURN_IF_ERROR(policies_->CheckEnvoyDescriptors(policy));
   absl::StatusOr<ConfigWrite> write =
       store_->PutPolicy(*stored, expected_version);
   if (!write.ok()) return write.status();

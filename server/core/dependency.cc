@@ -156,7 +156,7 @@ class alignas(64) Dependency::Shard {
   }
 
   absl::Status Acquire(absl::string_view key, uint32_t permits,
-                       absl::Time now, Decision* out)
+                       Unreported unreported, absl::Time now, Decision* out)
       ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
     if (policy_->rate_limit) {
@@ -186,10 +186,13 @@ class alignas(64) Dependency::Shard {
       out->permit_id =
           ledger_.Issue(now, now + gates->permit_expiry(),
                         admission.holds_slot, admission.probe_round, node,
-                        &evicted);
+                        &evicted,
+                        unreported == Unreported::kRelease
+                            ? Outcome::kCancelled
+                            : Outcome::kTimeout);
       if (node != nullptr) ++node->live_permits;
       if (evicted.id != 0) {
-        Settle(evicted, Outcome::kTimeout, now - evicted.issued, now);
+        Settle(evicted, evicted.on_expiry, now - evicted.issued, now);
       }
     }
     if (node != nullptr && gates->TakeSyncRequest()) {
@@ -503,11 +506,12 @@ class alignas(64) Dependency::Shard {
     KeyNode::Delete(node);
   }
 
-  // Settles every permit past its deadline as a TIMEOUT.
+  // Settles every permit past its deadline as a TIMEOUT (or, for a caller
+  // that may never report, as CANCELLED: only its slot is freed).
   void ExpireDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     PermitLedger::Permit permit;
     while (ledger_.PopExpired(now, &permit)) {
-      Settle(permit, Outcome::kTimeout, now - permit.issued, now);
+      Settle(permit, permit.on_expiry, now - permit.issued, now);
     }
   }
 
@@ -606,8 +610,8 @@ std::shared_ptr<const PolicyConfig> Dependency::policy() const {
 }
 
 absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
-                                 Decision* out) {
-  return ShardFor(key).Acquire(key, permits, clock_->Now(), out);
+                                 Unreported unreported, Decision* out) {
+  return ShardFor(key).Acquire(key, permits, unreported, clock_->Now(), out);
 }
 
 BreakerState Dependency::Report(absl::string_view key, uint64_t permit_id,

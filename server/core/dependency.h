@@ -57,8 +57,10 @@ class Dependency {
   Dependency& operator=(const Dependency&) = delete;
 
   // Decides one call and fills every field of `out`. INVALID_ARGUMENT when
-  // `permits` can never be admitted under the policy.
-  absl::Status Acquire(absl::string_view key, uint32_t permits, Decision* out);
+  // `permits` can never be admitted under the policy. `unreported`: what
+  // the permit counts as if it is never reported.
+  absl::Status Acquire(absl::string_view key, uint32_t permits,
+                       Unreported unreported, Decision* out);
   BreakerState Report(absl::string_view key, uint64_t permit_id,
                       Outcome outcome, absl::Duration latency);
   void Sweep();

@@ -133,7 +133,8 @@ bool Engine::DeletePolicy(absl::string_view name) {
 
 absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
                                          absl::string_view key,
-                                         uint32_t permits) {
+                                         uint32_t permits,
+                                         Unreported unreported) {
   if (permits > Dependency::kMaxPermits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "permits must be at most ", Dependency::kMaxPermits, ", got ",
@@ -154,7 +155,7 @@ absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
     }
     return decision;
   }
-  absl::Status status = dep->Acquire(key, permits, &decision);
+  absl::Status status = dep->Acquire(key, permits, unreported, &decision);
   if (!status.ok()) return status;
   return decision;
 }

@@ -70,9 +70,13 @@ class Engine {
 
   // Decides one call. `permits` 0 means 1. Fails with INVALID_ARGUMENT only
   // when the request can never be admitted (permits above the bucket burst or
-  // window limit, or above Dependency::kMaxPermits).
-  absl::StatusOr<Decision> Acquire(absl::string_view dependency,
-                                   absl::string_view key, uint32_t permits);
+  // window limit, or above Dependency::kMaxPermits). A permit not reported
+  // within 2 x call_timeout counts as `unreported` says: a TIMEOUT for
+  // callers that always report, nothing but a freed slot for callers that
+  // may not (Envoy's rate-limit protocol).
+  absl::StatusOr<Decision> Acquire(
+      absl::string_view dependency, absl::string_view key, uint32_t permits,
+      Unreported unreported = Unreported::kTimeout);
 
   // Settles a permit. Harmless for unknown dependencies and for unknown,
   // repeated or expired permits. Returns the breaker state afterwards
@@ -119,6 +123,11 @@ class Engine {
 
   // The policies in force, sorted by name.
   std::vector<std::shared_ptr<const PolicyConfig>> Policies();
+  // Changes whenever the set of policies (or one of them) changes; cheap,
+  // for callers that cache something derived from Policies().
+  uint64_t policies_generation() const {
+    return version_.load(std::memory_order_acquire);
+  }
 
   const Options& options() const { return options_; }
 

@@ -28,7 +28,8 @@ PermitLedger::PermitLedger(Origin origin)
 
 uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
                              bool holds_slot, uint64_t probe_round,
-                             void* holder, Permit* evicted) {
+                             void* holder, Permit* evicted,
+                             Outcome on_expiry) {
   evicted->id = 0;
   SkipDead();
   if (next_ - head_ == ring_.size()) {
@@ -53,6 +54,7 @@ uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
   slot.permit.holds_slot = holds_slot;
   slot.permit.probe_round = probe_round;
   slot.permit.holder = holder;
+  slot.permit.on_expiry = on_expiry;
   slot.live = true;
   ++live_;
   return slot.permit.id;

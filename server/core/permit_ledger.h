@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/core/types.h"
 
 namespace sluice::core {
 
@@ -26,6 +27,8 @@ class PermitLedger {
     absl::Time issued;
     absl::Time deadline;
     bool holds_slot = false;  // holds a concurrency slot
+    // What the permit counts as if it expires unreported.
+    Outcome on_expiry = Outcome::kTimeout;
     uint64_t probe_round = 0;  // breaker round of a HALF_OPEN probe, or 0
     // Whose permit it is, for an owner that keeps one ledger for many
     // holders (the keys of a dependency); opaque to the ledger.
@@ -51,7 +54,8 @@ class PermitLedger {
   // retired first and returned through `evicted` (so the caller can count it
   // as a timeout); `evicted->id` is 0 otherwise.
   uint64_t Issue(absl::Time issued, absl::Time deadline, bool holds_slot,
-                 uint64_t probe_round, void* holder, Permit* evicted);
+                 uint64_t probe_round, void* holder, Permit* evicted,
+                 Outcome on_expiry = Outcome::kTimeout);
 
   // The live permit `id`, left in place; null for an unknown, already
   // reported or expired permit.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "server/core/types.h"
@@ -61,6 +62,18 @@ struct FallbackConfig {
   bool AppliesTo(Reason reason) const;
 };
 
+// A descriptor of Envoy's rate-limit service that a policy answers (see
+// sluice.v1.EnvoyDescriptor). The core only carries it; the rate-limit
+// front end (server/rpc) matches requests against it.
+struct EnvoyDescriptorConfig {
+  struct Entry {
+    std::string key;
+    std::string value;  // empty: any value, which becomes the key
+  };
+  std::string domain;
+  std::vector<Entry> entries;
+};
+
 struct PolicyConfig {
   std::string name;
   absl::Duration call_timeout = absl::Seconds(1);
@@ -74,6 +87,8 @@ struct PolicyConfig {
   uint32_t max_keys = 100000;
   uint64_t version = 0;
   std::string description;
+  std::vector<EnvoyDescriptorConfig> envoy_descriptors;
+  bool rate_limit_headers = false;
 };
 
 }  // namespace sluice::core

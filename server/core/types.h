@@ -40,6 +40,16 @@ enum class Outcome : uint8_t {
   kCancelled = 4,
 };
 
+// What a permit that is never reported counts as once it expires.
+enum class Unreported : uint8_t {
+  // A call that never reported is taken to have timed out: the breaker
+  // counts it as a failure. For callers that always report (the SDK).
+  kTimeout = 1,
+  // The caller may never report (Envoy's rate-limit filter has no report):
+  // expiry only frees what the permit holds and judges nothing.
+  kRelease = 2,
+};
+
 enum class Scope : uint8_t { kLocal = 1, kCluster = 2 };
 
 enum class RateAlgorithm : uint8_t { kTokenBucket = 1, kSlidingWindow = 2 };

@@ -28,10 +28,9 @@ bool IsJson(absl::string_view content_type) {
 }
 
 Reply MethodNotAllowed(const RequestHead& head, absl::string_view allow) {
-  Reply reply = ErrorReply(
-      405, absl::UnimplementedError(absl::StrCat(
-               head.method, " is not allowed on ", head.path, "; use ",
-               allow)));
+  Reply reply = ErrorReply(405, absl::UnimplementedError(absl::StrCat(
+                                    head.method, " is not allowed on ",
+                                    head.path, "; use ", allow)));
   reply.allow = std::string(allow);
   return reply;
 }
@@ -121,10 +120,10 @@ Reply ErrorReply(int http_status, const absl::Status& status) {
       status.ok() ? absl::StatusCode::kUnknown : status.code();
   Reply reply;
   reply.status = http_status;
-  reply.body = absl::StrCat(
-      "{\"code\":", static_cast<int>(code), ",\"status\":",
-      JsonQuote(absl::StatusCodeToString(code)), ",\"message\":",
-      JsonQuote(status.message()), "}");
+  reply.body =
+      absl::StrCat("{\"code\":", static_cast<int>(code),
+                   ",\"status\":", JsonQuote(absl::StatusCodeToString(code)),
+                   ",\"message\":", JsonQuote(status.message()), "}");
   return reply;
 }
 
@@ -139,19 +138,18 @@ Reply TransportErrorReply(int http_status) {
                                  "malformed HTTP request (request line or "
                                  "headers)"));
     case 404:
-      return ErrorReply(404, absl::NotFoundError(
-                                 absl::StrCat("no such endpoint; ", kEndpoints)));
+      return ErrorReply(404, absl::NotFoundError(absl::StrCat(
+                                 "no such endpoint; ", kEndpoints)));
     case 413:
-      return ErrorReply(
-          413, absl::ResourceExhaustedError(absl::StrCat(
-                   "request body is larger than the limit of ", kMaxBodyBytes,
-                   " bytes (4 MiB)")));
+      return ErrorReply(413, absl::ResourceExhaustedError(absl::StrCat(
+                                 "request body is larger than the limit of ",
+                                 kMaxBodyBytes, " bytes (4 MiB)")));
     case 414:
       return ErrorReply(414,
                         absl::InvalidArgumentError("request URI is too long"));
     case 416:
-      return ErrorReply(416, absl::InvalidArgumentError(
-                                 "Range requests are not supported"));
+      return ErrorReply(
+          416, absl::InvalidArgumentError("Range requests are not supported"));
     case 431:
       return ErrorReply(431, absl::InvalidArgumentError(
                                  "request header fields are too large"));
@@ -159,10 +157,9 @@ Reply TransportErrorReply(int http_status) {
       break;
   }
   if (http_status >= 500) {
-    return ErrorReply(http_status,
-                      absl::InternalError(absl::StrCat(
-                          "the server could not answer (HTTP ", http_status,
-                          ")")));
+    return ErrorReply(http_status, absl::InternalError(absl::StrCat(
+                                       "the server could not answer (HTTP ",
+                                       http_status, ")")));
   }
   return ErrorReply(http_status,
                     absl::InvalidArgumentError(absl::StrCat(
@@ -177,10 +174,10 @@ std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
   if (endpoint == Endpoint::kUnknown) {
     const absl::string_view path(head.path);
     return ErrorReply(
-        404, absl::NotFoundError(absl::StrCat(
-                 "no endpoint at ", path.substr(0, kQuotedPathBytes),
-                 path.size() > kQuotedPathBytes ? "..." : "", "; ",
-                 kEndpoints)));
+        404,
+        absl::NotFoundError(absl::StrCat(
+            "no endpoint at ", path.substr(0, kQuotedPathBytes),
+            path.size() > kQuotedPathBytes ? "..." : "", "; ", kEndpoints)));
   }
   if (endpoint == Endpoint::kHealth) {
     if (head.method != "GET" && head.method != "HEAD") {
@@ -248,8 +245,8 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
     case Endpoint::kUnknown:
       break;
   }
-  return ErrorReply(absl::InternalError(absl::StrCat(
-      "no POST handler for ", EndpointLabel(endpoint))));
+  return ErrorReply(absl::InternalError(
+      absl::StrCat("no POST handler for ", EndpointLabel(endpoint))));
 }
 
 Reply DecisionApi::Health(bool serving) {

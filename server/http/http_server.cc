@@ -41,14 +41,16 @@
 // and a little memory (its stack is reserved, not used), so the pool has
 // HttpServerOptions::threads (128) threads, enough for the keep-alive pools
 // of a few gateways (an NGINX upstream keeps `keepalive N` idle connections
-// per worker process). When every thread is taken anyway, the accepted
+// per worker process). When every thread is taken anyway, an accepted
 // connection waits, and each connection closes after its current request
 // (idle ones at once) until it got a thread: under overload every gateway
 // is served, one request per connection, instead of the first ones only.
+// While a thread is free nothing closes: closing an idle connection races
+// with the client's next request on it.
 //
-// httplib's own connection loop polls an idle connection every 10 ms and
-// does not notice a stop until its keep-alive timeout ends, so a stop with
-// one idle gateway connection took 5 s. Here the loop is Sluice's
+// httplib's own connection loop polls an idle connection about every 10 ms
+// and does not notice a stop until its keep-alive timeout ends, so a stop
+// with one idle gateway connection took 5 s. Here the loop is Sluice's
 // (Listener::process_and_close_socket): it waits in poll(2) for the next
 // request, the stop and a waiting connection at once, and reads and writes
 // through ConnectionStream, which buffers (httplib reads the request line
@@ -241,38 +243,35 @@ class ConnectionStream final : public httplib::Stream {
 };
 
 // The connections of a server: those being served (so that a stop can cut
-// them), those waiting for a thread, and the two events that end an idle
-// connection early: the stop, and a connection waiting. Each event is an
-// eventfd that an idle connection polls with its socket. Safe for
-// concurrent use.
+// them), those accepted and waiting for a thread, and the two events that
+// end an idle connection early: the stop, and "pressure" (a connection waits
+// while every thread serves one). Each event is an eventfd that an idle
+// connection polls with its socket. Safe for concurrent use.
 class Connections {
  public:
-  Connections()
-      : stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-        waiting_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  explicit Connections(size_t threads)
+      : threads_(threads),
+        stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        pressure_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~Connections() {
     if (stop_fd_ >= 0) ::close(stop_fd_);
-    if (waiting_fd_ >= 0) ::close(waiting_fd_);
+    if (pressure_fd_ >= 0) ::close(pressure_fd_);
   }
   Connections(const Connections&) = delete;
   Connections& operator=(const Connections&) = delete;
 
-  bool valid() const { return stop_fd_ >= 0 && waiting_fd_ >= 0; }
+  bool valid() const { return stop_fd_ >= 0 && pressure_fd_ >= 0; }
 
   // An accepted connection was queued for a thread, and later got one.
-  // waiting_fd_ is readable exactly while one waits: both change under mu_.
   void Queued() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (waiting_.fetch_add(1, std::memory_order_relaxed) == 0) {
-      Signal(waiting_fd_);
-    }
+    ++waiting_;
+    UpdatePressure();
   }
   void Dequeued() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (waiting_.fetch_sub(1, std::memory_order_relaxed) == 1) {
-      uint64_t value = 0;
-      (void)!::read(waiting_fd_, &value, sizeof(value));
-    }
+    --waiting_;
+    UpdatePressure();
   }
 
   // A thread took the connection on `fd`; false once stopping (then the
@@ -281,6 +280,7 @@ class Connections {
     absl::MutexLock lock(&mu_);
     if (stopping_.load(std::memory_order_relaxed)) return false;
     open_.insert(fd);
+    UpdatePressure();
     return true;
   }
   // Forgets `fd` and closes it.
@@ -288,32 +288,33 @@ class Connections {
     {
       absl::MutexLock lock(&mu_);
       open_.erase(fd);
+      UpdatePressure();
     }
     ::close(fd);
   }
 
-  // Whether a connection should close after its current request.
+  // Whether a connection should close after its current request. Read on
+  // every request, without the lock.
   bool ShouldClose() const {
     return stopping_.load(std::memory_order_relaxed) ||
-           waiting_.load(std::memory_order_relaxed) > 0;
+           pressure_.load(std::memory_order_relaxed);
   }
 
   // Waits until the next request arrives on `fd` (true), or until `idle`
-  // has passed, the server stops or a connection waits for a thread
-  // (false). A request already on its way is served even then.
-  bool AwaitRequest(int fd, absl::Duration idle) {
+  // has passed, the server stops or there is pressure (false). A request
+  // already on its way is served even then.
+  bool AwaitRequest(int fd, absl::Duration idle) const {
     const absl::Time deadline = absl::Now() + idle;
     while (true) {
-      pollfd fds[3] = {{fd, POLLIN, 0},
-                       {stop_fd_, POLLIN, 0},
-                       {waiting_fd_, POLLIN, 0}};
+      pollfd fds[3] = {
+          {fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {pressure_fd_, POLLIN, 0}};
       const int n = ::poll(fds, 3, PollMillis(deadline - absl::Now()));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;  // idle for too long, or an error
       if (fds[0].revents != 0) return true;
       if (fds[1].revents != 0) return false;
-      // waiting_fd_ was readable; it may have been reset since.
-      if (waiting_.load(std::memory_order_relaxed) > 0) return false;
+      // pressure_fd_ was readable; the pressure may have ended since.
+      if (pressure_.load(std::memory_order_relaxed)) return false;
     }
   }
 
@@ -345,8 +346,9 @@ class Connections {
     absl::MutexLock lock(&mu_);
     return static_cast<int64_t>(open_.size());
   }
-  int64_t waiting() const {
-    return waiting_.load(std::memory_order_relaxed);
+  int64_t waiting() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return waiting_;
   }
 
  private:
@@ -355,14 +357,31 @@ class Connections {
     (void)!::write(fd, &one, sizeof(one));
   }
 
+  // A connection queued while a thread is free is picked up at once; only
+  // one queued while every thread serves a connection needs them to yield.
+  // pressure_fd_ is readable exactly while pressure_ is true: both change
+  // here, under mu_.
+  void UpdatePressure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool pressure = waiting_ > 0 && open_.size() >= threads_;
+    if (pressure == pressure_.load(std::memory_order_relaxed)) return;
+    pressure_.store(pressure, std::memory_order_relaxed);
+    if (pressure) {
+      Signal(pressure_fd_);
+    } else {
+      uint64_t value = 0;
+      (void)!::read(pressure_fd_, &value, sizeof(value));
+    }
+  }
+
+  const size_t threads_;
   const int stop_fd_;
-  const int waiting_fd_;
+  const int pressure_fd_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_set<int> open_ ABSL_GUARDED_BY(mu_);
-  // Written under mu_ (with the eventfds), read without it on every
-  // request.
-  std::atomic<int64_t> waiting_{0};
+  int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written under mu_, read without it.
+  std::atomic<bool> pressure_{false};
   std::atomic<bool> stopping_{false};
 };
 
@@ -371,28 +390,18 @@ class Connections {
 class CountingThreadPool final : public httplib::TaskQueue {
  public:
   CountingThreadPool(size_t threads, Connections* connections)
-      : threads_(threads), pool_(threads), connections_(connections) {}
+      : pool_(threads), connections_(connections) {}
 
-  // A connection waits only when every thread is taken. (Counting each
-  // accepted connection as waiting until a thread picked it up, idle
-  // threads or not, closed every idle keep-alive connection whenever a new
-  // one came in: NGINX then sent requests on connections being closed.)
   void enqueue(std::function<void()> task) override {
-    const bool waits =
-        taken_.fetch_add(1, std::memory_order_relaxed) >= threads_;
-    if (waits) connections_->Queued();
-    pool_.enqueue([this, waits, task = std::move(task)] {
-      if (waits) connections_->Dequeued();
+    connections_->Queued();
+    pool_.enqueue([this, task = std::move(task)] {
+      connections_->Dequeued();
       task();
-      taken_.fetch_sub(1, std::memory_order_relaxed);
     });
   }
   void shutdown() override { pool_.shutdown(); }
 
  private:
-  const size_t threads_;
-  // Connections queued or being served.
-  std::atomic<size_t> taken_{0};
   httplib::ThreadPool pool_;
   Connections* const connections_;
 };
@@ -530,8 +539,7 @@ RequestHead HeadOf(const httplib::Request& request) {
   }
   if (request.has_header("Content-Length")) {
     uint64_t length = 0;
-    if (absl::SimpleAtoi(request.get_header_value("Content-Length"),
-                         &length)) {
+    if (absl::SimpleAtoi(request.get_header_value("Content-Length"), &length)) {
       head.content_length = length;
     }
   }
@@ -553,7 +561,9 @@ class HttpServerImpl final : public HttpServer {
  public:
   HttpServerImpl(const HttpServerOptions& options,
                  rpc::DecisionServiceImpl* service)
-      : api_(service), listener_(options, &connections_) {
+      : api_(service),
+        connections_(static_cast<size_t>(std::max(1, options.threads))),
+        listener_(options, &connections_) {
     Route();
   }
 
@@ -624,28 +634,28 @@ class HttpServerImpl final : public HttpServer {
     // Everything that can be told from the head: refusals, health, and a
     // POST without a body. The rest goes on to the POST routes below,
     // which read the body.
-    listener_.set_pre_routing_handler(
-        [this](const httplib::Request& request, httplib::Response& response) {
-          const Endpoint endpoint = EndpointForPath(request.path);
-          const bool body = HasBody(request);
-          if (std::optional<Reply> refusal = DecisionApi::Check(HeadOf(request))) {
-            if (body) CloseAfterResponse(response);
-            Send(endpoint, *refusal, response);
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          if (endpoint == Endpoint::kHealth) {
-            if (body) CloseAfterResponse(response);
-            Send(endpoint,
-                 DecisionApi::Health(serving_.load(std::memory_order_relaxed)),
-                 response);
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          if (!body) {
-            Send(endpoint, api_.Post(endpoint, ""), response);
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          return httplib::Server::HandlerResponse::Unhandled;
-        });
+    listener_.set_pre_routing_handler([this](const httplib::Request& request,
+                                             httplib::Response& response) {
+      const Endpoint endpoint = EndpointForPath(request.path);
+      const bool body = HasBody(request);
+      if (std::optional<Reply> refusal = DecisionApi::Check(HeadOf(request))) {
+        if (body) CloseAfterResponse(response);
+        Send(endpoint, *refusal, response);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (endpoint == Endpoint::kHealth) {
+        if (body) CloseAfterResponse(response);
+        Send(endpoint,
+             DecisionApi::Health(serving_.load(std::memory_order_relaxed)),
+             response);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (!body) {
+        Send(endpoint, api_.Post(endpoint, ""), response);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
     // A client that sends "Expect: 100-continue" waits for our go-ahead
     // before the body: refuse early what Check refuses.
     listener_.set_expect_100_continue_handler(
@@ -661,13 +671,12 @@ class HttpServerImpl final : public HttpServer {
         });
     for (Endpoint endpoint : {Endpoint::kAcquire, Endpoint::kReport,
                               Endpoint::kReports, Endpoint::kDecide}) {
-      listener_.Post(
-          std::string(EndpointLabel(endpoint)),
-          [this, endpoint](const httplib::Request& request,
-                           httplib::Response& response,
-                           const httplib::ContentReader& read) {
-            PostWithBody(endpoint, request, response, read);
-          });
+      listener_.Post(std::string(EndpointLabel(endpoint)),
+                     [this, endpoint](const httplib::Request& request,
+                                      httplib::Response& response,
+                                      const httplib::ContentReader& read) {
+                       PostWithBody(endpoint, request, response, read);
+                     });
     }
     // Errors httplib answers by itself (a malformed request, a body it
     // could not read) get the API's JSON error body.

@@ -128,8 +128,8 @@ std::string DescribeSyntaxError(absl::string_view error) {
     const absl::string_view context = lines[1];
     const size_t column = lines[2].find('^');
     if (column != absl::string_view::npos && column < context.size()) {
-      absl::StrAppend(&out, ", near '",
-                      context.substr(column, kQuotedBytes), "'");
+      absl::StrAppend(&out, ", near '", context.substr(column, kQuotedBytes),
+                      "'");
     } else if (column == context.size()) {
       absl::StrAppend(&out, " (at the end of the body)");
     }
@@ -141,8 +141,7 @@ std::string DescribeSyntaxError(absl::string_view error) {
 // ": invalid value ..." at the top level: `path` and what follows "invalid
 // value ".
 std::string DescribeInvalidValue(absl::string_view error,
-                                 absl::string_view path,
-                                 absl::string_view rest,
+                                 absl::string_view path, absl::string_view rest,
                                  const Descriptor& root) {
   const size_t for_type = rest.rfind(kForType);
   if (for_type == absl::string_view::npos) return std::string(error);
@@ -226,13 +225,13 @@ std::string DescribeFieldError(absl::string_view error,
 std::string DescribeParseError(absl::string_view error,
                                const Descriptor& root) {
   if (absl::StrContains(error, kRootNotMessage)) {
-    return absl::StrCat("request body must be a JSON object (",
-                        root.name(), ")");
+    return absl::StrCat("request body must be a JSON object (", root.name(),
+                        ")");
   }
   if (absl::StrContains(error, '\n')) return DescribeSyntaxError(error);
   if (absl::StartsWith(error, kInvalidValue)) {
-    return DescribeInvalidValue(error, "",
-                                error.substr(kInvalidValue.size()), root);
+    return DescribeInvalidValue(error, "", error.substr(kInvalidValue.size()),
+                                root);
   }
   if (absl::StartsWith(error, "(")) {
     const size_t close = error.find(absl::StrCat(")", kInvalidValue));
@@ -266,16 +265,17 @@ absl::Status ParseJson(absl::string_view json,
                          *message->GetDescriptor()));
 }
 
-absl::StatusOr<std::string> PrintJson(const google::protobuf::Message& message) {
+absl::StatusOr<std::string> PrintJson(
+    const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;
   std::string out;
   const google::protobuf::util::Status status =
       google::protobuf::util::MessageToJsonString(message, &out, options);
   if (!status.ok()) {
-    return absl::InternalError(absl::StrCat(
-        "cannot print ", message.GetDescriptor()->name(), " as JSON: ",
-        std::string(status.message())));
+    return absl::InternalError(
+        absl::StrCat("cannot print ", message.GetDescriptor()->name(),
+                     " as JSON: ", std::string(status.message())));
   }
   return out;
 }

@@ -5,8 +5,8 @@
 namespace sluice::http {
 
 void RequestCounters::Add(Endpoint endpoint, int http_status) {
-  const auto* found = std::find(kCountedStatuses.begin(),
-                                kCountedStatuses.end(), http_status);
+  const auto* found =
+      std::find(kCountedStatuses.begin(), kCountedStatuses.end(), http_status);
   const size_t slot = static_cast<size_t>(found - kCountedStatuses.begin());
   counts_[static_cast<size_t>(endpoint)][slot].fetch_add(
       1, std::memory_order_relaxed);

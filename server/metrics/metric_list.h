@@ -37,6 +37,8 @@ enum class MetricId : int {
   kEventsDropped,
   kWatchers,
   kDecideStreams,
+  kRateLimitRequests,
+  kRateLimitUnmatched,
   kHttpRequests,
   kHttpConnections,
   kCount,  // not a metric
@@ -65,7 +67,8 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
         {MetricId::kOutcomes, "sluice_outcomes_total", MetricType::kCounter,
          {"dependency", "outcome", nullptr},
          "Reported call outcomes by dependency and outcome (SUCCESS, FAILURE, "
-         "TIMEOUT, CANCELLED); expired permits count as TIMEOUT."},
+         "TIMEOUT, CANCELLED); expired permits count as TIMEOUT, except those of "
+         "Envoy rate-limit calls, which count as CANCELLED."},
         {MetricId::kStaleReports, "sluice_stale_reports_total",
          MetricType::kCounter, {"dependency", nullptr},
          "ReportResult calls for unknown, repeated or expired permits."},
@@ -139,6 +142,17 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "DecisionService.Decide streams open now (gateways deciding over "
          "one long-lived stream). Their calls count in the other metrics "
          "like unary ones."},
+        {MetricId::kRateLimitRequests, "sluice_rls_requests_total",
+         MetricType::kCounter, {"code", nullptr},
+         "Envoy rate-limit service (RLS v3) ShouldRateLimit calls by answer: "
+         "OK, OVER_LIMIT, or INVALID_ARGUMENT for a malformed request. Each "
+         "matched descriptor also counts in sluice_decisions_total like an "
+         "Acquire of its policy."},
+        {MetricId::kRateLimitUnmatched,
+         "sluice_rls_unmatched_descriptors_total", MetricType::kCounter,
+         {nullptr},
+         "RLS descriptors no policy's envoy_descriptors match; answered OK "
+         "and not limited."},
         {MetricId::kHttpRequests, "sluice_http_requests_total",
          MetricType::kCounter, {"endpoint", "code", nullptr},
          "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "

@@ -208,6 +208,19 @@ std::vector<MetricFamily> Metrics::Collect() const {
           ? static_cast<double>(sources_.decide_streams())
           : 0);
 
+  if (sources_.rate_limit) {
+    const RateLimitTotals rls = sources_.rate_limit();
+    for (const auto& [code, n] :
+         {std::pair<const char*, uint64_t>{"OK", rls.ok},
+          {"OVER_LIMIT", rls.over_limit},
+          {"INVALID_ARGUMENT", rls.invalid}}) {
+      Add(family(MetricId::kRateLimitRequests), MetricId::kRateLimitRequests,
+          {code}, static_cast<double>(n));
+    }
+    Add(family(MetricId::kRateLimitUnmatched), MetricId::kRateLimitUnmatched,
+        {}, static_cast<double>(rls.unmatched));
+  }
+
   std::optional<HttpSnapshot> http;
   if (sources_.http) http = sources_.http();
   if (http) {

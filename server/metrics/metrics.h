@@ -42,6 +42,14 @@ struct SyncSnapshot {
   uint64_t store_resets = 0;
 };
 
+// Envoy rate-limit service totals since start.
+struct RateLimitTotals {
+  uint64_t ok = 0;
+  uint64_t over_limit = 0;
+  uint64_t invalid = 0;
+  uint64_t unmatched = 0;
+};
+
 // The HTTP/JSON API as metrics see it (a copy of http::HttpStats' fields,
 // so that this library does not depend on server/http).
 struct HttpSnapshot {
@@ -69,9 +77,12 @@ struct Sources {
   std::function<uint64_t()> watchers;
   // Decide streams open now.
   std::function<uint64_t()> decide_streams;
+  // The members below are initialized here so that brace-initialized
+  // Sources may leave them out.
+  // The Envoy rate-limit service's answers.
+  std::function<RateLimitTotals()> rate_limit = nullptr;
   // The HTTP API's counters. Absent (or returning nullopt) without the HTTP
   // API, which hides its metrics.
-  // (Initialized here so that brace-initialized Sources may leave it out.)
   std::function<std::optional<HttpSnapshot>()> http = nullptr;
 };
 

@@ -21,6 +21,8 @@ namespace {
 constexpr uint32_t kMaxBuckets = 1000;
 constexpr uint32_t kMaxKeysLimit = 10'000'000;
 constexpr size_t kMaxPayloadBytes = 64 * 1024;
+constexpr int kMaxEnvoyDescriptors = 64;
+constexpr int kMaxEnvoyEntries = 8;
 // A sliding window keeps an int64 count; far below that, and far above any
 // real limit.
 constexpr double kMaxWindowLimit = 1e15;
@@ -380,7 +382,96 @@ absl::Status ValidateName(const Errors& errors, const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::Status ConvertEnvoyDescriptors(const Errors& errors,
+                                     const v1::Policy& policy,
+                                     core::PolicyConfig* config) {
+  if (policy.envoy_descriptors_size() > kMaxEnvoyDescriptors) {
+    return errors.Bad("envoy_descriptors",
+                      absl::StrCat("must have at most ", kMaxEnvoyDescriptors,
+                                   " entries"),
+                      absl::StrCat(policy.envoy_descriptors_size()));
+  }
+  for (int i = 0; i < policy.envoy_descriptors_size(); ++i) {
+    const v1::EnvoyDescriptor& in = policy.envoy_descriptors(i);
+    const std::string field = absl::StrCat("envoy_descriptors[", i, "]");
+    if (in.domain().empty() || in.domain().size() > wire::kMaxNameBytes) {
+      return errors.Bad(
+          absl::StrCat(field, ".domain"),
+          absl::StrCat("must be 1 to ", wire::kMaxNameBytes, " bytes"),
+          Quote(in.domain()));
+    }
+    if (in.entries_size() < 1 || in.entries_size() > kMaxEnvoyEntries) {
+      return errors.Bad(absl::StrCat(field, ".entries"),
+                        absl::StrCat("must have 1 to ", kMaxEnvoyEntries,
+                                     " entries"),
+                        absl::StrCat(in.entries_size()));
+    }
+    core::EnvoyDescriptorConfig out;
+    out.domain = in.domain();
+    for (int j = 0; j < in.entries_size(); ++j) {
+      const v1::EnvoyDescriptor::Entry& entry = in.entries(j);
+      const std::string at = absl::StrCat(field, ".entries[", j, "]");
+      if (entry.key().empty() || entry.key().size() > wire::kMaxNameBytes) {
+        return errors.Bad(
+            absl::StrCat(at, ".key"),
+            absl::StrCat("must be 1 to ", wire::kMaxNameBytes, " bytes"),
+            Quote(entry.key()));
+      }
+      if (entry.value().size() > wire::kMaxKeyBytes) {
+        return errors.Bad(absl::StrCat(at, ".value"),
+                          absl::StrCat("must be at most ", wire::kMaxKeyBytes,
+                                       " bytes"),
+                          absl::StrCat(entry.value().size(), " bytes"));
+      }
+      if (entry.value().empty() && !policy.per_key()) {
+        return errors.Bad(
+            absl::StrCat(at, ".value"),
+            absl::StrCat("is empty, which matches any value of \"",
+                         absl::CHexEscape(entry.key()),
+                         "\" and gives each value its own limit; that needs "
+                         "per_key: true"));
+      }
+      out.entries.push_back({entry.key(), entry.value()});
+    }
+    for (int k = 0; k < i; ++k) {
+      const core::EnvoyDescriptorConfig& earlier = config->envoy_descriptors[k];
+      if (SameEnvoyDescriptor(earlier, out)) {
+        return errors.Bad(field, absl::StrCat("repeats envoy_descriptors[", k,
+                                              "]"));
+      }
+    }
+    config->envoy_descriptors.push_back(std::move(out));
+  }
+  config->rate_limit_headers = policy.rate_limit_headers();
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool SameEnvoyDescriptor(const core::EnvoyDescriptorConfig& a,
+                         const core::EnvoyDescriptorConfig& b) {
+  if (a.domain != b.domain || a.entries.size() != b.entries.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    if (a.entries[i].key != b.entries[i].key ||
+        a.entries[i].value != b.entries[i].value) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string EnvoyDescriptorString(const core::EnvoyDescriptorConfig& d) {
+  std::string out = absl::StrCat(Quote(d.domain), " [");
+  for (size_t i = 0; i < d.entries.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", Quote(d.entries[i].key), ": ",
+                    d.entries[i].value.empty() ? "*"
+                                               : Quote(d.entries[i].value));
+  }
+  out += "]";
+  return out;
+}
 
 absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
   const Errors errors(policy.name());
@@ -446,6 +537,7 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
   if (policy.max_keys() != 0) config.max_keys = policy.max_keys();
   config.version = policy.version();
   config.description = policy.description();
+  SLUICE_RETURN_IF_ERROR(ConvertEnvoyDescriptors(errors, policy, &config));
   return config;
 }
 
@@ -533,6 +625,16 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
   out.set_max_keys(config.max_keys);
   out.set_version(config.version);
   out.set_description(config.description);
+  for (const core::EnvoyDescriptorConfig& d : config.envoy_descriptors) {
+    v1::EnvoyDescriptor* descriptor = out.add_envoy_descriptors();
+    descriptor->set_domain(d.domain);
+    for (const core::EnvoyDescriptorConfig::Entry& e : d.entries) {
+      v1::EnvoyDescriptor::Entry* entry = descriptor->add_entries();
+      entry->set_key(e.key);
+      entry->set_value(e.value);
+    }
+  }
+  out.set_rate_limit_headers(config.rate_limit_headers);
   return out;
 }
 

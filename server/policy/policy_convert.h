@@ -1,6 +1,8 @@
 #ifndef SLUICE_SERVER_POLICY_POLICY_CONVERT_H_
 #define SLUICE_SERVER_POLICY_POLICY_CONVERT_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "server/core/policy_config.h"
 #include "sluice/v1/policy.pb.h"
@@ -16,6 +18,14 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy);
 
 // The proto form of a config, with every default written out.
 v1::Policy FromConfig(const core::PolicyConfig& config);
+
+// Whether two Envoy descriptors match the same requests (same domain, same
+// entries in the same order).
+bool SameEnvoyDescriptor(const core::EnvoyDescriptorConfig& a,
+                         const core::EnvoyDescriptorConfig& b);
+
+// `"edge" ["destination_cluster": "payments", "tenant": *]`, for messages.
+std::string EnvoyDescriptorString(const core::EnvoyDescriptorConfig& d);
 
 }  // namespace sluice::policy
 

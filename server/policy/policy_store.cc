@@ -1,11 +1,14 @@
 #include "server/policy/policy_store.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/policy/policy_convert.h"
+#include "wire/status.h"
 
 namespace sluice::policy {
 namespace {
@@ -50,6 +53,48 @@ bool SameContent(const v1::Policy& stored, const v1::Policy& canonical) {
   return google::protobuf::util::MessageDifferencer::Equals(a, canonical);
 }
 
+}  // namespace
+
+// INVALID_ARGUMENT if two of `policies` claim the same Envoy descriptor: a
+// rate-limit request must find exactly one policy.
+absl::Status CheckEnvoyDescriptors(
+    const std::vector<const v1::Policy*>& policies) {
+  std::map<std::string, const v1::Policy*> owner;
+  for (const v1::Policy* policy : policies) {
+    for (const v1::EnvoyDescriptor& d : policy->envoy_descriptors()) {
+      std::string id = absl::StrCat(d.domain().size(), ":", d.domain());
+      for (const v1::EnvoyDescriptor::Entry& e : d.entries()) {
+        absl::StrAppend(&id, "|", e.key().size(), ":", e.key(),
+                        e.value().size(), ":", e.value());
+      }
+      auto [it, inserted] = owner.emplace(std::move(id), policy);
+      if (!inserted && it->second != policy) {
+        core::EnvoyDescriptorConfig config;
+        config.domain = d.domain();
+        for (const v1::EnvoyDescriptor::Entry& e : d.entries()) {
+          config.entries.push_back({e.key(), e.value()});
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            "policies \"", it->second->name(), "\" and \"", policy->name(),
+            "\" both answer the Envoy descriptor ",
+            EnvoyDescriptorString(config),
+            "; a descriptor must map to one policy"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckSetEnvoyDescriptors(
+    const std::map<std::string, Checked, std::less<>>& next) {
+  std::vector<const v1::Policy*> all;
+  all.reserve(next.size());
+  for (const auto& [name, checked] : next) all.push_back(&checked.canonical);
+  return policy::CheckEnvoyDescriptors(all);
+}
+
 absl::Status VersionMismatch(absl::string_view name, uint64_t expected,
                              const v1::Policy* stored) {
   if (stored == nullptr) {
@@ -79,6 +124,7 @@ absl::StatusOr<std::vector<PolicyChange>> PolicyStore::ReplaceAll(
           absl::StrCat("policy \"", name, "\": defined more than once"));
     }
   }
+  SLUICE_RETURN_IF_ERROR(CheckSetEnvoyDescriptors(next));
 
   absl::MutexLock lock(&mu_);
   std::vector<PolicyChange> changes;
@@ -171,6 +217,7 @@ absl::StatusOr<PolicyChange> PolicyStore::Put(const v1::Policy& policy,
       (stored == nullptr || stored->version() != expected_version)) {
     return VersionMismatch(name, expected_version, stored);
   }
+  SLUICE_RETURN_IF_ERROR(CheckEnvoyDescriptorsLocked(checked->canonical));
   if (stored != nullptr && SameContent(*stored, checked->canonical)) {
     return PolicyChange{name, stored->version(), stored->version()};
   }
@@ -181,6 +228,24 @@ absl::StatusOr<PolicyChange> PolicyStore::Put(const v1::Policy& policy,
   policies_[name] = std::move(checked->canonical);
   engine_->PutPolicy(std::move(checked->config));
   return change;
+}
+
+absl::Status PolicyStore::CheckEnvoyDescriptors(
+    const v1::Policy& policy) const {
+  absl::MutexLock lock(&mu_);
+  return CheckEnvoyDescriptorsLocked(policy);
+}
+
+absl::Status PolicyStore::CheckEnvoyDescriptorsLocked(
+    const v1::Policy& policy) const {
+  if (policy.envoy_descriptors_size() == 0) return absl::OkStatus();
+  std::vector<const v1::Policy*> all;
+  all.reserve(policies_.size() + 1);
+  for (const auto& [name, stored] : policies_) {
+    if (name != policy.name()) all.push_back(&stored);
+  }
+  all.push_back(&policy);
+  return policy::CheckEnvoyDescriptors(all);
 }
 
 absl::StatusOr<PolicyChange> PolicyStore::Delete(absl::string_view name,

@@ -16,6 +16,11 @@
 
 namespace sluice::policy {
 
+// INVALID_ARGUMENT naming both policies when two of `policies` claim the same
+// Envoy descriptor (domain and entries): a descriptor maps to one policy.
+absl::Status CheckEnvoyDescriptors(
+    const std::vector<const v1::Policy*>& policies);
+
 // One change the store made, for logs and events.
 struct PolicyChange {
   std::string name;
@@ -51,6 +56,12 @@ class PolicyStore {
                                    uint64_t expected_version)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // INVALID_ARGUMENT when `policy` claims an Envoy descriptor another stored
+  // policy (of another name) answers. Put checks this itself; the cluster
+  // mode checks it before writing to the shared store.
+  absl::Status CheckEnvoyDescriptors(const v1::Policy& policy) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // NOT_FOUND if absent; ABORTED on a version mismatch.
   absl::StatusOr<PolicyChange> Delete(absl::string_view name,
                                       uint64_t expected_version)
@@ -60,6 +71,11 @@ class PolicyStore {
   absl::StatusOr<v1::Policy> Get(absl::string_view name) const
       ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<v1::Policy> List() const ABSL_LOCKS_EXCLUDED(mu_);
+ private:
+  absl::Status CheckEnvoyDescriptorsLocked(const v1::Policy& policy) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+ public:
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -57,6 +57,21 @@ absl::Status DecisionServiceImpl::DecideAcquire(
   return absl::OkStatus();
 }
 
+absl::StatusOr<core::Decision> DecisionServiceImpl::DecideCall(
+    absl::string_view dependency, absl::string_view key, uint32_t permits,
+    core::Unreported unreported, std::string* permit_id) {
+  const absl::Time start = on_acquire_ ? absl::Now() : absl::InfinitePast();
+  absl::StatusOr<core::Decision> decision =
+      engine_->Acquire(dependency, key, permits, unreported);
+  if (on_acquire_) on_acquire_(absl::Now() - start);
+  permit_id->clear();
+  if (decision.ok() && decision->permit_id != 0) {
+    *permit_id = FormatPermitId(decision->permit_id);
+    permit_id->append(permit_suffix_);
+  }
+  return decision;
+}
+
 void DecisionServiceImpl::EnableForwarding(
     std::string replica_id,
     std::function<bool(core::ForwardedReport)> forward) {

@@ -68,6 +68,15 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
   // is invalid none is applied and the error names it (reports[i]).
   absl::Status ReportMany(const v1::ReportResultsRequest& request,
                           v1::ReportResultsResponse* response);
+  // One decision for a front end with its own answer format (Envoy's
+  // rate-limit service): the engine's decision, timed for the metrics like
+  // an Acquire. `permit_id` gets the permit as ReportResult takes it (with
+  // the replica suffix in cluster mode), "" when none was issued.
+  absl::StatusOr<core::Decision> DecideCall(absl::string_view dependency,
+                                            absl::string_view key,
+                                            uint32_t permits,
+                                            core::Unreported unreported,
+                                            std::string* permit_id);
   // One message of a Decide stream: a result per call, in order.
   void HandleDecide(const v1::DecideRequest& request,
                     v1::DecideResponse* response);

@@ -280,6 +280,24 @@ TEST_F(MetricsTest, DecideStreamsAreTheOpenDecideStreams) {
   EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_decide_streams"), 1);
 }
 
+TEST_F(MetricsTest, RateLimitServiceAnswersByCode) {
+  Sources sources;
+  sources.engine = &engine_;
+  RateLimitTotals totals;
+  totals.ok = 7;
+  totals.over_limit = 2;
+  totals.invalid = 1;
+  totals.unmatched = 4;
+  sources.rate_limit = [&] { return totals; };
+  Metrics metrics(sources);
+  const auto s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_rls_requests_total", {{"code", "OK"}}), 7);
+  EXPECT_EQ(Sum(s, "sluice_rls_requests_total", {{"code", "OVER_LIMIT"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_rls_requests_total", {{"code", "INVALID_ARGUMENT"}}),
+            1);
+  EXPECT_EQ(Sum(s, "sluice_rls_unmatched_descriptors_total"), 4);
+}
+
 TEST_F(MetricsTest, HttpMetricsOnlyWithTheHttpApi) {
   Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
   EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_http_")));

@@ -88,6 +88,29 @@ TEST_F(ConcurrencyTest, UnreportedPermitsExpireOnSweep) {
   EXPECT_EQ(s.gates->breaker_state, BreakerState::kOpen);
 }
 
+TEST_F(ConcurrencyTest, PermitsOfCallersThatMayNotReportExpireAsReleases) {
+  // Envoy's rate-limit protocol has no report: its permits free their slot
+  // on expiry but must not count as timeouts, or the breaker would trip on
+  // every call that went well.
+  Install(4, /*consecutive_failures=*/3);
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<Decision> d =
+        engine_.Acquire("a", "", 1, Unreported::kRelease);
+    ASSERT_TRUE(d.ok());
+    ASSERT_EQ(d->verdict, Verdict::kAllow);
+  }
+  EXPECT_EQ(Acquire("a").reason, Reason::kConcurrencyLimited);
+  clock_.Advance(absl::Seconds(2));
+  engine_.Sweep();
+  const DependencyStatus s = Inspect("a");
+  ASSERT_TRUE(s.gates.has_value());
+  EXPECT_EQ(s.gates->in_flight, 0u);
+  EXPECT_EQ(Outcomes(s.counters, Outcome::kTimeout), 0u);
+  EXPECT_EQ(Outcomes(s.counters, Outcome::kCancelled), 4u);
+  EXPECT_EQ(s.gates->breaker_state, BreakerState::kClosed);
+  EXPECT_EQ(s.gates->window.failures, 0);
+}
+
 TEST_F(ConcurrencyTest, ExpiryFollowsCallTimeout) {
   PolicyConfig p = MakePolicy("a");
   p.call_timeout = absl::Milliseconds(250);

@@ -6,12 +6,11 @@
 
 #include <httplib.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -88,8 +87,8 @@ class HttpApiTest : public ::testing::Test {
     server_ = std::make_unique<app::Server>(std::move(options), deps);
     ASSERT_TRUE(server_->BuildAndStart().ok());
     ASSERT_GT(server_->http_port(), 0);
-    client_ = std::make_unique<httplib::Client>("127.0.0.1",
-                                                server_->http_port());
+    client_ =
+        std::make_unique<httplib::Client>("127.0.0.1", server_->http_port());
     client_->set_keep_alive(true);
   }
 
@@ -158,18 +157,17 @@ TEST_F(HttpApiTest, ProtoFieldNamesAreAcceptedToo) {
       Post("/v1/acquire", R"({"dependency": "inventory", "permits": 2})");
   ASSERT_EQ(a.status, 200);
   EXPECT_EQ(a.json["remaining"], "1");
-  const Answer r = Post(
-      "/v1/report",
-      Json{{"dependency", "inventory"},
-           {"permit_id", a.json["permitId"]},
-           {"outcome", "SUCCESS"},
-           {"status_code", 200}}
-          .dump());
+  const Answer r = Post("/v1/report", Json{{"dependency", "inventory"},
+                                           {"permit_id", a.json["permitId"]},
+                                           {"outcome", "SUCCESS"},
+                                           {"status_code", 200}}
+                                          .dump());
   EXPECT_EQ(r.status, 200) << r.json.dump();
 }
 
 TEST_F(HttpApiTest, RefusalIsA200WithTheVerdictAndSuggestedStatus) {
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(Acquire("inventory").json["verdict"], "ALLOW");
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(Acquire("inventory").json["verdict"], "ALLOW");
   const Answer refused = Acquire("inventory");
   ASSERT_EQ(refused.status, 200);
   EXPECT_EQ(refused.json["verdict"], "REJECT");
@@ -202,18 +200,19 @@ TEST_F(HttpApiTest, ReportsBatchIsAllOrNothing) {
   const Json good = {{"dependency", "search"},
                      {"permitId", held.json["permitId"]},
                      {"outcome", "SUCCESS"}};
-  const Json bad = {{"dependency", "search"}, {"outcome", "SUCCESS"},
-                    {"latency", "-1s"}};
+  const Json bad = {
+      {"dependency", "search"}, {"outcome", "SUCCESS"}, {"latency", "-1s"}};
 
-  const Answer refused = Post("/v1/reports", Json{{"reports", {good, bad}}}.dump());
+  const Answer refused =
+      Post("/v1/reports", Json{{"reports", {good, bad}}}.dump());
   ExpectError(refused, 400, "INVALID_ARGUMENT", "reports[1]: latency");
   // Nothing was applied: the slot is still taken.
   EXPECT_EQ(Acquire("search").json["reason"], "CONCURRENCY_LIMITED");
 
   const Answer applied =
       Post("/v1/reports",
-           Json{{"reports", {good, {{"dependency", "inventory"},
-                                    {"outcome", "FAILURE"}}}}}
+           Json{{"reports",
+                 {good, {{"dependency", "inventory"}, {"outcome", "FAILURE"}}}}}
                .dump());
   ASSERT_EQ(applied.status, 200) << applied.json.dump();
   EXPECT_EQ(applied.json["breakerStates"].size(), 2u);
@@ -231,8 +230,10 @@ TEST_F(HttpApiTest, DecideMixesCallsWithErrorsPerCall) {
            {"permitId", held.json["permitId"]},
            {"outcome", "SUCCESS"}}}},
         {{"requestId", "3"},
-         {"report", {{"dependency", "search"}, {"permitId", "abc"},
-                     {"outcome", "SUCCESS"}}}},
+         {"report",
+          {{"dependency", "search"},
+           {"permitId", "abc"},
+           {"outcome", "SUCCESS"}}}},
         {{"requestId", "4"}},
         {{"requestId", "5"}, {"acquire", {{"dependency", ""}}}},
         {{"requestId", "18446744073709551615"},
@@ -260,7 +261,8 @@ TEST_F(HttpApiTest, DecideMixesCallsWithErrorsPerCall) {
 TEST_F(HttpApiTest, DecideOverTheCallLimitIsRefusedWhole) {
   Json calls = Json::array();
   for (int i = 0; i <= rpc::DecisionServiceImpl::kMaxDecideCalls; ++i) {
-    calls.push_back({{"requestId", i}, {"acquire", {{"dependency", "search"}}}});
+    calls.push_back(
+        {{"requestId", i}, {"acquire", {{"dependency", "search"}}}});
   }
   ExpectError(Post("/v1/decide", Json{{"calls", calls}}.dump()), 400,
               "INVALID_ARGUMENT", "calls: at most 1000 per request, got 1001");
@@ -277,8 +279,9 @@ TEST_F(HttpApiTest, BadJsonIs400) {
 }
 
 TEST_F(HttpApiTest, UnknownFieldsAreRefusedByName) {
-  ExpectError(Post("/v1/acquire", R"({"dependency": "inventory", "tenant": "a"})"),
-              400, "INVALID_ARGUMENT", "unknown field \"tenant\"");
+  ExpectError(
+      Post("/v1/acquire", R"({"dependency": "inventory", "tenant": "a"})"), 400,
+      "INVALID_ARGUMENT", "unknown field \"tenant\"");
   ExpectError(
       Post("/v1/decide", R"({"calls": [{"acquire": {"dependncy": "a"}}]})"),
       400, "INVALID_ARGUMENT",
@@ -286,22 +289,28 @@ TEST_F(HttpApiTest, UnknownFieldsAreRefusedByName) {
 }
 
 TEST_F(HttpApiTest, WrongTypesNameTheField) {
-  ExpectError(Post("/v1/acquire", R"({"dependency": "inventory", "permits": "two"})"),
+  ExpectError(
+      Post("/v1/acquire", R"({"dependency": "inventory", "permits": "two"})"),
+      400, "INVALID_ARGUMENT",
+      "permits: invalid value \"two\"; expected a whole number");
+  ExpectError(
+      Post("/v1/report", R"({"dependency": "inventory", "outcome": "OK"})"),
+      400, "INVALID_ARGUMENT",
+      "outcome: invalid value \"OK\"; expected one of");
+  ExpectError(
+      Post("/v1/report", R"({"dependency": "inventory", "latency": 5})"), 400,
+      "INVALID_ARGUMENT", "latency: ");
+  ExpectError(Post("/v1/reports", R"({"reports": [{"statusCode": true}]})"),
               400, "INVALID_ARGUMENT",
-              "permits: invalid value \"two\"; expected a whole number");
-  ExpectError(Post("/v1/report", R"({"dependency": "inventory", "outcome": "OK"})"),
-              400, "INVALID_ARGUMENT", "outcome: invalid value \"OK\"; expected one of");
-  ExpectError(Post("/v1/report", R"({"dependency": "inventory", "latency": 5})"),
-              400, "INVALID_ARGUMENT", "latency: ");
-  ExpectError(Post("/v1/reports", R"({"reports": [{"statusCode": true}]})"), 400,
-              "INVALID_ARGUMENT", "reports[0].status_code: invalid value true");
+              "reports[0].status_code: invalid value true");
 }
 
 TEST_F(HttpApiTest, HandlerValidationIs400WithTheHandlersMessage) {
   ExpectError(Post("/v1/acquire", R"({"dependency": ""})"), 400,
               "INVALID_ARGUMENT", "dependency is required");
-  ExpectError(Post("/v1/acquire", R"({"dependency": "inventory", "permits": 1000001})"),
-              400, "INVALID_ARGUMENT", "permits must be at most 1000000");
+  ExpectError(
+      Post("/v1/acquire", R"({"dependency": "inventory", "permits": 1000001})"),
+      400, "INVALID_ARGUMENT", "permits must be at most 1000000");
   ExpectError(Post("/v1/report", R"({"dependency": "inventory"})"), 400,
               "INVALID_ARGUMENT", "outcome must be SUCCESS");
 }
@@ -317,7 +326,8 @@ TEST_F(HttpApiTest, WrongMethodIs405WithAllow) {
   const Answer get = ToAnswer(client_->Get("/v1/acquire"));
   ExpectError(get, 405, "UNIMPLEMENTED", "GET is not allowed on /v1/acquire");
   EXPECT_EQ(get.header("Allow"), "POST");
-  const Answer put = ToAnswer(client_->Put("/v1/decide", "{}", "application/json"));
+  const Answer put =
+      ToAnswer(client_->Put("/v1/decide", "{}", "application/json"));
   EXPECT_EQ(put.status, 405);
   EXPECT_EQ(put.header("Allow"), "POST");
   const Answer post = Post("/v1/health", "{}");
@@ -371,20 +381,20 @@ TEST_F(HttpApiTest, ExpectContinueIsRefusedBeforeTheBody) {
 }
 
 TEST_F(HttpApiTest, OtherContentTypeIs415AndNoneIsAccepted) {
-  const httplib::Result text =
-      client_->Post("/v1/acquire", R"({"dependency": "inventory"})",
-                    "text/plain");
+  const httplib::Result text = client_->Post(
+      "/v1/acquire", R"({"dependency": "inventory"})", "text/plain");
   ASSERT_TRUE(text);
   ExpectError(ToAnswer(text), 415, "INVALID_ARGUMENT",
               "Content-Type must be application/json, got \"text/plain\"");
 
-  const Answer charset = ToAnswer(client_->Post(
-      "/v1/acquire", R"({"dependency": "inventory"})",
-      "Application/JSON; charset=utf-8"));
+  const Answer charset =
+      ToAnswer(client_->Post("/v1/acquire", R"({"dependency": "inventory"})",
+                             "Application/JSON; charset=utf-8"));
   EXPECT_EQ(charset.status, 200);
 
   testing::RawConnection connection(server_->http_port());
-  ASSERT_TRUE(connection.SendPost("/v1/acquire", R"({"dependency": "inventory"})"));
+  ASSERT_TRUE(
+      connection.SendPost("/v1/acquire", R"({"dependency": "inventory"})"));
   const testing::RawResponse none = connection.Read();
   EXPECT_EQ(none.status, 200) << none.body;
   EXPECT_THAT(none.body, HasSubstr("\"verdict\":\"ALLOW\""));
@@ -414,16 +424,17 @@ TEST_F(HttpApiTest, KeepAliveAndPipelinedRequestsShareOneConnection) {
   const testing::RawResponse third = connection.Read();
   EXPECT_EQ(third.status, 200);
   EXPECT_THAT(third.body, HasSubstr("\"remaining\":\"0\""));
-  ASSERT_TRUE(connection.Send("GET /v1/health HTTP/1.1\r\nHost: t\r\n"
-                              "Connection: close\r\n\r\n"));
+  ASSERT_TRUE(
+      connection.Send("GET /v1/health HTTP/1.1\r\nHost: t\r\n"
+                      "Connection: close\r\n\r\n"));
   EXPECT_EQ(connection.Read().status, 200);
   EXPECT_TRUE(connection.ClosedByServer());
 }
 
 TEST_F(HttpApiTest, ResponsesAreNeverCompressed) {
-  const httplib::Result r = client_->Post(
-      "/v1/acquire", {{"Accept-Encoding", "gzip, deflate"}},
-      R"({"dependency": "inventory"})", "application/json");
+  const httplib::Result r =
+      client_->Post("/v1/acquire", {{"Accept-Encoding", "gzip, deflate"}},
+                    R"({"dependency": "inventory"})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
 }
@@ -530,7 +541,8 @@ TEST_F(HttpApiTest, MetricsCountRequestsByEndpointAndStatus) {
     std::ofstream out(path);
     out << page;
   }
-  FILE* pipe = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
+  FILE* pipe =
+      popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;
   char buf[512];

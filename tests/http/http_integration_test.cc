@@ -6,7 +6,6 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -47,8 +46,8 @@ Json PostJson(httplib::Client& client, const std::string& path,
 TEST(SluicedHttpTest, ServesTheApiNextToGrpc) {
   testing::SluicedProcess sluiced;
   std::string error;
-  ASSERT_TRUE(sluiced.Start(kPolicies, {"--http-listen=127.0.0.1:0"}, "",
-                            &error))
+  ASSERT_TRUE(
+      sluiced.Start(kPolicies, {"--http-listen=127.0.0.1:0"}, "", &error))
       << error;
   const std::string http = sluiced.listener("http");
   const int port = testing::PortOf(http);
@@ -64,8 +63,7 @@ TEST(SluicedHttpTest, ServesTheApiNextToGrpc) {
   EXPECT_EQ(health->body, R"({"status":"SERVING"})");
 
   // HTTP takes the one slot; gRPC sees it taken: one engine.
-  const Json held =
-      PostJson(client, "/v1/acquire", {{"dependency", "search"}});
+  const Json held = PostJson(client, "/v1/acquire", {{"dependency", "search"}});
   ASSERT_EQ(held["verdict"], "ALLOW") << held;
   EXPECT_EQ(sluiced.Acquire("search").reason(), v1::CONCURRENCY_LIMITED);
   int status = 0;
@@ -97,16 +95,15 @@ TEST(SluicedHttpTest, ServesTheApiNextToGrpc) {
       &status);
   ASSERT_EQ(status, 200) << decided;
   ASSERT_EQ(decided["results"].size(), 3u);
-  EXPECT_EQ(decided["results"][0]["report"]["breakerState"],
-            "CLOSED");
+  EXPECT_EQ(decided["results"][0]["report"]["breakerState"], "CLOSED");
   EXPECT_EQ(decided["results"][1]["acquire"]["verdict"], "ALLOW");
   EXPECT_EQ(decided["results"][2]["acquire"]["reason"], "CONCURRENCY_LIMITED");
-  const Json reported = PostJson(
-      client, "/v1/report",
-      {{"dependency", "search"},
-       {"permitId", decided["results"][1]["acquire"]["permitId"]},
-       {"outcome", "SUCCESS"}},
-      &status);
+  const Json reported =
+      PostJson(client, "/v1/report",
+               {{"dependency", "search"},
+                {"permitId", decided["results"][1]["acquire"]["permitId"]},
+                {"outcome", "SUCCESS"}},
+               &status);
   EXPECT_EQ(status, 200) << reported;
 
   const std::string metrics =

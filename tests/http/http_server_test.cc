@@ -87,8 +87,8 @@ TEST_F(HttpServerTest, StopCutsARequestStillArrivingAtTheDeadline) {
   ASSERT_TRUE(slow.Send(
       "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
   // Accepted and taken by a thread before the stop; Stats tells when.
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return server->Stats().connections == 1; }, absl::Seconds(5)));
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 1; },
+                               absl::Seconds(5)));
   const absl::Time start = absl::Now();
   server->Stop(absl::Now() + absl::Milliseconds(100));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
@@ -116,27 +116,25 @@ TEST_F(HttpServerTest, AConnectionWaitingForAThreadIsServed) {
   EXPECT_EQ(server->Stats().waiting, 0);
 }
 
-// A new connection that finds a thread free waits for nothing, so idle
-// keep-alive connections stay open. (Each accepted connection used to count
-// as waiting until a thread took it, which closed every idle one: NGINX,
-// which opens connections as its pool grows, then sent requests on
-// connections being closed and got "upstream prematurely closed".)
-TEST_F(HttpServerTest, NewConnectionsWithThreadsFreeLeaveIdleOnesOpen) {
+TEST_F(HttpServerTest, IdleConnectionsStayWhileAThreadIsFree) {
   HttpServerOptions options;
+  // More than the idle connection and the few just closed by their client
+  // whose threads have not yet seen the close.
   options.threads = 8;
   std::unique_ptr<HttpServer> server = Start(options);
   ASSERT_NE(server, nullptr);
   testing::RawConnection idle(server->port());
   ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
   ASSERT_EQ(idle.Read().status, 200);
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < 20; ++i) {  // each queued for a moment, then served
     testing::RawConnection other(server->port());
     ASSERT_TRUE(other.SendPost("/v1/acquire", kAcquire));
-    ASSERT_EQ(other.Read().status, 200) << i;
+    ASSERT_EQ(other.Read().status, 200);
   }
+  // Closing an idle connection races with its client's next request, so
+  // it is kept: it still answers.
   ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
   EXPECT_EQ(idle.Read().status, 200);
-  EXPECT_EQ(server->Stats().waiting, 0);
 }
 
 TEST_F(HttpServerTest, MaxRequestsPerConnectionCloses) {

@@ -4,7 +4,6 @@
 #include "server/http/json_codec.h"
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "gmock/gmock.h"
@@ -51,10 +50,10 @@ TEST(ParseJsonTest, TakesCamelCaseAndProtoNamesAndStringIntegers) {
 }
 
 TEST(ParseJsonTest, UnknownFieldsAreNamedWithTheFieldsThereAre) {
-  EXPECT_EQ(ParseError<v1::AcquireRequest>(
-                R"({"dependency": "a", "bogus": 1})"),
-            "unknown field \"bogus\" (AcquireRequest has dependency, key, "
-            "permits, caller)");
+  EXPECT_EQ(
+      ParseError<v1::AcquireRequest>(R"({"dependency": "a", "bogus": 1})"),
+      "unknown field \"bogus\" (AcquireRequest has dependency, key, "
+      "permits, caller)");
   EXPECT_EQ(ParseError<v1::DecideRequest>(
                 R"({"calls": [{"acquire": {"depndency": "a"}}]})"),
             "unknown field \"depndency\" in calls[0].acquire (AcquireRequest "
@@ -138,7 +137,8 @@ TEST(PrintJsonTest, PrintsDefaultsCamelCaseAndInt64AsStrings) {
 
 TEST(JsonQuoteTest, EscapesAndRepairsUtf8) {
   EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), R"("a\"b\\c\n\u0001")");
-  EXPECT_EQ(JsonQuote("caf\xc3\xa9 \xe2\x82\xac"), "\"caf\xc3\xa9 \xe2\x82\xac\"");
+  EXPECT_EQ(JsonQuote("caf\xc3\xa9 \xe2\x82\xac"),
+            "\"caf\xc3\xa9 \xe2\x82\xac\"");
   EXPECT_EQ(JsonQuote("a\xff"), "\"a\xef\xbf\xbd\"");
   EXPECT_EQ(JsonQuote("\xc0\xaf"), "\"\xef\xbf\xbd\xef\xbf\xbd\"");  // overlong
   EXPECT_EQ(JsonQuote("\xed\xa0\x80"),

@@ -20,7 +20,7 @@
 namespace sluice::testing {
 
 struct RawResponse {
-  int status = 0;  // 0: no (whole) response
+  int status = 0;                              // 0: no (whole) response
   std::map<std::string, std::string> headers;  // names lowercased
   std::string body;
 
@@ -58,8 +58,8 @@ class RawConnection {
   bool Send(const std::string& bytes) {
     size_t sent = 0;
     while (sent < bytes.size()) {
-      const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent,
-                               MSG_NOSIGNAL);
+      const ssize_t n =
+          ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
       if (n <= 0) return false;
       sent += static_cast<size_t>(n);
     }

@@ -304,7 +304,46 @@ INSTANTIATE_TEST_SUITE_P(
             R"(policy "a": on_store_failure must be FAIL_OPEN, LOCAL or FAIL_CLOSED, got 9)"},
         BadCase{
             R"(name: "a" max_keys: 10000001)",
-            R"(policy "a": max_keys must be at most 10000000, got 10000001)"}));
+            R"(policy "a": max_keys must be at most 10000000, got 10000001)"},
+        BadCase{
+            R"(name: "a" envoy_descriptors { entries { key: "k" value: "v" } })",
+            R"(policy "a": envoy_descriptors[0].domain must be 1 to 256 bytes, got "")"},
+        BadCase{
+            R"(name: "a" envoy_descriptors { domain: "edge" })",
+            R"(policy "a": envoy_descriptors[0].entries must have 1 to 8 entries, got 0)"},
+        BadCase{
+            R"(name: "a" envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } entries { value: "w" } })",
+            R"(policy "a": envoy_descriptors[0].entries[1].key must be 1 to 256 bytes, got "")"},
+        BadCase{
+            R"(name: "a" envoy_descriptors { domain: "edge" entries { key: "tenant" } })",
+            R"(policy "a": envoy_descriptors[0].entries[0].value is empty, which matches any value of "tenant" and gives each value its own limit; that needs per_key: true)"},
+        BadCase{
+            R"(name: "a" envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } } envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } })",
+            R"(policy "a": envoy_descriptors[1] repeats envoy_descriptors[0])"}));
+
+TEST(ToConfigTest, EnvoyDescriptorsAreMappedAndRoundTrip) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+      name: "search" per_key: true rate_limit_headers: true
+      envoy_descriptors {
+        domain: "edge"
+        entries { key: "destination_cluster" value: "search" }
+        entries { key: "tenant" }
+      })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->envoy_descriptors.size(), 1u);
+  EXPECT_EQ(c->envoy_descriptors[0].domain, "edge");
+  ASSERT_EQ(c->envoy_descriptors[0].entries.size(), 2u);
+  EXPECT_EQ(c->envoy_descriptors[0].entries[1].key, "tenant");
+  EXPECT_EQ(c->envoy_descriptors[0].entries[1].value, "");
+  EXPECT_TRUE(c->rate_limit_headers);
+  EXPECT_EQ(EnvoyDescriptorString(c->envoy_descriptors[0]),
+            R"("edge" ["destination_cluster": "search", "tenant": *])");
+  absl::StatusOr<core::PolicyConfig> again = ToConfig(FromConfig(*c));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(SameEnvoyDescriptor(again->envoy_descriptors[0],
+                                  c->envoy_descriptors[0]));
+  EXPECT_TRUE(again->rate_limit_headers);
+}
 
 TEST(ToConfigTest, NameLongerThan256BytesIsRejected) {
   const std::string name(257, 'n');

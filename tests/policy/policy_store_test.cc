@@ -299,3 +299,34 @@ TEST_F(PolicyStoreTest, AdoptTakesTheStoresVersionsAndKeepsState) {
 
 }  // namespace
 }  // namespace sluice::policy
+
+namespace sluice::policy {
+namespace {
+
+TEST_F(PolicyStoreTest, TwoPoliciesMayNotAnswerOneEnvoyDescriptor) {
+  const char* kDescriptor =
+      R"( envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } })";
+  absl::StatusOr<std::vector<PolicyChange>> both = store_.ReplaceAll(
+      {P(absl::StrCat(R"(name: "a")", kDescriptor)),
+       P(absl::StrCat(R"(name: "b")", kDescriptor))});
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().message(),
+            R"(policies "a" and "b" both answer the Envoy descriptor "edge" ["k": "v"]; a descriptor must map to one policy)");
+  EXPECT_THAT(StorePolicies(), IsEmpty());
+
+  ASSERT_TRUE(store_.Put(P(absl::StrCat(R"(name: "a")", kDescriptor)), 0).ok());
+  absl::StatusOr<PolicyChange> b =
+      store_.Put(P(absl::StrCat(R"(name: "b")", kDescriptor)), 0);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(StorePolicies(), ElementsAre("a:1"));
+  // A policy may change its own descriptors, and another may take one that
+  // differs by a value.
+  EXPECT_TRUE(store_.Put(P(absl::StrCat(R"(name: "a" description: "x")",
+                                        kDescriptor)),
+                         0)
+                  .ok());
+  EXPECT_TRUE(store_.Put(P(R"(name: "b" envoy_descriptors { domain: "edge" entries { key: "k" value: "w" } })"), 0).ok());
+}
+
+}  // namespace
+}  // namespace sluice::policy

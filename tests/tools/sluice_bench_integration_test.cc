@@ -1,5 +1,5 @@
-// sluice-bench end to end against a real standalone sluiced: counted unary
-// and stream runs and their JSON, verdict counts when a breaker trips, and
+// sluice-bench end to end against a real standalone sluiced: counted unary,
+// stream and HTTP runs and their JSON, verdict counts when a breaker trips, and
 // its exit codes (0 ok, 1 failed calls or no connection, 2 usage). And its
 // stream mode against servers in this process: a fake Decide that answers
 // out of order and regroups the results, and one without Decide.
@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/sluiced_process.h"
 
 namespace sluice {
@@ -152,6 +153,75 @@ TEST_F(SluiceBenchTest, StreamCountWritesJson) {
   EXPECT_EQ(d["pair_latency_us"]["count"], allowed);
   EXPECT_EQ(j["baseline"]["count"], 600);
   EXPECT_EQ(j["baseline"]["errors"]["total"], 0);
+}
+
+// --api http against a sluiced serving --http-listen: the same decisions,
+// counts and JSON through the HTTP/JSON API, GET /v1/health the baseline.
+class SluiceBenchHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    ASSERT_TRUE(server_.Start(kPolicies, {"--http-listen=127.0.0.1:0"}, "",
+                              &error))
+        << error;
+    ASSERT_NE(server_.listener("http"), "");
+  }
+  void TearDown() override {
+    EXPECT_EQ(server_.Terminate(), 0) << server_.Log();
+  }
+
+  CommandResult Bench(const std::string& args) {
+    return RunCommand(absl::StrCat(SLUICE_BENCH_PATH,
+                                   " --api http --http-target ",
+                                   server_.listener("http"), " ", args));
+  }
+
+  SluicedProcess server_;
+};
+
+TEST_F(SluiceBenchHttpTest, CountWritesJson) {
+  const std::string json = server_.dir() + "/bench.json";
+  const CommandResult r = Bench(
+      "--count 300 --connections 3 --warmup 0 --dependencies bench:3,other:1 "
+      "--keys 5 --json " +
+      json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              AllOf(HasSubstr("sluice-bench http -> " +
+                              server_.listener("http") +
+                              ": 3 connections x 1 in flight"),
+                    HasSubstr("decisions      300 in"),
+                    HasSubstr("verdicts       ALLOW 300  REJECT 0  DEGRADE 0"),
+                    HasSubstr("baseline: GET /v1/health"),
+                    HasSubstr("health checks  300 in")));
+  const nlohmann::json j = ReadFileJson(json);
+  EXPECT_EQ(j["config"]["api"], "http");
+  EXPECT_EQ(j["config"]["target"], server_.listener("http"));
+  EXPECT_EQ(j["decisions"]["count"], 300);
+  EXPECT_EQ(j["decisions"]["pair_latency_us"]["count"], 300);
+  EXPECT_EQ(j["decisions"]["errors"]["total"], 0);
+  EXPECT_EQ(j["baseline"]["rpc"], "GET /v1/health");
+  EXPECT_GT(j["ratio"]["throughput"].get<double>(), 0);
+  const std::string metrics =
+      testing::HttpGet(server_.metrics_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sluice_http_requests_total{endpoint=\"/v1/"
+                                 "report\",code=\"200\"} 300"));
+}
+
+TEST_F(SluiceBenchHttpTest, CountsVerdicts) {
+  const CommandResult r =
+      Bench("--count 40 --connections 1 --warmup 0 --dependencies flaky "
+            "--failure-rate 1 --baseline=false");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("verdicts       ALLOW 3  REJECT 0  DEGRADE 37"));
+}
+
+TEST(SluiceBenchUsageTest, UnreachableHttpTargetExitsOne) {
+  const CommandResult r = RunCommand(absl::StrCat(
+      SLUICE_BENCH_PATH, " --api http --http-target 127.0.0.1:1 --count 1"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot connect to 127.0.0.1:1"));
 }
 
 TEST(SluiceBenchUsageTest, BadFlagExitsTwo) {

@@ -208,10 +208,26 @@ TEST(BenchCommandLineTest, ReadsEveryFlag) {
   EXPECT_EQ(o.deadline, absl::Seconds(1));
 }
 
+TEST(BenchCommandLineTest, HttpApi) {
+  const ParsedCommandLine line = Parse(
+      {"--api", "http", "--http-target", "127.0.0.1:8080", "--connections",
+       "16"});
+  ASSERT_EQ(line.outcome, ParsedCommandLine::Outcome::kRun) << line.text;
+  EXPECT_EQ(line.options.api, Api::kHttp);
+  EXPECT_EQ(line.options.http_target, "127.0.0.1:8080");
+  EXPECT_EQ(line.options.connections, 16);
+  EXPECT_EQ(line.options.concurrency, 1);  // one request per connection
+  const ParsedCommandLine one =
+      Parse({"--api=HTTP", "--http-target=[::1]:80", "--concurrency", "1"});
+  ASSERT_EQ(one.outcome, ParsedCommandLine::Outcome::kRun) << one.text;
+  EXPECT_EQ(one.options.api, Api::kHttp);
+}
+
 TEST(BenchCommandLineTest, Defaults) {
   const ParsedCommandLine line = Parse({});
   ASSERT_EQ(line.outcome, ParsedCommandLine::Outcome::kRun) << line.text;
   EXPECT_EQ(line.options.mode, Mode::kUnary);
+  EXPECT_EQ(line.options.api, Api::kGrpc);
   EXPECT_EQ(line.options.count, 0u);
   EXPECT_EQ(line.options.duration, absl::Seconds(10));
   EXPECT_TRUE(line.options.baseline);
@@ -233,6 +249,13 @@ TEST(BenchCommandLineTest, UsageErrorsNameTheFlag) {
       {{"--count", "10", "--duration", "1s"},
        "--count and --duration exclude each other"},
       {{"--batch", "8"}, "--batch applies to --mode stream only"},
+      {{"--api", "rest"}, "--api wants grpc or http, got \"rest\""},
+      {{"--api", "http"}, "--api http needs --http-target HOST:PORT"},
+      {{"--http-target", "unix:/tmp/x"}, "--http-target: "},
+      {{"--api", "http", "--http-target", "h:1", "--mode", "stream"},
+       "--mode stream is gRPC's Decide stream"},
+      {{"--api", "http", "--http-target", "h:1", "--concurrency", "8"},
+       "--api http has one request in flight per connection"},
       {{"--bogus"}, "--bogus"},
       {{"--baseline", "false"},
        "unexpected argument \"false\": sluice-bench takes only flags"},
@@ -250,7 +273,8 @@ TEST(BenchCommandLineTest, HelpNamesEveryFlag) {
   const ParsedCommandLine line = Parse({"--help"});
   ASSERT_EQ(line.outcome, ParsedCommandLine::Outcome::kHelp);
   for (const char* flag :
-       {"--target", "--mode", "--connections", "--concurrency", "--batch",
+       {"--target", "--api", "--http-target", "--mode", "--connections",
+        "--concurrency", "--batch",
         "--deadline", "--dependencies", "--keys", "--key-distribution",
         "--failure-rate", "--latency", "--hold", "--caller", "--seed",
         "--count", "--duration", "--warmup", "--baseline", "--json"}) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tools/common/command_line.h"
+#include "wire/address.h"
 #include "wire/time.h"
 
 namespace sluice::bench {
@@ -20,13 +21,21 @@ const char kBenchUsage[] =
     "Usage: sluice-bench [flags]\n"
     "\n"
     "Drives Acquire + ReportResult pairs against a running sluiced and, in\n"
-    "the same run, grpc.health.v1.Health/Check with the same connections and\n"
-    "concurrency, then prints both and their ratio.\n"
+    "the same run, grpc.health.v1.Health/Check (with --api http: GET\n"
+    "/v1/health) with the same connections and concurrency, then prints both\n"
+    "and their ratio.\n"
     "\n"
     "Where and how:\n"
     "  --target ADDRESS        HOST:PORT or unix:PATH (default "
     "$SLUICE_TARGET,\n"
     "                          else 127.0.0.1:50051)\n"
+    "  --api grpc|http         grpc: DecisionService on --target; http: the\n"
+    "                          HTTP/JSON API on --http-target, POST\n"
+    "                          /v1/acquire then /v1/report on keep-alive\n"
+    "                          connections, one thread and one request in\n"
+    "                          flight each (default grpc)\n"
+    "  --http-target HOST:PORT sluiced's --http-listen address (default\n"
+    "                          $SLUICE_HTTP_TARGET)\n"
     "  --mode unary|stream     unary: Acquire then ReportResult RPCs; stream:\n"
     "                          both as calls on DecisionService.Decide "
     "streams\n"
@@ -71,6 +80,8 @@ const char kBenchUsage[] =
 const char* ModeName(Mode mode) {
   return mode == Mode::kUnary ? "unary" : "stream";
 }
+
+const char* ApiName(Api api) { return api == Api::kGrpc ? "grpc" : "http"; }
 
 namespace {
 
@@ -120,6 +131,25 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
   tools::ConfigureApp(app, kBenchUsage);
 
   app.add_option("--target", o.target)->envname("SLUICE_TARGET");
+  tools::AddCheckedOption(&app, "--api", [&](const std::string& v) {
+    const std::string api = absl::AsciiStrToLower(v);
+    if (api == "grpc") {
+      o.api = Api::kGrpc;
+    } else if (api == "http") {
+      o.api = Api::kHttp;
+    } else {
+      return Bad("--api", "grpc or http", v);
+    }
+    return absl::OkStatus();
+  });
+  tools::AddCheckedOption(&app, "--http-target", [&](const std::string& v) {
+    if (absl::Status s = wire::ParseHostPort(v).status(); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--http-target: ", s.message()));
+    }
+    o.http_target = v;
+    return absl::OkStatus();
+  })->envname("SLUICE_HTTP_TARGET");
   tools::AddCheckedOption(&app, "--mode", [&](const std::string& v) {
     const std::string mode = absl::AsciiStrToLower(v);
     if (mode == "unary") {
@@ -131,10 +161,11 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     }
     return absl::OkStatus();
   });
+  CLI::Option* mode_option = app.get_option("--mode");
   tools::AddCheckedOption(&app, "--connections",
                           IntIn("--connections", 1, 1024, &o.connections));
-  tools::AddCheckedOption(&app, "--concurrency",
-                          IntIn("--concurrency", 1, 100000, &o.concurrency));
+  CLI::Option* concurrency = tools::AddCheckedOption(
+      &app, "--concurrency", IntIn("--concurrency", 1, 100000, &o.concurrency));
   CLI::Option* batch = tools::AddCheckedOption(
       &app, "--batch", IntIn("--batch", 1, 1000, &o.batch));
   tools::AddCheckedOption(&app, "--deadline",
@@ -219,6 +250,20 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     return usage("--batch applies to --mode stream only");
   }
   if (o.target.empty()) return usage("--target must not be empty");
+  if (o.api == Api::kHttp) {
+    if (o.http_target.empty()) {
+      return usage("--api http needs --http-target HOST:PORT");
+    }
+    if (mode_option->count() > 0 && o.mode != Mode::kUnary) {
+      return usage("--mode stream is gRPC's Decide stream; --api http makes "
+                   "one request at a time per connection");
+    }
+    if (concurrency->count() > 0 && o.concurrency != 1) {
+      return usage("--api http has one request in flight per connection "
+                   "(HTTP/1.1); use --connections for more");
+    }
+    o.concurrency = 1;
+  }
   return parsed;
 }
 

@@ -16,15 +16,29 @@ enum class Mode {
 
 const char* ModeName(Mode mode);
 
+// Which front end of sluiced the decisions go through.
+enum class Api {
+  kGrpc,  // DecisionService on --target, in --mode unary or stream
+  kHttp,  // the HTTP/JSON API on --http-target: POST /v1/acquire and
+          // /v1/report, one request in flight per keep-alive connection
+};
+
+const char* ApiName(Api api);
+
+
 // Everything a run needs, as the command line sets it.
 struct BenchOptions {
   // HOST:PORT or unix:PATH of a running sluiced.
   std::string target = "127.0.0.1:50051";
+  Api api = Api::kGrpc;
+  // HOST:PORT of sluiced's HTTP API (its --http-listen), for Api::kHttp.
+  std::string http_target;
   Mode mode = Mode::kUnary;
-  // Separate gRPC channels, each with its own connection.
+  // Separate gRPC channels, each with its own connection; with Api::kHttp,
+  // keep-alive connections, each driven by a thread of its own.
   int connections = 4;
   // Decisions in flight per connection (unary: concurrent RPC chains;
-  // stream: calls outstanding on the connection's stream).
+  // stream: calls outstanding on the connection's stream; HTTP: 1).
   int concurrency = 16;
   // Stream mode: at most this many calls per DecideRequest.
   int batch = 1;
@@ -40,7 +54,8 @@ struct BenchOptions {
   absl::Duration warmup = absl::Seconds(1);
   // Deadline of each unary RPC, and of connecting.
   absl::Duration deadline = absl::Seconds(5);
-  // Also measure grpc.health.v1.Health/Check with the same load shape.
+  // Also measure grpc.health.v1.Health/Check (HTTP: GET /v1/health) with
+  // the same load shape.
   bool baseline = true;
   // Where to write the JSON result; "" for none.
   std::string json_path;

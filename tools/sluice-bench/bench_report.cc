@@ -42,6 +42,19 @@ std::string Errors(const PhaseResult& r) {
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
+// "unary", "stream" or "http", and where the load went.
+const char* RunName(const BenchOptions& options) {
+  return options.api == Api::kHttp ? ApiName(options.api)
+                                   : ModeName(options.mode);
+}
+const std::string& Target(const BenchOptions& options) {
+  return options.api == Api::kHttp ? options.http_target : options.target;
+}
+const char* BaselineName(const BenchOptions& options) {
+  return options.api == Api::kHttp ? "GET /v1/health"
+                                   : "grpc.health.v1.Health/Check";
+}
+
 nlohmann::ordered_json LatencyJson(const LatencyHistogram& h) {
   nlohmann::ordered_json j = {{"count", h.count()},
                               {"mean", Micros(h.mean())},
@@ -66,7 +79,7 @@ std::string FormatReport(const BenchOptions& options,
   std::string out = absl::StrFormat(
       "sluice-bench %s -> %s: %d connections x %d in flight%s, %s, "
       "warm-up %s\n",
-      ModeName(options.mode), options.target, options.connections,
+      RunName(options), Target(options), options.connections,
       options.concurrency,
       options.mode == Mode::kStream ? absl::StrCat(", batch <= ", options.batch)
                                     : "",
@@ -85,9 +98,8 @@ std::string FormatReport(const BenchOptions& options,
   absl::StrAppend(&out, "errors         ", Errors(decisions), "\n");
   if (!baseline.has_value()) return out;
   absl::StrAppendFormat(
-      &out,
-      "baseline: grpc.health.v1.Health/Check, same connections and "
-      "concurrency\n");
+      &out, "baseline: %s, same connections and concurrency\n",
+      BaselineName(options));
   absl::StrAppendFormat(
       &out, "health checks  %d in %.2fs = %.0f/s\n", baseline->completed,
       absl::ToDoubleSeconds(baseline->elapsed), baseline->per_second());
@@ -116,7 +128,8 @@ std::string FormatJson(const BenchOptions& options,
   }
   nlohmann::ordered_json j;
   j["config"] = {
-      {"target", options.target},
+      {"target", Target(options)},
+      {"api", ApiName(options.api)},
       {"mode", ModeName(options.mode)},
       {"connections", options.connections},
       {"concurrency", options.concurrency},
@@ -149,7 +162,7 @@ std::string FormatJson(const BenchOptions& options,
   };
   if (baseline.has_value()) {
     j["baseline"] = {
-        {"rpc", "grpc.health.v1.Health/Check"},
+        {"rpc", BaselineName(options)},
         {"count", baseline->completed},
         {"elapsed_s", absl::ToDoubleSeconds(baseline->elapsed)},
         {"per_second", baseline->per_second()},

@@ -29,6 +29,15 @@ double PhaseResult::per_second() const {
   return seconds > 0 ? static_cast<double>(completed) / seconds : 0;
 }
 
+void PhaseResult::Merge(const PhaseResult& other) {
+  completed += other.completed;
+  first.Merge(other.first);
+  pair.Merge(other.pair);
+  for (size_t i = 0; i < verdicts.size(); ++i) verdicts[i] += other.verdicts[i];
+  for (const auto& [code, n] : other.errors) errors[code] += n;
+  if (first_error.empty()) first_error = other.first_error;
+}
+
 namespace {
 
 constexpr char kUnanswered[] = "UNANSWERED";
@@ -38,26 +47,6 @@ std::string CodeName(int code) {
       absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
   return name.empty() ? absl::StrCat("CODE_", code) : name;
 }
-
-// Hands out the calls of a phase: a fixed number, or as many as start
-// before the end time. Safe for concurrent use.
-class Budget {
- public:
-  explicit Budget(PhaseLength length)
-      : count_(length.count), end_(absl::Now() + length.duration) {}
-
-  bool Take() {
-    if (count_ > 0) {
-      return taken_.fetch_add(1, std::memory_order_relaxed) < count_;
-    }
-    return absl::Now() < end_;
-  }
-
- private:
-  const uint64_t count_;
-  const absl::Time end_;
-  std::atomic<uint64_t> taken_{0};
-};
 
 // Collects what the callbacks of a phase observe, and knows when every
 // worker (call chain or stream) has finished. Safe for concurrent use.

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tools/sluice-bench/bench_options.h"
+#include "tools/sluice-bench/budget.h"
 #include "tools/sluice-bench/latency_histogram.h"
 #include "tools/sluice-bench/workload.h"
 
@@ -38,12 +39,8 @@ struct PhaseResult {
 
   uint64_t error_count() const;
   double per_second() const;
-};
-
-// How long a phase runs: `count` calls, or for `duration` when count is 0.
-struct PhaseLength {
-  uint64_t count = 0;
-  absl::Duration duration;
+  // Adds `other`'s calls, latencies and errors (not its elapsed time).
+  void Merge(const PhaseResult& other);
 };
 
 // options.connections channels to options.target, each with a channel

@@ -1,10 +1,12 @@
-// sluice-bench: load for a running sluiced, with gRPC's health check on the
-// same server as the baseline. `sluice-bench --help` lists the flags.
+// sluice-bench: load for a running sluiced, through gRPC or the HTTP/JSON
+// API, with the health check of the same front end as the baseline. `sluice-bench --help` lists the flags.
 //
 // Exit codes: 0 no call failed, 1 some failed (or no connection), 2 usage.
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "tools/sluice-bench/bench_options.h"
 #include "tools/sluice-bench/bench_report.h"
+#include "tools/sluice-bench/http_load.h"
 #include "tools/sluice-bench/load_phase.h"
 #include "tools/sluice-bench/workload.h"
 
@@ -39,29 +42,54 @@ int Main(int argc, char** argv) {
       break;
   }
   const BenchOptions& options = line.options;
-  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> channels =
-      OpenConnections(options);
-  if (!channels.ok()) {
-    std::fprintf(stderr, "sluice-bench: %s\n",
-                 std::string(channels.status().message()).c_str());
-    return kExitFailed;
-  }
   const Workload workload(options.workload);
+  // The two phases of a run, through gRPC or the HTTP API.
+  std::function<PhaseResult(PhaseLength, uint64_t)> run_decisions;
+  std::function<PhaseResult(PhaseLength)> run_health_checks;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::unique_ptr<HttpConnections> http;
+  if (options.api == Api::kHttp) {
+    absl::StatusOr<std::unique_ptr<HttpConnections>> opened =
+        HttpConnections::Open(options);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "sluice-bench: %s\n",
+                   std::string(opened.status().message()).c_str());
+      return kExitFailed;
+    }
+    http = *std::move(opened);
+    run_decisions = [&](PhaseLength length, uint64_t seed) {
+      return http->RunDecisions(workload, length, seed);
+    };
+    run_health_checks = [&](PhaseLength length) {
+      return http->RunHealthChecks(length);
+    };
+  } else {
+    absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> opened =
+        OpenConnections(options);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "sluice-bench: %s\n",
+                   std::string(opened.status().message()).c_str());
+      return kExitFailed;
+    }
+    channels = *std::move(opened);
+    run_decisions = [&](PhaseLength length, uint64_t seed) {
+      return RunDecisions(options, workload, channels, length, seed);
+    };
+    run_health_checks = [&](PhaseLength length) {
+      return RunHealthChecks(options, channels, length);
+    };
+  }
   const PhaseLength warmup{0, options.warmup};
   const PhaseLength measured{options.count, options.duration};
 
   if (options.warmup > absl::ZeroDuration()) {
-    RunDecisions(options, workload, *channels, warmup,
-                 options.seed + kWarmupSeedOffset);
+    run_decisions(warmup, options.seed + kWarmupSeedOffset);
   }
-  const PhaseResult decisions =
-      RunDecisions(options, workload, *channels, measured, options.seed);
+  const PhaseResult decisions = run_decisions(measured, options.seed);
   std::optional<PhaseResult> baseline;
   if (options.baseline) {
-    if (options.warmup > absl::ZeroDuration()) {
-      RunHealthChecks(options, *channels, warmup);
-    }
-    baseline = RunHealthChecks(options, *channels, measured);
+    if (options.warmup > absl::ZeroDuration()) run_health_checks(warmup);
+    baseline = run_health_checks(measured);
   }
 
   std::fputs(FormatReport(options, decisions, baseline).c_str(), stdout);

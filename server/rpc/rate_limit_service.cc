@@ -1,0 +1,409 @@
+#include "server/rpc/rate_limit_service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "spdlog/spdlog.h"
+#include "wire/limits.h"
+#include "wire/status.h"
+#include "wire/time.h"
+
+namespace sluice::rpc {
+namespace {
+
+using envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+using envoy::service::ratelimit::v3::RateLimitRequest;
+using envoy::service::ratelimit::v3::RateLimitResponse;
+using RlsLimit = envoy::service::ratelimit::v3::RateLimitResponse::RateLimit;
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(wire::ToGrpcStatus(status));
+  return reactor;
+}
+
+std::string Quote(absl::string_view s) {
+  return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+}
+
+// The policy's rate as requests per the smallest Envoy unit that holds at
+// least one request: 100 per 1s is 100/SECOND, 10 per 30s is 20/MINUTE,
+// 0.5 per 1s is 30/MINUTE. Envoy's units cannot say "burst", so a token
+// bucket is described by its sustained rate.
+void SetCurrentLimit(const core::PolicyConfig& policy, RlsLimit* out) {
+  const core::RateLimitConfig& rate = *policy.rate_limit;
+  struct Unit {
+    double seconds;
+    RlsLimit::Unit unit;
+  };
+  static constexpr Unit kUnits[] = {{1, RlsLimit::SECOND},
+                                    {60, RlsLimit::MINUTE},
+                                    {3600, RlsLimit::HOUR},
+                                    {86400, RlsLimit::DAY}};
+  const double per_seconds = absl::ToDoubleSeconds(rate.per);
+  Unit chosen = kUnits[3];
+  for (const Unit& u : kUnits) {
+    if (u.seconds < per_seconds) continue;
+    if (rate.rate * u.seconds / per_seconds >= 1 - 1e-9) {
+      chosen = u;
+      break;
+    }
+  }
+  const double n = std::round(rate.rate * chosen.seconds / per_seconds);
+  out->set_name(policy.name);
+  out->set_unit(chosen.unit);
+  out->set_requests_per_unit(static_cast<uint32_t>(std::clamp(
+      n, 1.0, static_cast<double>(std::numeric_limits<uint32_t>::max()))));
+}
+
+// What a full quota holds: the bucket's burst or the window's limit.
+double Quota(const core::RateLimitConfig& rate) {
+  return rate.algorithm == core::RateAlgorithm::kTokenBucket
+             ? rate.burst
+             : std::floor(rate.rate);
+}
+
+// How long until the quota is whole again after a decision that left
+// `remaining`: a bucket refills at its rate; a window frees its oldest
+// calls within one window length.
+absl::Duration UntilReset(const core::RateLimitConfig& rate,
+                          int64_t remaining) {
+  const double missing = Quota(rate) - static_cast<double>(remaining);
+  if (missing <= 0) return absl::ZeroDuration();
+  if (rate.algorithm == core::RateAlgorithm::kSlidingWindow) return rate.per;
+  return rate.per * (missing / rate.rate);
+}
+
+int64_t CeilSeconds(absl::Duration d) {
+  return absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1)));
+}
+
+void AddHeader(google::protobuf::RepeatedPtrField<
+                   envoy::config::core::v3::HeaderValue>* headers,
+               absl::string_view key, absl::string_view value) {
+  envoy::config::core::v3::HeaderValue* header = headers->Add();
+  header->set_key(std::string(key));
+  header->set_value(std::string(value));
+}
+
+// Checks what Envoy's own validation would: a domain, 1..kMaxDescriptors
+// descriptors, each with 1..kMaxEntries entries with a key.
+absl::Status Validate(const RateLimitRequest& request) {
+  if (request.domain().empty() ||
+      request.domain().size() > wire::kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("domain must be 1 to ", wire::kMaxNameBytes,
+                     " bytes, got ", request.domain().size()));
+  }
+  const int n = request.descriptors_size();
+  if (n < 1 || n > RateLimitServiceImpl::kMaxDescriptors) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("descriptors must have 1 to ",
+                     RateLimitServiceImpl::kMaxDescriptors, " entries, got ",
+                     n));
+  }
+  for (int i = 0; i < n; ++i) {
+    const RateLimitDescriptor& d = request.descriptors(i);
+    if (d.entries_size() < 1 ||
+        d.entries_size() > RateLimitServiceImpl::kMaxEntries) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "descriptors[", i, "].entries must have 1 to ",
+          RateLimitServiceImpl::kMaxEntries, " entries, got ",
+          d.entries_size()));
+    }
+    for (int j = 0; j < d.entries_size(); ++j) {
+      if (d.entries(j).key().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "descriptors[", i, "].entries[", j, "].key must not be empty"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Hits a descriptor adds: its own hits_addend when set, else the request's;
+// 0 means 1 either way. A count beyond what any policy admits stays beyond
+// it (the engine then refuses it) rather than wrapping.
+uint32_t Hits(const RateLimitRequest& request, const RateLimitDescriptor& d) {
+  const uint64_t hits = d.has_hits_addend() ? d.hits_addend().value()
+                                            : uint64_t{request.hits_addend()};
+  if (hits == 0) return 1;
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(hits, std::numeric_limits<uint32_t>::max()));
+}
+
+}  // namespace
+
+std::string DescriptorIndex::ExactKey(absl::string_view key,
+                                      absl::string_view value) {
+  return absl::StrCat(key.size(), ":", key, value);
+}
+
+DescriptorIndex::DescriptorIndex(
+    std::vector<std::shared_ptr<const core::PolicyConfig>> policies,
+    uint64_t generation)
+    : policies_(std::move(policies)), generation_(generation) {
+  for (const std::shared_ptr<const core::PolicyConfig>& policy : policies_) {
+    for (const core::EnvoyDescriptorConfig& d : policy->envoy_descriptors) {
+      std::unique_ptr<Node>& root = domains_[d.domain];
+      if (root == nullptr) root = std::make_unique<Node>();
+      Node* node = root.get();
+      for (const core::EnvoyDescriptorConfig::Entry& e : d.entries) {
+        std::unique_ptr<Node>& next =
+            e.value.empty() ? node->any[e.key]
+                            : node->exact[ExactKey(e.key, e.value)];
+        if (next == nullptr) next = std::make_unique<Node>();
+        node = next.get();
+      }
+      if (node->policy != nullptr) {
+        std::vector<std::string> entries;
+        for (const core::EnvoyDescriptorConfig::Entry& e : d.entries) {
+          entries.push_back(absl::StrCat(
+              Quote(e.key), ": ", e.value.empty() ? "*" : Quote(e.value)));
+        }
+        conflicts_.push_back(absl::StrCat(
+            "Envoy descriptor ", Quote(d.domain), " [",
+            absl::StrJoin(entries, ", "), "] is claimed by policies \"",
+            node->policy->name, "\" and \"", policy->name, "\"; \"",
+            node->policy->name, "\" answers it"));
+        continue;
+      }
+      node->policy = policy.get();
+    }
+  }
+}
+
+DescriptorIndex::Match DescriptorIndex::Find(
+    absl::string_view domain, const RateLimitDescriptor& descriptor) const {
+  Match match;
+  auto root = domains_.find(domain);
+  if (root == domains_.end()) return match;
+  const Node* node = root->second.get();
+  std::string key;
+  bool keyed = false;
+  for (const RateLimitDescriptor::Entry& entry : descriptor.entries()) {
+    if (auto it = node->exact.find(ExactKey(entry.key(), entry.value()));
+        it != node->exact.end()) {
+      node = it->second.get();
+      continue;
+    }
+    auto it = node->any.find(entry.key());
+    if (it == node->any.end()) return match;
+    node = it->second.get();
+    if (keyed) key += '|';
+    key += entry.value();
+    keyed = true;
+  }
+  match.policy = node->policy;
+  if (match.policy != nullptr) match.key = std::move(key);
+  return match;
+}
+
+RateLimitServiceImpl::RateLimitServiceImpl(core::Engine* engine,
+                                           DecisionServiceImpl* decisions)
+    : engine_(engine), decisions_(decisions) {}
+
+grpc::ServerUnaryReactor* RateLimitServiceImpl::ShouldRateLimit(
+    grpc::CallbackServerContext* context, const RateLimitRequest* request,
+    RateLimitResponse* response) {
+  return Finish(context, Handle(*request, response));
+}
+
+std::shared_ptr<const DescriptorIndex> RateLimitServiceImpl::Index() {
+  // Read the generation before the policies: a change in between makes the
+  // next call rebuild again, never keeps a stale index.
+  const uint64_t generation = engine_->policies_generation();
+  std::shared_ptr<const DescriptorIndex> index = std::atomic_load(&index_);
+  if (index != nullptr && index->generation() == generation) return index;
+  absl::MutexLock lock(&mu_);
+  index = std::atomic_load(&index_);
+  if (index != nullptr && index->generation() == generation) return index;
+  index = std::make_shared<const DescriptorIndex>(engine_->Policies(),
+                                                  generation);
+  for (const std::string& conflict : index->conflicts()) {
+    spdlog::warn("rate-limit service: {}", conflict);
+  }
+  std::atomic_store(&index_, index);
+  return index;
+}
+
+absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
+                                          RateLimitResponse* response) {
+  if (absl::Status s = Validate(request); !s.ok()) {
+    invalid_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  const std::shared_ptr<const DescriptorIndex> index = Index();
+  const int n = request.descriptors_size();
+
+  // Map every descriptor before deciding any, so a malformed one refuses
+  // the request without having taken anything.
+  std::vector<DescriptorIndex::Match> matches(n);
+  for (int i = 0; i < n; ++i) {
+    matches[i] = index->Find(request.domain(), request.descriptors(i));
+    if (matches[i].key.size() > wire::kMaxKeyBytes) {
+      invalid_.fetch_add(1, std::memory_order_relaxed);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "descriptors[", i, "]: the values its any-value entries match make "
+          "a per-key partition of ", matches[i].key.size(),
+          " bytes for policy \"", matches[i].policy->name, "\"; at most ",
+          wire::kMaxKeyBytes, " bytes"));
+    }
+  }
+
+  struct Taken {
+    const core::PolicyConfig* policy;
+    const std::string* key;
+    uint64_t permit_id;
+    std::string wire_id;
+  };
+  std::vector<Taken> taken;
+  bool over = false;
+  // Whether a matched policy asks for headers, and the tightest answer
+  // among those with a rate limit.
+  bool want_headers = false;
+  const core::PolicyConfig* header_policy = nullptr;
+  int64_t header_remaining = 0;
+  absl::Duration header_reset = absl::ZeroDuration();
+  absl::Duration retry_after = absl::ZeroDuration();
+  const core::PolicyConfig* degraded = nullptr;
+  core::Reason degraded_reason = core::Reason::kNone;
+
+  response->mutable_statuses()->Reserve(n);
+  for (int i = 0; i < n; ++i) {
+    RateLimitResponse::DescriptorStatus* status = response->add_statuses();
+    const DescriptorIndex::Match& match = matches[i];
+    if (match.policy == nullptr) {
+      // As Envoy's own service does: nothing limits what nothing names.
+      unmatched_.fetch_add(1, std::memory_order_relaxed);
+      status->set_code(RateLimitResponse::OK);
+      continue;
+    }
+    const core::PolicyConfig& policy = *match.policy;
+    std::string wire_id;
+    absl::StatusOr<core::Decision> decision = decisions_->DecideCall(
+        policy.name, match.key, Hits(request, request.descriptors(i)),
+        core::Unreported::kRelease, &wire_id);
+    core::Decision d;
+    if (decision.ok()) {
+      d = *decision;
+    } else {
+      // Only a hit count the policy can never admit fails here: that is a
+      // refusal for this descriptor, as in Envoy's service, not an error.
+      d.verdict = core::Verdict::kReject;
+      d.reason = core::Reason::kRateLimited;
+      d.remaining = 0;
+    }
+    const bool allowed = d.verdict == core::Verdict::kAllow;
+    status->set_code(allowed ? RateLimitResponse::OK
+                             : RateLimitResponse::OVER_LIMIT);
+    if (d.remaining >= 0) {
+      status->set_limit_remaining(static_cast<uint32_t>(std::min<int64_t>(
+          d.remaining, std::numeric_limits<uint32_t>::max())));
+    }
+    absl::Duration reset = absl::ZeroDuration();
+    if (!allowed && d.retry_after > absl::ZeroDuration()) {
+      reset = d.retry_after;
+    } else if (policy.rate_limit.has_value()) {
+      reset = UntilReset(*policy.rate_limit, std::max<int64_t>(d.remaining, 0));
+    }
+    if (policy.rate_limit.has_value()) {
+      SetCurrentLimit(policy, status->mutable_current_limit());
+    }
+    if (reset > absl::ZeroDuration() || policy.rate_limit.has_value()) {
+      wire::DurationToProto(reset, status->mutable_duration_until_reset());
+    }
+    if (allowed) {
+      if (d.permit_id != 0) {
+        taken.push_back({&policy, &match.key, d.permit_id, wire_id});
+      }
+    } else {
+      over = true;
+      retry_after = std::max(retry_after, d.retry_after);
+      if (d.verdict == core::Verdict::kDegrade && degraded == nullptr) {
+        degraded = &policy;
+        degraded_reason = d.reason;
+      }
+    }
+    want_headers = want_headers || policy.rate_limit_headers;
+    if (policy.rate_limit_headers && policy.rate_limit.has_value() &&
+        (header_policy == nullptr || d.remaining < header_remaining)) {
+      header_policy = &policy;
+      header_remaining = std::max<int64_t>(d.remaining, 0);
+      header_reset = reset;
+    }
+  }
+
+  response->set_overall_code(over ? RateLimitResponse::OVER_LIMIT
+                                  : RateLimitResponse::OK);
+  if (over) {
+    over_limit_.fetch_add(1, std::memory_order_relaxed);
+    // The call will not be made: free the slots the other descriptors took
+    // (their tokens stay spent, as in Envoy's service).
+    for (const Taken& t : taken) {
+      engine_->Report(t.policy->name, *t.key, t.permit_id,
+                      core::Outcome::kCancelled, absl::ZeroDuration());
+    }
+    if (degraded != nullptr &&
+        !degraded->fallback.payload.empty()) {
+      response->set_raw_body(degraded->fallback.payload);
+      if (!degraded->fallback.content_type.empty()) {
+        AddHeader(response->mutable_response_headers_to_add(), "content-type",
+                  degraded->fallback.content_type);
+      }
+    }
+    if (degraded != nullptr) {
+      AddHeader(response->mutable_response_headers_to_add(),
+                "x-sluice-degraded", core::ReasonName(degraded_reason));
+    }
+  } else {
+    ok_.fetch_add(1, std::memory_order_relaxed);
+    if (!taken.empty()) {
+      // For a gateway that reports outcomes (a Lua filter, ext_proc): the
+      // permits to name in ReportResult, as the filter's dynamic metadata.
+      google::protobuf::ListValue* list =
+          (*response->mutable_dynamic_metadata()
+                ->mutable_fields())["sluice_permits"]
+              .mutable_list_value();
+      for (const Taken& t : taken) {
+        auto* fields =
+            list->add_values()->mutable_struct_value()->mutable_fields();
+        (*fields)["dependency"].set_string_value(t.policy->name);
+        (*fields)["key"].set_string_value(*t.key);
+        (*fields)["permit_id"].set_string_value(t.wire_id);
+      }
+    }
+  }
+  auto* headers = response->mutable_response_headers_to_add();
+  if (header_policy != nullptr) {
+    AddHeader(headers, "RateLimit-Limit",
+              absl::StrCat(static_cast<int64_t>(
+                  Quota(*header_policy->rate_limit))));
+    AddHeader(headers, "RateLimit-Remaining", absl::StrCat(header_remaining));
+    AddHeader(headers, "RateLimit-Reset",
+              absl::StrCat(CeilSeconds(header_reset)));
+  }
+  if (want_headers && over) {
+    AddHeader(headers, "Retry-After",
+              absl::StrCat(std::max<int64_t>(1, CeilSeconds(retry_after))));
+  }
+  return absl::OkStatus();
+}
+
+RateLimitServiceImpl::Totals RateLimitServiceImpl::totals() const {
+  Totals t;
+  t.ok = ok_.load(std::memory_order_relaxed);
+  t.over_limit = over_limit_.load(std::memory_order_relaxed);
+  t.invalid = invalid_.load(std::memory_order_relaxed);
+  t.unmatched = unmatched_.load(std::memory_order_relaxed);
+  return t;
+}
+
+}  // namespace sluice::rpc
