@@ -29,10 +29,12 @@ struct HttpResponse {
 };
 
 // `method` http://127.0.0.1:<port><path> with HTTP/1.0 (one connection per
-// request), waiting at most `timeout_ms` for each read.
+// request), waiting at most `timeout_ms` for each read. `headers` are more
+// request header lines, each ending in "\r\n".
 inline HttpResponse HttpRequest(int port, const std::string& method,
                                 const std::string& path,
-                                int timeout_ms = 5000) {
+                                int timeout_ms = 5000,
+                                const std::string& headers = "") {
   HttpResponse out;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return out;
@@ -48,7 +50,7 @@ inline HttpResponse HttpRequest(int port, const std::string& method,
     return out;
   }
   const std::string request = method + " " + path +
-                              " HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+                              " HTTP/1.0\r\nHost: 127.0.0.1\r\n" + headers +
                               "Content-Length: 0\r\n\r\n";
   if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
