@@ -22,6 +22,7 @@
 #include "server/core/permit_ledger.h"
 #include "server/core/policy_config.h"
 #include "server/core/tick.h"
+#include "server/core/warm_state.h"
 
 namespace sluice::core {
 
@@ -113,6 +114,14 @@ class Engine {
   void ApplyTick(const std::vector<DependencyUpdate>& updates);
   void SetStoreState(bool up, uint32_t live_replicas)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Warm start. ExportWarmState: the adaptive limits, learned baselines and
+  // OPEN breakers of every dependency, at most `max_keys` keys of each
+  // per_key policy. ImportWarmState hands them back after a restart, to
+  // the policies of the same name and digest (the rest is reported, not
+  // taken).
+  std::vector<DependencyWarmState> ExportWarmState(size_t max_keys = 10000);
+  WarmImport ImportWarmState(const std::vector<DependencyWarmState>& state);
 
   // Acquire answers given for dependencies without a policy: {allowed,
   // rejected}.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/core/types.h"
 
@@ -24,6 +25,26 @@ struct BreakerTransition {
   absl::Time open_until = absl::InfinitePast();
 };
 
+// A move of an adaptive gate: a new adaptive in-flight limit, or SRE
+// throttling that starts or stops refusing.
+struct AdaptiveChange {
+  enum class Kind : uint8_t {
+    kLimit = 1,            // adaptive_concurrency moved its limit
+    kThrottleStarted = 2,  // adaptive_throttle began refusing calls
+    kThrottleStopped = 3,  // ... and stopped
+  };
+  std::string dependency;
+  std::string key;  // "" unless the policy is per_key
+  Kind kind = Kind::kLimit;
+  // kLimit: the limit before and after. Throttle: the refusal probability.
+  double from = 0;
+  double to = 0;
+  // Why, for operators: "mean latency 48ms > 1.5 x baseline 20ms at 31.2
+  // in flight", "limit reached, latency 21ms within 1.5 x baseline 20ms".
+  std::string cause;
+  absl::Time at;
+};
+
 // Receives state changes from the engine. Called synchronously while the
 // dependency's lock is held, so an implementation must be quick and must not
 // call back into the Engine. Must be safe for concurrent use.
@@ -31,7 +52,10 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
   virtual void OnBreakerTransition(const BreakerTransition& transition) = 0;
+  virtual void OnAdaptiveChange(const AdaptiveChange& change) {}
 };
+
+absl::string_view AdaptiveChangeKindName(AdaptiveChange::Kind kind);
 
 }  // namespace sluice::core
 

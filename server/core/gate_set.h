@@ -9,6 +9,8 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/core/adaptive_limit.h"
+#include "server/core/adaptive_throttle.h"
 #include "server/core/circuit_breaker.h"
 #include "server/core/concurrency_limiter.h"
 #include "server/core/decision.h"
@@ -18,6 +20,7 @@
 #include "server/core/sliding_window.h"
 #include "server/core/tick.h"
 #include "server/core/token_bucket.h"
+#include "server/core/warm_state.h"
 
 namespace sluice::core {
 
@@ -75,6 +78,11 @@ struct GateStatus {
   uint64_t breaker_generation = 0;
   uint32_t probes_in_flight = 0;
   OutcomeWindow window;
+  // The adaptive gates and the breaker's baseline rule, when the policy
+  // has them.
+  std::optional<ThrottleStatus> throttle;
+  std::optional<AdaptiveLimitStatus> adaptive_limit;
+  std::optional<BaselineStatus> baseline;
 };
 
 // What the gate sets of one dependency share, so that a key's gate set

@@ -28,6 +28,15 @@ struct ConcurrencyConfig {
   Scope scope = Scope::kLocal;
 };
 
+// The breaker's learned-baseline rule (see sluice.v1.LatencyBaseline).
+struct LatencyBaselineConfig {
+  double factor = 0;             // > 1; 0 = not used
+  double deviations = 0;         // > 0; 0 = not used
+  double success_rate_drop = 0;  // (0, 1]; 0 = off
+  uint32_t warmup_windows = 5;   // >= 1
+  uint32_t history_windows = 30;  // >= 1
+};
+
 struct BreakerConfig {
   uint32_t consecutive_failures = 0;  // 0 = rule off
   double failure_rate_threshold = 0;  // (0, 1]; 0 = rule off
@@ -41,11 +50,31 @@ struct BreakerConfig {
   uint32_t successes_to_close = 1;
   // Sub-buckets of `window` for the ratio rules.
   int buckets = 10;
+  std::optional<LatencyBaselineConfig> latency_baseline;
 
   bool slow_rule_enabled() const {
     return slow_call_duration > absl::ZeroDuration() &&
            slow_call_rate_threshold > 0;
   }
+};
+
+// SRE adaptive throttling (see sluice.v1.AdaptiveThrottle).
+struct AdaptiveThrottleConfig {
+  absl::Duration window = absl::Seconds(10);  // > 0
+  double k = 2;                               // >= 1
+  uint32_t minimum_requests = 20;
+  int buckets = 10;  // sub-buckets of `window`
+};
+
+// The adaptive in-flight limit (see sluice.v1.AdaptiveConcurrency).
+struct AdaptiveConcurrencyConfig {
+  uint32_t min_limit = 1;       // >= 1
+  uint32_t max_limit = 1000;    // >= min_limit
+  uint32_t initial_limit = 10;  // in [min_limit, max_limit]
+  double tolerance = 1.5;       // > 1
+  absl::Duration window = absl::Seconds(1);            // > 0
+  uint32_t minimum_samples = 10;                       // >= 1
+  absl::Duration baseline_window = absl::Seconds(60);  // >= window
 };
 
 struct FallbackConfig {
@@ -89,6 +118,12 @@ struct PolicyConfig {
   std::string description;
   std::vector<EnvoyDescriptorConfig> envoy_descriptors;
   bool rate_limit_headers = false;
+  std::optional<AdaptiveThrottleConfig> adaptive_throttle;
+  std::optional<AdaptiveConcurrencyConfig> adaptive_concurrency;
+  // A stable digest of everything the policy says (version excluded),
+  // filled in by server/policy: saved adaptive state is only taken back by
+  // a policy with the same digest.
+  uint64_t digest = 0;
 };
 
 }  // namespace sluice::core

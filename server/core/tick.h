@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/core/adaptive_limit.h"
 #include "server/core/circuit_breaker.h"
+#include "server/core/latency_baseline.h"
 #include "server/core/types.h"
 
 // What the engine hands the cluster sync loop once per tick, and what the
@@ -65,6 +67,12 @@ struct DependencyTick {
   uint32_t lease_cap = 0;
   // How long an unreported probe may hold its lease.
   absl::Duration lease_ttl = absl::ZeroDuration();
+  // Warm state of the dependency's adaptive limit and latency baseline
+  // (not of per_key keys, which stay with each replica), for replicas that
+  // start without one. `policy_digest` tells which policy it belongs to.
+  uint64_t policy_digest = 0;
+  std::optional<AdaptiveLimitState> adaptive;
+  std::optional<BaselineState> baseline;
 };
 
 // This replica's grant for one key, from the store.
@@ -93,6 +101,12 @@ struct DependencyUpdate {
   // record had moved on, or the replica was told to adopt first).
   bool rejected = false;
   uint32_t leases_granted = 0;
+  // The other live replicas' warm state under the same policy digest: their
+  // steady limits' mean and lowest baseline latency, and the most learned
+  // baseline. A replica whose adaptive limit has not judged a window yet
+  // starts from it (see GateSet::ApplyWarm).
+  std::optional<AdaptiveLimitState> cluster_adaptive;
+  std::optional<BaselineState> cluster_baseline;
 };
 
 // A ReportResult that reached a replica other than the one that issued the

@@ -1,0 +1,76 @@
+#ifndef SLUICE_SERVER_CORE_ADAPTIVE_THROTTLE_H_
+#define SLUICE_SERVER_CORE_ADAPTIVE_THROTTLE_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "server/core/bucket_ring.h"
+#include "server/core/policy_config.h"
+
+namespace sluice::core {
+
+// What an AdaptiveThrottle shows operators.
+struct ThrottleStatus {
+  int64_t requests = 0;  // over the trailing window
+  int64_t accepts = 0;
+  double probability = 0;  // of refusing the next call
+  uint64_t refused = 0;    // calls refused since the gate was built
+};
+
+// Google SRE's client-side adaptive throttling ("Site Reliability
+// Engineering", O'Reilly 2016, chapter 21): refuse a call with probability
+//   max(0, (requests - k * accepts) / (requests + 1))
+// over a trailing window, where requests are the calls asked for (refused
+// ones included) and accepts those reported SUCCESS. While the dependency
+// accepts at least 1/k of the calls, nothing is refused; below that the
+// refusals keep the calls that do go through at about k times the accepts.
+//
+// Refusals are spread evenly instead of drawn at random: every call adds
+// the probability to a running credit, and a call is refused when the credit
+// reaches 1. Over any run of calls the refused share is the probability to
+// within one call, and the gate is deterministic (no random source to seed
+// or share between threads).
+//
+// Not thread-safe; the owner locks. `config` must outlive the throttle or
+// be replaced through Reconfigure.
+class AdaptiveThrottle {
+ public:
+  explicit AdaptiveThrottle(const AdaptiveThrottleConfig& config);
+
+  // Counts one call asked for and says whether to refuse it.
+  bool Refuse(absl::Time now);
+  // One reported outcome of an admitted call: SUCCESS is an accept.
+  void Accept(absl::Time now);
+
+  // The refusal probability the window gives at `now`.
+  double Probability(absl::Time now);
+  ThrottleStatus Status(absl::Time now);
+
+  void Reconfigure(const AdaptiveThrottleConfig& config, absl::Time now);
+
+ private:
+  struct Counts {
+    int64_t requests = 0;
+    int64_t accepts = 0;
+    Counts& operator+=(const Counts& o) {
+      requests += o.requests;
+      accepts += o.accepts;
+      return *this;
+    }
+    Counts& operator-=(const Counts& o) {
+      requests -= o.requests;
+      accepts -= o.accepts;
+      return *this;
+    }
+  };
+  double ProbabilityOf(const Counts& c) const;
+
+  const AdaptiveThrottleConfig* config_;
+  BucketRing<Counts> window_;
+  double credit_ = 0;
+  uint64_t refused_ = 0;
+};
+
+}  // namespace sluice::core
+
+#endif  // SLUICE_SERVER_CORE_ADAPTIVE_THROTTLE_H_
