@@ -381,7 +381,10 @@ Phases: warmup {p['warmup_s']} s at 0.5x capacity, ramp {p['ramp_s']} s
 from 0.5x to 3x, hold {p['hold_s']} s at 3x, drop {p['drop_s']} s at 3x with
 the backend down to {p['half_workers']} workers, recover {p['recover_s']} s
 at 3x with all workers back. Modes run one after the other: {modes}.
-The static mode's `max_in_flight` is {p['static_limit']}.
+The static mode's `max_in_flight` is {p['static_limit']}; adaptive's
+`tolerance` is {p.get('tolerance', '1.5')}. The 1-minute load average was
+{p.get('load_before', '?')} before the runs and {p.get('load_after', '?')}
+after (the machine is shared; 2 cores).
 
 Definitions: a good answer is a 2xx from the backend within the client's
 timeout, timed from its scheduled send time; goodput is good answers / the
