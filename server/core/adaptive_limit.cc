@@ -178,6 +178,8 @@ AdaptiveLimitState AdaptiveLimit::Export() const {
 }
 
 void AdaptiveLimit::Import(const AdaptiveLimitState& state, absl::Time now) {
+  // Taken state counts as judged: a later cluster view does not replace it.
+  judged_ = true;
   if (state.steady_limit > 0) {
     const uint32_t limit = std::clamp(state.steady_limit, config_->min_limit,
                                       config_->max_limit);
