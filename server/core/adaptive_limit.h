@@ -59,14 +59,19 @@ struct AdaptiveLimitState {
 // replaced through Reconfigure.
 class AdaptiveLimit {
  public:
-  AdaptiveLimit(const AdaptiveConcurrencyConfig& config, absl::Time now);
+  // Epochs start at `first_epoch` (>= 1): a limit that replaces a removed
+  // one starts past the epochs it handed out, so their late releases are
+  // told apart.
+  AdaptiveLimit(const AdaptiveConcurrencyConfig& config, absl::Time now,
+                uint32_t first_epoch = 1);
 
   // Takes a slot if one is free; returns the epoch to hand back to Release
   // (>= 1), or 0 when the limit is reached.
   uint32_t TryTake(absl::Time now);
   // A call that held a slot taken in `epoch` ended; `judged` outcomes carry
-  // their latency into the window (CANCELLED ones do not). Returns true
-  // when the limit moved; then *cause says why.
+  // their latency into the window (CANCELLED ones do not). An epoch this
+  // limit never handed out frees nothing. Returns true when the limit
+  // moved; then *cause says why.
   bool Release(uint32_t epoch, bool judged, absl::Duration latency,
                absl::Time now, std::string* cause);
   // Judges the window if it is due without a report (an idle dependency,
@@ -76,6 +81,7 @@ class AdaptiveLimit {
   uint32_t limit() const { return limit_; }
   uint32_t previous_limit() const { return previous_limit_; }
   uint32_t in_flight() const { return in_flight_; }
+  uint32_t epoch() const { return epoch_; }
   // Whether a window was judged or state imported since the gate was
   // built (a replica that has neither is a fresh one: see
   // GateSet::ApplyWarm).
@@ -103,7 +109,8 @@ class AdaptiveLimit {
   uint32_t previous_limit_;
   uint32_t in_flight_ = 0;
   // Bumped on every limit change; slots of older epochs are not judged.
-  uint32_t epoch_ = 1;
+  const uint32_t first_epoch_;
+  uint32_t epoch_;
   uint32_t steady_limit_ = 0;  // 0: no step down yet
   uint64_t refused_ = 0;
   bool judged_ = false;

@@ -46,10 +46,11 @@ void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
     if (adaptive_) {
       adaptive_->Reconfigure(*policy.adaptive_concurrency, now);
     } else {
-      adaptive_ =
-          std::make_unique<AdaptiveLimit>(*policy.adaptive_concurrency, now);
+      adaptive_ = std::make_unique<AdaptiveLimit>(
+          *policy.adaptive_concurrency, now, adaptive_epochs_ + 1);
     }
-  } else {
+  } else if (adaptive_) {
+    adaptive_epochs_ = adaptive_->epoch();
     adaptive_.reset();
   }
   if (policy.adaptive_throttle) {

@@ -399,6 +399,26 @@ TEST_F(AdaptiveCapacityTest, TheTighterOfTheStaticAndAdaptiveCapsDecides) {
   EXPECT_EQ(Gates("backend").in_flight, 5u);
 }
 
+TEST_F(AdaptiveCapacityTest, ReportsOfALimitThePolicyDroppedFreeNothingNew) {
+  PolicyConfig p = AdaptivePolicy(1);
+  engine_.PutPolicy(p);
+  const Decision old = Acquire("backend");
+  ASSERT_EQ(old.verdict, Verdict::kAllow);
+  // The block goes and comes back: a new limit of 1, taken by a new call.
+  PolicyConfig without = p;
+  without.adaptive_concurrency.reset();
+  engine_.PutPolicy(without);
+  engine_.PutPolicy(p);
+  const Decision fresh = Acquire("backend");
+  ASSERT_EQ(fresh.verdict, Verdict::kAllow);
+  // The old call's report does not free the new call's slot.
+  Report("backend", old, Outcome::kSuccess);
+  EXPECT_EQ(Gates("backend").adaptive_limit->in_flight, 1u);
+  EXPECT_EQ(Acquire("backend").reason, Reason::kAdaptiveThrottled);
+  Report("backend", fresh, Outcome::kSuccess);
+  EXPECT_EQ(Gates("backend").adaptive_limit->in_flight, 0u);
+}
+
 TEST_F(AdaptiveCapacityTest, UnreportedPermitsFreeTheirSlotWhenTheyExpire) {
   engine_.PutPolicy(AdaptivePolicy(1));
   EXPECT_EQ(Acquire("backend").verdict, Verdict::kAllow);
