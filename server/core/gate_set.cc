@@ -286,7 +286,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
                     ConcurrencyRetryAfter(policy.call_timeout), now, out);
     }
   }
-  // 5. Adaptive throttle: a call it refuses still counts as a request.
+  // 5. Adaptive throttle (a call it refuses counts as a request).
   if (throttle_) {
     double p = 0;
     const bool refuse = throttle_->Refuse(now, &p);
@@ -334,7 +334,7 @@ void GateSet::Settle(const Admission& admission, Outcome outcome,
                            outcome != Outcome::kCancelled, latency, now, &cause);
     LimitMoved(moved, cause, now);
   }
-  if (throttle_ && outcome == Outcome::kSuccess) throttle_->Accept(now);
+  if (throttle_) throttle_->Record(outcome, now);
 }
 
 void GateSet::Sweep(absl::Time now) {
