@@ -9,6 +9,9 @@
 namespace sluice::core {
 namespace {
 
+// A step down goes to this share of the capacity Little's law gives.
+constexpr double kDrain = 0.9;
+
 std::string Millis(absl::Duration d) {
   return absl::StrFormat("%.1fms", absl::ToDoubleMilliseconds(d));
 }
@@ -122,8 +125,12 @@ bool AdaptiveLimit::MaybeJudge(absl::Time now, std::string* cause) {
     // queue are in_flight x baseline / latency: the capacity.
     const double capacity =
         mean_in_flight * absl::FDivDuration(baseline, latency);
+    // 10% below it, so the next window surely runs without a queue and
+    // renews the baseline: one learned while a queue stood (at start under
+    // overload) would otherwise hold the limit above the capacity for good.
     const double floor = std::ceil(limit_ / 2.0);
-    next = static_cast<uint32_t>(std::max(std::round(capacity), floor));
+    next = static_cast<uint32_t>(
+        std::max(std::round(kDrain * capacity), floor));
     next = std::clamp(next, config_->min_limit, config_->max_limit);
     if (next < limit_) {
       steady_limit_ = next;
@@ -171,6 +178,8 @@ AdaptiveLimitState AdaptiveLimit::Export() const {
 }
 
 void AdaptiveLimit::Import(const AdaptiveLimitState& state, absl::Time now) {
+  // Taken state counts as judged: a later cluster view does not replace it.
+  judged_ = true;
   if (state.steady_limit > 0) {
     const uint32_t limit = std::clamp(state.steady_limit, config_->min_limit,
                                       config_->max_limit);

@@ -98,7 +98,7 @@ bool LatencyBaseline::Departs(absl::Time now, std::string* cause) {
     if (beyond_factor && beyond_deviations) {
       if (cause != nullptr) {
         *cause = absl::StrFormat(
-            "mean latency %s is %.1fx the baseline %s (%+.1f sd)%s",
+            "mean latency %s is %.2fx the baseline %s (%+.1f sd)%s",
             Millis(mean), ratio, Millis(learned_.mean_us), z, over());
       }
       return true;
