@@ -20,6 +20,7 @@ bool AdaptiveThrottle::Refuse(absl::Time now, double* probability) {
   // what the dependency did with the calls before it.
   const double p = ProbabilityOf(window_.Sum());
   *probability = p;
+  if (p > 0) last_positive_ = p;
   if (p <= 0) {
     credit_ = 0;
     return false;
@@ -45,7 +46,9 @@ void AdaptiveThrottle::Record(Outcome outcome, absl::Time now) {
 
 double AdaptiveThrottle::Probability(absl::Time now) {
   window_.Advance(now);
-  return ProbabilityOf(window_.Sum());
+  const double p = ProbabilityOf(window_.Sum());
+  if (p > 0) last_positive_ = p;
+  return p;
 }
 
 ThrottleStatus AdaptiveThrottle::Status(absl::Time now) {

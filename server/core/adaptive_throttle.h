@@ -53,6 +53,8 @@ class AdaptiveThrottle {
 
   // The refusal probability the window gives at `now`.
   double Probability(absl::Time now);
+  // The last non-zero probability judged by (0 before the first).
+  double last_positive() const { return last_positive_; }
   ThrottleStatus Status(absl::Time now);
 
   void Reconfigure(const AdaptiveThrottleConfig& config, absl::Time now);
@@ -77,6 +79,7 @@ class AdaptiveThrottle {
   const AdaptiveThrottleConfig* config_;
   BucketRing<Counts> window_;
   double credit_ = 0;
+  double last_positive_ = 0;
   uint64_t refused_ = 0;
 };
 

@@ -366,7 +366,8 @@ void GateSet::ThrottleAt(double p, absl::Time now) {
                            policy_->adaptive_throttle->k),
            now);
   } else {
-    Notify(AdaptiveChange::Kind::kThrottleStopped, p, 0,
+    Notify(AdaptiveChange::Kind::kThrottleStopped,
+           throttle_->last_positive(), 0,
            absl::StrFormat("%d accepts of %d requests over %s", s.accepts,
                            s.requests,
                            absl::FormatDuration(policy_->adaptive_throttle->window)),
