@@ -71,7 +71,7 @@ struct AdaptiveConcurrencyConfig {
   uint32_t min_limit = 1;       // >= 1
   uint32_t max_limit = 1000;    // >= min_limit
   uint32_t initial_limit = 10;  // in [min_limit, max_limit]
-  double tolerance = 1.5;       // > 1
+  double tolerance = 1.3;       // > 1
   absl::Duration window = absl::Seconds(1);            // > 0
   uint32_t minimum_samples = 10;                       // >= 1
   absl::Duration baseline_window = absl::Seconds(60);  // >= window

@@ -18,7 +18,7 @@ AdaptiveConcurrencyConfig Config(uint32_t initial = 10) {
   a.min_limit = 1;
   a.max_limit = 1000;
   a.initial_limit = initial;
-  return a;  // tolerance 1.5, window 1s, minimum_samples 10
+  return a;  // tolerance 1.3, window 1s, minimum_samples 10
 }
 
 PolicyConfig AdaptivePolicy(uint32_t initial = 10) {
@@ -97,7 +97,7 @@ TEST(AdaptiveLimitTest, StepsDownToWhatLittlesLawExplainsAtMostHalving) {
   EXPECT_TRUE(moved);
   EXPECT_EQ(limit.limit(), 10u);
   EXPECT_EQ(limit.previous_limit(), 20u);
-  EXPECT_NE(cause.find("mean latency 20.0ms > 1.5 x baseline 10.0ms"),
+  EXPECT_NE(cause.find("mean latency 20.0ms > 1.3 x baseline 10.0ms"),
             std::string::npos)
       << cause;
   EXPECT_EQ(limit.Export().steady_limit, 10u);
@@ -233,20 +233,21 @@ TEST_F(AdaptiveCapacityTest, ConvergesToTheCapacityAndHoldsABand) {
   EXPECT_LE(SettledFrom(rows, 0, 60), 6);
   EXPECT_GE(SettledFrom(rows, 0, 60), 0);
   // The band: the limit steps down to 90% of the capacity (7 of 8) and
-  // climbs back to where the latency passes tolerance x baseline (1.5 x 8
-  // = 12), one step over at most; never below 0.85 x or above 1.7 x the
+  // climbs back to where the latency passes tolerance x baseline (1.3 x 8
+  // = 10.4), one step over at most; never below 0.85 x or above 1.5 x the
   // capacity.
   double served = 0;
   for (int s = 8; s < 60; ++s) {
     served += rows[s].served;
     EXPECT_GE(rows[s].limit, 0.85 * kWorkers) << "t=" << s;
-    EXPECT_LE(rows[s].limit, 1.7 * kWorkers) << "t=" << s;
+    EXPECT_LE(rows[s].limit, 1.5 * kWorkers) << "t=" << s;
     EXPECT_LE(absl::ToDoubleMilliseconds(rows[s].max_latency),
               2.1 * kServiceMs)
         << "t=" << s;
   }
-  // Over the whole run, goodput is at least 95% of the capacity.
-  EXPECT_GE(served / 52, 0.95 * 400);
+  // Over the whole run, goodput is at least 93% of the capacity (a step
+  // below it about every fifth window).
+  EXPECT_GE(served / 52, 0.93 * 400);
   // And it keeps cycling below the capacity, which renews the baseline.
   int drained = 0;
   for (int s = 30; s < 60; ++s) drained += rows[s].limit < kWorkers;
@@ -275,7 +276,7 @@ TEST_F(AdaptiveCapacityTest, ReconvergesAfterTheCapacityHalvesAndReturns) {
   const int after_return = SettledFrom(rows, 60, 90);
   EXPECT_GE(after_return, 60);
   EXPECT_LE(after_return, 70);
-  // Each phase, from 3 s after its change on: >= 95% of the capacity.
+  // Each phase, from 3 s after its change on: >= 93% of the capacity.
   const auto goodput = [&](int from, int to) {
     double served = 0, capacity = 0;
     for (int s = from; s < to; ++s) {
@@ -284,9 +285,9 @@ TEST_F(AdaptiveCapacityTest, ReconvergesAfterTheCapacityHalvesAndReturns) {
     }
     return served / capacity;
   };
-  EXPECT_GE(goodput(3, 30), 0.95);
-  EXPECT_GE(goodput(33, 60), 0.95);
-  EXPECT_GE(goodput(63, 90), 0.95);
+  EXPECT_GE(goodput(3, 30), 0.93);
+  EXPECT_GE(goodput(33, 60), 0.93);
+  EXPECT_GE(goodput(63, 90), 0.93);
 }
 
 TEST_F(AdaptiveCapacityTest, DemandBelowTheCapacityLeavesTheLimitAlone) {

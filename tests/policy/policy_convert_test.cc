@@ -530,7 +530,7 @@ TEST(ToConfigTest, AdaptiveConcurrencyDefaults) {
   EXPECT_EQ(a.min_limit, 1u);
   EXPECT_EQ(a.max_limit, 1000u);
   EXPECT_EQ(a.initial_limit, 10u);
-  EXPECT_EQ(a.tolerance, 1.5);
+  EXPECT_EQ(a.tolerance, 1.3);
   EXPECT_EQ(a.window, absl::Seconds(1));
   EXPECT_EQ(a.minimum_samples, 10u);
   EXPECT_EQ(a.baseline_window, absl::Seconds(60));
@@ -623,7 +623,7 @@ TEST(FromConfigTest, AdaptiveBlocksRoundTripWithDefaultsWritten) {
   EXPECT_EQ(a.min_limit(), 1u);
   EXPECT_EQ(a.max_limit(), 200u);
   EXPECT_EQ(a.initial_limit(), 10u);
-  EXPECT_EQ(a.tolerance(), 1.5);
+  EXPECT_EQ(a.tolerance(), 1.3);
   EXPECT_EQ(a.window().seconds(), 1);
   EXPECT_EQ(a.minimum_samples(), 10u);
   EXPECT_EQ(a.baseline_window().seconds(), 60);
