@@ -74,6 +74,9 @@ class AdaptiveLimit {
   uint32_t limit() const { return limit_; }
   uint32_t previous_limit() const { return previous_limit_; }
   uint32_t in_flight() const { return in_flight_; }
+  // Whether a window was judged since the gate was built or imported
+  // (a replica that has not is a fresh one: see GateSet::ApplyWarm).
+  bool judged() const { return judged_; }
   AdaptiveLimitStatus Status() const;
 
   AdaptiveLimitState Export() const;
@@ -100,6 +103,7 @@ class AdaptiveLimit {
   uint32_t epoch_ = 1;
   uint32_t steady_limit_ = 0;  // 0: no step down yet
   uint64_t refused_ = 0;
+  bool judged_ = false;
 
   // The window being measured.
   absl::Time window_start_;

@@ -37,8 +37,9 @@ class AdaptiveThrottle {
  public:
   explicit AdaptiveThrottle(const AdaptiveThrottleConfig& config);
 
-  // Counts one call asked for and says whether to refuse it.
-  bool Refuse(absl::Time now);
+  // Counts one call asked for and says whether to refuse it; *probability
+  // is the refusal probability it was judged by.
+  bool Refuse(absl::Time now, double* probability);
   // One reported outcome of an admitted call: SUCCESS is an accept.
   void Accept(absl::Time now);
 

@@ -39,6 +39,9 @@ CircuitBreaker::CircuitBreaker(const BreakerConfig& config, absl::Time now,
       open_duration_(config.open_duration),
       probe_capacity_(config.half_open_probes) {
   window_.Advance(now);
+  if (config.latency_baseline) {
+    baseline_ = std::make_unique<LatencyBaseline>(config, now);
+  }
 }
 
 const std::string& CircuitBreaker::trip_cause() const {
@@ -125,6 +128,11 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
       ++totals_.calls;
       if (failed) ++totals_.failures;
       if (slow) ++totals_.slow;
+      // The baseline learns only what the breaker judges: not what an
+      // operator's FORCED_CLOSED lets through.
+      if (baseline_ && state == BreakerState::kClosed) {
+        baseline_->Record(outcome, latency, now);
+      }
       // FORCED_CLOSED keeps counting so GetState shows what it hides.
       if (state == BreakerState::kClosed) Judge(now);
       return;
@@ -140,6 +148,8 @@ void CircuitBreaker::Judge(absl::Time now) {
   }
   const OutcomeWindow w = window_.Sum().Widen();
   if (w.calls == 0 || w.calls < static_cast<int64_t>(config_->minimum_calls)) {
+    // The baseline rule counts its own window (this replica's calls only).
+    JudgeBaseline(now);
     return;
   }
   // Built only for a trip: this runs on every report once minimum_calls is
@@ -164,7 +174,15 @@ void CircuitBreaker::Judge(absl::Time now) {
                            " (slower than ",
                            absl::FormatDuration(config_->slow_call_duration),
                            ")", over()));
+    return;
   }
+  JudgeBaseline(now);
+}
+
+void CircuitBreaker::JudgeBaseline(absl::Time now) {
+  if (!baseline_) return;
+  std::string cause;
+  if (baseline_->Departs(now, &cause)) Trip(now, cause);
 }
 
 void CircuitBreaker::Trip(absl::Time now, const std::string& cause) {
@@ -175,6 +193,7 @@ void CircuitBreaker::Trip(absl::Time now, const std::string& cause) {
   probe_successes_ = 0;
   consecutive_failures_ = 0;
   window_.Clear();
+  if (baseline_) baseline_->Tripped(now);
   MoveTo(BreakerState::kOpen, now, cause);
 }
 
@@ -187,6 +206,7 @@ void CircuitBreaker::Close(absl::Time now, const std::string& cause) {
   probe_successes_ = 0;
   consecutive_failures_ = 0;
   window_.Clear();
+  if (baseline_) baseline_->Restart(now);
   MoveTo(BreakerState::kClosed, now, cause);
 }
 
@@ -223,6 +243,13 @@ void CircuitBreaker::Reconfigure(const BreakerConfig& config, absl::Time now) {
   config_ = &config;
   if (!leased_probes_) probe_capacity_ = config.half_open_probes;
   window_.Reshape(config.window, config.buckets, now);
+  if (!config.latency_baseline) {
+    baseline_.reset();
+  } else if (baseline_) {
+    baseline_->Reconfigure(config, now);
+  } else {
+    baseline_ = std::make_unique<LatencyBaseline>(config, now);
+  }
   if (state_ == BreakerState::kClosed) {
     open_duration_ = config.open_duration;
   } else {
@@ -274,7 +301,8 @@ BreakerRecord CircuitBreaker::Export(absl::Time now) {
   return record;
 }
 
-void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now) {
+void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now,
+                           absl::string_view origin) {
   base_generation_ = record.generation;
   const bool same = record.generation == generation_ &&
                     open_until_ == record.open_until &&
@@ -286,11 +314,20 @@ void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now) {
                        ? record.open_duration
                        : config_->open_duration;
   const std::string cause =
-      absl::StrCat(record.cause, " (from replica ", record.replica, ")");
+      origin.empty()
+          ? absl::StrCat(record.cause, " (from replica ", record.replica, ")")
+          : absl::StrCat(record.cause, " (", origin, ")");
   probes_in_flight_ = 0;
   probe_successes_ = 0;
   consecutive_failures_ = 0;
   window_.Clear();
+  if (baseline_) {
+    if (record.state == BreakerState::kOpen) {
+      baseline_->Tripped(now);
+    } else {
+      baseline_->Restart(now);
+    }
+  }
   if (record.state == BreakerState::kOpen) {
     open_until_ = record.open_until;
     SetTripCause(record.cause);

@@ -6,8 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/core/bucket_ring.h"
+#include "server/core/latency_baseline.h"
 #include "server/core/policy_config.h"
 #include "server/core/types.h"
 
@@ -69,7 +71,7 @@ struct OutcomeWindow {
 };
 
 // CLOSED -> OPEN when a rule trips (consecutive failures, failure rate, slow
-// call rate); OPEN -> HALF_OPEN once the open time has passed (checked
+// call rate, a departure from the learned baseline: see LatencyBaseline); OPEN -> HALF_OPEN once the open time has passed (checked
 // lazily); HALF_OPEN lets at most `half_open_probes` probes run at once and
 // closes after `successes_to_close` successful probes; a failed probe opens
 // it again for twice the previous open time, up to `max_open_duration`.
@@ -147,7 +149,10 @@ class CircuitBreaker {
   BreakerRecord Export(absl::Time now);
   // Takes on the shared state (the caller decides when: see
   // GateSet::ApplyBreaker); it becomes the base of later transitions.
-  void Adopt(const BreakerRecord& record, absl::Time now);
+  // `origin` names where it comes from in the transition's cause; empty
+  // means the replica that stored it.
+  void Adopt(const BreakerRecord& record, absl::Time now,
+             absl::string_view origin = {});
   // The store took this breaker's state at `generation`.
   void Published(uint64_t generation) {
     base_generation_ = generation;
@@ -171,6 +176,8 @@ class CircuitBreaker {
     return window_.Sum().Widen();
   }
   const BreakerConfig& config() const { return *config_; }
+  // The latency_baseline rule; null when the policy has none.
+  LatencyBaseline* baseline() { return baseline_.get(); }
 
  private:
   void Trip(absl::Time now, const std::string& cause);
@@ -179,6 +186,8 @@ class CircuitBreaker {
   void MoveTo(BreakerState to, absl::Time now, const std::string& cause);
   // Checks the rules after an outcome while CLOSED; trips if one holds.
   void Judge(absl::Time now);
+  // The latency_baseline rule, when there is one.
+  void JudgeBaseline(absl::Time now);
 
   // OutcomeWindow in 32 bits: a bucket never counts 2^32 outcomes.
   struct WindowBucket {
@@ -233,6 +242,8 @@ class CircuitBreaker {
   bool leased_probes_ = false;
   // Outcomes this breaker counted into its window since creation.
   OutcomeTotals totals_;
+  // The fourth rule, when configured.
+  std::unique_ptr<LatencyBaseline> baseline_;
 };
 
 }  // namespace sluice::core

@@ -186,7 +186,8 @@ class alignas(64) Dependency::Shard {
     // a slot to give back, or an outcome the breaker would judge.
     if (admission.admitted &&
         (!may_not_report || admission.holds_slot ||
-         admission.probe_round != 0 || policy_->breaker.has_value())) {
+         admission.adaptive_epoch != 0 || admission.probe_round != 0 ||
+         policy_->breaker.has_value())) {
       PermitLedger::Permit evicted;
       // Its expiry judges nothing, except for a HALF_OPEN probe: a probe
       // whose outcome never comes is a failed probe for every caller, or
@@ -197,7 +198,8 @@ class alignas(64) Dependency::Shard {
                         &evicted,
                         may_not_report && admission.probe_round == 0
                             ? Outcome::kCancelled
-                            : Outcome::kTimeout);
+                            : Outcome::kTimeout,
+                        admission.adaptive_epoch);
       if (node != nullptr) ++node->live_permits;
       if (evicted.id != 0) {
         Settle(evicted, evicted.on_expiry, now - evicted.issued, now);
@@ -323,6 +325,8 @@ class alignas(64) Dependency::Shard {
     }
     // Per-key breakers stay local; the dependency's breaker is shared.
     single_->CollectBreaker(now, out);
+    out->policy_digest = policy_->digest;
+    single_->CollectWarm(out);
   }
 
   // Cluster mode, per_key: moves up to `most` keys waiting to be pushed
@@ -358,6 +362,39 @@ class alignas(64) Dependency::Shard {
       single_->ApplyGrant(grant, now);
     }
     single_->ApplyBreaker(update, now);
+    single_->ApplyWarm(update, now);
+  }
+
+  // Warm start: the state of up to `most` keys (the most recently used
+  // first), leaving out keys with nothing to keep.
+  void ExportWarm(size_t most, absl::Time now,
+                  std::vector<KeyWarmState>* out) ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    const auto keep = [&](GateSet& gates) {
+      KeyWarmState state = gates.ExportWarm(now);
+      if (state.limit || state.baseline || state.breaker) {
+        out->push_back(std::move(state));
+      }
+    };
+    if (single_) {
+      keep(*single_);
+      return;
+    }
+    size_t taken = 0;
+    for (KeyNode* node = newest_; node != nullptr && taken < most;
+         node = node->older, ++taken) {
+      keep(node->gates);
+    }
+  }
+
+  void ImportWarm(const KeyWarmState& state, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    HotMutexLock lock(&mu_);
+    if (single_) {
+      single_->ImportWarm(state, now);
+    } else {
+      NodeFor(state.key, now)->gates.ImportWarm(state, now);
+    }
   }
 
   void ApplyGrant(const KeyGrant& grant, absl::Time now)
@@ -490,6 +527,7 @@ class alignas(64) Dependency::Shard {
     admission.admitted = true;
     admission.holds_slot = permit.holds_slot;
     admission.probe_round = permit.probe_round;
+    admission.adaptive_epoch = permit.adaptive_epoch;
     auto* node = static_cast<KeyNode*>(permit.holder);
     if (node == nullptr) {
       single_->Settle(admission, outcome, latency, now);
@@ -662,6 +700,27 @@ DependencyStatus Dependency::Status(absl::string_view key) {
     shard->AddStatus(key, shard.get() == own, now, &status);
   }
   return status;
+}
+
+DependencyWarmState Dependency::ExportWarm(size_t max_keys) {
+  const absl::Time now = clock_->Now();
+  DependencyWarmState out;
+  out.name = name_;
+  const std::shared_ptr<const PolicyConfig> current = policy();
+  out.digest = current->digest;
+  // Each shard keeps its share of the keys, most recently used first.
+  const size_t share =
+      std::max<size_t>(1, (max_keys + shards_.size() - 1) / shards_.size());
+  for (const auto& shard : shards_) shard->ExportWarm(share, now, &out.keys);
+  return out;
+}
+
+void Dependency::ImportWarm(const DependencyWarmState& state) {
+  const absl::Time now = clock_->Now();
+  for (const KeyWarmState& key : state.keys) {
+    if (!per_key_ && !key.key.empty()) continue;
+    ShardFor(key.key).ImportWarm(key, now);
+  }
 }
 
 void Dependency::SetClusterState(const ClusterState& cluster) {

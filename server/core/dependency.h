@@ -17,6 +17,7 @@
 #include "server/core/permit_ledger.h"
 #include "server/core/policy_config.h"
 #include "server/core/tick.h"
+#include "server/core/warm_state.h"
 
 namespace sluice::core {
 
@@ -74,6 +75,12 @@ class Dependency {
   void Reconfigure(std::shared_ptr<const PolicyConfig> policy);
   void SetOverride(BreakerOverride override, const std::string& cause);
   DependencyStatus Status(absl::string_view key);
+
+  // Warm start: see Engine::ExportWarmState. Import takes what fits the
+  // policy (per_key keys only into a per_key policy) and assumes the
+  // caller checked the digest.
+  DependencyWarmState ExportWarm(size_t max_keys);
+  void ImportWarm(const DependencyWarmState& state);
 
   // Cluster mode: see Engine.
   void SetClusterState(const ClusterState& cluster);

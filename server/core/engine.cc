@@ -206,6 +206,39 @@ void Engine::ApplyTick(const std::vector<DependencyUpdate>& updates) {
   }
 }
 
+std::vector<DependencyWarmState> Engine::ExportWarmState(size_t max_keys) {
+  std::shared_ptr<const DependencyMap> map = CurrentMap();
+  std::vector<DependencyWarmState> out;
+  for (const auto& [name, dep] : *map) {
+    DependencyWarmState state = dep->ExportWarm(max_keys);
+    if (!state.keys.empty()) out.push_back(std::move(state));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+WarmImport Engine::ImportWarmState(
+    const std::vector<DependencyWarmState>& state) {
+  std::shared_ptr<const DependencyMap> map = CurrentMap();
+  WarmImport result;
+  for (const DependencyWarmState& dep : state) {
+    auto it = map->find(dep.name);
+    if (it == map->end()) {
+      result.unknown.push_back(dep.name);
+      continue;
+    }
+    if (it->second->policy()->digest != dep.digest) {
+      result.changed.push_back(dep.name);
+      continue;
+    }
+    it->second->ImportWarm(dep);
+    ++result.dependencies;
+    result.keys += dep.keys.size();
+  }
+  return result;
+}
+
 void Engine::SetStoreState(bool up, uint32_t live_replicas) {
   std::shared_ptr<const DependencyMap> map;
   ClusterState cluster;

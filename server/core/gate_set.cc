@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
+
+#include "absl/strings/str_format.h"
 
 namespace sluice::core {
 namespace {
@@ -37,6 +40,27 @@ void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
     }
   } else {
     breaker_.reset();
+  }
+
+  if (policy.adaptive_concurrency) {
+    if (adaptive_) {
+      adaptive_->Reconfigure(*policy.adaptive_concurrency, now);
+    } else {
+      adaptive_ =
+          std::make_unique<AdaptiveLimit>(*policy.adaptive_concurrency, now);
+    }
+  } else {
+    adaptive_.reset();
+  }
+  if (policy.adaptive_throttle) {
+    if (throttle_) {
+      throttle_->Reconfigure(*policy.adaptive_throttle, now);
+    } else {
+      throttle_ = std::make_unique<AdaptiveThrottle>(*policy.adaptive_throttle);
+    }
+  } else {
+    throttle_.reset();
+    throttling_ = false;
   }
 }
 
@@ -240,13 +264,44 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
           std::max(share_->tick_peak_in_flight, concurrency_->in_flight());
     }
   }
-  // 4. Probe slot while HALF_OPEN.
+  // Gives back what the gates above took, for a call refused below.
+  const auto give_back = [&](uint32_t adaptive_epoch) {
+    if (adaptive_epoch != 0) {
+      // Not judged: the call never ran.
+      LimitMoved(adaptive_->Release(adaptive_epoch, false,
+                                    absl::ZeroDuration(), now, nullptr),
+                 "", now);
+    }
+    if (holds_slot) concurrency_->Release();
+    if (!rate_open) RefundRate(n, now);
+  };
+  // 4. Adaptive in-flight limit.
+  uint32_t adaptive_epoch = 0;
+  if (adaptive_) {
+    adaptive_epoch = adaptive_->TryTake(now);
+    if (adaptive_epoch == 0) {
+      give_back(0);
+      return Refuse(policy, Reason::kAdaptiveThrottled,
+                    ConcurrencyRetryAfter(policy.call_timeout), now, out);
+    }
+  }
+  // 5. Adaptive throttle: a call it refuses still counts as a request.
+  if (throttle_) {
+    double p = 0;
+    const bool refuse = throttle_->Refuse(now, &p);
+    ThrottleAt(p, now);
+    if (refuse) {
+      give_back(adaptive_epoch);
+      return Refuse(policy, Reason::kAdaptiveThrottled,
+                    ConcurrencyRetryAfter(policy.call_timeout), now, out);
+    }
+  }
+  // 6. Probe slot while HALF_OPEN.
   uint64_t probe_round = 0;
   if (out->breaker_state == BreakerState::kHalfOpen) {
     probe_round = breaker_->TryTakeProbe();
     if (probe_round == 0) {
-      if (holds_slot) concurrency_->Release();
-      if (!rate_open) RefundRate(n, now);
+      give_back(adaptive_epoch);
       return Refuse(policy, Reason::kProbeLimit,
                     ConcurrencyRetryAfter(policy.call_timeout), now, out);
     }
@@ -257,6 +312,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   admission.admitted = true;
   admission.holds_slot = holds_slot;
   admission.probe_round = probe_round;
+  admission.adaptive_epoch = adaptive_epoch;
   return admission;
 }
 
@@ -268,10 +324,67 @@ void GateSet::Settle(const Admission& admission, Outcome outcome,
   if (breaker_) {
     breaker_->Record(outcome, latency, admission.probe_round, now);
   }
+  // The epoch is from issue time; an adaptive limit removed since holds
+  // nothing (and one added since was not taken).
+  if (admission.adaptive_epoch != 0 && adaptive_) {
+    std::string cause;
+    const bool moved =
+        adaptive_->Release(admission.adaptive_epoch,
+                           outcome != Outcome::kCancelled, latency, now, &cause);
+    LimitMoved(moved, cause, now);
+  }
+  if (throttle_ && outcome == Outcome::kSuccess) throttle_->Accept(now);
 }
 
 void GateSet::Sweep(absl::Time now) {
   if (breaker_) breaker_->State(now);
+  if (adaptive_) {
+    std::string cause;
+    const bool moved = adaptive_->Tick(now, &cause);
+    LimitMoved(moved, cause, now);
+  }
+  if (throttle_) ThrottleAt(throttle_->Probability(now), now);
+}
+
+void GateSet::LimitMoved(bool moved, const std::string& cause,
+                         absl::Time now) {
+  if (!moved) return;
+  Notify(AdaptiveChange::Kind::kLimit, adaptive_->previous_limit(),
+         adaptive_->limit(), cause, now);
+}
+
+void GateSet::ThrottleAt(double p, absl::Time now) {
+  if ((p > 0) == throttling_) return;
+  throttling_ = p > 0;
+  const ThrottleStatus s = throttle_->Status(now);
+  if (throttling_) {
+    Notify(AdaptiveChange::Kind::kThrottleStarted, 0, p,
+           absl::StrFormat("%d accepts of %d requests over %s: below 1/%.2g",
+                           s.accepts, s.requests,
+                           absl::FormatDuration(policy_->adaptive_throttle->window),
+                           policy_->adaptive_throttle->k),
+           now);
+  } else {
+    Notify(AdaptiveChange::Kind::kThrottleStopped, p, 0,
+           absl::StrFormat("%d accepts of %d requests over %s", s.accepts,
+                           s.requests,
+                           absl::FormatDuration(policy_->adaptive_throttle->window)),
+           now);
+  }
+}
+
+void GateSet::Notify(AdaptiveChange::Kind kind, double from, double to,
+                     std::string cause, absl::Time now) {
+  if (context_->sink == nullptr) return;
+  AdaptiveChange c;
+  c.dependency = context_->dependency;
+  c.key = std::string(key_);
+  c.kind = kind;
+  c.from = from;
+  c.to = to;
+  c.cause = std::move(cause);
+  c.at = now;
+  context_->sink->OnAdaptiveChange(c);
 }
 
 void GateSet::SetOverride(BreakerOverride override, absl::Time now,
@@ -311,7 +424,12 @@ GateStatus GateSet::Status(absl::Time now) {
     s.breaker_generation = breaker_->generation();
     s.probes_in_flight = breaker_->probes_in_flight();
     s.window = breaker_->WindowCounts(now);
+    if (breaker_->baseline() != nullptr) {
+      s.baseline = breaker_->baseline()->Status(now);
+    }
   }
+  if (adaptive_) s.adaptive_limit = adaptive_->Status();
+  if (throttle_) s.throttle = throttle_->Status(now);
   return s;
 }
 
@@ -419,6 +537,69 @@ void GateSet::ApplyBreaker(const DependencyUpdate& update, absl::Time now) {
   }
   breaker_->AddRemoteOutcomes(update.remote_outcomes, now);
   if (SharedBreaker()) breaker_->SetProbeLeases(update.leases_granted);
+}
+
+void GateSet::CollectWarm(DependencyTick* out) const {
+  if (adaptive_) out->adaptive = adaptive_->Export();
+  if (breaker_ && breaker_->baseline() != nullptr) {
+    out->baseline = breaker_->baseline()->Export();
+  }
+}
+
+void GateSet::ApplyWarm(const DependencyUpdate& update, absl::Time now) {
+  if (adaptive_ && !adaptive_->judged() && update.cluster_adaptive) {
+    const uint32_t before = adaptive_->limit();
+    adaptive_->Import(*update.cluster_adaptive, now);
+    if (adaptive_->limit() != before) {
+      Notify(AdaptiveChange::Kind::kLimit, before, adaptive_->limit(),
+             "started from the other replicas' steady limit", now);
+    }
+  }
+  if (breaker_ && breaker_->baseline() != nullptr && update.cluster_baseline &&
+      breaker_->baseline()->Export().windows == 0) {
+    breaker_->baseline()->Import(*update.cluster_baseline);
+  }
+}
+
+KeyWarmState GateSet::ExportWarm(absl::Time now) {
+  KeyWarmState state;
+  state.key = std::string(key_);
+  if (adaptive_) state.limit = adaptive_->Export();
+  if (breaker_) {
+    if (breaker_->baseline() != nullptr &&
+        breaker_->baseline()->Export().windows > 0) {
+      state.baseline = breaker_->baseline()->Export();
+    }
+    const BreakerState b = breaker_->State(now);
+    if (b == BreakerState::kOpen || b == BreakerState::kHalfOpen) {
+      // A HALF_OPEN breaker restarts OPEN with its time over, so it goes
+      // straight back to probing.
+      state.breaker = breaker_->Export(now);
+    }
+  }
+  return state;
+}
+
+void GateSet::ImportWarm(const KeyWarmState& state, absl::Time now) {
+  if (adaptive_ && state.limit) {
+    const uint32_t before = adaptive_->limit();
+    adaptive_->Import(*state.limit, now);
+    if (adaptive_->limit() != before) {
+      Notify(AdaptiveChange::Kind::kLimit, before, adaptive_->limit(),
+             "started from the saved steady limit", now);
+    }
+  }
+  if (breaker_ && breaker_->baseline() != nullptr && state.baseline) {
+    breaker_->baseline()->Import(*state.baseline);
+  }
+  if (breaker_ && state.breaker &&
+      state.breaker->state == BreakerState::kOpen &&
+      breaker_->override_mode() == BreakerOverride::kAuto) {
+    BreakerRecord record = *state.breaker;
+    // Keeps the generation moving forward from this breaker's own.
+    record.generation = breaker_->generation() + 1;
+    breaker_->Adopt(record, now, "saved before a restart");
+  }
 }
 
 void GateSet::OnTransition(BreakerState from, BreakerState to,

@@ -105,11 +105,15 @@ struct Admission {
   bool admitted = false;
   bool holds_slot = false;   // holds a concurrency slot
   uint64_t probe_round = 0;  // breaker round of a HALF_OPEN probe, or 0
+  // The adaptive limit's epoch of the slot it holds, or 0 (see
+  // AdaptiveLimit::TryTake).
+  uint32_t adaptive_epoch = 0;
 };
 
-// The three gates (rate, concurrency, breaker) of one dependency or key,
-// applied in this order: breaker peek, rate, concurrency, probe slot,
-// refunding tokens when a later gate refuses. The owner keeps the permits
+// The gates (rate, concurrency, adaptive, breaker) of one dependency or key,
+// applied in this order: breaker peek, rate, concurrency, adaptive limit,
+// adaptive throttle, probe slot, giving back what earlier gates took when a
+// later gate refuses. The owner keeps the permits
 // (one ledger for many gate sets) and settles them here. A gate set points
 // at the policy it was built or last reconfigured with, which must outlive
 // it until the next Reconfigure.
@@ -146,7 +150,8 @@ class GateSet final : public BreakerListener {
     return breaker_ ? breaker_->State(now) : BreakerState::kClosed;
   }
 
-  // Lets an OPEN breaker become HALF_OPEN when its time is over.
+  // Lets an OPEN breaker become HALF_OPEN when its time is over, and the
+  // adaptive gates move without reports.
   void Sweep(absl::Time now);
 
   // Applies a changed policy, keeping tokens, window counts, in-flight calls
@@ -186,6 +191,16 @@ class GateSet final : public BreakerListener {
   // Breaker side of a tick (no-ops without a breaker).
   void CollectBreaker(absl::Time now, DependencyTick* out);
   void ApplyBreaker(const DependencyUpdate& update, absl::Time now);
+  // Warm side of a tick: this gate set's adaptive limit and baseline, and
+  // the cluster's, which a fresh gate set (its limit has judged no window,
+  // its baseline learned none) starts from.
+  void CollectWarm(DependencyTick* out) const;
+  void ApplyWarm(const DependencyUpdate& update, absl::Time now);
+
+  // Warm start: what survives a restart (empty optionals for what the
+  // policy lacks, and for a breaker that is not OPEN), and taking it back.
+  KeyWarmState ExportWarm(absl::Time now);
+  void ImportWarm(const KeyWarmState& state, absl::Time now);
 
   // BreakerListener:
   void OnTransition(BreakerState from, BreakerState to,
@@ -222,6 +237,13 @@ class GateSet final : public BreakerListener {
     return policy_->concurrency &&
            policy_->concurrency->scope == Scope::kCluster;
   }
+  // Tells the sink about an adaptive gate's move.
+  void Notify(AdaptiveChange::Kind kind, double from, double to,
+              std::string cause, absl::Time now);
+  // Reports a move of the adaptive limit, if it moved.
+  void LimitMoved(bool moved, const std::string& cause, absl::Time now);
+  // Notices throttling starting or stopping at refusal probability `p`.
+  void ThrottleAt(double p, absl::Time now);
   // Whether this breaker is the cluster's shared one (probe leases).
   bool SharedBreaker() const;
   // Whether cluster-scope limits are skipped (store down, FAIL_OPEN).
@@ -240,6 +262,11 @@ class GateSet final : public BreakerListener {
   std::unique_ptr<SlidingWindow> window_;
   std::optional<ConcurrencyLimiter> concurrency_;
   std::unique_ptr<CircuitBreaker> breaker_;
+  // The adaptive gates, when the policy has them.
+  std::unique_ptr<AdaptiveLimit> adaptive_;
+  std::unique_ptr<AdaptiveThrottle> throttle_;
+  // Whether the throttle was refusing (p > 0) at its last look.
+  bool throttling_ = false;
   // Held so that a breaker added by a later policy edit starts overridden.
   BreakerOverride override_ = BreakerOverride::kAuto;
 

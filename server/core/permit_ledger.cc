@@ -29,7 +29,7 @@ PermitLedger::PermitLedger(Origin origin)
 uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
                              bool holds_slot, uint64_t probe_round,
                              void* holder, Permit* evicted,
-                             Outcome on_expiry) {
+                             Outcome on_expiry, uint32_t adaptive_epoch) {
   evicted->id = 0;
   SkipDead();
   if (next_ - head_ == ring_.size()) {
@@ -52,6 +52,7 @@ uint64_t PermitLedger::Issue(absl::Time issued, absl::Time deadline,
   slot.permit.issued = issued;
   slot.permit.deadline = deadline;
   slot.permit.holds_slot = holds_slot;
+  slot.permit.adaptive_epoch = adaptive_epoch;
   slot.permit.probe_round = probe_round;
   slot.permit.holder = holder;
   slot.permit.on_expiry = on_expiry;

@@ -29,6 +29,8 @@ class PermitLedger {
     bool holds_slot = false;  // holds a concurrency slot
     // What the permit counts as if it expires unreported.
     Outcome on_expiry = Outcome::kTimeout;
+    // The adaptive limit's epoch of the slot it holds, or 0.
+    uint32_t adaptive_epoch = 0;
     uint64_t probe_round = 0;  // breaker round of a HALF_OPEN probe, or 0
     // Whose permit it is, for an owner that keeps one ledger for many
     // holders (the keys of a dependency); opaque to the ledger.
@@ -55,7 +57,8 @@ class PermitLedger {
   // as a timeout); `evicted->id` is 0 otherwise.
   uint64_t Issue(absl::Time issued, absl::Time deadline, bool holds_slot,
                  uint64_t probe_round, void* holder, Permit* evicted,
-                 Outcome on_expiry = Outcome::kTimeout);
+                 Outcome on_expiry = Outcome::kTimeout,
+                 uint32_t adaptive_epoch = 0);
 
   // The live permit `id`, left in place; null for an unknown, already
   // reported or expired permit.

@@ -1,5 +1,7 @@
 #include "server/core/types.h"
 
+#include "server/core/events.h"
+
 namespace sluice::core {
 
 absl::string_view VerdictName(Verdict v) {
@@ -78,6 +80,18 @@ absl::string_view BreakerOverrideName(BreakerOverride o) {
       return "FORCE_CLOSED";
   }
   return "BREAKER_OVERRIDE_UNSPECIFIED";
+}
+
+absl::string_view AdaptiveChangeKindName(AdaptiveChange::Kind kind) {
+  switch (kind) {
+    case AdaptiveChange::Kind::kLimit:
+      return "LIMIT";
+    case AdaptiveChange::Kind::kThrottleStarted:
+      return "THROTTLE_STARTED";
+    case AdaptiveChange::Kind::kThrottleStopped:
+      return "THROTTLE_STOPPED";
+  }
+  return "UNKNOWN";
 }
 
 }  // namespace sluice::core

@@ -10,7 +10,8 @@
 
 namespace sluice::testing {
 
-// Keeps every breaker transition it is told about, for tests to inspect.
+// Keeps every breaker transition and adaptive change it is told about, for
+// tests to inspect.
 // Safe for concurrent use.
 class RecordingEventSink final : public core::EventSink {
  public:
@@ -18,6 +19,16 @@ class RecordingEventSink final : public core::EventSink {
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     transitions_.push_back(transition);
+  }
+
+  void OnAdaptiveChange(const core::AdaptiveChange& change) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    changes_.push_back(change);
+  }
+  std::vector<core::AdaptiveChange> changes() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return changes_;
   }
 
   // A copy, so callers need not hold the lock.
@@ -35,11 +46,13 @@ class RecordingEventSink final : public core::EventSink {
   void Clear() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     transitions_.clear();
+    changes_.clear();
   }
 
  private:
   mutable absl::Mutex mu_;
   std::vector<core::BreakerTransition> transitions_ ABSL_GUARDED_BY(mu_);
+  std::vector<core::AdaptiveChange> changes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::testing
