@@ -45,11 +45,12 @@ StateFileKeeper::Restored StateFileKeeper::Restore() {
   const core::WarmImport& import = restored.import;
   spdlog::info(
       "state file {} (written {}, {} ago): took the warm state of {} "
-      "dependencies ({} keys); skipped {}",
+      "{} ({} keys); skipped {}",
       options_.path, absl::FormatTime(saved->written_at),
       absl::FormatDuration(absl::Trunc(clock_->Now() - saved->written_at,
                                        absl::Seconds(1))),
-      import.dependencies, import.keys,
+      import.dependencies,
+      import.dependencies == 1 ? "dependency" : "dependencies", import.keys,
       import.unknown.size() + import.changed.size());
   for (const std::string& name : import.unknown) {
     spdlog::warn(

@@ -172,6 +172,30 @@ TEST_F(WarmStartTest, ACorruptStateFileIsIgnoredAndReplaced) {
   EXPECT_TRUE(app::ReadStateFile(StatePath()).ok());
 }
 
+TEST_F(WarmStartTest, AnEditedPolicyDoesNotTakeBackItsState) {
+  Start();
+  ASSERT_TRUE(GrowTo("search", 7)) << sluiced_.Log();
+  Trip("payments");
+  ASSERT_EQ(sluiced_.Terminate(), 0);
+
+  // search's bounds changed between the runs (another digest); payments is
+  // the same policy.
+  std::string edited = kPolicies;
+  const std::string from = "initial_limit: 5}";
+  edited.replace(edited.find(from), from.size(), "initial_limit: 4}");
+  std::string error;
+  ASSERT_TRUE(sluiced_.Start(edited, {"--state-file=" + StatePath()}, "",
+                             &error))
+      << error;
+  EXPECT_THAT(sluiced_.Log(),
+              HasSubstr("policy \"search\" changed since its state was saved"));
+  EXPECT_THAT(sluiced_.Log(),
+              HasSubstr("took the warm state of 1 dependency ("));
+  EXPECT_EQ(AdmittedAtOnce("search"), 4);
+  EXPECT_EQ(State("payments").breaker_state(), v1::OPEN);
+  EXPECT_EQ(sluiced_.Terminate(), 0);
+}
+
 TEST_F(WarmStartTest, AFileThatIsNotAStateFileIsIgnored) {
   testing::WriteFile(StatePath(), "policies: []\n");
   Start();
