@@ -130,6 +130,22 @@ PolicyConfig HotPolicy(std::string name, bool per_key) {
   return p;
 }
 
+// HotPolicy with the adaptive gates as well: an adaptive limit the threads
+// never reach, SRE throttling and the latency_baseline rule (every call
+// succeeds in 1 ms, so none of them refuses).
+PolicyConfig AdaptivePolicy(std::string name) {
+  PolicyConfig p = HotPolicy(std::move(name), false);
+  AdaptiveConcurrencyConfig adaptive;
+  adaptive.max_limit = 1000000;
+  adaptive.initial_limit = 1000000;
+  p.adaptive_concurrency = adaptive;
+  p.adaptive_throttle = AdaptiveThrottleConfig{};
+  LatencyBaselineConfig baseline;
+  baseline.factor = 2;
+  p.breaker->latency_baseline = baseline;
+  return p;
+}
+
 // One engine for the whole binary, so threads of a benchmark share it.
 Engine& SharedEngine() {
   static Engine* engine = [] {
@@ -142,34 +158,48 @@ Engine& SharedEngine() {
     rate.burst = 1;
     refused.rate_limit = rate;
     e->ReplacePolicies({HotPolicy("hot", false), HotPolicy("hot_keys", true),
-                        refused});
+                        AdaptivePolicy("hot_adaptive"), refused});
     (void)e->Acquire("refused", "", 1);  // spends the only token
     return e;
   }();
   return *engine;
 }
 
-void BM_AcquireReport(benchmark::State& state) {
+// Acquire + Report on one dependency, every thread.
+void AcquireReportLoop(benchmark::State& state, const char* dependency) {
   Engine& engine = SharedEngine();
   // Warm up this thread's snapshot cache and the permit ring.
   for (int i = 0; i < 64; ++i) {
-    auto d = engine.Acquire("hot", "", 1);
-    engine.Report("hot", "", d->permit_id, Outcome::kSuccess,
+    auto d = engine.Acquire(dependency, "", 1);
+    engine.Report(dependency, "", d->permit_id, Outcome::kSuccess,
                   absl::Milliseconds(1));
   }
   AllocationCounter allocs;
   for (auto _ : state) {
-    absl::StatusOr<Decision> d = engine.Acquire("hot", "", 1);
+    absl::StatusOr<Decision> d = engine.Acquire(dependency, "", 1);
     if (!d.ok() || d->verdict != Verdict::kAllow) {
       state.SkipWithError("hot dependency refused a call");
       break;
     }
-    engine.Report("hot", "", d->permit_id, Outcome::kSuccess,
+    engine.Report(dependency, "", d->permit_id, Outcome::kSuccess,
                   absl::Milliseconds(1));
   }
   allocs.Report(state);
 }
+
+void BM_AcquireReport(benchmark::State& state) {
+  AcquireReportLoop(state, "hot");
+}
 BENCHMARK(BM_AcquireReport)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+
+// The same with the adaptive gates on top.
+void BM_AcquireReportAdaptive(benchmark::State& state) {
+  AcquireReportLoop(state, "hot_adaptive");
+}
+BENCHMARK(BM_AcquireReportAdaptive)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 
 void BM_AcquireReportPerKey(benchmark::State& state) {
   Engine& engine = SharedEngine();

@@ -204,4 +204,6 @@ void ClusterMode::OnBreakerTransition(const core::BreakerTransition& t) {
   if (sync_loop_ != nullptr) sync_loop_->Nudge();
 }
 
+void ClusterMode::OnAdaptiveChange(const core::AdaptiveChange& c) {}
+
 }  // namespace sluice::app

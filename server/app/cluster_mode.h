@@ -46,6 +46,9 @@ class ClusterMode final : public Mode {
   void Stop() override;
   // A breaker changed here: tell the other replicas without waiting a tick.
   void OnBreakerTransition(const core::BreakerTransition& t) override;
+  // An adaptive limit or throttle moved here: the next regular tick carries
+  // it (a nudge per move would make every key's move a store round trip).
+  void OnAdaptiveChange(const core::AdaptiveChange& c) override;
 
  private:
   // The sync loop's options, its callbacks going to `ctx`.

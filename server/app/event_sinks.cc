@@ -26,6 +26,28 @@ void LoggingEventSink::OnBreakerTransition(const core::BreakerTransition& t) {
               until);
 }
 
+void LoggingEventSink::OnAdaptiveChange(const core::AdaptiveChange& c) {
+  const std::string key =
+      c.key.empty() ? "" : absl::StrCat(" key \"", c.key, "\"");
+  switch (c.kind) {
+    case core::AdaptiveChange::Kind::kLimit:
+      spdlog::log(c.to > c.from ? spdlog::level::info : spdlog::level::warn,
+                  "adaptive limit \"{}\"{}: {} -> {} ({})", c.dependency, key,
+                  c.from, c.to, c.cause);
+      return;
+    case core::AdaptiveChange::Kind::kThrottleStarted:
+      spdlog::warn(
+          "adaptive throttle \"{}\"{}: started, refusing {:.1f}% of calls "
+          "({})",
+          c.dependency, key, 100 * c.to, c.cause);
+      return;
+    case core::AdaptiveChange::Kind::kThrottleStopped:
+      spdlog::info("adaptive throttle \"{}\"{}: stopped ({})", c.dependency,
+                   key, c.cause);
+      return;
+  }
+}
+
 FanOutEventSink::FanOutEventSink(std::initializer_list<core::EventSink*> sinks)
     : sinks_([&] {
         std::vector<core::EventSink*> present;
@@ -37,6 +59,10 @@ FanOutEventSink::FanOutEventSink(std::initializer_list<core::EventSink*> sinks)
 
 void FanOutEventSink::OnBreakerTransition(const core::BreakerTransition& t) {
   for (core::EventSink* sink : sinks_) sink->OnBreakerTransition(t);
+}
+
+void FanOutEventSink::OnAdaptiveChange(const core::AdaptiveChange& c) {
+  for (core::EventSink* sink : sinks_) sink->OnAdaptiveChange(c);
 }
 
 }  // namespace sluice::app

@@ -8,14 +8,16 @@
 
 namespace sluice::app {
 
-// Logs every breaker transition, one line each: info for a close, warn
-// otherwise. Safe for concurrent use.
+// Logs every breaker transition and adaptive move, one line each: info for
+// a close, a raised limit or throttling that stopped; warn otherwise. Safe
+// for concurrent use.
 class LoggingEventSink final : public core::EventSink {
  public:
   void OnBreakerTransition(const core::BreakerTransition& t) override;
+  void OnAdaptiveChange(const core::AdaptiveChange& c) override;
 };
 
-// Hands every transition to each of a fixed list of sinks, in order. The
+// Hands every event to each of a fixed list of sinks, in order. The
 // list is complete at construction, so the engine's observers are built
 // before the engine. Safe for concurrent use if the sinks are.
 class FanOutEventSink final : public core::EventSink {
@@ -24,6 +26,7 @@ class FanOutEventSink final : public core::EventSink {
   FanOutEventSink(std::initializer_list<core::EventSink*> sinks);
 
   void OnBreakerTransition(const core::BreakerTransition& t) override;
+  void OnAdaptiveChange(const core::AdaptiveChange& c) override;
 
  private:
   const std::vector<core::EventSink*> sinks_;

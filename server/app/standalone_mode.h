@@ -40,6 +40,7 @@ class StandaloneMode final : public Mode {
   void Stop() override;
   // No other replica to tell.
   void OnBreakerTransition(const core::BreakerTransition& t) override {}
+  void OnAdaptiveChange(const core::AdaptiveChange& c) override {}
 
  private:
   const StateFileKeeper::Options state_file_;  // path "": none

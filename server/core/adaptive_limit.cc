@@ -19,11 +19,13 @@ std::string Millis(absl::Duration d) {
 }  // namespace
 
 AdaptiveLimit::AdaptiveLimit(const AdaptiveConcurrencyConfig& config,
-                             absl::Time now)
+                             absl::Time now, uint32_t first_epoch)
     : config_(&config),
       limit_(std::clamp(config.initial_limit, config.min_limit,
                         config.max_limit)),
       previous_limit_(limit_),
+      first_epoch_(std::max<uint32_t>(1, first_epoch)),
+      epoch_(first_epoch_),
       half_start_(now) {
   StartWindow(now);
 }
@@ -43,6 +45,9 @@ uint32_t AdaptiveLimit::TryTake(absl::Time now) {
 bool AdaptiveLimit::Release(uint32_t epoch, bool judged,
                             absl::Duration latency, absl::Time now,
                             std::string* cause) {
+  if (epoch < first_epoch_ || epoch > epoch_) {
+    return MaybeJudge(now, cause);  // a slot of a limit this one replaced
+  }
   Integrate(now);
   if (in_flight_ > 0) --in_flight_;
   // A call admitted under an earlier limit waited in the queue that limit
@@ -85,8 +90,8 @@ absl::Duration AdaptiveLimit::Baseline() const {
 void AdaptiveLimit::SetLimit(uint32_t limit, absl::Time now) {
   previous_limit_ = limit_;
   limit_ = limit;
+  // One change a window at most: 2^32 epochs outlast any process.
   ++epoch_;
-  if (epoch_ == 0) epoch_ = 1;  // 0 means "no slot"
 }
 
 bool AdaptiveLimit::MaybeJudge(absl::Time now, std::string* cause) {
@@ -178,6 +183,8 @@ AdaptiveLimitState AdaptiveLimit::Export() const {
 }
 
 void AdaptiveLimit::Import(const AdaptiveLimitState& state, absl::Time now) {
+  // Taken state counts as judged: a later cluster view does not replace it.
+  judged_ = true;
   if (state.steady_limit > 0) {
     const uint32_t limit = std::clamp(state.steady_limit, config_->min_limit,
                                       config_->max_limit);

@@ -41,15 +41,17 @@ struct AdaptiveLimitState {
 // baseline B, the lowest window mean of the last `baseline_window`:
 //   L > tolerance * B: a queue is building. By Little's law the calls in
 //     flight that the throughput explains without a queue are
-//     in_flight * B / L, where in_flight is the window's time-weighted mean;
-//     that is the capacity, and the new limit (at most a halving per step).
+//     in_flight * B / L, where in_flight is the window's time-weighted mean:
+//     the capacity. The new limit is 90% of it (at most a halving per
+//     step), so the next window surely runs without a queue.
 //   else, if the limit was reached in the window: limit + max(1, limit / 10).
 //   else: unchanged (the limit does not grow while demand is below it).
 // Bounded by [min_limit, max_limit].
 //
 // Each step down drains the queue, so the next window sees the latency
-// without a queue and renews the baseline; in steady overload the limit
-// cycles between the capacity and about tolerance times it. Outcomes of
+// without a queue and renews the baseline (even one learned while a queue
+// stood, 10% closer each cycle); in steady overload the limit cycles
+// between 0.9 and about tolerance times the capacity. Outcomes of
 // calls admitted before the last change are not judged (they queued under
 // the old limit), so one overload is not counted twice.
 //
@@ -57,14 +59,19 @@ struct AdaptiveLimitState {
 // replaced through Reconfigure.
 class AdaptiveLimit {
  public:
-  AdaptiveLimit(const AdaptiveConcurrencyConfig& config, absl::Time now);
+  // Epochs start at `first_epoch` (>= 1): a limit that replaces a removed
+  // one starts past the epochs it handed out, so their late releases are
+  // told apart.
+  AdaptiveLimit(const AdaptiveConcurrencyConfig& config, absl::Time now,
+                uint32_t first_epoch = 1);
 
   // Takes a slot if one is free; returns the epoch to hand back to Release
   // (>= 1), or 0 when the limit is reached.
   uint32_t TryTake(absl::Time now);
   // A call that held a slot taken in `epoch` ended; `judged` outcomes carry
-  // their latency into the window (CANCELLED ones do not). Returns true
-  // when the limit moved; then *cause says why.
+  // their latency into the window (CANCELLED ones do not). An epoch this
+  // limit never handed out frees nothing. Returns true when the limit
+  // moved; then *cause says why.
   bool Release(uint32_t epoch, bool judged, absl::Duration latency,
                absl::Time now, std::string* cause);
   // Judges the window if it is due without a report (an idle dependency,
@@ -74,8 +81,10 @@ class AdaptiveLimit {
   uint32_t limit() const { return limit_; }
   uint32_t previous_limit() const { return previous_limit_; }
   uint32_t in_flight() const { return in_flight_; }
-  // Whether a window was judged since the gate was built or imported
-  // (a replica that has not is a fresh one: see GateSet::ApplyWarm).
+  uint32_t epoch() const { return epoch_; }
+  // Whether a window was judged or state imported since the gate was
+  // built (a replica that has neither is a fresh one: see
+  // GateSet::ApplyWarm).
   bool judged() const { return judged_; }
   AdaptiveLimitStatus Status() const;
 
@@ -100,7 +109,8 @@ class AdaptiveLimit {
   uint32_t previous_limit_;
   uint32_t in_flight_ = 0;
   // Bumped on every limit change; slots of older epochs are not judged.
-  uint32_t epoch_ = 1;
+  const uint32_t first_epoch_;
+  uint32_t epoch_;
   uint32_t steady_limit_ = 0;  // 0: no step down yet
   uint64_t refused_ = 0;
   bool judged_ = false;

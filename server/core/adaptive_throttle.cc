@@ -20,9 +20,6 @@ bool AdaptiveThrottle::Refuse(absl::Time now, double* probability) {
   // what the dependency did with the calls before it.
   const double p = ProbabilityOf(window_.Sum());
   *probability = p;
-  Counts one;
-  one.requests = 1;
-  window_.Add(one);
   if (p <= 0) {
     credit_ = 0;
     return false;
@@ -31,13 +28,18 @@ bool AdaptiveThrottle::Refuse(absl::Time now, double* probability) {
   if (credit_ < 1) return false;
   credit_ -= 1;
   ++refused_;
+  Counts one;
+  one.requests = 1;
+  window_.Add(one);
   return true;
 }
 
-void AdaptiveThrottle::Accept(absl::Time now) {
+void AdaptiveThrottle::Record(Outcome outcome, absl::Time now) {
+  if (outcome == Outcome::kCancelled) return;
   window_.Advance(now);
   Counts one;
-  one.accepts = 1;
+  one.requests = 1;
+  one.accepts = outcome == Outcome::kSuccess ? 1 : 0;
   window_.Add(one);
 }
 

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "server/core/bucket_ring.h"
 #include "server/core/policy_config.h"
+#include "server/core/types.h"
 
 namespace sluice::core {
 
@@ -25,6 +26,12 @@ struct ThrottleStatus {
 // accepts at least 1/k of the calls, nothing is refused; below that the
 // refusals keep the calls that do go through at about k times the accepts.
 //
+// An admitted call counts as a request when its outcome comes (any but
+// CANCELLED), a refused one at once. So a call whose outcome never comes
+// (a caller that does not report: Envoy without the reporting filter)
+// counts neither way, and the throttle cannot refuse a caller it hears
+// nothing from.
+//
 // Refusals are spread evenly instead of drawn at random: every call adds
 // the probability to a running credit, and a call is refused when the credit
 // reaches 1. Over any run of calls the refused share is the probability to
@@ -37,11 +44,12 @@ class AdaptiveThrottle {
  public:
   explicit AdaptiveThrottle(const AdaptiveThrottleConfig& config);
 
-  // Counts one call asked for and says whether to refuse it; *probability
-  // is the refusal probability it was judged by.
+  // Whether to refuse the next call; *probability is the refusal
+  // probability it was judged by. A refused call counts as a request.
   bool Refuse(absl::Time now, double* probability);
-  // One reported outcome of an admitted call: SUCCESS is an accept.
-  void Accept(absl::Time now);
+  // The outcome of an admitted call: a request (unless CANCELLED), and an
+  // accept if SUCCESS.
+  void Record(Outcome outcome, absl::Time now);
 
   // The refusal probability the window gives at `now`.
   double Probability(absl::Time now);

@@ -46,10 +46,11 @@ void GateSet::Reconfigure(const PolicyConfig& policy, absl::Time now) {
     if (adaptive_) {
       adaptive_->Reconfigure(*policy.adaptive_concurrency, now);
     } else {
-      adaptive_ =
-          std::make_unique<AdaptiveLimit>(*policy.adaptive_concurrency, now);
+      adaptive_ = std::make_unique<AdaptiveLimit>(
+          *policy.adaptive_concurrency, now, adaptive_epochs_ + 1);
     }
-  } else {
+  } else if (adaptive_) {
+    adaptive_epochs_ = adaptive_->epoch();
     adaptive_.reset();
   }
   if (policy.adaptive_throttle) {
@@ -285,7 +286,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
                     ConcurrencyRetryAfter(policy.call_timeout), now, out);
     }
   }
-  // 5. Adaptive throttle: a call it refuses still counts as a request.
+  // 5. Adaptive throttle (a call it refuses counts as a request).
   if (throttle_) {
     double p = 0;
     const bool refuse = throttle_->Refuse(now, &p);
@@ -333,7 +334,7 @@ void GateSet::Settle(const Admission& admission, Outcome outcome,
                            outcome != Outcome::kCancelled, latency, now, &cause);
     LimitMoved(moved, cause, now);
   }
-  if (throttle_ && outcome == Outcome::kSuccess) throttle_->Accept(now);
+  if (throttle_) throttle_->Record(outcome, now);
 }
 
 void GateSet::Sweep(absl::Time now) {

@@ -267,6 +267,9 @@ class GateSet final : public BreakerListener {
   std::unique_ptr<AdaptiveThrottle> throttle_;
   // Whether the throttle was refusing (p > 0) at its last look.
   bool throttling_ = false;
+  // The last epoch of an adaptive limit the policy dropped: a new one
+  // starts past it.
+  uint32_t adaptive_epochs_ = 0;
   // Held so that a breaker added by a later policy edit starts overridden.
   BreakerOverride override_ = BreakerOverride::kAuto;
 

@@ -23,6 +23,12 @@ enum class MetricId : int {
   kBreakerTransitions,
   kInFlight,
   kShare,
+  kAdaptiveLimit,
+  kAdaptiveInFlight,
+  kAdaptiveBaseline,
+  kThrottleProbability,
+  kLatencyBaseline,
+  kAdaptiveChanges,
   kPolicyVersion,
   kPolicies,
   kStoreUp,
@@ -91,6 +97,33 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          {"dependency", nullptr},
          "This replica's fraction of a cluster-scope rate limit (1 for a "
          "local limit or standalone)."},
+        {MetricId::kAdaptiveLimit, "sluice_adaptive_limit", MetricType::kGauge,
+         {"dependency", nullptr},
+         "The in-flight limit adaptive_concurrency holds now (dependencies "
+         "with adaptive_concurrency and without per_key)."},
+        {MetricId::kAdaptiveInFlight, "sluice_adaptive_in_flight",
+         MetricType::kGauge, {"dependency", nullptr},
+         "Calls holding a slot of the adaptive limit (dependencies with "
+         "adaptive_concurrency and without per_key)."},
+        {MetricId::kAdaptiveBaseline, "sluice_adaptive_baseline_seconds",
+         MetricType::kGauge, {"dependency", nullptr},
+         "The adaptive limit's baseline: the lowest window mean latency of "
+         "its baseline_window. Absent until a window was judged."},
+        {MetricId::kThrottleProbability, "sluice_throttle_probability",
+         MetricType::kGauge, {"dependency", nullptr},
+         "The probability adaptive_throttle refuses the next call, from 0 to "
+         "1 (dependencies with adaptive_throttle and without per_key)."},
+        {MetricId::kLatencyBaseline, "sluice_latency_baseline_seconds",
+         MetricType::kGauge, {"dependency", "stat", nullptr},
+         "The breaker's learned latency baseline: stat mean or stddev of the "
+         "windows' mean latency of successful calls. Absent until a window "
+         "was learned."},
+        {MetricId::kAdaptiveChanges, "sluice_adaptive_changes_total",
+         MetricType::kCounter, {"dependency", "kind", nullptr},
+         "Moves of the adaptive gates seen by this replica: kind limit_up or "
+         "limit_down (adaptive_concurrency), throttle_started or "
+         "throttle_stopped (adaptive_throttle). Dependencies without "
+         "per_key."},
         {MetricId::kPolicyVersion, "sluice_policy_version", MetricType::kGauge,
          {"dependency", nullptr}, "Version of the policy in force."},
         {MetricId::kPolicies, "sluice_policies", MetricType::kGauge,

@@ -65,6 +65,19 @@ void Add(MetricFamily* family, MetricId id,
 
 std::string Name(absl::string_view name) { return std::string(name); }
 
+// The kind label of sluice_adaptive_changes_total.
+const char* ChangeKind(const core::AdaptiveChange& c) {
+  switch (c.kind) {
+    case core::AdaptiveChange::Kind::kLimit:
+      return c.to > c.from ? "limit_up" : "limit_down";
+    case core::AdaptiveChange::Kind::kThrottleStarted:
+      return "throttle_started";
+    case core::AdaptiveChange::Kind::kThrottleStopped:
+      return "throttle_stopped";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 class Metrics::Adapter final : public prometheus::Collectable {
@@ -91,6 +104,14 @@ void Metrics::OnBreakerTransition(const core::BreakerTransition& t) {
   ++transitions_[TransitionKey(t.dependency, t.from, t.to)];
 }
 
+void Metrics::OnAdaptiveChange(const core::AdaptiveChange& c) {
+  // Keys of a per_key policy are too many to count apart, and the metric
+  // has no key label.
+  if (!c.key.empty()) return;
+  absl::MutexLock lock(&mu_);
+  ++adaptive_changes_[ChangeKey(c.dependency, ChangeKind(c))];
+}
+
 std::vector<MetricFamily> Metrics::Collect() const {
   std::vector<MetricFamily> families(kMetrics.size());
   for (const MetricDef& def : kMetrics) {
@@ -101,6 +122,9 @@ std::vector<MetricFamily> Metrics::Collect() const {
   };
 
   // Per dependency, from the engine's own counters and gates.
+  // The adaptive change counters each dependency shows (every kind of its
+  // blocks, from 0, so that rate() works from the first move).
+  std::vector<ChangeKey> change_series;
   const auto policies = sources_.engine->Policies();
   Add(family(MetricId::kPolicies), MetricId::kPolicies, {},
       static_cast<double>(policies.size()));
@@ -150,6 +174,31 @@ std::vector<MetricFamily> Metrics::Collect() const {
             g.breaker_state == state ? 1 : 0);
       }
     }
+    if (g.adaptive_limit) {
+      const core::AdaptiveLimitStatus& a = *g.adaptive_limit;
+      Add(family(MetricId::kAdaptiveLimit), MetricId::kAdaptiveLimit, {dep},
+          a.limit);
+      Add(family(MetricId::kAdaptiveInFlight), MetricId::kAdaptiveInFlight,
+          {dep}, a.in_flight);
+      if (a.baseline > absl::ZeroDuration()) {
+        Add(family(MetricId::kAdaptiveBaseline), MetricId::kAdaptiveBaseline,
+            {dep}, absl::ToDoubleSeconds(a.baseline));
+      }
+      change_series.emplace_back(dep, "limit_up");
+      change_series.emplace_back(dep, "limit_down");
+    }
+    if (g.throttle) {
+      Add(family(MetricId::kThrottleProbability),
+          MetricId::kThrottleProbability, {dep}, g.throttle->probability);
+      change_series.emplace_back(dep, "throttle_started");
+      change_series.emplace_back(dep, "throttle_stopped");
+    }
+    if (g.baseline && g.baseline->learned.windows > 0) {
+      Add(family(MetricId::kLatencyBaseline), MetricId::kLatencyBaseline,
+          {dep, "mean"}, absl::ToDoubleSeconds(g.baseline->mean));
+      Add(family(MetricId::kLatencyBaseline), MetricId::kLatencyBaseline,
+          {dep, "stddev"}, absl::ToDoubleSeconds(g.baseline->stddev));
+    }
   }
   if (sources_.unknown_decisions) {
     const auto [allowed, rejected] = sources_.unknown_decisions();
@@ -168,6 +217,12 @@ std::vector<MetricFamily> Metrics::Collect() const {
           {std::get<0>(key), Name(core::BreakerStateName(std::get<1>(key))),
            Name(core::BreakerStateName(std::get<2>(key)))},
           static_cast<double>(n));
+    }
+    for (const ChangeKey& series : change_series) {
+      auto it = adaptive_changes_.find(series);
+      Add(family(MetricId::kAdaptiveChanges), MetricId::kAdaptiveChanges,
+          {series.first, series.second},
+          it == adaptive_changes_.end() ? 0 : static_cast<double>(it->second));
     }
   }
 

@@ -89,8 +89,8 @@ struct Sources {
 // Every sluiced metric (see metric_list.h). Almost everything is read at
 // scrape time from the engine's own per-dependency counters, so the request
 // path pays nothing for it; the exceptions are the Acquire histogram
-// (lock-free, see LatencyHistogram) and breaker transitions (counted on each
-// state change, which is rare). Safe for concurrent use.
+// (lock-free, see LatencyHistogram), breaker transitions and adaptive moves
+// (counted on each change, which is rare). Safe for concurrent use.
 class Metrics final : public core::EventSink {
  public:
   explicit Metrics(Sources sources);
@@ -102,6 +102,10 @@ class Metrics final : public core::EventSink {
 
   // Counts a breaker state change. Quick; called under the dependency lock.
   void OnBreakerTransition(const core::BreakerTransition& transition) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a move of an adaptive gate of a dependency (not of a key). Quick;
+  // called under the dependency lock.
+  void OnAdaptiveChange(const core::AdaptiveChange& change) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every metric family, in metric_list.h order; families without series
@@ -120,6 +124,8 @@ class Metrics final : public core::EventSink {
   class Adapter;
   using TransitionKey = std::tuple<std::string, core::BreakerState,
                                    core::BreakerState>;
+  // kind: a label value of sluice_adaptive_changes_total.
+  using ChangeKey = std::pair<std::string, std::string>;
 
   const Sources sources_;
   LatencyHistogram acquire_;
@@ -127,6 +133,8 @@ class Metrics final : public core::EventSink {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<TransitionKey, uint64_t> transitions_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ChangeKey, uint64_t> adaptive_changes_
       ABSL_GUARDED_BY(mu_);
 };
 

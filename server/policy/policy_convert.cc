@@ -1,5 +1,6 @@
 #include "server/policy/policy_convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -10,6 +11,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "wire/limits.h"
 #include "wire/status.h"
 #include "wire/time.h"
@@ -29,6 +32,14 @@ constexpr double kMaxWindowLimit = 1e15;
 // The breaker judges its ratio rules over core::BreakerConfig::buckets
 // sub-buckets of `window`; each must be at least this wide.
 constexpr absl::Duration kMinBucketWidth = absl::Milliseconds(1);
+// The adaptive blocks' windows: past a day they no longer adapt to anything.
+constexpr absl::Duration kMaxAdaptiveWindow = absl::Hours(24);
+// Keeps the adaptive limit's arithmetic (a 10% step up) far from uint32
+// overflow; far above any real in-flight count.
+constexpr uint32_t kMaxAdaptiveLimit = 10'000'000;
+// Window counts of the latency baseline; beyond this it would never be
+// ready, or never forget.
+constexpr uint32_t kMaxBaselineWindows = 100'000;
 
 std::string Quote(absl::string_view s) {
   return absl::StrCat("\"", absl::CHexEscape(s), "\"");
@@ -194,6 +205,159 @@ absl::Status ConvertRateLimit(const Errors& errors, const v1::RateLimit& in,
   return absl::OkStatus();
 }
 
+// A double that must be finite and above `min` (0: "not used" is left to
+// the caller).
+absl::Status Above(const Errors& errors, absl::string_view field, double v,
+                   double min) {
+  if (!(v > min) || !std::isfinite(v)) {  // also catches NaN
+    return errors.Bad(field, absl::StrCat("must be > ", Num(min), " and finite"),
+                      Num(v));
+  }
+  return absl::OkStatus();
+}
+
+// A duration at most kMaxAdaptiveWindow.
+absl::Status AtMostADay(const Errors& errors, absl::string_view field,
+                        absl::Duration d) {
+  if (d > kMaxAdaptiveWindow) {
+    return errors.Bad(field,
+                      absl::StrCat("must be at most ", Dur(kMaxAdaptiveWindow)),
+                      Dur(d));
+  }
+  return absl::OkStatus();
+}
+
+// A count of baseline windows: 0 takes `fallback`.
+absl::Status BaselineWindows(const Errors& errors, absl::string_view field,
+                             uint32_t in, uint32_t fallback, uint32_t* out) {
+  if (in > kMaxBaselineWindows) {
+    return errors.Bad(field,
+                      absl::StrCat("must be at most ", kMaxBaselineWindows),
+                      absl::StrCat(in));
+  }
+  *out = in == 0 ? fallback : in;
+  return absl::OkStatus();
+}
+
+absl::Status ConvertLatencyBaseline(const Errors& errors,
+                                    const v1::LatencyBaseline& in,
+                                    core::LatencyBaselineConfig* out) {
+  const core::LatencyBaselineConfig defaults;
+  // 0 means "not used" for each condition; a set one must make sense.
+  if (in.factor() != 0) {
+    SLUICE_RETURN_IF_ERROR(
+        Above(errors, "breaker.latency_baseline.factor", in.factor(), 1));
+  }
+  out->factor = in.factor();
+  if (in.deviations() != 0) {
+    SLUICE_RETURN_IF_ERROR(Above(errors, "breaker.latency_baseline.deviations",
+                                 in.deviations(), 0));
+  }
+  out->deviations = in.deviations();
+  if (!(in.success_rate_drop() >= 0 && in.success_rate_drop() <= 1)) {
+    return errors.Bad("breaker.latency_baseline.success_rate_drop",
+                      "must be in (0, 1]", Num(in.success_rate_drop()));
+  }
+  out->success_rate_drop = in.success_rate_drop();
+  if (out->factor == 0 && out->deviations == 0 &&
+      out->success_rate_drop == 0) {
+    return errors.Bad("breaker.latency_baseline",
+                      "needs at least one of factor, deviations or "
+                      "success_rate_drop");
+  }
+  SLUICE_RETURN_IF_ERROR(BaselineWindows(
+      errors, "breaker.latency_baseline.warmup_windows", in.warmup_windows(),
+      defaults.warmup_windows, &out->warmup_windows));
+  SLUICE_RETURN_IF_ERROR(BaselineWindows(
+      errors, "breaker.latency_baseline.history_windows", in.history_windows(),
+      defaults.history_windows, &out->history_windows));
+  return absl::OkStatus();
+}
+
+absl::Status ConvertAdaptiveThrottle(const Errors& errors,
+                                     const v1::AdaptiveThrottle& in,
+                                     core::AdaptiveThrottleConfig* out) {
+  const core::AdaptiveThrottleConfig defaults;
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "adaptive_throttle.window",
+                                          in.has_window(), in.window(),
+                                          defaults.window, &out->window));
+  SLUICE_RETURN_IF_ERROR(
+      AtMostADay(errors, "adaptive_throttle.window", out->window));
+  out->buckets = defaults.buckets;
+  if (out->window / out->buckets < kMinBucketWidth) {
+    return errors.Bad(
+        "adaptive_throttle.window",
+        absl::StrCat("must be at least ", Dur(kMinBucketWidth * out->buckets),
+                     " (", out->buckets, " buckets of >= 1ms)"),
+        Dur(out->window));
+  }
+  // k = 0 is the proto default: not set.
+  out->k = in.k() == 0 ? defaults.k : in.k();
+  if (!(out->k >= 1) || !std::isfinite(out->k)) {
+    return errors.Bad("adaptive_throttle.k", "must be >= 1 and finite",
+                      Num(out->k));
+  }
+  out->minimum_requests = in.minimum_requests() == 0
+                              ? defaults.minimum_requests
+                              : in.minimum_requests();
+  return absl::OkStatus();
+}
+
+absl::Status ConvertAdaptiveConcurrency(const Errors& errors,
+                                        const v1::AdaptiveConcurrency& in,
+                                        core::AdaptiveConcurrencyConfig* out) {
+  const core::AdaptiveConcurrencyConfig defaults;
+  out->min_limit = in.min_limit() == 0 ? defaults.min_limit : in.min_limit();
+  out->max_limit = in.max_limit() == 0 ? defaults.max_limit : in.max_limit();
+  if (out->max_limit > kMaxAdaptiveLimit) {
+    return errors.Bad("adaptive_concurrency.max_limit",
+                      absl::StrCat("must be at most ", kMaxAdaptiveLimit),
+                      absl::StrCat(out->max_limit));
+  }
+  if (out->max_limit < out->min_limit) {
+    return errors.Bad("adaptive_concurrency.max_limit",
+                      absl::StrCat("must be >= adaptive_concurrency.min_limit (",
+                                   out->min_limit, ")"),
+                      absl::StrCat(out->max_limit));
+  }
+  if (in.initial_limit() == 0) {
+    // min_limit x 10, within the bounds (in 64 bits: no overflow).
+    out->initial_limit = static_cast<uint32_t>(
+        std::clamp<uint64_t>(uint64_t{out->min_limit} * 10, out->min_limit,
+                             out->max_limit));
+  } else if (in.initial_limit() < out->min_limit ||
+             in.initial_limit() > out->max_limit) {
+    return errors.Bad("adaptive_concurrency.initial_limit",
+                      absl::StrCat("must be in [min_limit, max_limit] = [",
+                                   out->min_limit, ", ", out->max_limit, "]"),
+                      absl::StrCat(in.initial_limit()));
+  } else {
+    out->initial_limit = in.initial_limit();
+  }
+  out->tolerance = in.tolerance() == 0 ? defaults.tolerance : in.tolerance();
+  SLUICE_RETURN_IF_ERROR(
+      Above(errors, "adaptive_concurrency.tolerance", out->tolerance, 1));
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "adaptive_concurrency.window",
+                                          in.has_window(), in.window(),
+                                          defaults.window, &out->window));
+  SLUICE_RETURN_IF_ERROR(
+      AtMostADay(errors, "adaptive_concurrency.window", out->window));
+  out->minimum_samples = in.minimum_samples() == 0 ? defaults.minimum_samples
+                                                   : in.minimum_samples();
+  SLUICE_RETURN_IF_ERROR(PositiveDuration(
+      errors, "adaptive_concurrency.baseline_window", in.has_baseline_window(),
+      in.baseline_window(), defaults.baseline_window, &out->baseline_window));
+  SLUICE_RETURN_IF_ERROR(AtMostADay(
+      errors, "adaptive_concurrency.baseline_window", out->baseline_window));
+  if (out->baseline_window < out->window) {
+    return errors.Bad("adaptive_concurrency.baseline_window",
+                      absl::StrCat("must be >= adaptive_concurrency.window (",
+                                   Dur(out->window), ")"),
+                      Dur(out->baseline_window));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
                             core::BreakerConfig* out) {
   const core::BreakerConfig defaults;
@@ -227,11 +391,19 @@ absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
                       "requires breaker.slow_call_rate_threshold",
                       Dur(out->slow_call_duration));
   }
+  out->latency_baseline.reset();
+  if (in.has_latency_baseline()) {
+    core::LatencyBaselineConfig baseline;
+    SLUICE_RETURN_IF_ERROR(
+        ConvertLatencyBaseline(errors, in.latency_baseline(), &baseline));
+    out->latency_baseline = baseline;
+  }
   if (out->consecutive_failures == 0 && out->failure_rate_threshold == 0 &&
-      !slow_rate) {
+      !slow_rate && !out->latency_baseline.has_value()) {
     return errors.Bad("breaker",
                       "needs at least one rule (consecutive_failures, "
-                      "failure_rate_threshold or slow_call_rate_threshold)");
+                      "failure_rate_threshold, slow_call_rate_threshold or "
+                      "latency_baseline)");
   }
 
   SLUICE_RETURN_IF_ERROR(PositiveDuration(errors, "breaker.window",
@@ -279,6 +451,7 @@ bool IsRefusalReason(v1::Reason r) {
     case v1::CIRCUIT_OPEN:
     case v1::PROBE_LIMIT:
     case v1::STORE_UNAVAILABLE:
+    case v1::ADAPTIVE_THROTTLED:
       return true;
     default:
       return false;
@@ -337,7 +510,7 @@ absl::Status ConvertFallback(const Errors& errors, const v1::Fallback& in,
       return errors.Bad(
           absl::StrCat("fallback.on[", i, "]"),
           "must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, "
-          "CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE)",
+          "CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE, ADAPTIVE_THROTTLED)",
           name);
     }
     // Proto and core reason values are equal by design.
@@ -506,6 +679,18 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
     SLUICE_RETURN_IF_ERROR(ConvertBreaker(errors, policy.breaker(), &breaker));
     config.breaker = breaker;
   }
+  if (policy.has_adaptive_throttle()) {
+    core::AdaptiveThrottleConfig throttle;
+    SLUICE_RETURN_IF_ERROR(ConvertAdaptiveThrottle(
+        errors, policy.adaptive_throttle(), &throttle));
+    config.adaptive_throttle = throttle;
+  }
+  if (policy.has_adaptive_concurrency()) {
+    core::AdaptiveConcurrencyConfig concurrency;
+    SLUICE_RETURN_IF_ERROR(ConvertAdaptiveConcurrency(
+        errors, policy.adaptive_concurrency(), &concurrency));
+    config.adaptive_concurrency = concurrency;
+  }
   if (policy.has_fallback()) {
     SLUICE_RETURN_IF_ERROR(
         ConvertFallback(errors, policy.fallback(), &config.fallback));
@@ -538,7 +723,28 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
   config.version = policy.version();
   config.description = policy.description();
   SLUICE_RETURN_IF_ERROR(ConvertEnvoyDescriptors(errors, policy, &config));
+  config.digest = PolicyDigest(FromConfig(config));
   return config;
+}
+
+uint64_t PolicyDigest(const v1::Policy& canonical) {
+  v1::Policy content = canonical;
+  content.set_version(0);
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    content.SerializeToCodedStream(&coded);
+  }  // the stream flushes into `bytes` when it goes
+  // FNV-1a, 64 bits: fixed constants, so the same bytes give the same digest
+  // in every process and build.
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
 }
 
 v1::Policy FromConfig(const core::PolicyConfig& config) {
@@ -579,6 +785,34 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
     wire::DurationToProto(in.max_open_duration, breaker->mutable_max_open_duration());
     breaker->set_half_open_probes(in.half_open_probes);
     breaker->set_successes_to_close(in.successes_to_close);
+    if (in.latency_baseline.has_value()) {
+      const core::LatencyBaselineConfig& b = *in.latency_baseline;
+      v1::LatencyBaseline* baseline = breaker->mutable_latency_baseline();
+      baseline->set_factor(b.factor);
+      baseline->set_deviations(b.deviations);
+      baseline->set_success_rate_drop(b.success_rate_drop);
+      baseline->set_warmup_windows(b.warmup_windows);
+      baseline->set_history_windows(b.history_windows);
+    }
+  }
+  if (config.adaptive_throttle.has_value()) {
+    const core::AdaptiveThrottleConfig& in = *config.adaptive_throttle;
+    v1::AdaptiveThrottle* throttle = out.mutable_adaptive_throttle();
+    wire::DurationToProto(in.window, throttle->mutable_window());
+    throttle->set_k(in.k);
+    throttle->set_minimum_requests(in.minimum_requests);
+  }
+  if (config.adaptive_concurrency.has_value()) {
+    const core::AdaptiveConcurrencyConfig& in = *config.adaptive_concurrency;
+    v1::AdaptiveConcurrency* concurrency = out.mutable_adaptive_concurrency();
+    concurrency->set_min_limit(in.min_limit);
+    concurrency->set_max_limit(in.max_limit);
+    concurrency->set_initial_limit(in.initial_limit);
+    concurrency->set_tolerance(in.tolerance);
+    wire::DurationToProto(in.window, concurrency->mutable_window());
+    concurrency->set_minimum_samples(in.minimum_samples);
+    wire::DurationToProto(in.baseline_window,
+                          concurrency->mutable_baseline_window());
   }
 
   const core::FallbackConfig& fb = config.fallback;

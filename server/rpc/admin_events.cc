@@ -91,6 +91,32 @@ void EventHub::OnBreakerTransition(const core::BreakerTransition& transition) {
   Publish(BreakerTransitionEvent(transition));
 }
 
+void EventHub::OnAdaptiveChange(const core::AdaptiveChange& change) {
+  Publish(AdaptiveChangeEvent(change));
+}
+
+v1::Event AdaptiveChangeEvent(const core::AdaptiveChange& c) {
+  v1::Event event;
+  switch (c.kind) {
+    case core::AdaptiveChange::Kind::kLimit:
+      event.set_kind(v1::Event::ADAPTIVE_LIMIT_CHANGED);
+      break;
+    case core::AdaptiveChange::Kind::kThrottleStarted:
+      event.set_kind(v1::Event::THROTTLE_STARTED);
+      break;
+    case core::AdaptiveChange::Kind::kThrottleStopped:
+      event.set_kind(v1::Event::THROTTLE_STOPPED);
+      break;
+  }
+  *event.mutable_time() = wire::TimestampToProto(c.at);
+  event.set_dependency(c.dependency);
+  event.set_key(c.key);
+  event.set_old_value(c.from);
+  event.set_new_value(c.to);
+  event.set_cause(c.cause);
+  return event;
+}
+
 v1::Event BreakerTransitionEvent(const core::BreakerTransition& t) {
   v1::Event event;
   event.set_kind(v1::Event::BREAKER_TRANSITION);

@@ -18,8 +18,8 @@
 
 namespace sluice::rpc {
 
-// Fans operator events (breaker transitions, policy changes, overrides,
-// store up/down) out to WatchEvents streams. Each watcher has a bounded
+// Fans operator events (breaker transitions, adaptive limit and throttle
+// moves, policy changes, overrides, store up/down) out to WatchEvents streams. Each watcher has a bounded
 // queue: when it is full the oldest event goes, and the watcher's next read
 // starts with one EVENTS_DROPPED event saying how many it missed. Publish
 // never waits for a watcher. Safe for concurrent use.
@@ -72,8 +72,9 @@ class EventHub final : public core::EventSink {
   // every matching watcher.
   void Publish(v1::Event event) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // core::EventSink: breaker transitions from the engine.
+  // core::EventSink: breaker transitions and adaptive moves from the engine.
   void OnBreakerTransition(const core::BreakerTransition& transition) override;
+  void OnAdaptiveChange(const core::AdaptiveChange& change) override;
 
   // Events dropped for slow watchers since start.
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
@@ -90,6 +91,8 @@ class EventHub final : public core::EventSink {
 
 // Event builders, so that every producer fills the same fields.
 v1::Event BreakerTransitionEvent(const core::BreakerTransition& transition);
+// ADAPTIVE_LIMIT_CHANGED, THROTTLE_STARTED or THROTTLE_STOPPED.
+v1::Event AdaptiveChangeEvent(const core::AdaptiveChange& change);
 v1::Event PolicyChangedEvent(const std::string& dependency,
                              uint64_t old_version, uint64_t new_version,
                              const std::string& cause);

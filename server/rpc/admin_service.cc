@@ -120,6 +120,50 @@ class RejectedWatch final : public grpc::ServerWriteReactor<v1::Event> {
 
 uint64_t Count(int64_t n) { return n > 0 ? static_cast<uint64_t>(n) : 0; }
 
+// The adaptive gates and the baseline rule, each only when the policy has it.
+// A duration not known yet stays unset rather than "0s".
+void AdaptiveStateToProto(const core::GateStatus& g,
+                          v1::DependencyState* out) {
+  if (g.throttle) {
+    const core::ThrottleStatus& t = *g.throttle;
+    v1::AdaptiveThrottleState* state = out->mutable_throttle();
+    state->set_requests(t.requests);
+    state->set_accepts(t.accepts);
+    state->set_probability(t.probability);
+    state->set_refused(t.refused);
+  }
+  if (g.adaptive_limit) {
+    const core::AdaptiveLimitStatus& a = *g.adaptive_limit;
+    v1::AdaptiveLimitState* state = out->mutable_adaptive_limit();
+    state->set_limit(a.limit);
+    state->set_in_flight(a.in_flight);
+    state->set_steady_limit(a.steady_limit);
+    if (a.baseline > absl::ZeroDuration()) {
+      wire::DurationToProto(a.baseline, state->mutable_baseline());
+    }
+    if (a.last_latency > absl::ZeroDuration()) {
+      wire::DurationToProto(a.last_latency, state->mutable_last_latency());
+    }
+    state->set_refused(a.refused);
+  }
+  if (g.baseline) {
+    const core::BaselineStatus& b = *g.baseline;
+    v1::LatencyBaselineState* state = out->mutable_latency_baseline();
+    state->set_windows_learned(b.learned.windows);
+    state->set_ready(b.ready);
+    if (b.learned.windows > 0) {
+      wire::DurationToProto(b.mean, state->mutable_mean());
+      wire::DurationToProto(b.stddev, state->mutable_stddev());
+    }
+    state->set_success_rate(b.learned.success);
+    state->set_live_calls(b.live_calls);
+    if (b.live_calls > 0) {
+      wire::DurationToProto(b.live_mean, state->mutable_live_mean());
+    }
+    state->set_live_success_rate(b.live_success);
+  }
+}
+
 }  // namespace
 
 void DependencyStateToProto(const core::DependencyStatus& status,
@@ -153,6 +197,7 @@ void DependencyStateToProto(const core::DependencyStatus& status,
   out->set_effective_rate(g.effective_rate);
   out->set_effective_max_in_flight(g.effective_max_in_flight);
   out->set_has_grant(g.has_grant);
+  AdaptiveStateToProto(g, out);
   if (!g.has_breaker) return;
   out->set_breaker_state(BreakerStateToProto(g.breaker_state));
   if (g.open_until != absl::InfinitePast()) {

@@ -223,6 +223,10 @@ TEST_F(AdminServiceTest, GetStateShowsLiveState) {
   EXPECT_EQ(state.store_status(), "standalone");
   EXPECT_EQ(state.replica_id(), "test-replica");
   EXPECT_EQ(state.share(), 0);
+  // No adaptive blocks in the policy: none in the state.
+  EXPECT_FALSE(state.has_throttle());
+  EXPECT_FALSE(state.has_adaptive_limit());
+  EXPECT_FALSE(state.has_latency_baseline());
 
   req.set_dependency("missing");
   EXPECT_EQ(stub_->GetState(Ctx().get(), req, &state).error_code(),
@@ -230,6 +234,90 @@ TEST_F(AdminServiceTest, GetStateShowsLiveState) {
   req.set_dependency("");
   EXPECT_EQ(stub_->GetState(Ctx().get(), req, &state).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+constexpr char kAdaptive[] = R"pb(
+  name: "search"
+  breaker {
+    consecutive_failures: 100
+    window { seconds: 10 }
+    minimum_calls: 2
+    latency_baseline { factor: 3 }
+  }
+  adaptive_throttle { minimum_requests: 1000 }
+  adaptive_concurrency {
+    min_limit: 1
+    max_limit: 100
+    initial_limit: 2
+    minimum_samples: 2
+    window { seconds: 1 }
+  }
+)pb";
+
+TEST_F(AdminServiceTest, GetStateShowsTheAdaptiveGatesAndTheirEvents) {
+  ASSERT_TRUE(Put(P(kAdaptive)).ok());
+  auto events = hub_.Subscribe("search", nullptr);
+
+  // Two calls fill the limit of 2; the third is refused by it.
+  std::vector<uint64_t> permits;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<core::Decision> d = engine_.Acquire("search", "", 1);
+    ASSERT_TRUE(d.ok());
+    ASSERT_EQ(d->verdict, core::Verdict::kAllow);
+    permits.push_back(d->permit_id);
+  }
+  absl::StatusOr<core::Decision> refused = engine_.Acquire("search", "", 1);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->verdict, core::Verdict::kReject);
+  EXPECT_EQ(refused->reason, core::Reason::kAdaptiveThrottled);
+  clock_.Advance(absl::Milliseconds(20));
+  for (uint64_t id : permits) {
+    engine_.Report("search", "", id, core::Outcome::kSuccess,
+                   absl::Milliseconds(20));
+  }
+  // A window later, a third report judges it: the limit was reached and the
+  // latency is at its baseline, so it grows by one.
+  clock_.Advance(absl::Seconds(1));
+  absl::StatusOr<core::Decision> d = engine_.Acquire("search", "", 1);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->verdict, core::Verdict::kAllow);
+  engine_.Report("search", "", d->permit_id, core::Outcome::kSuccess,
+                 absl::Milliseconds(20));
+
+  v1::GetStateRequest req;
+  req.set_dependency("search");
+  v1::DependencyState state;
+  ASSERT_TRUE(stub_->GetState(Ctx().get(), req, &state).ok());
+  ASSERT_TRUE(state.has_adaptive_limit());
+  EXPECT_EQ(state.adaptive_limit().limit(), 3u);
+  EXPECT_EQ(state.adaptive_limit().in_flight(), 0u);
+  EXPECT_EQ(state.adaptive_limit().refused(), 1u);
+  EXPECT_EQ(state.adaptive_limit().baseline().nanos(), 20'000'000);
+  EXPECT_EQ(state.adaptive_limit().last_latency().nanos(), 20'000'000);
+  ASSERT_TRUE(state.has_throttle());
+  EXPECT_EQ(state.throttle().accepts(), 3);
+  EXPECT_GE(state.throttle().requests(), 3);
+  EXPECT_EQ(state.throttle().probability(), 0);  // below minimum_requests
+  EXPECT_EQ(state.throttle().refused(), 0u);
+  ASSERT_TRUE(state.has_latency_baseline());
+  // The breaker's 10 s window has not ended: nothing learned yet.
+  EXPECT_EQ(state.latency_baseline().windows_learned(), 0u);
+  EXPECT_FALSE(state.latency_baseline().ready());
+  EXPECT_FALSE(state.latency_baseline().has_mean());
+  EXPECT_EQ(state.latency_baseline().live_calls(), 3);
+  EXPECT_EQ(state.latency_baseline().live_mean().nanos(), 20'000'000);
+  EXPECT_EQ(state.latency_baseline().live_success_rate(), 1);
+
+  v1::Event e;
+  std::vector<v1::Event> changes;
+  while (events->Pop(&e)) {
+    if (e.kind() == v1::Event::ADAPTIVE_LIMIT_CHANGED) changes.push_back(e);
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].old_value(), 2);
+  EXPECT_EQ(changes[0].new_value(), 3);
+  EXPECT_THAT(changes[0].cause(), HasSubstr("limit reached"));
+  EXPECT_EQ(changes[0].replica_id(), "test-replica");
 }
 
 TEST_F(AdminServiceTest, WatchEventsStreamsTransitionsPolicyAndOverrides) {

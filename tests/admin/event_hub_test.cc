@@ -125,5 +125,49 @@ TEST(EventHubTest, BreakerTransitionCarriesCauseAndGeneration) {
   EXPECT_EQ(got[0].open_until().seconds(), 1767225615);
 }
 
+TEST(EventHubTest, AdaptiveChangesBecomeTheirKindsWithOldAndNewValues) {
+  EventHub hub({8, "r1"});
+  auto sub = hub.Subscribe("search", nullptr);
+  core::AdaptiveChange c;
+  c.dependency = "search";
+  c.key = "tenant-1";
+  c.kind = core::AdaptiveChange::Kind::kLimit;
+  c.from = 40;
+  c.to = 22;
+  c.cause = "mean latency 48ms > 1.5 x baseline 20ms at 31.2 in flight";
+  c.at = absl::FromUnixSeconds(1767225600);
+  hub.OnAdaptiveChange(c);
+  c.kind = core::AdaptiveChange::Kind::kThrottleStarted;
+  c.from = 0;
+  c.to = 0.25;
+  c.cause = "accepts 30 of 80 requests";
+  hub.OnAdaptiveChange(c);
+  c.kind = core::AdaptiveChange::Kind::kThrottleStopped;
+  c.from = 0.25;
+  c.to = 0;
+  hub.OnAdaptiveChange(c);
+  // Another dependency's change does not reach this watcher.
+  c.dependency = "inventory";
+  hub.OnAdaptiveChange(c);
+
+  std::vector<v1::Event> got = Drain(sub.get());
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].kind(), v1::Event::ADAPTIVE_LIMIT_CHANGED);
+  EXPECT_EQ(got[0].dependency(), "search");
+  EXPECT_EQ(got[0].key(), "tenant-1");
+  EXPECT_EQ(got[0].old_value(), 40);
+  EXPECT_EQ(got[0].new_value(), 22);
+  EXPECT_EQ(got[0].cause(),
+            "mean latency 48ms > 1.5 x baseline 20ms at 31.2 in flight");
+  EXPECT_EQ(got[0].time().seconds(), 1767225600);
+  EXPECT_EQ(got[0].replica_id(), "r1");
+  EXPECT_EQ(got[1].kind(), v1::Event::THROTTLE_STARTED);
+  EXPECT_EQ(got[1].old_value(), 0);
+  EXPECT_EQ(got[1].new_value(), 0.25);
+  EXPECT_EQ(got[2].kind(), v1::Event::THROTTLE_STOPPED);
+  EXPECT_EQ(got[2].old_value(), 0.25);
+  EXPECT_EQ(got[2].new_value(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::rpc

@@ -80,6 +80,25 @@ double Sum(const std::vector<Sample>& samples, const std::string& name,
   return sum;
 }
 
+// promtool's complaints about a /metrics body ("" when it has none).
+std::string Promtool(const std::string& body) {
+  const std::string path = ::testing::TempDir() + "/sluice_metrics.txt";
+  {
+    std::ofstream out(path);
+    out << body;
+  }
+  const std::string cmd =
+      absl::StrCat("promtool check metrics < ", path, " 2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return "cannot run promtool";
+  std::string output;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
+  const int rc = pclose(pipe);
+  if (rc != 0 && output.empty()) output = absl::StrCat("exit status ", rc);
+  return output;
+}
+
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -127,6 +146,9 @@ class MetricsTest : public ::testing::Test {
     explicit Sink(Metrics** m) : m_(m) {}
     void OnBreakerTransition(const core::BreakerTransition& t) override {
       if (*m_) (*m_)->OnBreakerTransition(t);
+    }
+    void OnAdaptiveChange(const core::AdaptiveChange& c) override {
+      if (*m_) (*m_)->OnAdaptiveChange(c);
     }
     Metrics** m_;
   } sink_{&metrics_ptr_};
@@ -354,28 +376,169 @@ TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
   const std::string body = sluice::testing::HttpGet((*server)->port(),
                                                     "/metrics");
   ASSERT_THAT(body, HasSubstr("sluice_decisions_total"));
-  const std::string path = ::testing::TempDir() + "/sluice_metrics.txt";
-  {
-    std::ofstream out(path);
-    out << body;
-  }
-  const std::string cmd =
-      absl::StrCat("promtool check metrics < ", path, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  const int rc = pclose(pipe);
-  EXPECT_EQ(rc, 0) << "promtool check metrics failed:\n" << output << "\n"
-                   << body;
-  EXPECT_EQ(output, "") << body;
+  EXPECT_EQ(Promtool(body), "") << body;
 
   const std::vector<Sample> s = Parse(body);
   int total_calls = calls["inventory"] + calls["search"];
   EXPECT_EQ(Sum(s, "sluice_decisions_total"), total_calls);
   EXPECT_EQ(Sum(s, "sluice_acquire_duration_seconds_count"), 100);
   EXPECT_THAT(body, Not(HasSubstr("key=")));
+}
+
+// Adaptive gates: the limit and throttle gauges are the engine's state at
+// scrape time, the baseline appears once learned, and the change counters
+// count the engine's events.
+TEST_F(MetricsTest, AdaptiveGaugesAndChangeCounters) {
+  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
+  metrics_ptr_ = &metrics;
+  ASSERT_TRUE(store_
+                  .Put(P(R"pb(name: "limits"
+                              breaker {
+                                consecutive_failures: 100
+                                window { seconds: 1 }
+                                minimum_calls: 2
+                                latency_baseline { factor: 3 history_windows: 3 }
+                              }
+                              adaptive_concurrency {
+                                initial_limit: 2
+                                minimum_samples: 2
+                                window { seconds: 1 }
+                              })pb"),
+                       0)
+                  .ok());
+  ASSERT_TRUE(store_
+                  .Put(P(R"pb(name: "throttled"
+                              adaptive_throttle { minimum_requests: 4 })pb"),
+                       0)
+                  .ok());
+  std::vector<Sample> s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_adaptive_limit", {{"dependency", "limits"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_adaptive_changes_total",
+                {{"dependency", "limits"}, {"kind", "limit_up"}}),
+            0);
+  // Nothing judged or learned yet: no baselines.
+  EXPECT_THAT(metrics.Render(), Not(HasSubstr("sluice_adaptive_baseline")));
+  EXPECT_THAT(metrics.Render(), Not(HasSubstr("sluice_latency_baseline")));
+  // Only the dependencies with the block have its metrics.
+  EXPECT_THAT(metrics.Render(),
+              Not(HasSubstr(R"(sluice_adaptive_limit{dependency="throttled")")));
+  EXPECT_THAT(metrics.Render(),
+              Not(HasSubstr(R"(sluice_throttle_probability{dependency="limits")")));
+
+  // limits, window 1: the limit of 2 is reached, the latency is 20 ms.
+  std::vector<uint64_t> permits;
+  for (int i = 0; i < 3; ++i) {
+    auto d = engine_.Acquire("limits", "", 1);
+    ASSERT_TRUE(d.ok());
+    if (d->permit_id != 0) permits.push_back(d->permit_id);
+  }
+  ASSERT_EQ(permits.size(), 2u);
+  s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_adaptive_in_flight", {{"dependency", "limits"}}), 2);
+  clock_.Advance(absl::Milliseconds(20));
+  for (uint64_t id : permits) {
+    engine_.Report("limits", "", id, core::Outcome::kSuccess,
+                   absl::Milliseconds(20));
+  }
+  // A window later the sweep judges window 1: limit reached, latency at the
+  // baseline, so 2 -> 3. Window 2 runs at 40 ms.
+  clock_.Advance(absl::Seconds(1));
+  engine_.Sweep();
+  permits.clear();
+  for (int i = 0; i < 2; ++i) {
+    auto d = engine_.Acquire("limits", "", 1);
+    ASSERT_TRUE(d.ok());
+    ASSERT_NE(d->permit_id, 0u);
+    permits.push_back(d->permit_id);
+  }
+  for (uint64_t id : permits) {
+    engine_.Report("limits", "", id, core::Outcome::kSuccess,
+                   absl::Milliseconds(40));
+  }
+  s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_adaptive_limit", {{"dependency", "limits"}}), 3);
+  EXPECT_EQ(Sum(s, "sluice_adaptive_in_flight", {{"dependency", "limits"}}), 0);
+  EXPECT_DOUBLE_EQ(
+      Sum(s, "sluice_adaptive_baseline_seconds", {{"dependency", "limits"}}),
+      0.02);
+  EXPECT_EQ(Sum(s, "sluice_adaptive_changes_total",
+                {{"dependency", "limits"}, {"kind", "limit_up"}}),
+            1);
+  // One breaker window (20 ms) learned.
+  EXPECT_DOUBLE_EQ(Sum(s, "sluice_latency_baseline_seconds",
+                       {{"dependency", "limits"}, {"stat", "mean"}}),
+                   0.02);
+  EXPECT_DOUBLE_EQ(Sum(s, "sluice_latency_baseline_seconds",
+                       {{"dependency", "limits"}, {"stat", "stddev"}}),
+                   0);
+
+  // A window later, idle: window 2 (40 ms, twice the baseline) steps the
+  // limit down, and the baseline learns it: weight 2 / (3 + 1) gives mean
+  // 30 ms and standard deviation 10 ms.
+  clock_.Advance(absl::Seconds(1));
+  engine_.Sweep();
+  s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_adaptive_limit", {{"dependency", "limits"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_adaptive_changes_total",
+                {{"dependency", "limits"}, {"kind", "limit_down"}}),
+            1);
+  EXPECT_NEAR(Sum(s, "sluice_latency_baseline_seconds",
+                  {{"dependency", "limits"}, {"stat", "mean"}}),
+              0.03, 1e-9);
+  EXPECT_NEAR(Sum(s, "sluice_latency_baseline_seconds",
+                  {{"dependency", "limits"}, {"stat", "stddev"}}),
+              0.01, 1e-9);
+
+  // throttled: failures only; the probability is (requests - 2 x accepts) /
+  // (requests + 1) once there are 4 requests, so the fifth call starts the
+  // throttle (a call is judged by the calls before it).
+  for (int i = 0; i < 5; ++i) {
+    auto d = engine_.Acquire("throttled", "", 1);
+    ASSERT_TRUE(d.ok());
+    if (d->permit_id != 0) {
+      engine_.Report("throttled", "", d->permit_id, core::Outcome::kFailure,
+                     absl::Milliseconds(5));
+    }
+  }
+  absl::StatusOr<core::DependencyStatus> st = engine_.Inspect("throttled");
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(st->gates && st->gates->throttle);
+  const core::ThrottleStatus t = *st->gates->throttle;
+  ASSERT_EQ(t.accepts, 0);
+  ASSERT_EQ(t.requests, 5);
+  s = Parse(metrics.Render());
+  EXPECT_DOUBLE_EQ(
+      Sum(s, "sluice_throttle_probability", {{"dependency", "throttled"}}),
+      static_cast<double>(t.requests) / (t.requests + 1));
+  EXPECT_EQ(Sum(s, "sluice_adaptive_changes_total",
+                {{"dependency", "throttled"}, {"kind", "throttle_started"}}),
+            1);
+  EXPECT_EQ(Sum(s, "sluice_adaptive_changes_total",
+                {{"dependency", "throttled"}, {"kind", "throttle_stopped"}}),
+            0);
+  // The window (10 s) passes: the throttle stops.
+  clock_.Advance(absl::Seconds(11));
+  engine_.Sweep();
+  s = Parse(metrics.Render());
+  EXPECT_EQ(
+      Sum(s, "sluice_throttle_probability", {{"dependency", "throttled"}}), 0);
+  EXPECT_EQ(Sum(s, "sluice_adaptive_changes_total",
+                {{"dependency", "throttled"}, {"kind", "throttle_stopped"}}),
+            1);
+
+  // A key's move is not counted: the metric has no key label.
+  core::AdaptiveChange keyed;
+  keyed.dependency = "limits";
+  keyed.key = "tenant-1";
+  keyed.from = 2;
+  keyed.to = 3;
+  metrics.OnAdaptiveChange(keyed);
+  s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_adaptive_changes_total",
+                {{"dependency", "limits"}, {"kind", "limit_up"}}),
+            1);
+
+  EXPECT_EQ(Promtool(metrics.Render()), "") << metrics.Render();
 }
 
 TEST(MetricsServerTest, BusyAddressIsAnError) {

@@ -399,6 +399,26 @@ TEST_F(AdaptiveCapacityTest, TheTighterOfTheStaticAndAdaptiveCapsDecides) {
   EXPECT_EQ(Gates("backend").in_flight, 5u);
 }
 
+TEST_F(AdaptiveCapacityTest, ReportsOfALimitThePolicyDroppedFreeNothingNew) {
+  PolicyConfig p = AdaptivePolicy(1);
+  engine_.PutPolicy(p);
+  const Decision old = Acquire("backend");
+  ASSERT_EQ(old.verdict, Verdict::kAllow);
+  // The block goes and comes back: a new limit of 1, taken by a new call.
+  PolicyConfig without = p;
+  without.adaptive_concurrency.reset();
+  engine_.PutPolicy(without);
+  engine_.PutPolicy(p);
+  const Decision fresh = Acquire("backend");
+  ASSERT_EQ(fresh.verdict, Verdict::kAllow);
+  // The old call's report does not free the new call's slot.
+  Report("backend", old, Outcome::kSuccess);
+  EXPECT_EQ(Gates("backend").adaptive_limit->in_flight, 1u);
+  EXPECT_EQ(Acquire("backend").reason, Reason::kAdaptiveThrottled);
+  Report("backend", fresh, Outcome::kSuccess);
+  EXPECT_EQ(Gates("backend").adaptive_limit->in_flight, 0u);
+}
+
 TEST_F(AdaptiveCapacityTest, UnreportedPermitsFreeTheirSlotWhenTheyExpire) {
   engine_.PutPolicy(AdaptivePolicy(1));
   EXPECT_EQ(Acquire("backend").verdict, Verdict::kAllow);
@@ -407,6 +427,57 @@ TEST_F(AdaptiveCapacityTest, UnreportedPermitsFreeTheirSlotWhenTheyExpire) {
   engine_.Sweep();
   EXPECT_EQ(Gates("backend").adaptive_limit->in_flight, 0u);
   EXPECT_EQ(Acquire("backend").verdict, Verdict::kAllow);
+}
+
+TEST_F(AdaptiveCapacityTest, TicksCarryWarmStateAndAFreshReplicaStartsFromIt) {
+  Engine::Options options = SeededOptions();
+  options.cluster = true;
+  Engine learned(&clock_, options);
+  PolicyConfig p = AdaptivePolicy(2);
+  p.digest = 77;
+  learned.PutPolicy(p);
+  CapacitySim sim(&clock_, &learned, "backend", kWorkers,
+                  absl::Milliseconds(kServiceMs));
+  sim.Run(20, [](double) { return 1200; });
+  std::vector<DependencyTick> ticks = learned.CollectTick(absl::Seconds(1));
+  ASSERT_EQ(ticks.size(), 1u);
+  EXPECT_EQ(ticks[0].policy_digest, 77u);
+  ASSERT_TRUE(ticks[0].adaptive.has_value());
+  const AdaptiveLimitState steady = *ticks[0].adaptive;
+  EXPECT_GE(steady.steady_limit, 0.85 * kWorkers);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(steady.baseline), kServiceMs, 2);
+  EXPECT_FALSE(ticks[0].baseline.has_value());  // no breaker
+
+  // The store hands the others' view to a replica that just started: it
+  // takes it. One that has judged a window keeps its own.
+  Engine fresh(&clock_, options, &sink_);
+  fresh.PutPolicy(p);
+  DependencyUpdate update;
+  update.name = "backend";
+  update.cluster_adaptive = steady;
+  fresh.ApplyTick({update});
+  absl::StatusOr<DependencyStatus> st = fresh.Inspect("backend");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->gates->adaptive_limit->limit, steady.steady_limit);
+  ASSERT_FALSE(sink_.changes().empty());
+  EXPECT_EQ(sink_.changes().back().cause,
+            "started from the other replicas' steady limit");
+  // Only once: the next ticks' views leave it to its own judgement.
+  AdaptiveLimitState later = steady;
+  later.steady_limit = steady.steady_limit + 5;
+  update.cluster_adaptive = later;
+  fresh.ApplyTick({update});
+  st = fresh.Inspect("backend");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->gates->adaptive_limit->limit, steady.steady_limit);
+
+  AdaptiveLimitState other = steady;
+  other.steady_limit = 50;
+  update.cluster_adaptive = other;
+  learned.ApplyTick({update});
+  st = learned.Inspect("backend");
+  ASSERT_TRUE(st.ok());
+  EXPECT_NE(st->gates->adaptive_limit->limit, 50u);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ TEST(AdaptiveThrottleTest, NothingIsRefusedWhileTheDependencyAccepts) {
   double p = 0;
   for (int i = 0; i < 1000; ++i) {
     EXPECT_FALSE(throttle.Refuse(t, &p));
-    throttle.Accept(t);
+    throttle.Record(Outcome::kSuccess, t);
     t += absl::Milliseconds(5);
   }
   EXPECT_EQ(throttle.Probability(t), 0);
@@ -38,8 +38,7 @@ TEST(AdaptiveThrottleTest, ProbabilityFollowsTheSreFormula) {
   double p = 0;
   // 100 requests, 20 accepted: (100 - 2 x 20) / (100 + 1).
   for (int i = 0; i < 100; ++i) {
-    throttle.Refuse(kStart, &p);
-    if (i < 20) throttle.Accept(kStart);
+    throttle.Record(i < 20 ? Outcome::kSuccess : Outcome::kFailure, kStart);
   }
   EXPECT_DOUBLE_EQ(throttle.Probability(kStart), 60.0 / 101.0);
   const ThrottleStatus s = throttle.Status(kStart);
@@ -48,17 +47,17 @@ TEST(AdaptiveThrottleTest, ProbabilityFollowsTheSreFormula) {
   // Exactly at 1/k accepted: (100 - 2 x 50) <= 0, nothing refused.
   AdaptiveThrottle half(config);
   for (int i = 0; i < 100; ++i) {
-    half.Refuse(kStart, &p);
-    if (i % 2 == 0) half.Accept(kStart);
+    half.Record(i % 2 == 0 ? Outcome::kSuccess : Outcome::kTimeout, kStart);
   }
   EXPECT_EQ(half.Probability(kStart), 0);
   // k = 1 throttles as soon as anything fails.
   const AdaptiveThrottleConfig strict_config = Config(1, 20);
   AdaptiveThrottle strict(strict_config);
   for (int i = 0; i < 100; ++i) {
-    strict.Refuse(kStart, &p);
-    if (i < 90) strict.Accept(kStart);
+    strict.Record(i < 90 ? Outcome::kSuccess : Outcome::kFailure, kStart);
   }
+  // CANCELLED outcomes count neither way.
+  for (int i = 0; i < 1000; ++i) strict.Record(Outcome::kCancelled, kStart);
   EXPECT_DOUBLE_EQ(strict.Probability(kStart), 10.0 / 101.0);
 }
 
@@ -66,9 +65,12 @@ TEST(AdaptiveThrottleTest, BelowTheMinimumRequestsNothingIsRefused) {
   const AdaptiveThrottleConfig config = Config(2, 50);
   AdaptiveThrottle throttle(config);
   double p = 0;
-  for (int i = 0; i < 49; ++i) EXPECT_FALSE(throttle.Refuse(kStart, &p));
+  for (int i = 0; i < 49; ++i) {
+    EXPECT_FALSE(throttle.Refuse(kStart, &p));
+    throttle.Record(Outcome::kFailure, kStart);
+  }
   EXPECT_EQ(throttle.Probability(kStart), 0);
-  throttle.Refuse(kStart, &p);
+  throttle.Record(Outcome::kFailure, kStart);
   EXPECT_GT(throttle.Probability(kStart), 0.9);
 }
 
@@ -78,11 +80,11 @@ TEST(AdaptiveThrottleTest, RefusalsAreSpreadEvenly) {
   double p = 0;
   // 300 requests with 50 accepts: p = 200 / 301, about 0.66.
   for (int i = 0; i < 300; ++i) {
-    throttle.Refuse(kStart, &p);
-    if (i < 50) throttle.Accept(kStart);
+    throttle.Record(i < 50 ? Outcome::kSuccess : Outcome::kFailure, kStart);
   }
-  // The next calls (all unanswered, so p creeps up) are refused in the
-  // share p says, to within one call in every run of calls.
+  // The next calls (the admitted ones unanswered yet, the refused ones
+  // counted, so p creeps up) are refused in the share p says, to within
+  // one call in every run of calls.
   const uint64_t refused_before = throttle.Status(kStart).refused;
   int refused = 0;
   double expected = 0;
@@ -101,7 +103,7 @@ TEST(AdaptiveThrottleTest, ForgetsWhatLeftTheWindow) {
   const AdaptiveThrottleConfig config = Config(2, 20);
   AdaptiveThrottle throttle(config);
   double p = 0;
-  for (int i = 0; i < 100; ++i) throttle.Refuse(kStart, &p);
+  for (int i = 0; i < 100; ++i) throttle.Record(Outcome::kFailure, kStart);
   EXPECT_GT(throttle.Probability(kStart), 0.9);
   EXPECT_GT(throttle.Probability(kStart + absl::Seconds(9)), 0.9);
   // A window and a bucket later, none of it counts.
@@ -176,7 +178,7 @@ TEST_F(ThrottleEngineTest, StartAndStopAreEventsAndRefusalsFollowTheFallback) {
   EXPECT_EQ(changes[0].kind, AdaptiveChange::Kind::kThrottleStarted);
   EXPECT_EQ(changes[0].dependency, "flaky");
   EXPECT_GT(changes[0].to, 0);
-  EXPECT_EQ(changes[0].cause, "0 accepts of 21 requests over 10s: below 1/2");
+  EXPECT_EQ(changes[0].cause, "0 accepts of 20 requests over 10s: below 1/2");
   // The window passes with nothing asked: the sweep notices it stopped.
   clock_.Advance(absl::Seconds(12));
   engine_.Sweep();
@@ -201,6 +203,20 @@ TEST_F(ThrottleEngineTest, PerKeyThrottlesEachKeyOnItsOwn) {
   }
   EXPECT_GT(Gates("flaky", "bad").throttle->probability, 0.9);
   EXPECT_EQ(Gates("flaky", "good").throttle->probability, 0);
+}
+
+TEST_F(ThrottleEngineTest, ACallerThatNeverReportsIsNeverThrottled) {
+  // Envoy's rate-limit filter without the reporting filter: permits expire
+  // unreported, which judges nothing.
+  engine_.PutPolicy(ThrottledPolicy());
+  for (int i = 0; i < 2000; ++i) {
+    absl::StatusOr<Decision> d =
+        engine_.Acquire("flaky", "", 1, Unreported::kRelease);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->verdict, Verdict::kAllow);
+    clock_.Advance(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Gates("flaky").throttle->requests, 0);
 }
 
 TEST_F(ThrottleEngineTest, ShadowCountsButAllows) {

@@ -1,6 +1,7 @@
 #include "server/policy/policy_convert.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -158,7 +159,7 @@ TEST_P(ToConfigErrorTest, NamesPolicyFieldRuleAndValue) {
   absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(GetParam().text));
   ASSERT_FALSE(c.ok()) << GetParam().text;
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.status().message(), GetParam().message);
+  EXPECT_EQ(std::string(c.status().message()), GetParam().message);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -227,7 +228,7 @@ INSTANTIATE_TEST_SUITE_P(
             R"(policy "a": concurrency.scope must be LOCAL or CLUSTER, got 5)"},
         BadCase{
             R"(name: "a" breaker { window { seconds: 5 } })",
-            R"(policy "a": breaker needs at least one rule (consecutive_failures, failure_rate_threshold or slow_call_rate_threshold))"},
+            R"(policy "a": breaker needs at least one rule (consecutive_failures, failure_rate_threshold, slow_call_rate_threshold or latency_baseline))"},
         BadCase{
             R"(name: "inventory" breaker { failure_rate_threshold: 1.5 })",
             R"(policy "inventory": breaker.failure_rate_threshold must be in (0, 1], got 1.5)"},
@@ -282,15 +283,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{
             R"(name: "a" fallback { strategy: DEFAULT
                      on: [RATE_LIMITED, SHADOW] })",
-            R"(policy "a": fallback.on[1] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got SHADOW)"},
+            R"(policy "a": fallback.on[1] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE, ADAPTIVE_THROTTLED), got SHADOW)"},
         BadCase{
             R"(name: "a" fallback { strategy: DEFAULT
                      on: [UNKNOWN_DEPENDENCY] })",
-            R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got UNKNOWN_DEPENDENCY)"},
+            R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE, ADAPTIVE_THROTTLED), got UNKNOWN_DEPENDENCY)"},
         BadCase{
             R"(name: "a" fallback { strategy: DEFAULT
                      on: [REASON_UNSPECIFIED] })",
-            R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE), got REASON_UNSPECIFIED)"},
+            R"(policy "a": fallback.on[0] must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE, ADAPTIVE_THROTTLED), got REASON_UNSPECIFIED)"},
         BadCase{
             R"(name: "a" fallback { strategy: STATIC payload: "x"
                      cache_ttl { seconds: 5 } })",
@@ -319,7 +320,119 @@ INSTANTIATE_TEST_SUITE_P(
             R"(policy "a": envoy_descriptors[0].entries[0].value is empty, which matches any value of "tenant" and gives each value its own limit; that needs per_key: true)"},
         BadCase{
             R"(name: "a" envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } } envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } })",
-            R"(policy "a": envoy_descriptors[1] repeats envoy_descriptors[0])"}));
+            R"(policy "a": envoy_descriptors[1] repeats envoy_descriptors[0])"},
+        // adaptive_throttle
+        BadCase{R"(name: "a" adaptive_throttle { window {} })",
+                R"(policy "a": adaptive_throttle.window must be > 0, got 0)"},
+        BadCase{
+            R"(name: "a" adaptive_throttle { window { nanos: 5000000 } })",
+            R"(policy "a": adaptive_throttle.window must be at least 10ms (10 buckets of >= 1ms), got 5ms)"},
+        BadCase{
+            R"(name: "a" adaptive_throttle { window { seconds: 86401 } })",
+            R"(policy "a": adaptive_throttle.window must be at most 24h, got 24h1s)"},
+        BadCase{
+            R"(name: "a" adaptive_throttle { window { seconds: 315576000001 } })",
+            R"(policy "a": adaptive_throttle.window must be a valid duration, got {seconds: 315576000001, nanos: 0})"},
+        BadCase{R"(name: "a" adaptive_throttle { k: 0.5 })",
+                R"(policy "a": adaptive_throttle.k must be >= 1 and finite, got 0.5)"},
+        BadCase{R"(name: "a" adaptive_throttle { k: -2 })",
+                R"(policy "a": adaptive_throttle.k must be >= 1 and finite, got -2)"},
+        BadCase{R"(name: "a" adaptive_throttle { k: nan })",
+                R"(policy "a": adaptive_throttle.k must be >= 1 and finite, got nan)"},
+        BadCase{R"(name: "a" adaptive_throttle { k: inf })",
+                R"(policy "a": adaptive_throttle.k must be >= 1 and finite, got inf)"},
+        // adaptive_concurrency
+        BadCase{
+            R"(name: "a" adaptive_concurrency { min_limit: 20 max_limit: 10 })",
+            R"(policy "a": adaptive_concurrency.max_limit must be >= adaptive_concurrency.min_limit (20), got 10)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { min_limit: 2000 })",
+            R"(policy "a": adaptive_concurrency.max_limit must be >= adaptive_concurrency.min_limit (2000), got 1000)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { max_limit: 10000001 })",
+            R"(policy "a": adaptive_concurrency.max_limit must be at most 10000000, got 10000001)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { min_limit: 5 initial_limit: 4 })",
+            R"(policy "a": adaptive_concurrency.initial_limit must be in [min_limit, max_limit] = [5, 1000], got 4)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { max_limit: 50 initial_limit: 51 })",
+            R"(policy "a": adaptive_concurrency.initial_limit must be in [min_limit, max_limit] = [1, 50], got 51)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { tolerance: 1 })",
+            R"(policy "a": adaptive_concurrency.tolerance must be > 1 and finite, got 1)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { tolerance: 0.5 })",
+            R"(policy "a": adaptive_concurrency.tolerance must be > 1 and finite, got 0.5)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { tolerance: nan })",
+            R"(policy "a": adaptive_concurrency.tolerance must be > 1 and finite, got nan)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { tolerance: inf })",
+            R"(policy "a": adaptive_concurrency.tolerance must be > 1 and finite, got inf)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { window { seconds: -1 } })",
+            R"(policy "a": adaptive_concurrency.window must be > 0, got -1s)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { window { seconds: 100000 }
+                     baseline_window { seconds: 200000 } })",
+            R"(policy "a": adaptive_concurrency.window must be at most 24h, got 27h46m40s)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { baseline_window {} })",
+            R"(policy "a": adaptive_concurrency.baseline_window must be > 0, got 0)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { baseline_window { seconds: 90000 } })",
+            R"(policy "a": adaptive_concurrency.baseline_window must be at most 24h, got 25h)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { window { seconds: 2 }
+                     baseline_window { seconds: 1 } })",
+            R"(policy "a": adaptive_concurrency.baseline_window must be >= adaptive_concurrency.window (2s), got 1s)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { window { seconds: 90 } })",
+            R"(policy "a": adaptive_concurrency.baseline_window must be >= adaptive_concurrency.window (1m30s), got 1m)"},
+        // breaker.latency_baseline
+        BadCase{
+            R"(name: "a" breaker { latency_baseline {} })",
+            R"(policy "a": breaker.latency_baseline needs at least one of factor, deviations or success_rate_drop)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { factor: 1 } })",
+            R"(policy "a": breaker.latency_baseline.factor must be > 1 and finite, got 1)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { factor: -3 } })",
+            R"(policy "a": breaker.latency_baseline.factor must be > 1 and finite, got -3)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { factor: inf } })",
+            R"(policy "a": breaker.latency_baseline.factor must be > 1 and finite, got inf)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { factor: nan } })",
+            R"(policy "a": breaker.latency_baseline.factor must be > 1 and finite, got nan)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { deviations: -1 } })",
+            R"(policy "a": breaker.latency_baseline.deviations must be > 0 and finite, got -1)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { deviations: nan } })",
+            R"(policy "a": breaker.latency_baseline.deviations must be > 0 and finite, got nan)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { success_rate_drop: 1.5 } })",
+            R"(policy "a": breaker.latency_baseline.success_rate_drop must be in (0, 1], got 1.5)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { success_rate_drop: -0.1 } })",
+            R"(policy "a": breaker.latency_baseline.success_rate_drop must be in (0, 1], got -0.1)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { success_rate_drop: nan } })",
+            R"(policy "a": breaker.latency_baseline.success_rate_drop must be in (0, 1], got nan)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { factor: 2
+                     warmup_windows: 100001 } })",
+            R"(policy "a": breaker.latency_baseline.warmup_windows must be at most 100000, got 100001)"},
+        BadCase{
+            R"(name: "a" breaker { latency_baseline { factor: 2
+                     history_windows: 100001 } })",
+            R"(policy "a": breaker.latency_baseline.history_windows must be at most 100000, got 100001)"},
+        // The baseline rule is validated within the breaker.
+        BadCase{
+            R"(name: "a" breaker { consecutive_failures: 3
+                     window {} latency_baseline { factor: 2 } })",
+            R"(policy "a": breaker.window must be > 0, got 0)"}));
 
 TEST(ToConfigTest, EnvoyDescriptorsAreMappedAndRoundTrip) {
   absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
@@ -366,6 +479,239 @@ TEST(ToConfigTest, PayloadOver64KiBIsRejected) {
   EXPECT_EQ(c.status().message(),
             "policy \"a\": fallback.payload must be at most 65536 bytes, got "
             "65537 bytes");
+}
+
+TEST(ToConfigTest, AdaptiveBlocksAreAbsentUnlessGiven) {
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(R"(name: "a" breaker { consecutive_failures: 5 })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->adaptive_throttle.has_value());
+  EXPECT_FALSE(c->adaptive_concurrency.has_value());
+  EXPECT_FALSE(c->breaker->latency_baseline.has_value());
+  const v1::Policy out = FromConfig(*c);
+  EXPECT_FALSE(out.has_adaptive_throttle());
+  EXPECT_FALSE(out.has_adaptive_concurrency());
+  EXPECT_FALSE(out.breaker().has_latency_baseline());
+}
+
+TEST(ToConfigTest, AdaptiveThrottleDefaults) {
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(R"(name: "a" adaptive_throttle {})"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->adaptive_throttle.has_value());
+  EXPECT_EQ(c->adaptive_throttle->window, absl::Seconds(10));
+  EXPECT_EQ(c->adaptive_throttle->k, 2);
+  EXPECT_EQ(c->adaptive_throttle->minimum_requests, 20u);
+  EXPECT_EQ(c->adaptive_throttle->buckets, 10);
+}
+
+TEST(ToConfigTest, AdaptiveThrottleSettings) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+      name: "a" adaptive_throttle { window { nanos: 10000000 } k: 1
+                                    minimum_requests: 3 })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->adaptive_throttle->window, absl::Milliseconds(10));
+  EXPECT_EQ(c->adaptive_throttle->k, 1);  // the bound itself is allowed
+  EXPECT_EQ(c->adaptive_throttle->minimum_requests, 3u);
+
+  c = ToConfig(Parse(
+      R"(name: "a" adaptive_throttle { window { seconds: 86400 } k: 1.25 })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->adaptive_throttle->window, absl::Hours(24));
+  EXPECT_EQ(c->adaptive_throttle->k, 1.25);
+}
+
+TEST(ToConfigTest, AdaptiveConcurrencyDefaults) {
+  absl::StatusOr<core::PolicyConfig> c =
+      ToConfig(Parse(R"(name: "a" adaptive_concurrency {})"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->adaptive_concurrency.has_value());
+  const core::AdaptiveConcurrencyConfig& a = *c->adaptive_concurrency;
+  EXPECT_EQ(a.min_limit, 1u);
+  EXPECT_EQ(a.max_limit, 1000u);
+  EXPECT_EQ(a.initial_limit, 10u);
+  EXPECT_EQ(a.tolerance, 1.5);
+  EXPECT_EQ(a.window, absl::Seconds(1));
+  EXPECT_EQ(a.minimum_samples, 10u);
+  EXPECT_EQ(a.baseline_window, absl::Seconds(60));
+}
+
+TEST(ToConfigTest, AdaptiveConcurrencyInitialLimitDefaultsWithinBounds) {
+  auto initial = [](const std::string& block) -> uint32_t {
+    absl::StatusOr<core::PolicyConfig> c = ToConfig(
+        Parse(absl::StrCat(R"(name: "a" adaptive_concurrency { )", block,
+                           " }")));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? c->adaptive_concurrency->initial_limit : 0;
+  };
+  EXPECT_EQ(initial("min_limit: 4"), 40u);
+  // min_limit x 10 above max_limit: clamped to it.
+  EXPECT_EQ(initial("min_limit: 4 max_limit: 25"), 25u);
+  EXPECT_EQ(initial("min_limit: 7 max_limit: 7"), 7u);
+  // No overflow of min_limit x 10.
+  EXPECT_EQ(initial("min_limit: 9000000 max_limit: 10000000"), 10000000u);
+  // Given, the bounds themselves are allowed.
+  EXPECT_EQ(initial("min_limit: 5 initial_limit: 5"), 5u);
+  EXPECT_EQ(initial("max_limit: 50 initial_limit: 50"), 50u);
+}
+
+TEST(ToConfigTest, AdaptiveConcurrencySettings) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+      name: "a" adaptive_concurrency {
+        min_limit: 2 max_limit: 300 initial_limit: 17 tolerance: 1.1
+        window { nanos: 500000000 } minimum_samples: 1
+        baseline_window { nanos: 500000000 } })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const core::AdaptiveConcurrencyConfig& a = *c->adaptive_concurrency;
+  EXPECT_EQ(a.min_limit, 2u);
+  EXPECT_EQ(a.max_limit, 300u);
+  EXPECT_EQ(a.initial_limit, 17u);
+  EXPECT_EQ(a.tolerance, 1.1);
+  EXPECT_EQ(a.window, absl::Milliseconds(500));
+  EXPECT_EQ(a.minimum_samples, 1u);
+  // baseline_window == window is the bound, allowed.
+  EXPECT_EQ(a.baseline_window, absl::Milliseconds(500));
+}
+
+TEST(ToConfigTest, LatencyBaselineDefaultsAndSettings) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(
+      Parse(R"(name: "a" breaker { latency_baseline { factor: 2 } })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  // The baseline alone is a breaker rule.
+  ASSERT_TRUE(c->breaker->latency_baseline.has_value());
+  const core::LatencyBaselineConfig& b = *c->breaker->latency_baseline;
+  EXPECT_EQ(b.factor, 2);
+  EXPECT_EQ(b.deviations, 0);
+  EXPECT_EQ(b.success_rate_drop, 0);
+  EXPECT_EQ(b.warmup_windows, 5u);
+  EXPECT_EQ(b.history_windows, 30u);
+
+  c = ToConfig(Parse(R"(name: "a" breaker { latency_baseline {
+      deviations: 0.5 warmup_windows: 1 history_windows: 1 } })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->breaker->latency_baseline->deviations, 0.5);
+  EXPECT_EQ(c->breaker->latency_baseline->warmup_windows, 1u);
+  EXPECT_EQ(c->breaker->latency_baseline->history_windows, 1u);
+
+  c = ToConfig(Parse(R"(name: "a" breaker { latency_baseline {
+      success_rate_drop: 1 } })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->breaker->latency_baseline->success_rate_drop, 1);
+}
+
+TEST(ToConfigTest, AdaptiveThrottledIsAFallbackReason) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+      name: "a" adaptive_throttle {}
+      fallback { strategy: DEFAULT on: [ADAPTIVE_THROTTLED] })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fallback.on_mask,
+            1u << static_cast<int>(core::Reason::kAdaptiveThrottled));
+}
+
+TEST(FromConfigTest, AdaptiveBlocksRoundTripWithDefaultsWritten) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+      name: "a"
+      adaptive_throttle { k: 3 }
+      adaptive_concurrency { max_limit: 200 }
+      breaker { latency_baseline { deviations: 3 success_rate_drop: 0.2 } })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const v1::Policy out = FromConfig(*c);
+  EXPECT_EQ(out.adaptive_throttle().window().seconds(), 10);
+  EXPECT_EQ(out.adaptive_throttle().k(), 3);
+  EXPECT_EQ(out.adaptive_throttle().minimum_requests(), 20u);
+  const v1::AdaptiveConcurrency& a = out.adaptive_concurrency();
+  EXPECT_EQ(a.min_limit(), 1u);
+  EXPECT_EQ(a.max_limit(), 200u);
+  EXPECT_EQ(a.initial_limit(), 10u);
+  EXPECT_EQ(a.tolerance(), 1.5);
+  EXPECT_EQ(a.window().seconds(), 1);
+  EXPECT_EQ(a.minimum_samples(), 10u);
+  EXPECT_EQ(a.baseline_window().seconds(), 60);
+  const v1::LatencyBaseline& b = out.breaker().latency_baseline();
+  EXPECT_EQ(b.factor(), 0);
+  EXPECT_EQ(b.deviations(), 3);
+  EXPECT_EQ(b.success_rate_drop(), 0.2);
+  EXPECT_EQ(b.warmup_windows(), 5u);
+  EXPECT_EQ(b.history_windows(), 30u);
+
+  absl::StatusOr<core::PolicyConfig> again = ToConfig(out);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      FromConfig(*again), out));
+}
+
+// The digest is FNV-1a (64-bit) of the deterministic bytes: fixed values,
+// not a per-process hash. Expected values computed independently.
+TEST(PolicyDigestTest, IsFnv1aOfTheSerializedContent) {
+  EXPECT_EQ(PolicyDigest(v1::Policy()), 0xcbf29ce484222325ULL);  // no bytes
+  // name: "a" is the bytes 0a 01 61.
+  EXPECT_EQ(PolicyDigest(Parse(R"(name: "a")")), 0x2fe85b189d1c0a8fULL);
+  // The version is not content.
+  EXPECT_EQ(PolicyDigest(Parse(R"(name: "a" version: 9)")),
+            0x2fe85b189d1c0a8fULL);
+}
+
+constexpr char kDigestPolicy[] = R"(
+    name: "inventory" description: "stock"
+    rate_limit { rate: 100 }
+    concurrency { max_in_flight: 50 }
+    breaker { consecutive_failures: 5
+              latency_baseline { factor: 2 deviations: 3 } }
+    adaptive_throttle { k: 2 }
+    adaptive_concurrency { max_limit: 200 }
+    fallback { strategy: DEFAULT on: [ADAPTIVE_THROTTLED] })";
+
+TEST(PolicyDigestTest, StableAcrossConversionsAndVersions) {
+  absl::StatusOr<core::PolicyConfig> a = ToConfig(Parse(kDigestPolicy));
+  absl::StatusOr<core::PolicyConfig> b = ToConfig(Parse(kDigestPolicy));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE(a->digest, 0u);
+  EXPECT_EQ(a->digest, b->digest);
+  EXPECT_EQ(a->digest, PolicyDigest(FromConfig(*a)));
+
+  // Defaults written out or left to the converter: the same policy.
+  absl::StatusOr<core::PolicyConfig> canonical = ToConfig(FromConfig(*a));
+  ASSERT_TRUE(canonical.ok()) << canonical.status();
+  EXPECT_EQ(canonical->digest, a->digest);
+
+  v1::Policy versioned = Parse(kDigestPolicy);
+  versioned.set_version(17);
+  absl::StatusOr<core::PolicyConfig> v = ToConfig(versioned);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->version, 17u);
+  EXPECT_EQ(v->digest, a->digest);
+}
+
+TEST(PolicyDigestTest, AnyEditChangesIt) {
+  absl::StatusOr<core::PolicyConfig> base = ToConfig(Parse(kDigestPolicy));
+  ASSERT_TRUE(base.ok()) << base.status();
+  const std::vector<std::string> edits = {
+      R"(description: "stock2")",
+      R"(rate_limit { rate: 101 })",
+      R"(concurrency { max_in_flight: 51 })",
+      R"(breaker { latency_baseline { factor: 2.5 } })",
+      R"(breaker { latency_baseline { warmup_windows: 6 } })",
+      R"(adaptive_throttle { k: 2.5 })",
+      R"(adaptive_throttle { minimum_requests: 21 })",
+      R"(adaptive_concurrency { initial_limit: 11 })",
+      R"(adaptive_concurrency { baseline_window { seconds: 61 } })",
+      R"(shadow: true)",
+  };
+  for (const std::string& edit : edits) {
+    v1::Policy p = Parse(kDigestPolicy);
+    v1::Policy patch = Parse(edit);
+    p.MergeFrom(patch);
+    absl::StatusOr<core::PolicyConfig> edited = ToConfig(p);
+    ASSERT_TRUE(edited.ok()) << edit << ": " << edited.status();
+    EXPECT_NE(edited->digest, base->digest) << edit;
+  }
+  // Dropping a block changes it too.
+  v1::Policy p = Parse(kDigestPolicy);
+  p.clear_adaptive_throttle();
+  absl::StatusOr<core::PolicyConfig> dropped = ToConfig(p);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_NE(dropped->digest, base->digest);
 }
 
 TEST(FromConfigTest, WritesEveryDefaultAndRoundTrips) {

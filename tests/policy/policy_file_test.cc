@@ -104,6 +104,82 @@ TEST(ParsePoliciesTest, ExampleFileLoadsAndValidates) {
   EXPECT_TRUE(shadow);
 }
 
+TEST(ParsePoliciesTest, AdaptiveBlocksLoadAndValidate) {
+  absl::StatusOr<std::vector<v1::Policy>> p = ParsePolicies(R"(
+policies:
+  - name: search
+    breaker:
+      consecutive_failures: 5
+      window: 10s
+      latency_baseline: { factor: 2, deviations: 3, success_rate_drop: 0.2,
+                          warmup_windows: 4, history_windows: 20 }
+    adaptive_throttle: { window: 30s, k: 1.5, minimum_requests: 50 }
+    adaptive_concurrency:
+      min_limit: 5
+      max_limit: 400
+      initial_limit: 40
+      tolerance: 2
+      window: 500ms
+      minimum_samples: 20
+      baseline_window: 2m
+    fallback: { strategy: DEFAULT, on: [ADAPTIVE_THROTTLED] }
+)",
+                                                            "adaptive.yaml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->size(), 1u);
+  absl::StatusOr<core::PolicyConfig> c = ToConfig((*p)[0]);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->breaker->latency_baseline.has_value());
+  EXPECT_EQ(c->breaker->latency_baseline->factor, 2);
+  EXPECT_EQ(c->breaker->latency_baseline->deviations, 3);
+  EXPECT_EQ(c->breaker->latency_baseline->success_rate_drop, 0.2);
+  EXPECT_EQ(c->breaker->latency_baseline->warmup_windows, 4u);
+  EXPECT_EQ(c->breaker->latency_baseline->history_windows, 20u);
+  ASSERT_TRUE(c->adaptive_throttle.has_value());
+  EXPECT_EQ(c->adaptive_throttle->window, absl::Seconds(30));
+  EXPECT_EQ(c->adaptive_throttle->k, 1.5);
+  EXPECT_EQ(c->adaptive_throttle->minimum_requests, 50u);
+  ASSERT_TRUE(c->adaptive_concurrency.has_value());
+  EXPECT_EQ(c->adaptive_concurrency->min_limit, 5u);
+  EXPECT_EQ(c->adaptive_concurrency->max_limit, 400u);
+  EXPECT_EQ(c->adaptive_concurrency->initial_limit, 40u);
+  EXPECT_EQ(c->adaptive_concurrency->tolerance, 2);
+  EXPECT_EQ(c->adaptive_concurrency->window, absl::Milliseconds(500));
+  EXPECT_EQ(c->adaptive_concurrency->minimum_samples, 20u);
+  EXPECT_EQ(c->adaptive_concurrency->baseline_window, absl::Minutes(2));
+
+  // Written back out (sluicectl get), it reads back as the same policy.
+  const std::string yaml = PoliciesToYaml({FromConfig(*c)});
+  absl::StatusOr<std::vector<v1::Policy>> back =
+      ParsePolicies(yaml, "written.yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  absl::StatusOr<core::PolicyConfig> again = ToConfig((*back)[0]);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->digest, c->digest);
+}
+
+TEST(ParsePoliciesTest, AdaptiveBlockErrorsNameTheField) {
+  absl::StatusOr<std::vector<v1::Policy>> p = ParsePolicies(R"(
+policies:
+  - name: search
+    adaptive_concurrency: { min_limit: 10, max_limit: 5 }
+)",
+                                                            "bad.yaml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<core::PolicyConfig> c = ToConfig((*p)[0]);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "policy \"search\": adaptive_concurrency.max_limit must be >= "
+            "adaptive_concurrency.min_limit (10), got 5");
+  // A misspelt field is the file parser's error, with its line.
+  EXPECT_THAT(ErrorOf(R"(
+policies:
+  - name: search
+    adaptive_throttle: { windw: 10s }
+)"),
+              HasSubstr("windw"));
+}
+
 TEST(ParsePoliciesTest, EmptyDocumentsAreEmptyLists) {
   for (const char* text : {"", "\n", "# only a comment\n", "policies: []\n",
                            "policies:\n", "{}", "{\"policies\": []}"}) {

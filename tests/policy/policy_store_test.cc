@@ -11,6 +11,7 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
+#include "server/policy/policy_convert.h"
 #include "tests/testing/fake_clock.h"
 
 namespace sluice::policy {
@@ -232,6 +233,31 @@ TEST_F(PolicyStoreTest, GetReturnsDefaultsAndVersion) {
   EXPECT_EQ(p->max_keys(), 100000u);
 
   EXPECT_EQ(store_.Get("b").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Saved adaptive state is matched by digest, so the engine's configs must
+// carry it whichever way they came in, and a new version of the same content
+// keeps it.
+TEST_F(PolicyStoreTest, EngineConfigsCarryTheContentDigest) {
+  const std::string text =
+      R"(name: "a" adaptive_concurrency { max_limit: 100 })";
+  ASSERT_TRUE(store_.ReplaceAll({P(text)}).ok());
+  const uint64_t first = engine_.Policies().at(0)->digest;
+  EXPECT_NE(first, 0u);
+  absl::StatusOr<core::PolicyConfig> converted = ToConfig(P(text));
+  ASSERT_TRUE(converted.ok());
+  EXPECT_EQ(first, converted->digest);
+
+  ASSERT_TRUE(
+      store_.Put(P(R"(name: "a" adaptive_concurrency { max_limit: 101 })"), 0)
+          .ok());
+  const uint64_t edited = engine_.Policies().at(0)->digest;
+  EXPECT_NE(edited, first);
+  EXPECT_EQ(engine_.Policies().at(0)->version, 2u);
+
+  ASSERT_TRUE(store_.Put(P(text), 0).ok());
+  EXPECT_EQ(engine_.Policies().at(0)->version, 3u);
+  EXPECT_EQ(engine_.Policies().at(0)->digest, first);
 }
 
 TEST_F(PolicyStoreTest, ConcurrentPutsGetDistinctVersions) {

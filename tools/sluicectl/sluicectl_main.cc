@@ -18,7 +18,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "server/policy/policy_file.h"
@@ -27,6 +26,7 @@
 #include "tools/sluicectl/admin_connection.h"
 #include "tools/sluicectl/output_format.h"
 #include "tools/sluicectl/policy_diff.h"
+#include "tools/sluicectl/state_view.h"
 #include "wire/time.h"
 
 namespace sluice::ctl {
@@ -48,9 +48,11 @@ Commands:
   breaker open|close|auto DEP [--note TEXT]
                             force a breaker open or closed cluster-wide, or
                             give it back to its rules (auto)
-  state DEP [--key KEY]     live state: tokens, in-flight, share, breaker
-  watch [DEP] [--count N]   stream events (breaker transitions, policy
-                            changes, overrides, store up/down)
+  state DEP [--key KEY]     live state: tokens, in-flight, share, adaptive
+                            limit and throttle, breaker and its baseline
+  watch [DEP] [--count N]   stream events (breaker transitions, adaptive
+                            limit and throttle moves, policy changes,
+                            overrides, store up/down)
   help [COMMAND]            this text, or a command's own help
 
 Global flags (also accepted after the command):
@@ -98,15 +100,20 @@ constexpr char kBreakerHelp[] =
 constexpr char kStateHelp[] =
     "Usage: sluicectl state DEP [--key KEY] [-o table|json]\n\n"
     "Live state of one dependency on the replica answering: tokens or "
-    "window count, in-flight, this replica's share, breaker state, "
-    "open-until, trip cause and generation, outcomes over the breaker "
-    "window, decisions, policy version and store status.\n";
+    "window count, in-flight, this replica's share, the adaptive limit "
+    "(limit, in flight, steady limit, baseline latency) and throttle "
+    "(refusal probability, requests and accepts), breaker state, "
+    "open-until, trip cause and generation, the learned latency baseline, "
+    "outcomes over the breaker window, decisions, policy version and store "
+    "status.\n";
 constexpr char kWatchHelp[] =
     "Usage: sluicectl watch [DEP] [--count N] [-o table|json]\n\n"
     "Streams events until interrupted (or N events): breaker "
-    "transitions with their cause, policy changes with old and new "
-    "versions, overrides, store up/down. A watcher that reads too slowly "
-    "is sent an EVENTS_DROPPED event saying how many it missed.\n";
+    "transitions with their cause, adaptive limit moves (old -> new limit) "
+    "and throttling started or stopped (with the refusal probability), "
+    "policy changes with old and new versions, overrides, store up/down. "
+    "A watcher that reads too slowly is sent an EVENTS_DROPPED event "
+    "saying how many it missed.\n";
 constexpr char kHelpHelp[] = "Usage: sluicectl help [COMMAND]\n";
 
 int UsageError(const std::string& message) {
@@ -127,6 +134,14 @@ std::string Gates(const v1::Policy& p) {
     parts.push_back(
         absl::StrCat("in-flight ", p.concurrency().max_in_flight(),
                      p.concurrency().scope() == v1::CLUSTER ? " cluster" : ""));
+  }
+  if (p.has_adaptive_concurrency()) {
+    parts.push_back(absl::StrCat("adaptive in-flight ",
+                                 p.adaptive_concurrency().min_limit(), "-",
+                                 p.adaptive_concurrency().max_limit()));
+  }
+  if (p.has_adaptive_throttle()) {
+    parts.push_back(absl::StrCat("throttle k ", p.adaptive_throttle().k()));
   }
   return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
 }
@@ -328,74 +343,8 @@ int State(AdminConnection& admin, const StateArgs& args) {
     std::printf("%s\n", MessageJson(st).c_str());
     return kOk;
   }
-  const bool standalone = st.store_status() == "standalone";
-  const auto& d = st.decisions();
-  const auto& w = st.window_outcomes();
-  const std::vector<std::vector<std::string>> rows = {
-      {"dependency", st.dependency()},
-      {"replica", st.replica_id().empty() ? "-" : st.replica_id()},
-      {"policy version", absl::StrCat(st.policy_version())},
-      {"store", absl::StrCat(st.store_status(),
-                             standalone ? ""
-                                        : absl::StrCat(", ", st.live_replicas(),
-                                                       " live replicas"))},
-      {"tokens available",
-       st.tokens_available() < 0
-           ? "- (no rate limit)"
-           : absl::StrFormat("%.2f", st.tokens_available())},
-      {"window count", absl::StrCat(st.window_count())},
-      {"in flight", absl::StrCat(st.in_flight())},
-      {"share",
-       standalone ? "- (standalone)" : absl::StrFormat("%.3f", st.share())},
-      {"in force here",
-       absl::StrCat(
-           absl::StrFormat("rate %.6g", st.effective_rate()),
-           st.effective_max_in_flight() > 0
-               ? absl::StrCat(", max in flight ", st.effective_max_in_flight())
-               : "",
-           standalone       ? ""
-           : st.has_grant() ? " (granted by the store)"
-                            : " (no grant)")},
-      {"breaker", st.breaker_state() == v1::BREAKER_STATE_UNSPECIFIED
-                      ? "- (no breaker)"
-                      : v1::BreakerState_Name(st.breaker_state())},
-      {"override", st.override() == v1::BREAKER_OVERRIDE_UNSPECIFIED
-                       ? "-"
-                       : v1::BreakerOverride_Name(st.override())},
-      {"open until", FormatTime(st.open_until())},
-      {"trip cause", st.trip_cause().empty() ? "-" : st.trip_cause()},
-      {"generation", absl::StrCat(st.breaker_generation())},
-      {"open duration", wire::FormatDurationProto(st.current_open_duration())},
-      {"window outcomes",
-       absl::StrCat(w.calls(), " calls: ", w.successes(), " ok, ", w.failures(),
-                    " failed, ", w.timeouts(), " timed out, ", w.slow(),
-                    " slow")},
-      {"decisions",
-       absl::StrCat(d.acquired(), " acquired: ", d.allowed(), " allowed, ",
-                    d.rejected(), " rejected, ", d.degraded(), " degraded")},
-      {"keys", absl::StrCat(st.keys())},
-  };
-  std::printf("%s", FormatTable(rows).c_str());
+  std::printf("%s", FormatTable(StateRows(st)).c_str());
   return kOk;
-}
-
-std::string Describe(const v1::Event& e) {
-  switch (e.kind()) {
-    case v1::Event::BREAKER_TRANSITION:
-      return absl::StrCat(v1::BreakerState_Name(e.from()), " -> ",
-                          v1::BreakerState_Name(e.to()), " (", e.cause(),
-                          "; generation ", e.breaker_generation(), ")");
-    case v1::Event::POLICY_CHANGED:
-      return absl::StrCat("version ", e.old_version(), " -> ", e.new_version(),
-                          " (", e.cause(), ")");
-    case v1::Event::OVERRIDE_SET:
-      return absl::StrCat(v1::BreakerOverride_Name(e.override()), " (",
-                          e.cause(), ")");
-    case v1::Event::EVENTS_DROPPED:
-      return absl::StrCat(e.missed(), " events missed");
-    default:
-      return e.cause();
-  }
 }
 
 struct WatchArgs {
@@ -425,7 +374,7 @@ int Watch(AdminConnection& admin, const WatchArgs& args) {
       std::printf("%s  %-18s  %-16s  %s  [%s]\n", FormatTime(e.time()).c_str(),
                   v1::Event::Kind_Name(e.kind()).c_str(),
                   e.dependency().empty() ? "-" : e.dependency().c_str(),
-                  Describe(e).c_str(), e.replica_id().c_str());
+                  DescribeEvent(e).c_str(), e.replica_id().c_str());
     }
     std::fflush(stdout);
   }
