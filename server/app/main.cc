@@ -222,6 +222,15 @@ void AddFlags(CLI::App& app, Flags* flags) {
             }
             return absl::OkStatus();
           });
+  AddFlag(app, "state-file", "PATH", options.state_file,
+          "Standalone: keep adaptive limits, learned latency baselines and\n"
+          "OPEN breakers in this file across restarts. Read at start (a\n"
+          "missing, corrupt or foreign file is logged and ignored; state of a\n"
+          "policy that changed since is not taken back), written every 10s\n"
+          "and at shutdown (SIGTERM), atomically. Its directory must be\n"
+          "writable. Ignored with --redis (the store keeps warm state).\n"
+          "Empty: start cold every time. See docs/operations.md.",
+          StoreString(&options.state_file));
   AddFlag(app, "log-level", "LEVEL", "info",
           "trace, debug, info, warn, error, critical or off.",
           [flags](const std::string& value) {

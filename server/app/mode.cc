@@ -6,6 +6,7 @@
 #include "server/app/cluster_mode.h"
 #include "server/app/standalone_mode.h"
 #include "server/cluster/redis_store.h"
+#include "spdlog/spdlog.h"
 
 namespace sluice::app {
 namespace {
@@ -31,7 +32,15 @@ std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,
                                StoreFactory store_factory,
                                const std::string& replica_id,
                                bool sync_thread) {
-  if (options.redis.empty()) return std::make_unique<StandaloneMode>();
+  if (options.redis.empty()) {
+    return std::make_unique<StandaloneMode>(options, clock);
+  }
+  if (!options.state_file.empty()) {
+    spdlog::warn(
+        "--state-file {} is ignored in cluster mode: warm state is kept in "
+        "the cluster store",
+        options.state_file);
+  }
   return std::make_unique<ClusterMode>(
       options, store_factory ? store_factory() : RedisStoreFor(options), clock,
       replica_id, sync_thread);

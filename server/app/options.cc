@@ -80,6 +80,11 @@ absl::Status ValidateOptions(const ServerOptions& options) {
         absl::StrCat("--redis-timeout must be > 0, got ",
                      absl::FormatDuration(options.redis_timeout)));
   }
+  if (options.state_file_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state file interval must be > 0, got ",
+                     absl::FormatDuration(options.state_file_interval)));
+  }
   if (options.expected_replicas < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--expected-replicas must be at least 1, got ",
@@ -183,6 +188,17 @@ void LogConfiguration(const ServerOptions& options,
                UnknownDependencyName(options.unknown_dependency));
   spdlog::info("  sweep-interval       {}",
                absl::FormatDuration(options.sweep_interval));
+  spdlog::info(
+      "  state-file           {}",
+      options.state_file.empty()
+          ? std::string("(none)")
+          : options.redis.empty()
+                ? absl::StrCat(options.state_file, " (written every ",
+                               absl::FormatDuration(options.state_file_interval),
+                               " and at shutdown)")
+                : absl::StrCat(options.state_file,
+                               " (ignored: cluster mode keeps warm state in "
+                               "the store)"));
 }
 
 }  // namespace sluice::app

@@ -51,6 +51,13 @@ struct ServerOptions {
       core::UnknownDependencyAction::kAllow;
   // How often the engine expires overdue permits and moves breakers on.
   absl::Duration sweep_interval = absl::Milliseconds(100);
+  // Standalone: the file that keeps adaptive limits, learned baselines and
+  // OPEN breakers across a restart (docs/operations.md); "" keeps none.
+  // Ignored in cluster mode, where the store keeps them.
+  std::string state_file;
+  // How often the state file is written while running (it is also written
+  // at shutdown); > 0.
+  absl::Duration state_file_interval = absl::Seconds(10);
 };
 
 // Most threads (and so connections served at once) of the HTTP API.

@@ -5,13 +5,38 @@
 #include "spdlog/spdlog.h"
 
 namespace sluice::app {
+namespace {
+
+StateFileKeeper::Options StateFileOptions(const ServerOptions& options) {
+  StateFileKeeper::Options out;
+  out.path = options.state_file;
+  out.interval = options.state_file_interval;
+  return out;
+}
+
+}  // namespace
+
+StandaloneMode::StandaloneMode(const ServerOptions& options,
+                               core::Clock* clock)
+    : state_file_(StateFileOptions(options)), clock_(clock) {}
 
 absl::Status StandaloneMode::Start(
     const ModeContext& ctx, const std::vector<v1::Policy>& file_policies) {
   ctx_ = ctx;
   admin_backend_ = std::make_unique<rpc::LocalAdminBackend>(
       ctx.policies, ctx.engine, ctx.events);
+  if (!state_file_.path.empty()) {
+    // The policies are in force: the saved state finds its policies.
+    state_keeper_ =
+        std::make_unique<StateFileKeeper>(state_file_, ctx.engine, clock_);
+    state_keeper_->Restore();
+    state_keeper_->Start();
+  }
   return absl::OkStatus();
+}
+
+void StandaloneMode::Stop() {
+  if (state_keeper_ != nullptr) state_keeper_->Stop();
 }
 
 void StandaloneMode::OnPoliciesFileChanged(const std::string& path,

@@ -7,14 +7,22 @@
 #include <vector>
 
 #include "server/app/mode.h"
+#include "server/app/options.h"
+#include "server/app/state_keeper.h"
+#include "server/core/clock.h"
 
 namespace sluice::app {
 
 // Standalone: every policy, breaker and admin change lives in this process.
 // A policies file edit replaces the policies in force (an invalid edit is
-// logged and ignored); admin writes apply here only. Thread-safety as Mode.
+// logged and ignored); admin writes apply here only. With --state-file, the
+// warm state (adaptive limits, baselines, OPEN breakers) is read back at
+// Start and written every interval and at Stop. Thread-safety as Mode.
 class StandaloneMode final : public Mode {
  public:
+  // `clock` (the engine's) must outlive the mode.
+  StandaloneMode(const ServerOptions& options, core::Clock* clock);
+
   void ConfigureEngine(core::Engine::Options* options) const override {}
   absl::Status Start(const ModeContext& ctx,
                      const std::vector<v1::Policy>& file_policies) override;
@@ -28,15 +36,20 @@ class StandaloneMode final : public Mode {
     return std::nullopt;
   }
   absl::Status SyncNow() override;
-  void Stop() override {}
+  // Writes the state file one last time.
+  void Stop() override;
   // No other replica to tell.
   void OnBreakerTransition(const core::BreakerTransition& t) override {}
   void OnAdaptiveChange(const core::AdaptiveChange& c) override {}
 
  private:
+  const StateFileKeeper::Options state_file_;  // path "": none
+  core::Clock* const clock_;
+
   // Set by Start.
   ModeContext ctx_;
   std::unique_ptr<rpc::AdminBackend> admin_backend_;
+  std::unique_ptr<StateFileKeeper> state_keeper_;
 };
 
 }  // namespace sluice::app

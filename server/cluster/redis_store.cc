@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "wire/address.h"
 
@@ -94,13 +95,38 @@ bool IsArray(const redisReply* r, size_t min_elements) {
          r->elements >= min_elements;
 }
 
+// A warm entry of tick.lua: "digest steady_limit baseline_us windows mean_us
+// var_us2 success updated_ms"; nullopt when it does not parse.
+std::optional<ReplicaWarm> DecodeWarm(absl::string_view replica,
+                                      absl::string_view entry) {
+  const std::vector<absl::string_view> f = absl::StrSplit(entry, ' ');
+  if (f.size() != 8) return std::nullopt;
+  ReplicaWarm w;
+  w.replica = std::string(replica);
+  double baseline_us = 0, updated_ms = 0;
+  if (!absl::SimpleAtoi(f[0], &w.digest) ||
+      !absl::SimpleAtoi(f[1], &w.adaptive.steady_limit) ||
+      !absl::SimpleAtod(f[2], &baseline_us) ||
+      !absl::SimpleAtoi(f[3], &w.baseline.windows) ||
+      !absl::SimpleAtod(f[4], &w.baseline.mean_us) ||
+      !absl::SimpleAtod(f[5], &w.baseline.var_us2) ||
+      !absl::SimpleAtod(f[6], &w.baseline.success) ||
+      !absl::SimpleAtod(f[7], &updated_ms)) {
+    return std::nullopt;
+  }
+  w.adaptive.baseline = absl::Microseconds(static_cast<int64_t>(baseline_us));
+  w.updated = absl::FromUnixMillis(static_cast<int64_t>(updated_ms));
+  return w;
+}
+
 absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
   if (r->type == REDIS_REPLY_ERROR) {
     return absl::InternalError(
         absl::StrCat("tick script failed: ", absl::string_view(r->str, r->len)));
   }
-  if (!IsArray(r, 7) || !IsArray(r->element[3], 0) ||
-      !IsArray(r->element[4], 0) || !IsArray(r->element[5], 0)) {
+  if (!IsArray(r, 8) || !IsArray(r->element[3], 0) ||
+      !IsArray(r->element[4], 0) || !IsArray(r->element[5], 0) ||
+      !IsArray(r->element[7], 0)) {
     return absl::InternalError("tick script answered in an unexpected shape");
   }
   PolicyPull pull;
@@ -141,6 +167,13 @@ absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
     pull.breaker = std::move(rec);
   }
   pull.leases_granted = static_cast<uint32_t>(ToU64(r->element[6]));
+  const redisReply* warm = r->element[7];
+  for (size_t j = 0; j + 1 < warm->elements; j += 2) {
+    if (std::optional<ReplicaWarm> w =
+            DecodeWarm(Str(warm->element[j]), Str(warm->element[j + 1]))) {
+      pull.warm.push_back(*std::move(w));
+    }
+  }
   return pull;
 }
 
@@ -464,6 +497,17 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       args.push_back(absl::StrCat(push.leases_wanted));
       args.push_back(absl::StrCat(push.lease_cap));
       args.push_back(Ms(push.lease_ttl));
+    }
+    args.push_back(push.has_warm ? "1" : "0");
+    if (push.has_warm) {
+      args.push_back(absl::StrCat(push.digest));
+      args.push_back(absl::StrCat(push.adaptive.steady_limit));
+      args.push_back(
+          absl::StrCat(absl::ToInt64Microseconds(push.adaptive.baseline)));
+      args.push_back(absl::StrCat(push.baseline.windows));
+      args.push_back(Num(push.baseline.mean_us));
+      args.push_back(Num(push.baseline.var_us2));
+      args.push_back(Num(push.baseline.success));
     }
     Append(context, args);
     ++expected;

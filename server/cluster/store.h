@@ -33,11 +33,28 @@ struct PolicyPush {
   uint32_t leases_wanted = 0;
   uint32_t lease_cap = 0;
   absl::Duration lease_ttl = absl::ZeroDuration();
+  // The policy's warm state (adaptive limit, latency baseline), when it has
+  // either; stored only once it has learned something (a steady limit with
+  // a baseline latency, or a learned baseline window).
+  bool has_warm = false;
+  uint64_t digest = 0;
+  core::AdaptiveLimitState adaptive;
+  core::BaselineState baseline;
 };
 
 struct ReplicaOutcomes {
   std::string replica;
   core::OutcomeTotals totals;
+};
+
+// One replica's stored warm state for a policy (its last tick's).
+struct ReplicaWarm {
+  std::string replica;
+  uint64_t digest = 0;
+  core::AdaptiveLimitState adaptive;
+  core::BaselineState baseline;
+  // When the replica stored it (store clock).
+  absl::Time updated = absl::InfinitePast();
 };
 
 // This replica's grant for one pushed key.
@@ -61,6 +78,9 @@ struct PolicyPull {
   std::optional<core::BreakerRecord> breaker;
   // Probe leases granted to this replica for the stored generation.
   uint32_t leases_granted = 0;
+  // With has_warm: every replica's warm entry stored before this tick (this
+  // replica's previous one included) and younger than key_ttl.
+  std::vector<ReplicaWarm> warm;
 };
 
 // A policy as the store keeps it: the serialized sluice.v1.Policy with every
@@ -103,7 +123,8 @@ struct TickRequest {
   // A replica (and its grants, outcomes and leases) not heard from for this
   // long is gone. Also how long grants last.
   absl::Duration stale_after = absl::Seconds(3);
-  // Lifetime of the state keys; refreshed on every tick.
+  // Lifetime of the state keys; refreshed on every tick. Also how long a
+  // replica's warm entry outlives its last tick.
   absl::Duration key_ttl = absl::Minutes(10);
   // Live replicas this replica knows of (static shares of per_key keys).
   uint32_t live_replicas = 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/cluster/warm_view.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::cluster {
@@ -222,6 +223,8 @@ std::vector<core::DependencyUpdate> SyncLoop::PolicyUpdates(
     const Round& round, const TickReply& reply, uint64_t* resets) {
   std::vector<core::DependencyUpdate> updates;
   updates.reserve(round.pushed.size());
+  const absl::flat_hash_set<std::string> live(reply.replicas.begin(),
+                                              reply.replicas.end());
   for (size_t i = 0; i < round.pushed.size(); ++i) {
     const core::DependencyTick& tick = *round.pushed[i];
     const PolicyPush& push = round.request.policies[i];
@@ -235,6 +238,12 @@ std::vector<core::DependencyUpdate> SyncLoop::PolicyUpdates(
     update.name = tick.name;
     ApplyGrants(round, push, pull, &update);
     if (tick.has_breaker) ApplyBreakerRecords(tick, push, pull, &update);
+    if (push.has_warm) {
+      WarmView view =
+          CombineWarm(pull.warm, push.digest, options_.replica_id, live);
+      update.cluster_adaptive = view.adaptive;
+      update.cluster_baseline = view.baseline;
+    }
     updates.push_back(std::move(update));
   }
   return updates;
@@ -266,7 +275,10 @@ SyncLoop::Round SyncLoop::BuildRequest(bool leaving) {
     request.forwarded.swap(forward_queue_);
   }
   for (core::DependencyTick& tick : round.ticks) {
-    if (tick.keys.empty() && !tick.has_breaker) continue;
+    if (tick.keys.empty() && !tick.has_breaker && !tick.adaptive &&
+        !tick.baseline) {
+      continue;
+    }
     request.policies.push_back(PushFor(tick));
     round.pushed.push_back(&tick);
   }
@@ -292,6 +304,10 @@ PolicyPush SyncLoop::PushFor(core::DependencyTick& tick) const {
   push.lease_cap = tick.lease_cap;
   // A lease outlives a dead replica by a few ticks at most.
   push.lease_ttl = std::max(tick.lease_ttl, stale_after());
+  push.has_warm = tick.adaptive.has_value() || tick.baseline.has_value();
+  push.digest = tick.policy_digest;
+  if (tick.adaptive) push.adaptive = *tick.adaptive;
+  if (tick.baseline) push.baseline = *tick.baseline;
   return push;
 }
 

@@ -11,11 +11,14 @@
 --     calls, failures, slow (cumulative outcome totals),
 --     publish ("1" may store a transition), base, generation,
 --     state ("OPEN" | "CLOSED"), open_until_ms, open_duration_ms, cause,
---     leases_wanted, lease_cap, lease_ttl_ms.
+--     leases_wanted, lease_cap, lease_ttl_ms;
+--   has_warm ("1" or "0"), and if "1" (the policy's adaptive limit or
+--   latency baseline, see core::DependencyTick):
+--     digest, steady_limit, baseline_us, windows, mean_us, var_us2, success.
 -- Resource 1 is the rate resource (token bucket capacity or window count),
 -- resource 2 the concurrency slots; limit 0 means not cluster-scope.
 --
--- Returns {now_ms, epoch, lost, grants, outcomes, breaker, leases}:
+-- Returns {now_ms, epoch, lost, grants, outcomes, breaker, leases, warm}:
 --   epoch     this policy's store epoch; lost is 1 when the replica knew
 --             another one (Redis lost the policy's data)
 --   grants[k] {granted (1, or 0 for a per_key key back on its static
@@ -24,6 +27,10 @@
 --   breaker   {generation, state, open_until_ms, open_duration_ms, cause,
 --             replica} or {} when none is stored
 --   leases    probe leases granted to this replica
+--   warm      flat {replica, entry, ...}: the warm entries stored before
+--             this tick (this replica's previous one included), each
+--             "digest steady_limit baseline_us windows mean_us var_us2
+--             success updated_ms", younger than ttl; {} without has_warm
 --
 -- Grants: the hash <prefix>:g:<key> holds, per replica,
 --   "exp g1 d1 u1 g2 d2 u2 h1 h2 hexp": the grant's expiry, then per
@@ -245,8 +252,9 @@ local function live_entries(h)
 end
 
 local outcomes, breaker, leases = {}, {}, 0
-if ARGV[i] == '1' then
-  i = i + 1
+local has_breaker = ARGV[i] == '1'
+i = i + 1
+if has_breaker then
   local o = prefix .. ':outcomes'
   local b = prefix .. ':breaker'
   local l = prefix .. ':probes'
@@ -326,4 +334,34 @@ if ARGV[i] == '1' then
   end
 end
 
-return {now, epoch, lost, grants, outcomes, breaker, leases}
+-- Warm state: each replica's adaptive limit and latency baseline, kept
+-- for ttl after its last tick, so that a replica that starts fresh (even
+-- after all the others left, in a rollout) starts from what they learned.
+-- The sync loop combines the entries (it knows which replicas are live);
+-- an entry that learned nothing is not stored, so a fresh replica never
+-- replaces what its previous life learned under the same name.
+local warm = {}
+if ARGV[i] == '1' then
+  local w = prefix .. ':warm'
+  local all = redis.call('HGETALL', w)
+  for j = 1, #all, 2 do
+    local updated = tonumber(string.match(all[j + 1], '(%S+)$'))
+    if updated == nil or updated + ttl < now then
+      redis.call('HDEL', w, all[j])
+    else
+      warm[#warm + 1] = all[j]
+      warm[#warm + 1] = all[j + 1]
+    end
+  end
+  local steady, baseline_us, windows =
+      tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  if (steady > 0 and baseline_us > 0) or windows > 0 then
+    redis.call('HSET', w, replica, table.concat(
+        {ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+         ARGV[i + 6], ARGV[i + 7], now}, ' '))
+    redis.call('PEXPIRE', w, ttl)
+  end
+  i = i + 8
+end
+
+return {now, epoch, lost, grants, outcomes, breaker, leases, warm}

@@ -791,7 +791,8 @@ TEST(SluicedCommandLineTest, HelpListsEveryFlagOnStdout) {
        {"listen", "admin-listen", "socket-mode", "admin-token-file",
         "metrics-listen", "http-listen", "http-threads",
         "policies", "redis", "sync-interval", "replica-id", "redis-timeout",
-        "expected-replicas", "unknown-dependency", "log-level", "port-file"}) {
+        "expected-replicas", "unknown-dependency", "log-level", "port-file",
+        "state-file"}) {
     std::string env = absl::StrCat("SLUICE_", flag);
     for (char& c : env) c = c == '-' ? '_' : absl::ascii_toupper(c);
     EXPECT_THAT(exited.out, HasSubstr(absl::StrCat("--", flag, " ")));

@@ -1,5 +1,6 @@
 #include "tests/cluster/cluster_scenarios.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "server/cluster/redis_store.h"
@@ -473,6 +474,87 @@ TEST_P(ClusterScenarioTest, AShareBelowOneUnitStillAdmitsTheLimitAndNoMore) {
     }
     for (int i = 0; i < 50; ++i) Stop(i);
   }
+}
+
+// --- Warm state: adaptive limits through the store ------------------------
+
+TEST_P(ClusterScenarioTest, AFreshReplicaStartsFromTheOthersSteadyLimit) {
+  AddReplicas(2);
+  Install(Adaptive("search"));
+  TickAll();
+  const uint32_t learned = LearnLimit(0, "search", 6);
+  ASSERT_GT(learned, 5u) << "the limit did not grow; nothing to share";
+  TickAll();  // r0 stores its entry; r1 (no traffic yet) takes it
+  EXPECT_EQ(AdaptiveLimitOf(1, "search"), learned);
+
+  // A replica that joins now starts there too, on its first tick, before
+  // it has seen a call.
+  AddReplicas(1);
+  R(2).engine.PutPolicy(Adaptive("search"));
+  EXPECT_EQ(AdaptiveLimitOf(2, "search"), 5u);
+  R(2).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(AdaptiveLimitOf(2, "search"), learned);
+}
+
+TEST_P(ClusterScenarioTest, TheMeanOfTheOthersAndOnlyUnderTheSameDigest) {
+  AddReplicas(2);
+  Install(Adaptive("search"));
+  TickAll();
+  const uint32_t a = LearnLimit(0, "search", 4);
+  const uint32_t b = LearnLimit(1, "search", 8);
+  ASSERT_NE(a, b);
+  TickAll();
+  TickAll();
+  // Each keeps its own judged limit.
+  EXPECT_EQ(AdaptiveLimitOf(0, "search"), a);
+  EXPECT_EQ(AdaptiveLimitOf(1, "search"), b);
+
+  AddReplicas(2);
+  R(2).engine.PutPolicy(Adaptive("search"));
+  R(3).engine.PutPolicy(Adaptive("search", /*digest=*/8));  // edited
+  R(2).loop.TickOnce().IgnoreError();
+  R(3).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(AdaptiveLimitOf(2, "search"),
+            static_cast<uint32_t>(std::lround((a + b) / 2.0)));
+  EXPECT_EQ(AdaptiveLimitOf(3, "search"), 5u);
+}
+
+TEST_P(ClusterScenarioTest, AfterARolloutTheNewReplicasStartFromTheOldOnes) {
+  AddReplicas(2);
+  Install(Adaptive("search"));
+  TickAll();
+  const uint32_t learned = LearnLimit(0, "search", 6);
+  ASSERT_GT(learned, 5u);
+  TickAll();
+  // Every old pod goes (SIGTERM), then new ones come under new names.
+  Stop(0);
+  Stop(1);
+  clock_.Advance(absl::Seconds(30));
+  Restart(0, "r0-new");
+  R(0).engine.PutPolicy(Adaptive("search"));
+  R(0).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(AdaptiveLimitOf(0, "search"), learned);
+}
+
+TEST_P(ClusterScenarioTest, AReplicaRestartedUnderItsNameTakesBackItsOwn) {
+  AddReplicas(1);
+  Install(Adaptive("search"));
+  TickAll();
+  const uint32_t learned = LearnLimit(0, "search", 6);
+  ASSERT_GT(learned, 5u);
+  TickAll();
+  Kill(0);  // no final tick: the entry of its last good tick stays
+  Restart(0, "r0");
+  R(0).engine.PutPolicy(Adaptive("search"));
+  R(0).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(AdaptiveLimitOf(0, "search"), learned);
+  // Its fresh first push did not overwrite what it had learned: a second
+  // restart finds the same.
+  Kill(0);
+  Restart(0, "r0");
+  R(0).engine.PutPolicy(Adaptive("search"));
+  R(0).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(AdaptiveLimitOf(0, "search"), learned);
 }
 
 }  // namespace

@@ -222,6 +222,47 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     p.rate_limit = rl;
     return p;
   }
+  // An adaptive in-flight limit from 5 (no cluster-scope gate: the limit
+  // is each replica's own; only its warm state goes through the store).
+  static PolicyConfig Adaptive(const std::string& name, uint64_t digest = 7) {
+    PolicyConfig p;
+    p.name = name;
+    p.digest = digest;
+    core::AdaptiveConcurrencyConfig a;
+    a.min_limit = 1;
+    a.max_limit = 100;
+    a.initial_limit = 5;
+    p.adaptive_concurrency = a;
+    return p;
+  }
+  // `windows` windows on replica `r` in which the adaptive limit of `dep` is
+  // reached and every call takes 5 ms: each steps the limit up. Returns the
+  // limit reached.
+  uint32_t LearnLimit(int r, const std::string& dep, int windows) {
+    for (int w = 0; w < windows; ++w) {
+      for (int round = 0; round < 4; ++round) {
+        std::vector<uint64_t> ids;
+        while (true) {
+          const core::Decision d = R(r).Acquire(dep);
+          if (d.verdict != Verdict::kAllow) break;
+          ids.push_back(d.permit_id);
+        }
+        for (uint64_t id : ids) {
+          R(r).engine.Report(dep, "", id, Outcome::kSuccess,
+                             absl::Milliseconds(5));
+        }
+      }
+      clock_.Advance(absl::Seconds(1));
+    }
+    return AdaptiveLimitOf(r, dep);
+  }
+  uint32_t AdaptiveLimitOf(int r, const std::string& dep) {
+    absl::StatusOr<core::DependencyStatus> s = R(r).engine.Inspect(dep);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok() || !s->gates->adaptive_limit) return 0;
+    return s->gates->adaptive_limit->limit;
+  }
+
   static PolicyConfig WithBreaker(PolicyConfig p) {
     core::BreakerConfig b;
     b.consecutive_failures = 3;

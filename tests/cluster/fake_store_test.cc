@@ -242,5 +242,30 @@ TEST_P(FakeStoreTest, StoreFailureModes) {
 }
 
 
+// The departed replicas' warm entries last key_ttl (10 minutes by default)
+// after their last tick, then a new replica starts cold. Fake store only:
+// Redis's own clock cannot be moved on.
+TEST_P(FakeStoreTest, WarmEntriesOfDepartedReplicasExpireAfterTheKeyTtl) {
+  AddReplicas(1);
+  Install(Adaptive("search"));
+  TickAll();
+  const uint32_t learned = LearnLimit(0, "search", 6);
+  ASSERT_GT(learned, 5u);
+  TickAll();
+  Stop(0);
+  clock_.Advance(absl::Minutes(9));
+  Restart(0, "within-ttl");
+  R(0).engine.PutPolicy(Adaptive("search"));
+  R(0).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(AdaptiveLimitOf(0, "search"), learned);
+  Kill(0);
+
+  clock_.Advance(absl::Minutes(2));  // 11 minutes after the last entry
+  Restart(0, "after-ttl");
+  R(0).engine.PutPolicy(Adaptive("search"));
+  R(0).loop.TickOnce().IgnoreError();
+  EXPECT_EQ(AdaptiveLimitOf(0, "search"), 5u);
+}
+
 }  // namespace
 }  // namespace sluice::cluster

@@ -85,6 +85,7 @@ class FakeStore final : public cluster::Store {
     leases_.clear();
     epochs_.clear();
     recovering_until_.clear();
+    warm_.clear();
     policies_.clear();
     overrides_.clear();
     deleted_.clear();
@@ -327,6 +328,36 @@ class FakeStore final : public cluster::Store {
     config_version_ = std::max(config_version_, config.version);
   }
 
+  // tick.lua's warm section: the entries stored before this tick and
+  // younger than key_ttl; this replica's own stored only once it learned
+  // something.
+  void TickWarm(const cluster::TickRequest& request,
+                const cluster::PolicyPush& push, absl::Time now,
+                cluster::PolicyPull* pull) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto& entries = warm_[push.policy];
+    for (auto w = entries.begin(); w != entries.end();) {
+      if (w->second.updated + request.key_ttl < now) {
+        w = entries.erase(w);
+        continue;
+      }
+      pull->warm.push_back(w->second);
+      ++w;
+    }
+    const bool learned = (push.adaptive.steady_limit > 0 &&
+                          push.adaptive.baseline > absl::ZeroDuration()) ||
+                         push.baseline.windows > 0;
+    if (!learned) return;
+    cluster::ReplicaWarm& mine = entries[request.replica_id];
+    mine.replica = request.replica_id;
+    mine.digest = push.digest;
+    // Redis keeps whole microseconds and milliseconds.
+    mine.adaptive.steady_limit = push.adaptive.steady_limit;
+    mine.adaptive.baseline =
+        absl::Microseconds(absl::ToInt64Microseconds(push.adaptive.baseline));
+    mine.baseline = push.baseline;
+    mine.updated = absl::FromUnixMillis(absl::ToUnixMillis(now));
+  }
+
   cluster::PolicyPull TickPolicy(const cluster::TickRequest& request,
                                  const cluster::PolicyPush& push,
                                  absl::Time now)
@@ -420,6 +451,7 @@ class FakeStore final : public cluster::Store {
       pull.grants.push_back(grant);
     }
 
+    if (push.has_warm) TickWarm(request, push, now, &pull);
     if (!push.has_breaker) return pull;
     auto& outcomes = outcomes_[push.policy];
     if (request.leaving) {
@@ -504,6 +536,7 @@ class FakeStore final : public cluster::Store {
   std::map<std::string, std::map<std::string, Lease>> leases_;
   std::map<std::string, std::string> epochs_;
   std::map<std::string, absl::Time> recovering_until_;
+  std::map<std::string, std::map<std::string, cluster::ReplicaWarm>> warm_;
   uint64_t config_version_ = 0;
   std::string config_epoch_;
   std::map<std::string, cluster::StoredPolicy> policies_;
