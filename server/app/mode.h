@@ -61,6 +61,12 @@ class Mode : public core::EventSink {
 
   // The sync loop's state for the metrics; nullopt hides the store metrics.
   virtual std::optional<metrics::SyncSnapshot> sync_snapshot() const = 0;
+  // The state file's writes for the metrics; nullopt (no --state-file)
+  // hides them.
+  virtual std::optional<metrics::StateFileSnapshot> state_file_snapshot()
+      const {
+    return std::nullopt;
+  }
 
   // One cluster sync tick on the caller's thread, for tests that run the
   // server without its sync thread. FAILED_PRECONDITION standalone.

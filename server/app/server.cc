@@ -55,6 +55,7 @@ metrics::Sources Server::MetricsSources() {
   metrics::Sources sources;
   sources.engine = &engine_;
   sources.sync = [this] { return mode_->sync_snapshot(); };
+  sources.state_file = [this] { return mode_->state_file_snapshot(); };
   sources.unknown_decisions = [this] { return engine_.UnknownDecisions(); };
   sources.events_dropped = [this] { return events_.dropped(); };
   sources.watchers = [this] { return events_.watchers(); };

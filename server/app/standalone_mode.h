@@ -35,6 +35,8 @@ class StandaloneMode final : public Mode {
   std::optional<metrics::SyncSnapshot> sync_snapshot() const override {
     return std::nullopt;
   }
+  std::optional<metrics::StateFileSnapshot> state_file_snapshot()
+      const override;
   absl::Status SyncNow() override;
   // Writes the state file one last time.
   void Stop() override;

@@ -47,6 +47,8 @@ enum class MetricId : int {
   kRateLimitUnmatched,
   kHttpRequests,
   kHttpConnections,
+  kStateFileWrites,
+  kStateFileLastWrite,
   kCount,  // not a metric
 };
 
@@ -196,6 +198,16 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "HTTP API connections now: active (served, each on a thread) and "
          "waiting (accepted, waiting for a thread; see --http-threads). Only "
          "with --http-listen."},
+        {MetricId::kStateFileWrites, "sluice_state_file_writes_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Writes of the warm state file (--state-file) by result: ok or "
+         "error (the log says why, at most once a minute). Only with "
+         "--state-file."},
+        {MetricId::kStateFileLastWrite,
+         "sluice_state_file_last_write_timestamp_seconds", MetricType::kGauge,
+         {nullptr},
+         "Unix time of the last good write of the state file; 0 before the "
+         "first. Only with --state-file."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

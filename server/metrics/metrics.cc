@@ -289,6 +289,21 @@ std::vector<MetricFamily> Metrics::Collect() const {
         {"waiting"}, static_cast<double>(http->waiting_connections));
   }
 
+  std::optional<StateFileSnapshot> state_file;
+  if (sources_.state_file) state_file = sources_.state_file();
+  if (state_file) {
+    Add(family(MetricId::kStateFileWrites), MetricId::kStateFileWrites,
+        {"ok"}, static_cast<double>(state_file->writes));
+    Add(family(MetricId::kStateFileWrites), MetricId::kStateFileWrites,
+        {"error"}, static_cast<double>(state_file->failures));
+    Add(family(MetricId::kStateFileLastWrite), MetricId::kStateFileLastWrite,
+        {},
+        state_file->last_write == absl::InfinitePast()
+            ? 0
+            : absl::ToDoubleSeconds(state_file->last_write -
+                                    absl::UnixEpoch()));
+  }
+
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.
   std::vector<MetricFamily> out;

@@ -63,6 +63,14 @@ struct HttpSnapshot {
   uint64_t waiting_connections = 0;
 };
 
+// The warm state file's writes (a copy of app::StateFileKeeper::Stats'
+// fields, so that this library does not depend on server/app).
+struct StateFileSnapshot {
+  uint64_t writes = 0;
+  uint64_t failures = 0;
+  absl::Time last_write = absl::InfinitePast();
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -84,6 +92,9 @@ struct Sources {
   // The HTTP API's counters. Absent (or returning nullopt) without the HTTP
   // API, which hides its metrics.
   std::function<std::optional<HttpSnapshot>()> http = nullptr;
+  // The state file's writes. Absent (or returning nullopt) without
+  // --state-file, which hides its metrics.
+  std::function<std::optional<StateFileSnapshot>()> state_file = nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at

@@ -344,6 +344,27 @@ TEST_F(MetricsTest, HttpMetricsOnlyWithTheHttpApi) {
   EXPECT_EQ(Sum(s, "sluice_http_connections", {{"state", "waiting"}}), 1);
 }
 
+TEST_F(MetricsTest, StateFileMetricsOnlyWithAStateFile) {
+  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_state_file")));
+  sources.state_file = [] { return std::optional<StateFileSnapshot>(); };
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_state_file")));
+
+  StateFileSnapshot snapshot;
+  sources.state_file = [&] { return std::optional<StateFileSnapshot>(snapshot); };
+  std::vector<Sample> s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_state_file_writes_total", {{"result", "ok"}}), 0);
+  EXPECT_EQ(Sum(s, "sluice_state_file_last_write_timestamp_seconds"), 0);
+  snapshot.writes = 12;
+  snapshot.failures = 2;
+  snapshot.last_write = absl::FromUnixSeconds(1796000000);
+  s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_state_file_writes_total", {{"result", "ok"}}), 12);
+  EXPECT_EQ(Sum(s, "sluice_state_file_writes_total", {{"result", "error"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_state_file_last_write_timestamp_seconds"),
+            1796000000);
+}
+
 TEST(LatencyHistogramTest, BucketsAreCumulative) {
   LatencyHistogram h;
   h.Observe(absl::Microseconds(10));   // <= 25us
