@@ -202,7 +202,7 @@ class alignas(64) Dependency::Shard {
                         admission.adaptive_epoch);
       if (node != nullptr) ++node->live_permits;
       if (evicted.id != 0) {
-        Settle(evicted, evicted.on_expiry, now - evicted.issued, now);
+        Settle(evicted, evicted.on_expiry, now - evicted.issued, false, now);
       }
     }
     if (node != nullptr && gates->TakeSyncRequest()) {
@@ -230,7 +230,9 @@ class alignas(64) Dependency::Shard {
     } else {
       PermitLedger::Permit permit;
       ledger_.Retire(permit_id, &permit);
-      if (!Settle(permit, outcome, latency, now)) ++counters_.stale_reports;
+      if (!Settle(permit, outcome, latency, true, now)) {
+        ++counters_.stale_reports;
+      }
     }
     GateSet* gates = FindGates(key);
     return gates == nullptr ? BreakerState::kClosed
@@ -517,11 +519,11 @@ class alignas(64) Dependency::Shard {
     evicted_ = node;
   }
 
-  // Settles a permit taken out of the ledger. False when its key was
-  // evicted meanwhile (nothing is settled; the key's node goes with its
-  // last permit).
+  // Settles a permit taken out of the ledger: `reported` by its caller, or
+  // expired. False when its key was evicted meanwhile (nothing is settled;
+  // the key's node goes with its last permit).
   bool Settle(const PermitLedger::Permit& permit, Outcome outcome,
-              absl::Duration latency, absl::Time now)
+              absl::Duration latency, bool reported, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Admission admission;
     admission.admitted = true;
@@ -530,7 +532,7 @@ class alignas(64) Dependency::Shard {
     admission.adaptive_epoch = permit.adaptive_epoch;
     auto* node = static_cast<KeyNode*>(permit.holder);
     if (node == nullptr) {
-      single_->Settle(admission, outcome, latency, now);
+      single_->Settle(admission, outcome, latency, reported, now);
       return true;
     }
     --node->live_permits;
@@ -538,7 +540,7 @@ class alignas(64) Dependency::Shard {
       if (node->live_permits == 0) FreeEvicted(node);
       return false;
     }
-    node->gates.Settle(admission, outcome, latency, now);
+    node->gates.Settle(admission, outcome, latency, reported, now);
     return true;
   }
 
@@ -557,7 +559,7 @@ class alignas(64) Dependency::Shard {
   void ExpireDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     PermitLedger::Permit permit;
     while (ledger_.PopExpired(now, &permit)) {
-      Settle(permit, permit.on_expiry, now - permit.issued, now);
+      Settle(permit, permit.on_expiry, now - permit.issued, false, now);
     }
   }
 

@@ -318,7 +318,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
 }
 
 void GateSet::Settle(const Admission& admission, Outcome outcome,
-                     absl::Duration latency, absl::Time now) {
+                     absl::Duration latency, bool reported, absl::Time now) {
   ++context_->counters->outcomes[static_cast<int>(outcome)];
   // The slot flag is from issue time; a cap removed since then holds nothing.
   if (admission.holds_slot && concurrency_) concurrency_->Release();
@@ -331,7 +331,8 @@ void GateSet::Settle(const Admission& admission, Outcome outcome,
     std::string cause;
     const bool moved =
         adaptive_->Release(admission.adaptive_epoch,
-                           outcome != Outcome::kCancelled, latency, now, &cause);
+                           reported && outcome != Outcome::kCancelled, latency,
+                           now, &cause);
     LimitMoved(moved, cause, now);
   }
   if (throttle_) throttle_->Record(outcome, now);

@@ -135,9 +135,11 @@ class GateSet final : public BreakerListener {
                     absl::Time now, Decision* out);
 
   // Releases what an admitted call holds and feeds its outcome to the
-  // breaker.
+  // breaker and the adaptive gates. `reported`: the caller reported it (a
+  // permit that expired has no measured latency, only its age, which the
+  // adaptive limit does not judge).
   void Settle(const Admission& admission, Outcome outcome,
-              absl::Duration latency, absl::Time now);
+              absl::Duration latency, bool reported, absl::Time now);
 
   // An unreported permit counts as a TIMEOUT after this:
   // 2 x call_timeout + the context's permit_grace.

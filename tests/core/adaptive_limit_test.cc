@@ -420,6 +420,25 @@ TEST_F(AdaptiveCapacityTest, ReportsOfALimitThePolicyDroppedFreeNothingNew) {
   EXPECT_EQ(Gates("backend").adaptive_limit->in_flight, 0u);
 }
 
+TEST_F(AdaptiveCapacityTest, ExpiredPermitsTeachNoLatency) {
+  // A caller that never reports: its permits expire after 2 x call_timeout
+  // (4 s), as TIMEOUTs. Their age is no latency anyone measured, so the
+  // limit neither learns a baseline from them nor moves.
+  engine_.PutPolicy(AdaptivePolicy(20));
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_EQ(Acquire("backend").verdict, Verdict::kAllow);
+    }
+    clock_.Advance(absl::Seconds(5));
+    engine_.Sweep();
+  }
+  const AdaptiveLimitStatus s = *Gates("backend").adaptive_limit;
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.limit, 20u);
+  EXPECT_EQ(s.baseline, absl::ZeroDuration());
+  EXPECT_EQ(Outcomes(Inspect("backend").counters, Outcome::kTimeout), 100u);
+}
+
 TEST_F(AdaptiveCapacityTest, UnreportedPermitsFreeTheirSlotWhenTheyExpire) {
   engine_.PutPolicy(AdaptivePolicy(1));
   EXPECT_EQ(Acquire("backend").verdict, Verdict::kAllow);
