@@ -57,6 +57,14 @@ StateFileKeeper::Restored StateFileKeeper::Restore() {
         "state file {}: no policy \"{}\" now; its saved state is not taken",
         options_.path, name);
   }
+  if (import.invalid_keys > 0) {
+    spdlog::warn(
+        "state file {}: {} saved {} held values no policy could have "
+        "learned (NaN, negative, or a steady limit of 0); those values were "
+        "not taken",
+        options_.path, import.invalid_keys,
+        import.invalid_keys == 1 ? "key" : "keys");
+  }
   for (const std::string& name : import.changed) {
     spdlog::warn(
         "state file {}: policy \"{}\" changed since its state was saved "

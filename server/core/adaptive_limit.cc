@@ -11,6 +11,9 @@ namespace {
 
 // A step down goes to this share of the capacity Little's law gives.
 constexpr double kDrain = 0.9;
+// A window that has not seen minimum_samples reports in this many windows
+// starts over.
+constexpr int kStaleWindows = 10;
 
 std::string Millis(absl::Duration d) {
   return absl::StrFormat("%.1fms", absl::ToDoubleMilliseconds(d));
@@ -98,7 +101,11 @@ bool AdaptiveLimit::MaybeJudge(absl::Time now, std::string* cause) {
   if (now - window_start_ < config_->window) return false;
   if (samples_ < static_cast<int64_t>(config_->minimum_samples)) {
     // Too few reports to judge: keep measuring. The limit does not grow
-    // either, since nothing says the dependency could take more.
+    // either, since nothing says the dependency could take more. After
+    // kStaleWindows windows, start over: what it saw is too old to judge.
+    if (now - window_start_ >= kStaleWindows * config_->window) {
+      StartWindow(now);
+    }
     return false;
   }
   Integrate(now);
@@ -182,7 +189,11 @@ AdaptiveLimitState AdaptiveLimit::Export() const {
   return state;
 }
 
-void AdaptiveLimit::Import(const AdaptiveLimitState& state, absl::Time now) {
+bool AdaptiveLimit::Import(const AdaptiveLimitState& state, absl::Time now) {
+  if (state.steady_limit == 0 || state.baseline < absl::ZeroDuration() ||
+      state.baseline == absl::InfiniteDuration()) {
+    return false;
+  }
   // Taken state counts as judged: a later cluster view does not replace it.
   judged_ = true;
   if (state.steady_limit > 0) {
@@ -197,6 +208,7 @@ void AdaptiveLimit::Import(const AdaptiveLimitState& state, absl::Time now) {
     half_start_ = now;
   }
   StartWindow(now);
+  return true;
 }
 
 void AdaptiveLimit::Reconfigure(const AdaptiveConcurrencyConfig& config,

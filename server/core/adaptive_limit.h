@@ -90,8 +90,10 @@ class AdaptiveLimit {
 
   AdaptiveLimitState Export() const;
   // Starts from saved state: the limit becomes its steady limit (within
-  // the bounds) and the baseline is remembered as if learned now.
-  void Import(const AdaptiveLimitState& state, absl::Time now);
+  // the bounds) and the baseline is remembered as if learned now. False
+  // (and nothing taken) for a state it could not have learned: a steady
+  // limit of 0, a baseline that is negative or infinite.
+  bool Import(const AdaptiveLimitState& state, absl::Time now);
 
   // Keeps the limit (within the new bounds) and the baseline.
   void Reconfigure(const AdaptiveConcurrencyConfig& config, absl::Time now);

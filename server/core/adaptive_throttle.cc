@@ -20,19 +20,24 @@ bool AdaptiveThrottle::Refuse(absl::Time now, double* probability) {
   // what the dependency did with the calls before it.
   const double p = ProbabilityOf(window_.Sum());
   *probability = p;
-  if (p > 0) last_positive_ = p;
   if (p <= 0) {
     credit_ = 0;
     return false;
   }
+  last_positive_ = p;
+  last_positive_at_ = now;
   credit_ += p;
   if (credit_ < 1) return false;
   credit_ -= 1;
   ++refused_;
+  return true;
+}
+
+void AdaptiveThrottle::Refused(absl::Time now) {
+  window_.Advance(now);
   Counts one;
   one.requests = 1;
   window_.Add(one);
-  return true;
 }
 
 void AdaptiveThrottle::Record(Outcome outcome, absl::Time now) {
@@ -47,7 +52,10 @@ void AdaptiveThrottle::Record(Outcome outcome, absl::Time now) {
 double AdaptiveThrottle::Probability(absl::Time now) {
   window_.Advance(now);
   const double p = ProbabilityOf(window_.Sum());
-  if (p > 0) last_positive_ = p;
+  if (p > 0) {
+    last_positive_ = p;
+    last_positive_at_ = now;
+  }
   return p;
 }
 

@@ -45,8 +45,12 @@ class AdaptiveThrottle {
   explicit AdaptiveThrottle(const AdaptiveThrottleConfig& config);
 
   // Whether to refuse the next call; *probability is the refusal
-  // probability it was judged by. A refused call counts as a request.
+  // probability it was judged by. The owner then counts the call: as
+  // Refused() when it is refused, or by its outcome when it goes ahead (a
+  // shadow policy's refusal goes ahead).
   bool Refuse(absl::Time now, double* probability);
+  // A call refused: one request without an accept.
+  void Refused(absl::Time now);
   // The outcome of an admitted call: a request (unless CANCELLED), and an
   // accept if SUCCESS.
   void Record(Outcome outcome, absl::Time now);
@@ -55,6 +59,8 @@ class AdaptiveThrottle {
   double Probability(absl::Time now);
   // The last non-zero probability judged by (0 before the first).
   double last_positive() const { return last_positive_; }
+  // When the probability was last seen above 0 (InfinitePast: never).
+  absl::Time last_positive_at() const { return last_positive_at_; }
   ThrottleStatus Status(absl::Time now);
 
   void Reconfigure(const AdaptiveThrottleConfig& config, absl::Time now);
@@ -80,6 +86,7 @@ class AdaptiveThrottle {
   BucketRing<Counts> window_;
   double credit_ = 0;
   double last_positive_ = 0;
+  absl::Time last_positive_at_ = absl::InfinitePast();
   uint64_t refused_ = 0;
 };
 

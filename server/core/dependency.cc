@@ -389,14 +389,11 @@ class alignas(64) Dependency::Shard {
     }
   }
 
-  void ImportWarm(const KeyWarmState& state, absl::Time now)
+  bool ImportWarm(const KeyWarmState& state, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
-    if (single_) {
-      single_->ImportWarm(state, now);
-    } else {
-      NodeFor(state.key, now)->gates.ImportWarm(state, now);
-    }
+    if (single_) return single_->ImportWarm(state, now);
+    return NodeFor(state.key, now)->gates.ImportWarm(state, now);
   }
 
   void ApplyGrant(const KeyGrant& grant, absl::Time now)
@@ -717,12 +714,16 @@ DependencyWarmState Dependency::ExportWarm(size_t max_keys) {
   return out;
 }
 
-void Dependency::ImportWarm(const DependencyWarmState& state) {
+size_t Dependency::ImportWarm(const DependencyWarmState& state) {
   const absl::Time now = clock_->Now();
-  for (const KeyWarmState& key : state.keys) {
-    if (!per_key_ && !key.key.empty()) continue;
-    ShardFor(key.key).ImportWarm(key, now);
+  size_t invalid = 0;
+  // Exported most recently used first; taken back in reverse, so the keys
+  // end up in the same LRU order (each one taken goes to the front).
+  for (auto it = state.keys.rbegin(); it != state.keys.rend(); ++it) {
+    if (!per_key_ && !it->key.empty()) continue;
+    if (!ShardFor(it->key).ImportWarm(*it, now)) ++invalid;
   }
+  return invalid;
 }
 
 void Dependency::SetClusterState(const ClusterState& cluster) {

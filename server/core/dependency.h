@@ -80,7 +80,8 @@ class Dependency {
   // policy (per_key keys only into a per_key policy) and assumes the
   // caller checked the digest.
   DependencyWarmState ExportWarm(size_t max_keys);
-  void ImportWarm(const DependencyWarmState& state);
+  // Returns the keys whose state was not sane (partly or wholly not taken).
+  size_t ImportWarm(const DependencyWarmState& state);
 
   // Cluster mode: see Engine.
   void SetClusterState(const ClusterState& cluster);

@@ -232,7 +232,7 @@ WarmImport Engine::ImportWarmState(
       result.changed.push_back(dep.name);
       continue;
     }
-    it->second->ImportWarm(dep);
+    result.invalid_keys += it->second->ImportWarm(dep);
     ++result.dependencies;
     result.keys += dep.keys.size();
   }

@@ -268,10 +268,11 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   // Gives back what the gates above took, for a call refused below.
   const auto give_back = [&](uint32_t adaptive_epoch) {
     if (adaptive_epoch != 0) {
-      // Not judged: the call never ran.
-      LimitMoved(adaptive_->Release(adaptive_epoch, false,
-                                    absl::ZeroDuration(), now, nullptr),
-                 "", now);
+      // Not judged (the call never ran), but a window may be due.
+      std::string cause;
+      const bool moved = adaptive_->Release(adaptive_epoch, false,
+                                            absl::ZeroDuration(), now, &cause);
+      LimitMoved(moved, cause, now);
     }
     if (holds_slot) concurrency_->Release();
     if (!rate_open) RefundRate(n, now);
@@ -291,6 +292,8 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
     double p = 0;
     const bool refuse = throttle_->Refuse(now, &p);
     ThrottleAt(p, now);
+    // A shadow policy's refusal goes ahead and counts by its outcome.
+    if (refuse && !policy.shadow) throttle_->Refused(now);
     if (refuse) {
       give_back(adaptive_epoch);
       return Refuse(policy, Reason::kAdaptiveThrottled,
@@ -356,7 +359,16 @@ void GateSet::LimitMoved(bool moved, const std::string& cause,
 }
 
 void GateSet::ThrottleAt(double p, absl::Time now) {
-  if ((p > 0) == throttling_) return;
+  // Started at the first call judged with p > 0; stopped only once p has
+  // stayed 0 for a whole window, so a dependency hovering at 1/k accepts
+  // does not flap (each event is a log line and a WatchEvents message).
+  if (p > 0) {
+    if (throttling_) return;
+  } else if (!throttling_ ||
+             now - throttle_->last_positive_at() <
+                 policy_->adaptive_throttle->window) {
+    return;
+  }
   throttling_ = p > 0;
   const ThrottleStatus s = throttle_->Status(now);
   if (throttling_) {
@@ -543,8 +555,10 @@ void GateSet::ApplyBreaker(const DependencyUpdate& update, absl::Time now) {
 }
 
 void GateSet::CollectWarm(DependencyTick* out) const {
-  if (adaptive_) out->adaptive = adaptive_->Export();
-  if (breaker_ && breaker_->baseline() != nullptr) {
+  // Only what was learned: a limit that judged nothing knows nothing.
+  if (adaptive_ && adaptive_->judged()) out->adaptive = adaptive_->Export();
+  if (breaker_ && breaker_->baseline() != nullptr &&
+      breaker_->baseline()->Export().windows > 0) {
     out->baseline = breaker_->baseline()->Export();
   }
 }
@@ -552,8 +566,8 @@ void GateSet::CollectWarm(DependencyTick* out) const {
 void GateSet::ApplyWarm(const DependencyUpdate& update, absl::Time now) {
   if (adaptive_ && !adaptive_->judged() && update.cluster_adaptive) {
     const uint32_t before = adaptive_->limit();
-    adaptive_->Import(*update.cluster_adaptive, now);
-    if (adaptive_->limit() != before) {
+    if (adaptive_->Import(*update.cluster_adaptive, now) &&
+        adaptive_->limit() != before) {
       Notify(AdaptiveChange::Kind::kLimit, before, adaptive_->limit(),
              "started from the other replicas' steady limit", now);
     }
@@ -567,7 +581,7 @@ void GateSet::ApplyWarm(const DependencyUpdate& update, absl::Time now) {
 KeyWarmState GateSet::ExportWarm(absl::Time now) {
   KeyWarmState state;
   state.key = std::string(key_);
-  if (adaptive_) state.limit = adaptive_->Export();
+  if (adaptive_ && adaptive_->judged()) state.limit = adaptive_->Export();
   if (breaker_) {
     if (breaker_->baseline() != nullptr &&
         breaker_->baseline()->Export().windows > 0) {
@@ -583,17 +597,20 @@ KeyWarmState GateSet::ExportWarm(absl::Time now) {
   return state;
 }
 
-void GateSet::ImportWarm(const KeyWarmState& state, absl::Time now) {
+bool GateSet::ImportWarm(const KeyWarmState& state, absl::Time now) {
+  bool valid = true;
   if (adaptive_ && state.limit) {
     const uint32_t before = adaptive_->limit();
-    adaptive_->Import(*state.limit, now);
-    if (adaptive_->limit() != before) {
+    if (!adaptive_->Import(*state.limit, now)) {
+      valid = false;
+    } else if (adaptive_->limit() != before) {
       Notify(AdaptiveChange::Kind::kLimit, before, adaptive_->limit(),
              "started from the saved steady limit", now);
     }
   }
-  if (breaker_ && breaker_->baseline() != nullptr && state.baseline) {
-    breaker_->baseline()->Import(*state.baseline);
+  if (breaker_ && breaker_->baseline() != nullptr && state.baseline &&
+      !breaker_->baseline()->Import(*state.baseline)) {
+    valid = false;
   }
   if (breaker_ && state.breaker &&
       state.breaker->state == BreakerState::kOpen &&
@@ -601,8 +618,17 @@ void GateSet::ImportWarm(const KeyWarmState& state, absl::Time now) {
     BreakerRecord record = *state.breaker;
     // Keeps the generation moving forward from this breaker's own.
     record.generation = breaker_->generation() + 1;
+    // No longer than the policy allows now: a file written under a wrong
+    // clock (or by hand) must not hold the breaker open for good.
+    const BreakerConfig& config = breaker_->config();
+    record.open_duration =
+        std::clamp(record.open_duration, config.open_duration,
+                   config.max_open_duration);
+    record.open_until =
+        std::min(record.open_until, now + config.max_open_duration);
     breaker_->Adopt(record, now, "saved before a restart");
   }
+  return valid;
 }
 
 void GateSet::OnTransition(BreakerState from, BreakerState to,

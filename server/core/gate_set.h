@@ -201,8 +201,11 @@ class GateSet final : public BreakerListener {
 
   // Warm start: what survives a restart (empty optionals for what the
   // policy lacks, and for a breaker that is not OPEN), and taking it back.
+  // ImportWarm takes what is sane and returns false if anything was not
+  // (see AdaptiveLimit::Import, LatencyBaseline::Import); a saved OPEN
+  // breaker stays open no longer than max_open_duration from now.
   KeyWarmState ExportWarm(absl::Time now);
-  void ImportWarm(const KeyWarmState& state, absl::Time now);
+  bool ImportWarm(const KeyWarmState& state, absl::Time now);
 
   // BreakerListener:
   void OnTransition(BreakerState from, BreakerState to,

@@ -25,6 +25,11 @@ LatencyBaseline::LatencyBaseline(const BreakerConfig& config, absl::Time now)
 
 void LatencyBaseline::MaybeLearn(absl::Time now) {
   if (now - period_start_ < config_->window) return;
+  // A shift late in the period has not tripped yet (the live window needs
+  // its calls); it is still no normal to learn.
+  if (!period_tainted_ && ready() && LiveDeparts(now, nullptr)) {
+    period_tainted_ = true;
+  }
   if (!period_tainted_ && period_.calls > 0 &&
       period_.calls >= static_cast<int64_t>(config_->minimum_calls)) {
     const double success =
@@ -74,6 +79,20 @@ void LatencyBaseline::Record(Outcome outcome, absl::Duration latency,
 
 bool LatencyBaseline::Departs(absl::Time now, std::string* cause) {
   MaybeLearn(now);
+  return LiveDeparts(now, cause);
+}
+
+bool LatencyBaseline::Import(const BaselineState& state) {
+  const bool valid = std::isfinite(state.mean_us) && state.mean_us >= 0 &&
+                     std::isfinite(state.var_us2) && state.var_us2 >= 0 &&
+                     std::isfinite(state.success) && state.success >= 0 &&
+                     state.success <= 1;
+  if (!valid) return false;
+  learned_ = state;
+  return true;
+}
+
+bool LatencyBaseline::LiveDeparts(absl::Time now, std::string* cause) {
   if (!ready()) return false;
   live_.Advance(now);
   const Counts& live = live_.Sum();

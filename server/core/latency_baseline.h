@@ -68,7 +68,10 @@ class LatencyBaseline {
 
   BaselineStatus Status(absl::Time now);
   BaselineState Export() const { return learned_; }
-  void Import(const BaselineState& state) { learned_ = state; }
+  // Takes saved state; false (and nothing taken) when it is not a state
+  // this class could have learned: a NaN, a negative mean or variance, a
+  // success rate outside [0, 1].
+  bool Import(const BaselineState& state);
 
   void Reconfigure(const BreakerConfig& config, absl::Time now);
 
@@ -93,8 +96,11 @@ class LatencyBaseline {
   const LatencyBaselineConfig& rule() const {
     return *config_->latency_baseline;
   }
-  // Ends the period if it is over, learning it when it qualifies.
+  // Ends the period if it is over, learning it when it qualifies (not when
+  // the live window departs from the baseline at that moment).
   void MaybeLearn(absl::Time now);
+  // Departs without first ending the period.
+  bool LiveDeparts(absl::Time now, std::string* cause);
   bool ready() const { return learned_.windows >= rule().warmup_windows; }
 
   const BreakerConfig* config_;

@@ -40,6 +40,9 @@ struct WarmImport {
   // Skipped: no such policy now, or the policy changed since (digest).
   std::vector<std::string> unknown;
   std::vector<std::string> changed;
+  // Keys with values no policy could have learned (a NaN, a negative
+  // variance, a steady limit of 0): those values were not taken.
+  size_t invalid_keys = 0;
 };
 
 }  // namespace sluice::core

@@ -37,6 +37,8 @@ constexpr absl::Duration kMaxAdaptiveWindow = absl::Hours(24);
 // Keeps the adaptive limit's arithmetic (a 10% step up) far from uint32
 // overflow; far above any real in-flight count.
 constexpr uint32_t kMaxAdaptiveLimit = 10'000'000;
+// The shortest adaptive_concurrency.window.
+constexpr absl::Duration kMinAdaptiveWindow = absl::Milliseconds(100);
 // Window counts of the latency baseline; beyond this it would never be
 // ready, or never forget.
 constexpr uint32_t kMaxBaselineWindows = 100'000;
@@ -315,6 +317,15 @@ absl::Status ConvertAdaptiveConcurrency(const Errors& errors,
                       absl::StrCat(out->max_limit));
   }
   if (out->max_limit < out->min_limit) {
+    // Blame the field the user wrote: min_limit above the default
+    // max_limit is min_limit's error.
+    if (in.max_limit() == 0) {
+      return errors.Bad("adaptive_concurrency.min_limit",
+                        absl::StrCat("must be <= adaptive_concurrency.max_limit "
+                                     "(default ",
+                                     out->max_limit, "; set max_limit too)"),
+                        absl::StrCat(out->min_limit));
+    }
     return errors.Bad("adaptive_concurrency.max_limit",
                       absl::StrCat("must be >= adaptive_concurrency.min_limit (",
                                    out->min_limit, ")"),
@@ -342,6 +353,13 @@ absl::Status ConvertAdaptiveConcurrency(const Errors& errors,
                                           defaults.window, &out->window));
   SLUICE_RETURN_IF_ERROR(
       AtMostADay(errors, "adaptive_concurrency.window", out->window));
+  // The limit moves at most once a window; shorter windows see too few
+  // reports to judge, and would wear out the limit's 32-bit epochs.
+  if (out->window < kMinAdaptiveWindow) {
+    return errors.Bad("adaptive_concurrency.window",
+                      absl::StrCat("must be at least ", Dur(kMinAdaptiveWindow)),
+                      Dur(out->window));
+  }
   out->minimum_samples = in.minimum_samples() == 0 ? defaults.minimum_samples
                                                    : in.minimum_samples();
   SLUICE_RETURN_IF_ERROR(PositiveDuration(

@@ -364,6 +364,85 @@ TEST_F(AdaptiveCapacityTest, ChangesAreEvents) {
   EXPECT_EQ(changes.back().to, Gates("backend").adaptive_limit->limit);
 }
 
+TEST_F(AdaptiveCapacityTest, EveryMoveHasACauseWithTheThrottleToo) {
+  // With the throttle after the limit, a call the throttle refuses gives
+  // its adaptive slot back, which may judge a window: that move is
+  // explained as well.
+  PolicyConfig p = AdaptivePolicy();
+  p.adaptive_throttle = AdaptiveThrottleConfig{};
+  engine_.PutPolicy(p);
+  CapacitySim sim(&clock_, &engine_, "backend", kWorkers,
+                  absl::Milliseconds(kServiceMs));
+  sim.Run(20, [](double) { return 1200; });
+  ASSERT_FALSE(sink_.changes().empty());
+  for (const AdaptiveChange& c : sink_.changes()) {
+    EXPECT_FALSE(c.cause.empty()) << c.from << " -> " << c.to;
+  }
+}
+
+TEST(AdaptiveLimitStaleTest, AWindowThatCannotBeJudgedStartsOver) {
+  const AdaptiveConcurrencyConfig config = Config(2);
+  AdaptiveLimit limit(config, kStart);
+  // The limit is reached once, with too few reports to judge.
+  const uint32_t a = limit.TryTake(kStart);
+  const uint32_t b = limit.TryTake(kStart);
+  limit.Release(a, true, absl::Milliseconds(10), kStart, nullptr);
+  limit.Release(b, true, absl::Milliseconds(10), kStart, nullptr);
+  // 20 s later (past 10 windows) the old window is dropped: the reports
+  // that follow, one at a time, do not raise the limit on that old
+  // "reached".
+  const absl::Time later = kStart + absl::Seconds(20);
+  EXPECT_FALSE(limit.Tick(later, nullptr));
+  Feed(&limit, 10, absl::Milliseconds(10), later + absl::Seconds(1));
+  EXPECT_TRUE(limit.judged());
+  EXPECT_EQ(limit.limit(), 2u);
+}
+
+TEST(AdaptiveLimitStaleTest, ImportRefusesWhatCouldNotHaveBeenLearned) {
+  const AdaptiveConcurrencyConfig config = Config(10);
+  AdaptiveLimit limit(config, kStart);
+  EXPECT_FALSE(limit.Import({0, absl::Milliseconds(5)}, kStart));
+  EXPECT_FALSE(limit.Import({5, -absl::Milliseconds(5)}, kStart));
+  EXPECT_FALSE(limit.Import({5, absl::InfiniteDuration()}, kStart));
+  EXPECT_EQ(limit.limit(), 10u);
+  EXPECT_FALSE(limit.judged());
+  EXPECT_TRUE(limit.Import({5, absl::Milliseconds(5)}, kStart));
+  EXPECT_EQ(limit.limit(), 5u);
+}
+
+TEST_F(AdaptiveCapacityTest, PerKeyStateComesBackInTheSameLruOrder) {
+  PolicyConfig p = AdaptivePolicy(4);
+  p.per_key = true;
+  p.max_keys = 3;
+  p.digest = 5;
+  engine_.PutPolicy(p);
+  // Keys a, b, c each judge a window; c is the most recently used.
+  for (const char* key : {"a", "b", "c"}) {
+    for (int i = 0; i < 10; ++i) {
+      absl::StatusOr<Decision> d = engine_.Acquire("backend", key, 1);
+      ASSERT_TRUE(d.ok());
+      engine_.Report("backend", key, d->permit_id, Outcome::kSuccess,
+                     absl::Milliseconds(10));
+    }
+    clock_.Advance(absl::Seconds(1));
+    absl::StatusOr<Decision> d = engine_.Acquire("backend", key, 1);
+    engine_.Report("backend", key, d->permit_id, Outcome::kSuccess,
+                   absl::Milliseconds(10));
+  }
+  const std::vector<DependencyWarmState> saved = engine_.ExportWarmState();
+  ASSERT_EQ(saved.size(), 1u);
+  ASSERT_EQ(saved[0].keys.size(), 3u);
+  EXPECT_EQ(saved[0].keys[0].key, "c");
+
+  Engine restarted(&clock_, SeededOptions(3));
+  restarted.PutPolicy(p);
+  EXPECT_EQ(restarted.ImportWarmState(saved).keys, 3u);
+  // A new key evicts the least recently used, "a", not the hottest, "c".
+  ASSERT_TRUE(restarted.Acquire("backend", "d", 1).ok());
+  EXPECT_FALSE(restarted.Inspect("backend", "a")->gates.has_value());
+  EXPECT_TRUE(restarted.Inspect("backend", "c")->gates.has_value());
+}
+
 TEST_F(AdaptiveCapacityTest, RefusalsAreAdaptiveThrottledAndFollowTheFallback) {
   PolicyConfig p = AdaptivePolicy(1);
   engine_.PutPolicy(p);

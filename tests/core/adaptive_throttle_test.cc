@@ -231,6 +231,28 @@ TEST_F(ThrottleEngineTest, ShadowCountsButAllows) {
   }
   const DependencyStatus s = Inspect("flaky");
   EXPECT_GT(s.counters.shadow_refused, 150u);
+  // Each call counts once, by its outcome, refused or not.
+  EXPECT_EQ(Gates("flaky").throttle->requests, 200);
+}
+
+TEST_F(ThrottleEngineTest, HoveringAtOneInKAcceptsDoesNotFlap) {
+  // Half the calls succeed, k = 2: the probability hovers around 0. One
+  // start, and no stop while it keeps coming back within a window.
+  engine_.PutPolicy(ThrottledPolicy());
+  int i = 0;
+  for (int ms = 0; ms < 10000; ++ms) {
+    const Decision d = Acquire("flaky");
+    if (d.verdict == Verdict::kAllow) {
+      Report("flaky", d,
+             (i++ % 2 == 1) ? Outcome::kSuccess : Outcome::kFailure);
+    }
+    clock_.Advance(absl::Milliseconds(1));
+    if (ms % 100 == 0) engine_.Sweep();
+  }
+  const std::vector<AdaptiveChange> changes = sink_.changes();
+  ASSERT_GE(changes.size(), 1u);
+  EXPECT_LE(changes.size(), 2u);
+  EXPECT_EQ(changes[0].kind, AdaptiveChange::Kind::kThrottleStarted);
 }
 
 }  // namespace

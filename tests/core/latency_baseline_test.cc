@@ -201,6 +201,61 @@ TEST_F(LatencyBaselineTest, ExportImportAndReconfigure) {
   EXPECT_EQ(learned.baseline()->Export().windows, 0u);
 }
 
+TEST_F(LatencyBaselineTest, AShiftLateInAWindowIsNotLearned) {
+  const BreakerConfig config = BaselineOnly(2.0);
+  CircuitBreaker breaker(config, now_, &listener_);
+  Drive(&breaker, 60, Around(20, 1));
+  const BaselineState before = breaker.baseline()->Export();
+  // 3 s at 20 ms then 7 s at 80 ms; the trip comes in the next window, but
+  // the window in which the shift began departs when it ends, so it is not
+  // learned either.
+  Drive(&breaker, 3, Around(20, 1));
+  Drive(&breaker, 7, Around(80, 1));
+  Drive(&breaker, 3, Around(80, 1));
+  EXPECT_EQ(listener_.trips.size(), 1u);
+  EXPECT_EQ(breaker.baseline()->Export().windows, before.windows);
+  EXPECT_NEAR(breaker.baseline()->Export().mean_us, before.mean_us, 100);
+}
+
+TEST_F(LatencyBaselineTest, ImportRefusesWhatCouldNotHaveBeenLearned) {
+  const BreakerConfig config = BaselineOnly(2.0, 3);
+  CircuitBreaker breaker(config, now_, &listener_);
+  BaselineState nan_var{10, 20000, std::nan(""), 1};
+  BaselineState negative{10, -1, 0, 1};
+  BaselineState success{10, 20000, 0, 1.5};
+  EXPECT_FALSE(breaker.baseline()->Import(nan_var));
+  EXPECT_FALSE(breaker.baseline()->Import(negative));
+  EXPECT_FALSE(breaker.baseline()->Import(success));
+  EXPECT_FALSE(breaker.baseline()->Status(now_).ready);
+  EXPECT_TRUE(breaker.baseline()->Import({10, 20000, 4e6, 0.99}));
+  EXPECT_TRUE(breaker.baseline()->Status(now_).ready);
+}
+
+TEST_F(EngineTest, ASavedOpenBreakerStaysOpenNoLongerThanThePolicyAllows) {
+  PolicyConfig p = MakePolicy("search");
+  p.breaker = BaselineOnly(2.0);
+  p.breaker->max_open_duration = absl::Minutes(5);
+  engine_.PutPolicy(p);
+  DependencyWarmState saved{"search", 0, {}};
+  KeyWarmState key;
+  BreakerRecord record;
+  record.state = BreakerState::kOpen;
+  record.open_until = clock_.Now() + absl::Hours(24 * 10);
+  record.open_duration = absl::Hours(24 * 10);
+  record.cause = "written under a wrong clock";
+  key.breaker = record;
+  BaselineState bad{10, 20000, -5, 1};
+  key.baseline = bad;
+  saved.keys.push_back(key);
+  const WarmImport result = engine_.ImportWarmState({saved});
+  EXPECT_EQ(result.invalid_keys, 1u);
+  const GateStatus g = Gates("search");
+  EXPECT_EQ(g.breaker_state, BreakerState::kOpen);
+  EXPECT_EQ(g.open_until, clock_.Now() + absl::Minutes(5));
+  EXPECT_EQ(g.current_open_duration, absl::Minutes(5));
+  EXPECT_FALSE(g.baseline->ready);
+}
+
 TEST_F(EngineTest, LatencyBaselineStateAndWarmStartThroughTheEngine) {
   PolicyConfig p = MakePolicy("search");
   p.breaker = BaselineOnly(2.0);

@@ -347,7 +347,10 @@ INSTANTIATE_TEST_SUITE_P(
             R"(policy "a": adaptive_concurrency.max_limit must be >= adaptive_concurrency.min_limit (20), got 10)"},
         BadCase{
             R"(name: "a" adaptive_concurrency { min_limit: 2000 })",
-            R"(policy "a": adaptive_concurrency.max_limit must be >= adaptive_concurrency.min_limit (2000), got 1000)"},
+            R"(policy "a": adaptive_concurrency.min_limit must be <= adaptive_concurrency.max_limit (default 1000; set max_limit too), got 2000)"},
+        BadCase{
+            R"(name: "a" adaptive_concurrency { window { nanos: 50000000 } })",
+            R"(policy "a": adaptive_concurrency.window must be at least 100ms, got 50ms)"},
         BadCase{
             R"(name: "a" adaptive_concurrency { max_limit: 10000001 })",
             R"(policy "a": adaptive_concurrency.max_limit must be at most 10000000, got 10000001)"},
