@@ -275,8 +275,7 @@ SyncLoop::Round SyncLoop::BuildRequest(bool leaving) {
     request.forwarded.swap(forward_queue_);
   }
   for (core::DependencyTick& tick : round.ticks) {
-    if (tick.keys.empty() && !tick.has_breaker && !tick.adaptive &&
-        !tick.baseline) {
+    if (tick.keys.empty() && !tick.has_breaker && !tick.has_warm) {
       continue;
     }
     request.policies.push_back(PushFor(tick));
@@ -304,7 +303,7 @@ PolicyPush SyncLoop::PushFor(core::DependencyTick& tick) const {
   push.lease_cap = tick.lease_cap;
   // A lease outlives a dead replica by a few ticks at most.
   push.lease_ttl = std::max(tick.lease_ttl, stale_after());
-  push.has_warm = tick.adaptive.has_value() || tick.baseline.has_value();
+  push.has_warm = tick.has_warm;
   push.digest = tick.policy_digest;
   if (tick.adaptive) push.adaptive = *tick.adaptive;
   if (tick.baseline) push.baseline = *tick.baseline;

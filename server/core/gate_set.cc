@@ -555,6 +555,8 @@ void GateSet::ApplyBreaker(const DependencyUpdate& update, absl::Time now) {
 }
 
 void GateSet::CollectWarm(DependencyTick* out) const {
+  out->has_warm =
+      adaptive_ != nullptr || (breaker_ && breaker_->baseline() != nullptr);
   // Only what was learned: a limit that judged nothing knows nothing.
   if (adaptive_ && adaptive_->judged()) out->adaptive = adaptive_->Export();
   if (breaker_ && breaker_->baseline() != nullptr &&

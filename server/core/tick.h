@@ -71,6 +71,10 @@ struct DependencyTick {
   // (not of per_key keys, which stay with each replica), for replicas that
   // start without one. `policy_digest` tells which policy it belongs to.
   uint64_t policy_digest = 0;
+  // The policy has an adaptive limit or a latency baseline: the tick asks
+  // for the others' warm state, whether or not it has any of its own yet
+  // (the optionals below are only set once something was learned).
+  bool has_warm = false;
   std::optional<AdaptiveLimitState> adaptive;
   std::optional<BaselineState> baseline;
 };

@@ -35,7 +35,6 @@ TEST(AdaptiveThrottleTest, NothingIsRefusedWhileTheDependencyAccepts) {
 TEST(AdaptiveThrottleTest, ProbabilityFollowsTheSreFormula) {
   const AdaptiveThrottleConfig config = Config(2, 20);
   AdaptiveThrottle throttle(config);
-  double p = 0;
   // 100 requests, 20 accepted: (100 - 2 x 20) / (100 + 1).
   for (int i = 0; i < 100; ++i) {
     throttle.Record(i < 20 ? Outcome::kSuccess : Outcome::kFailure, kStart);
@@ -102,7 +101,6 @@ TEST(AdaptiveThrottleTest, RefusalsAreSpreadEvenly) {
 TEST(AdaptiveThrottleTest, ForgetsWhatLeftTheWindow) {
   const AdaptiveThrottleConfig config = Config(2, 20);
   AdaptiveThrottle throttle(config);
-  double p = 0;
   for (int i = 0; i < 100; ++i) throttle.Record(Outcome::kFailure, kStart);
   EXPECT_GT(throttle.Probability(kStart), 0.9);
   EXPECT_GT(throttle.Probability(kStart + absl::Seconds(9)), 0.9);
