@@ -23,17 +23,6 @@
 namespace sluice::cluster {
 namespace {
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const {
-    if (r != nullptr) freeReplyObject(r);
-  }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-
-timeval Timeout(absl::Duration d) {
-  return absl::ToTimeval(std::max(d, absl::Milliseconds(1)));
-}
-
 std::string Ms(absl::Time t) { return absl::StrCat(absl::ToUnixMillis(t)); }
 std::string Ms(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d));
@@ -62,27 +51,6 @@ uint64_t ToU64(const redisReply* r) {
   if (absl::SimpleAtoi(Str(r), &v)) return v;
   double d = 0;  // Lua may hand back "1e+15" for large totals
   return absl::SimpleAtod(Str(r), &d) && d > 0 ? static_cast<uint64_t>(d) : 0;
-}
-
-absl::Status ErrorOf(const redisContext* c, absl::string_view what) {
-  const std::string msg = absl::StrCat(what, ": ", c->errstr);
-  if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-    return absl::DeadlineExceededError(msg);
-  }
-  return absl::UnavailableError(msg);
-}
-
-void Append(redisContext* c, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  argv.reserve(args.size());
-  lens.reserve(args.size());
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  redisAppendCommandArgv(c, static_cast<int>(args.size()), argv.data(),
-                         lens.data());
 }
 
 absl::Time FromMs(const redisReply* r) {
@@ -337,76 +305,28 @@ absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
   return options;
 }
 
+namespace {
+
+RedisConnectionOptions ConnectionOptions(const RedisStore::Options& o) {
+  RedisConnectionOptions c;
+  c.timeout = o.timeout;
+  c.min_backoff = o.min_backoff;
+  c.max_backoff = o.max_backoff;
+  return c;
+}
+
+}  // namespace
+
 RedisStore::RedisStore(Options options)
     : options_(std::move(options)),
-      tick_connection_(options_),
-      admin_connection_(options_) {}
+      connection_options_(ConnectionOptions(options_)),
+      tick_connection_(connection_options_, options_.host, options_.port),
+      admin_connection_(connection_options_, options_.host, options_.port) {}
 
 RedisStore::~RedisStore() = default;
 
 std::string RedisStore::Describe() const {
   return absl::StrCat("redis ", options_.host, ":", options_.port);
-}
-
-RedisStore::Connection::Connection(const Options& options)
-    : options_(options), backoff_(options.min_backoff) {}
-
-RedisStore::Connection::~Connection() {
-  if (context_ != nullptr) redisFree(context_);
-}
-
-void RedisStore::Connection::Drop(absl::Time now) {
-  if (context_ != nullptr) redisFree(context_);
-  context_ = nullptr;
-  tick_sha_.clear();
-  config_sha_.clear();
-  next_attempt_ = now + backoff_;
-  backoff_ = std::min(backoff_ * 2, options_.max_backoff);
-}
-
-absl::Status RedisStore::Connection::Ensure(absl::Time now) {
-  if (context_ != nullptr && context_->err == 0 && !tick_sha_.empty() &&
-      !config_sha_.empty()) {
-    return absl::OkStatus();
-  }
-  if (context_ == nullptr) {
-    if (now < next_attempt_) {
-      return absl::UnavailableError(absl::StrCat(
-          "waiting ", absl::FormatDuration(next_attempt_ - now),
-          " before reconnecting"));
-    }
-    context_ = redisConnectWithTimeout(options_.host.c_str(), options_.port,
-                                       Timeout(options_.timeout));
-    if (context_ == nullptr) {
-      Drop(now);
-      return absl::UnavailableError("cannot allocate a redis context");
-    }
-    if (context_->err != 0) {
-      absl::Status status = ErrorOf(context_, "connect");
-      Drop(now);
-      return status;
-    }
-    redisSetTimeout(context_, Timeout(options_.timeout));
-  }
-  for (auto [script, sha] : {std::make_pair(TickScript(), &tick_sha_),
-                             std::make_pair(ConfigScript(), &config_sha_)}) {
-    ReplyPtr reply(static_cast<redisReply*>(
-        redisCommand(context_, "SCRIPT LOAD %s", script)));
-    if (reply == nullptr) {
-      absl::Status status = ErrorOf(context_, "SCRIPT LOAD");
-      Drop(now);
-      return status;
-    }
-    if (reply->type != REDIS_REPLY_STRING) {
-      absl::Status status = absl::UnavailableError(
-          absl::StrCat("SCRIPT LOAD refused: ", Str(reply.get())));
-      Drop(now);
-      return status;
-    }
-    *sha = std::string(Str(reply.get()));
-  }
-  backoff_ = options_.min_backoff;
-  return absl::OkStatus();
 }
 
 absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
@@ -423,26 +343,20 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   // The connection's backoff runs on this process's clock; every time in the
   // store itself is Redis's own.
   const absl::Time local_now = absl::Now();
-  Connection& c = tick_connection_;
-  if (absl::Status s = c.Ensure(local_now); !s.ok()) return s;
-  redisContext* context = c.context();
   const std::string config_key = ConfigKey();
   const std::string stale_ms = Ms(request.stale_after);
 
-  size_t expected = 0;
+  std::vector<RedisCommand> commands;
   if (request.restore) {
-    std::vector<std::string> args = {"EVALSHA", c.config_sha(), "1",
-                                     config_key};
+    std::vector<std::string> args = {"1", config_key};
     std::vector<std::string> restore = RestoreArgs(*request.restore);
     args.insert(args.end(), std::make_move_iterator(restore.begin()),
                 std::make_move_iterator(restore.end()));
-    Append(context, args);
-    ++expected;
+    commands.push_back({RedisScript::kConfig, config_key, std::move(args)});
   }
-  const size_t config_reply = expected;
+  const size_t config_reply = commands.size();
   {
     std::vector<std::string> args = {
-        "EVALSHA",          c.config_sha(),
         "1",                config_key,
         "read",             request.replica_id,
         stale_ms,           request.leaving ? "1" : "0",
@@ -452,16 +366,14 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       args.push_back(p.name);
       args.push_back(p.blob);
     }
-    Append(context, args);
-    ++expected;
+    commands.push_back({RedisScript::kConfig, config_key, std::move(args)});
   }
-  const size_t first_policy = expected;
+  const size_t first_policy = commands.size();
   for (const PolicyPush& push : request.policies) {
+    std::string key = absl::StrCat(options_.key_prefix, "{", push.policy, "}");
     std::vector<std::string> args = {
-        "EVALSHA",
-        c.tick_sha(),
         "1",
-        absl::StrCat(options_.key_prefix, "{", push.policy, "}"),
+        key,
         request.replica_id,
         stale_ms,
         Ms(request.key_ttl),
@@ -509,8 +421,7 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       args.push_back(Num(push.baseline.var_us2));
       args.push_back(Num(push.baseline.success));
     }
-    Append(context, args);
-    ++expected;
+    commands.push_back({RedisScript::kTick, std::move(key), std::move(args)});
   }
 
   // Forwarded reports: pushed to each issuer's inbox, which keeps at most
@@ -520,34 +431,27 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   for (const core::ForwardedReport& f : request.forwarded) {
     outbox[f.issuer].push_back(EncodeForwarded(f));
   }
-  const size_t first_inbox = expected;
+  const size_t first_inbox = commands.size();
   for (auto& [issuer, items] : outbox) {
     const std::string inbox = absl::StrCat(options_.key_prefix, "inbox:", issuer);
     std::vector<std::string> args = {"RPUSH", inbox};
     args.insert(args.end(), std::make_move_iterator(items.begin()),
                 std::make_move_iterator(items.end()));
-    Append(context, args);
-    Append(context, {"LTRIM", inbox, absl::StrCat(-kMaxInbox), "-1"});
-    Append(context, {"PEXPIRE", inbox, Ms(request.key_ttl)});
-    expected += 3;
+    commands.push_back({RedisScript::kNone, inbox, std::move(args)});
+    commands.push_back({RedisScript::kNone, inbox,
+                        {"LTRIM", inbox, absl::StrCat(-kMaxInbox), "-1"}});
+    commands.push_back(
+        {RedisScript::kNone, inbox, {"PEXPIRE", inbox, Ms(request.key_ttl)}});
   }
   const std::string my_inbox =
       absl::StrCat(options_.key_prefix, "inbox:", request.replica_id);
-  Append(context, {"LPOP", my_inbox, absl::StrCat(kMaxInbox)});
-  ++expected;
+  commands.push_back({RedisScript::kNone, my_inbox,
+                      {"LPOP", my_inbox, absl::StrCat(kMaxInbox)}});
 
-  // Read every reply, even after an error reply, to keep the pipeline whole.
-  std::vector<ReplyPtr> replies;
-  replies.reserve(expected);
-  for (size_t i = 0; i < expected; ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(context, &raw) != REDIS_OK || raw == nullptr) {
-      absl::Status status = ErrorOf(context, "tick");
-      c.Drop(local_now);
-      return status;
-    }
-    replies.emplace_back(static_cast<redisReply*>(raw));
-  }
+  absl::StatusOr<std::vector<RedisReplyPtr>> executed =
+      Execute(commands, local_now);
+  if (!executed.ok()) return executed.status();
+  const std::vector<RedisReplyPtr>& replies = *executed;
 
   TickReply out;
   if (absl::Status s = ParseConfig(replies[config_reply].get(), &out);
@@ -588,24 +492,26 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   return out;
 }
 
+absl::StatusOr<std::vector<RedisReplyPtr>> RedisStore::Execute(
+    const std::vector<RedisCommand>& commands, absl::Time now) {
+  return tick_connection_.Pipeline(commands, now);
+}
+
 absl::StatusOr<std::vector<std::string>> RedisStore::RunConfig(
     const std::vector<std::string>& args) {
   absl::MutexLock lock(&admin_mu_);
-  Connection& c = admin_connection_;
+  RedisConnection& c = admin_connection_;
+  const std::string config_key = ConfigKey();
+  std::vector<RedisCommand> commands(1);
+  commands[0].script = RedisScript::kConfig;
+  commands[0].key = config_key;
+  commands[0].args = {"1", config_key};
+  commands[0].args.insert(commands[0].args.end(), args.begin(), args.end());
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const absl::Time now = absl::Now();
-    if (absl::Status s = c.Ensure(now); !s.ok()) return s;
-    std::vector<std::string> argv = {"EVALSHA", c.config_sha(), "1",
-                                     ConfigKey()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    Append(c.context(), argv);
-    void* raw = nullptr;
-    if (redisGetReply(c.context(), &raw) != REDIS_OK || raw == nullptr) {
-      absl::Status status = ErrorOf(c.context(), "config write");
-      c.Drop(now);
-      return status;
-    }
-    ReplyPtr reply(static_cast<redisReply*>(raw));
+    absl::StatusOr<std::vector<RedisReplyPtr>> replies =
+        c.Pipeline(commands, absl::Now());
+    if (!replies.ok()) return replies.status();
+    const redisReply* reply = (*replies)[0].get();
     if (reply->type == REDIS_REPLY_ERROR) {
       const absl::string_view error(reply->str, reply->len);
       if (absl::StartsWith(error, "NOSCRIPT") && attempt == 0) {

@@ -8,9 +8,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/redis_connection.h"
 #include "server/cluster/store.h"
-
-struct redisContext;
 
 namespace sluice::cluster {
 
@@ -51,45 +50,22 @@ class RedisStore final : public Store {
       const StoredOverride& override) override;
   std::string Describe() const override;
 
-  // The Lua sources: tick.lua runs once per policy per tick, config.lua
-  // reads and writes the shared config.
-  static const char* TickScript();
-  static const char* ConfigScript();
-
  private:
-  // One hiredis connection with both scripts loaded, and its own backoff.
-  class Connection {
-   public:
-    explicit Connection(const Options& options);
-    ~Connection();
-    // Connects and loads the scripts unless that is done; UNAVAILABLE while
-    // backing off after a failure.
-    absl::Status Ensure(absl::Time now);
-    // Closes after an error; the next Ensure waits the backoff.
-    void Drop(absl::Time now);
-    redisContext* context() { return context_; }
-    const std::string& tick_sha() const { return tick_sha_; }
-    const std::string& config_sha() const { return config_sha_; }
-
-   private:
-    const Options& options_;
-    redisContext* context_ = nullptr;
-    std::string tick_sha_;
-    std::string config_sha_;
-    absl::Duration backoff_;
-    absl::Time next_attempt_ = absl::InfinitePast();
-  };
-
   absl::StatusOr<TickReply> RunTick(const TickRequest& request);
+  // Runs one tick's pipeline: every command on the tick connection, replies
+  // in command order.
+  absl::StatusOr<std::vector<RedisReplyPtr>> Execute(
+      const std::vector<RedisCommand>& commands, absl::Time now);
   // Runs config.lua with `args` on the admin connection.
   absl::StatusOr<std::vector<std::string>> RunConfig(
       const std::vector<std::string>& args) ABSL_LOCKS_EXCLUDED(admin_mu_);
   std::string ConfigKey() const { return options_.key_prefix + "{config}"; }
 
   const Options options_;
-  Connection tick_connection_;
+  const RedisConnectionOptions connection_options_;
+  RedisConnection tick_connection_;
   absl::Mutex admin_mu_;
-  Connection admin_connection_ ABSL_GUARDED_BY(admin_mu_);
+  RedisConnection admin_connection_ ABSL_GUARDED_BY(admin_mu_);
 };
 
 }  // namespace sluice::cluster
