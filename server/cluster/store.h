@@ -2,6 +2,7 @@
 #define SLUICE_SERVER_CLUSTER_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -168,6 +169,21 @@ struct TickReply {
 // (their permits then expire at the issuer as TIMEOUT).
 constexpr long long kMaxInbox = 100000;
 
+// What a store tells the operator about its connections (metrics, logs,
+// GetState). Counts are totals since the store was made.
+struct StoreStatus {
+  // Where the store writes now: "127.0.0.1:6379", the master Sentinel named,
+  // or the masters of a Redis Cluster.
+  std::string endpoint;
+  // Failed connections and round trips by kind: "connect", "timeout",
+  // "auth" (wrong user or password), "readonly" (a replica answered),
+  // "protocol" (an answer of an unexpected shape), ...
+  std::map<std::string, uint64_t> errors;
+  // Topology changes followed: "master_changed" (Sentinel), "moved" and
+  // "ask" (Redis Cluster redirections), "slots_refreshed", ...
+  std::map<std::string, uint64_t> events;
+};
+
 // The shared ledger of the cluster. A Tick is one round trip whatever the
 // request rate: it refreshes this replica's membership and, for every policy,
 // stores what the replica pushes and returns what all replicas stored. It
@@ -196,6 +212,9 @@ class Store {
 
   // What the operator sees, e.g. "redis 127.0.0.1:6379".
   virtual std::string Describe() const = 0;
+
+  // Safe from any thread.
+  virtual StoreStatus status() const { return {}; }
 };
 
 }  // namespace sluice::cluster
