@@ -132,8 +132,10 @@ void AddFlags(CLI::App& app, Flags* flags) {
             return absl::OkStatus();
           });
   AddFlag(app, "admin-token-file", "PATH", options.admin_token_file,
-          "File holding a bearer token the admin API then requires\n"
-          "(\"authorization: Bearer <token>\"); empty: no token.",
+          "File holding the bearer tokens the admin API then requires\n"
+          "(\"authorization: Bearer <token>\"): one a line, # comments;\n"
+          "any of them is accepted. Re-read within a second of a change\n"
+          "(rotation without a restart); empty: no token.",
           StoreString(&options.admin_token_file));
   AddFlag(app, "metrics-listen", "HOST:PORT", options.metrics_listen,
           "Address for Prometheus /metrics (logged as \"serving metrics on\n"

@@ -85,6 +85,17 @@ metrics::Sources Server::MetricsSources() {
     snapshot.waiting_connections = static_cast<uint64_t>(stats.waiting);
     return snapshot;
   };
+  // Set before the metrics listener starts, like http.
+  sources.admin_token = [this]() -> std::optional<metrics::AdminTokenSnapshot> {
+    if (admin_server_ == nullptr) return std::nullopt;
+    const std::optional<rpc::AdminTokenFile::Stats> reloads =
+        admin_server_->token_reloads();
+    if (!reloads.has_value()) return std::nullopt;
+    metrics::AdminTokenSnapshot snapshot;
+    snapshot.reloads_ok = reloads->ok;
+    snapshot.reloads_error = reloads->error;
+    return snapshot;
+  };
   return sources;
 }
 

@@ -49,6 +49,7 @@ enum class MetricId : int {
   kHttpConnections,
   kStateFileWrites,
   kStateFileLastWrite,
+  kAdminTokenReloads,
   kCount,  // not a metric
 };
 
@@ -208,6 +209,12 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          {nullptr},
          "Unix time of the last good write of the state file; 0 before the "
          "first. Only with --state-file."},
+        {MetricId::kAdminTokenReloads, "sluice_admin_token_reloads_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Changes of the admin token file (--admin-token-file) by result: ok "
+         "(the new token set is in force) or error (unreadable, empty or "
+         "invalid; the last good set stays in force and the log says why). "
+         "Only with --admin-token-file."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

@@ -304,6 +304,15 @@ std::vector<MetricFamily> Metrics::Collect() const {
                                     absl::UnixEpoch()));
   }
 
+  std::optional<AdminTokenSnapshot> admin_token;
+  if (sources_.admin_token) admin_token = sources_.admin_token();
+  if (admin_token) {
+    Add(family(MetricId::kAdminTokenReloads), MetricId::kAdminTokenReloads,
+        {"ok"}, static_cast<double>(admin_token->reloads_ok));
+    Add(family(MetricId::kAdminTokenReloads), MetricId::kAdminTokenReloads,
+        {"error"}, static_cast<double>(admin_token->reloads_error));
+  }
+
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.
   std::vector<MetricFamily> out;

@@ -71,6 +71,13 @@ struct StateFileSnapshot {
   absl::Time last_write = absl::InfinitePast();
 };
 
+// Reloads of the admin token file (a copy of rpc::AdminTokenFile::Stats'
+// fields, so that this library does not depend on server/rpc).
+struct AdminTokenSnapshot {
+  uint64_t reloads_ok = 0;
+  uint64_t reloads_error = 0;
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -95,6 +102,9 @@ struct Sources {
   // The state file's writes. Absent (or returning nullopt) without
   // --state-file, which hides its metrics.
   std::function<std::optional<StateFileSnapshot>()> state_file = nullptr;
+  // The admin token file's reloads. Absent (or returning nullopt) without
+  // --admin-token-file, which hides its metric.
+  std::function<std::optional<AdminTokenSnapshot>()> admin_token = nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at

@@ -2,37 +2,22 @@
 
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "server/policy/policy_file.h"
 
 namespace sluice::rpc {
-
-absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
-  absl::StatusOr<std::string> text = policy::ReadTextFile(path);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--admin-token-file ", path, ": ", text.status().message()));
-  }
-  std::string token(absl::StripAsciiWhitespace(*text));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--admin-token-file ", path, " is empty"));
-  }
-  return token;
-}
 
 absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(
     const Options& options, core::Engine* engine, AdminBackend* backend,
     EventHub* events) {
+  std::unique_ptr<AdminServer> server(new AdminServer());
   AdminServiceImpl::Options service_options;
   if (!options.token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadAdminToken(options.token_file);
-    if (!token.ok()) return token.status();
-    service_options.token = *std::move(token);
+    absl::StatusOr<std::unique_ptr<AdminTokenFile>> tokens =
+        AdminTokenFile::Load({options.token_file, options.token_file_interval});
+    if (!tokens.ok()) return tokens.status();
+    server->token_file_ = *std::move(tokens);
+    service_options.tokens = server->token_file_->tokens();
   }
-  std::unique_ptr<AdminServer> server(new AdminServer());
-  server->has_token_ = !service_options.token.empty();
   server->service_ = std::make_unique<AdminServiceImpl>(
       engine, backend, events, std::move(service_options));
   grpc::ServerBuilder builder;
@@ -45,6 +30,7 @@ absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(
         absl::StrCat("cannot serve the admin API on ", options.listen,
                      " (address in use or not available?)"));
   }
+  if (server->token_file_ != nullptr) server->token_file_->StartWatching();
   return server;
 }
 

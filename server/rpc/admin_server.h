@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -12,6 +13,7 @@
 #include "server/rpc/admin_backend.h"
 #include "server/rpc/admin_events.h"
 #include "server/rpc/admin_service.h"
+#include "server/rpc/admin_tokens.h"
 
 namespace sluice::rpc {
 
@@ -23,20 +25,29 @@ class AdminServer {
   struct Options {
     // "host:port"; port 0 picks a free one.
     std::string listen = "127.0.0.1:50052";
-    // File holding the bearer token; "" serves without a token.
+    // File holding the bearer tokens, one a line (see ParseAdminTokens);
+    // "" serves without a token. Re-read when it changes.
     std::string token_file;
+    // How often the token file is checked for changes.
+    absl::Duration token_file_interval = absl::Seconds(1);
   };
 
-  // Reads the token, binds and starts serving. INVALID_ARGUMENT for an
-  // unreadable or empty token file, UNAVAILABLE when the address cannot be
-  // bound. `engine`, `backend` and `events` must outlive the server.
+  // Reads the tokens, binds, starts serving and starts watching the token
+  // file. INVALID_ARGUMENT for an unreadable or empty token file,
+  // UNAVAILABLE when the address cannot be bound. `engine`, `backend` and
+  // `events` must outlive the server.
   static absl::StatusOr<std::unique_ptr<AdminServer>> Start(
       const Options& options, core::Engine* engine, AdminBackend* backend,
       EventHub* events);
   ~AdminServer();
 
   int port() const { return port_; }
-  bool has_token() const { return has_token_; }
+  bool has_token() const { return token_file_ != nullptr; }
+  // Token file reloads since start; nullopt without a token file.
+  std::optional<AdminTokenFile::Stats> token_reloads() const {
+    if (token_file_ == nullptr) return std::nullopt;
+    return token_file_->stats();
+  }
   // A channel to the admin API that skips the network (in-process tests).
   std::shared_ptr<grpc::Channel> InProcessChannel() {
     return server_->InProcessChannel(grpc::ChannelArguments());
@@ -49,15 +60,13 @@ class AdminServer {
  private:
   AdminServer() = default;
 
+  // Before the service, which reads its tokens, so it is destroyed after.
+  std::unique_ptr<AdminTokenFile> token_file_;
   std::unique_ptr<AdminServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  bool has_token_ = false;
   bool shut_down_ = false;
 };
-
-// The token in `path`, surrounding whitespace removed.
-absl::StatusOr<std::string> ReadAdminToken(const std::string& path);
 
 }  // namespace sluice::rpc
 

@@ -22,16 +22,6 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   return reactor;
 }
 
-// Constant-time comparison, so the token cannot be guessed byte by byte.
-bool SameSecret(absl::string_view a, absl::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i]) ^
-            static_cast<unsigned char>(i < b.size() ? b[i] : 0);
-  }
-  return diff == 0;
-}
-
 // One WatchEvents stream. The publisher side (EventHub, any thread) only
 // kicks it; writes happen one at a time, from the kick or from OnWriteDone.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
@@ -225,7 +215,7 @@ AdminServiceImpl::AdminServiceImpl(core::Engine* engine, AdminBackend* backend,
 
 absl::Status AdminServiceImpl::Authenticate(
     const grpc::CallbackServerContext* context) const {
-  if (options_.token.empty()) return absl::OkStatus();
+  if (options_.tokens == nullptr) return absl::OkStatus();
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
@@ -235,7 +225,7 @@ absl::Status AdminServiceImpl::Authenticate(
   const absl::string_view value(it->second.data(), it->second.size());
   constexpr absl::string_view kBearer = "Bearer ";
   if (value.substr(0, kBearer.size()) != kBearer ||
-      !SameSecret(value.substr(kBearer.size()), options_.token)) {
+      !options_.tokens->Accepts(value.substr(kBearer.size()))) {
     return absl::UnauthenticatedError("wrong admin token");
   }
   return absl::OkStatus();

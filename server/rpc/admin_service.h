@@ -9,6 +9,7 @@
 #include "server/core/engine.h"
 #include "server/rpc/admin_backend.h"
 #include "server/rpc/admin_events.h"
+#include "server/rpc/admin_tokens.h"
 #include "sluice/v1/admin.grpc.pb.h"
 
 namespace sluice::rpc {
@@ -22,8 +23,10 @@ namespace sluice::rpc {
 class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
   struct Options {
-    // Required in "authorization: Bearer <token>" metadata; empty: no check.
-    std::string token;
+    // One of them is required in "authorization: Bearer <token>" metadata;
+    // nullptr: no check. Read on every call, so a reload applies at once;
+    // must outlive the service.
+    const AdminTokens* tokens = nullptr;
   };
 
   AdminServiceImpl(core::Engine* engine, AdminBackend* backend,

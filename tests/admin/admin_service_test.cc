@@ -38,8 +38,13 @@ constexpr char kInventory[] = R"pb(
 class AdminServiceTest : public ::testing::Test {
  protected:
   void Start(const std::string& token) {
-    service_ = std::make_unique<AdminServiceImpl>(
-        &engine_, &backend_, &hub_, AdminServiceImpl::Options{token});
+    AdminServiceImpl::Options options;
+    if (!token.empty()) {
+      tokens_ = std::make_unique<AdminTokens>(std::vector<std::string>{token});
+      options.tokens = tokens_.get();
+    }
+    service_ = std::make_unique<AdminServiceImpl>(&engine_, &backend_, &hub_,
+                                                  options);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -92,6 +97,7 @@ class AdminServiceTest : public ::testing::Test {
   core::Engine engine_{&clock_, core::Engine::Options(), &hub_};
   policy::PolicyStore store_{&engine_};
   LocalAdminBackend backend_{&store_, &engine_, &hub_};
+  std::unique_ptr<AdminTokens> tokens_;
   std::unique_ptr<AdminServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -382,6 +388,17 @@ TEST_F(AdminTokenTest, MissingOrWrongTokenIsUnauthenticated) {
   v1::Event e;
   EXPECT_FALSE(reader->Read(&e));
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(AdminTokenTest, ReplacedTokensApplyToTheNextCall) {
+  v1::ListPoliciesResponse list;
+  tokens_->Replace({"s3cret", "n3w"});  // rotation step 1: both valid
+  EXPECT_TRUE(stub_->ListPolicies(Ctx("s3cret").get(), {}, &list).ok());
+  EXPECT_TRUE(stub_->ListPolicies(Ctx("n3w").get(), {}, &list).ok());
+  tokens_->Replace({"n3w"});  // step 2: the old one removed
+  EXPECT_EQ(stub_->ListPolicies(Ctx("s3cret").get(), {}, &list).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(stub_->ListPolicies(Ctx("n3w").get(), {}, &list).ok());
 }
 
 }  // namespace

@@ -365,6 +365,28 @@ TEST_F(MetricsTest, StateFileMetricsOnlyWithAStateFile) {
             1796000000);
 }
 
+TEST_F(MetricsTest, AdminTokenReloadsOnlyWithATokenFile) {
+  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_admin_token")));
+  sources.admin_token = [] { return std::optional<AdminTokenSnapshot>(); };
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_admin_token")));
+
+  AdminTokenSnapshot snapshot;
+  sources.admin_token = [&] {
+    return std::optional<AdminTokenSnapshot>(snapshot);
+  };
+  std::vector<Sample> s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "ok"}}), 0);
+  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "error"}}),
+            0);
+  snapshot.reloads_ok = 3;
+  snapshot.reloads_error = 1;
+  s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "ok"}}), 3);
+  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "error"}}),
+            1);
+}
+
 TEST(LatencyHistogramTest, BucketsAreCumulative) {
   LatencyHistogram h;
   h.Observe(absl::Microseconds(10));   // <= 25us

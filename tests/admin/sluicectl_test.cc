@@ -3,6 +3,8 @@
 // for an unreachable server, a wrong token and a refused request.
 
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -146,6 +148,84 @@ TEST_F(SluicectlTest, ApplyGetBreakerStateWatch) {
   r = Ctl("delete search");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(Ctl("list").output, Not(HasSubstr("search")));
+}
+
+// The admin token file is rotated while sluiced runs: add the new token,
+// move the client, remove the old one; a broken file keeps the last good
+// set. Same process throughout.
+TEST_F(SluicectlTest, TokenFileRotationWithoutRestart) {
+  const pid_t pid = server_.pid();
+  const std::string old_file = WriteYaml("old-token", "ctl-token\n");
+  const std::string new_file = WriteYaml("new-token", "rotated-token-2\n");
+  const auto list_with = [&](const std::string& token_file) {
+    return RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+                                   server_.admin_target(), " --token-file ",
+                                   token_file, " list"))
+        .exit_code;
+  };
+  const auto reloads = [&](const std::string& result) {
+    return server_.Metric(absl::StrCat(
+        "sluice_admin_token_reloads_total{result=\"", result, "\"}"));
+  };
+  ASSERT_EQ(list_with(old_file), 0);
+  ASSERT_EQ(list_with(new_file), 4);
+  EXPECT_EQ(reloads("ok"), 0);
+
+  // Step 1: both tokens valid (written by rename, as a Secret update is).
+  testing::WriteFile(server_.token_path(),
+                     "# rotation: new token added\nctl-token\nrotated-token-2\n");
+  const std::optional<absl::Duration> added = testing::WaitFor(
+      [&] { return list_with(new_file) == 0; }, absl::Seconds(10),
+      absl::Milliseconds(100));
+  ASSERT_TRUE(added) << server_.Log();
+  std::printf("TOKEN_ROTATION new token accepted after %.2f s\n",
+              absl::ToDoubleSeconds(*added));
+  EXPECT_EQ(list_with(old_file), 0);
+  EXPECT_EQ(reloads("ok"), 1);
+  // sluicectl pointed at the server's own file sends its last token.
+  EXPECT_EQ(Ctl("list").exit_code, 0);
+
+  // Step 2: the old token removed, rewritten in place this time.
+  {
+    std::ofstream out(server_.token_path(), std::ios::trunc);
+    out << "rotated-token-2\n";
+  }
+  const std::optional<absl::Duration> removed = testing::WaitFor(
+      [&] { return list_with(old_file) == 4; }, absl::Seconds(10),
+      absl::Milliseconds(100));
+  ASSERT_TRUE(removed) << server_.Log();
+  std::printf("TOKEN_ROTATION old token refused after %.2f s\n",
+              absl::ToDoubleSeconds(*removed));
+  EXPECT_EQ(list_with(new_file), 0);
+
+  // A file left with no token keeps the last good set: no lockout, and the
+  // API is not opened either.
+  testing::WriteFile(server_.token_path(), "# oops, emptied\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return reloads("error") == 1; },
+                               absl::Seconds(10)))
+      << server_.Log();
+  EXPECT_EQ(list_with(new_file), 0);
+  EXPECT_EQ(list_with(old_file), 4);
+  EXPECT_EQ(RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+                                    server_.admin_target(), " list"))
+                .exit_code,
+            4);
+  EXPECT_EQ(reloads("ok"), 2);
+
+  const std::string log = server_.Log();
+  EXPECT_THAT(log, HasSubstr("reloaded: 2 token(s) accepted (1 added, 0 removed)"));
+  EXPECT_THAT(log, HasSubstr("reloaded: 1 token(s) accepted (0 added, 1 removed)"));
+  EXPECT_THAT(log, HasSubstr("still accepting the last good set of 1 token(s)"));
+  EXPECT_THAT(log, Not(HasSubstr("rotated-token-2")));
+  EXPECT_THAT(log, Not(HasSubstr("ctl-token")));
+  // The same process all along: started (and serving admin) once.
+  EXPECT_EQ(server_.pid(), pid);
+  size_t starts = 0;
+  for (size_t at = log.find("serving AdminService"); at != std::string::npos;
+       at = log.find("serving AdminService", at + 1)) {
+    ++starts;
+  }
+  EXPECT_EQ(starts, 1u);
 }
 
 TEST_F(SluicectlTest, ExitCodesAndErrors) {

@@ -1,11 +1,13 @@
 #include "tools/sluicectl/admin_connection.h"
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "server/policy/policy_file.h"
+#include "server/rpc/admin_tokens.h"
 
 namespace sluice::ctl {
 
@@ -19,7 +21,18 @@ int AdminConnection::Connect() {
                    std::string(token.status().message()).c_str());
       return kUsage;
     }
-    token_ = std::string(absl::StripAsciiWhitespace(*token));
+    // The server's format (one token a line, # comments), so the file
+    // sluiced reads serves here too; while it holds several during a
+    // rotation, the last one is the newest by convention.
+    absl::StatusOr<std::vector<std::string>> tokens =
+        rpc::ParseAdminTokens(*token);
+    if (!tokens.ok()) {
+      std::fprintf(stderr, "sluicectl: --token-file %s: %s\n",
+                   options_.token_file.c_str(),
+                   std::string(tokens.status().message()).c_str());
+      return kUsage;
+    }
+    token_ = tokens->back();
   }
   stub_ = v1::AdminService::NewStub(
       grpc::CreateChannel(options_.target, grpc::InsecureChannelCredentials()));

@@ -58,8 +58,9 @@ Commands:
 Global flags (also accepted after the command):
   --target ADDRESS     admin listener, HOST:PORT or unix:PATH (env
                        SLUICE_ADMIN_TARGET, default 127.0.0.1:50052)
-  --token-file PATH    file holding the admin bearer token
-                       (env SLUICE_ADMIN_TOKEN_FILE)
+  --token-file PATH    file holding the admin bearer token; with several
+                       (one a line) the last is sent (env
+                       SLUICE_ADMIN_TOKEN_FILE)
   -o, --output FORMAT  table (default) or json; get also takes yaml
   --timeout DURATION   per-RPC deadline, e.g. 5s (default 5s; watch has none)
 
