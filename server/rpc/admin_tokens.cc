@@ -81,10 +81,11 @@ size_t AdminTokens::size() const {
 
 size_t AdminTokens::CountNew(const std::vector<std::string>& tokens) const {
   absl::ReaderMutexLock lock(&mu_);
-  return static_cast<size_t>(
-      std::count_if(tokens.begin(), tokens.end(), [&](const std::string& t) {
-        return std::find(tokens_.begin(), tokens_.end(), t) == tokens_.end();
-      }));
+  size_t fresh = 0;
+  for (const std::string& t : tokens) {
+    if (std::find(tokens_.begin(), tokens_.end(), t) == tokens_.end()) ++fresh;
+  }
+  return fresh;
 }
 
 absl::StatusOr<std::unique_ptr<AdminTokenFile>> AdminTokenFile::Load(
