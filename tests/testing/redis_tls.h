@@ -8,9 +8,14 @@
 // directory: a CA, a server certificate for 127.0.0.1, a client
 // certificate, and a second, unrelated CA for the "wrong CA" cases.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
