@@ -100,5 +100,34 @@ TEST(RedisHealthTest, CountsEveryErrorAndLogsAfterAKindChangeOrAMinute) {
   EXPECT_EQ(health.events().at("master_changed"), 1u);
 }
 
+TEST(SentinelLocatorTest, CountsAMoveOnlyWhenTheConfirmedMasterChanges) {
+  RedisHealth health;
+  SentinelOptions options;
+  options.sentinels = {{"127.0.0.1", 1}};
+  options.master_name = "m";
+  SentinelLocator locator(options, &health);
+  EXPECT_EQ(locator.Describe(), "sentinel master \"m\" at (not found yet)");
+  const uint64_t first = locator.Confirmed({"10.0.0.1", 6379});
+  EXPECT_EQ(locator.Confirmed({"10.0.0.1", 6379}), first);
+  EXPECT_EQ(health.events().count("master_changed"), 0u);
+  EXPECT_GT(locator.Confirmed({"10.0.0.2", 6379}), first);
+  EXPECT_EQ(health.events().at("master_changed"), 1u);
+  EXPECT_EQ(locator.Describe(), "sentinel master \"m\" at 10.0.0.2:6379");
+}
+
+TEST(SentinelLocatorTest, NoSentinelAnsweringNamesTheFlags) {
+  SentinelOptions options;
+  options.sentinels = {{"127.0.0.1", 1}};  // nothing listens on port 1
+  options.master_name = "m";
+  options.timeout = absl::Milliseconds(100);
+  SentinelLocator locator(options, nullptr);
+  absl::StatusOr<RedisAddress> master = locator.Locate(absl::Now());
+  ASSERT_FALSE(master.ok());
+  EXPECT_NE(master.status().message().find("--redis-sentinels"),
+            std::string::npos)
+      << master.status();
+  EXPECT_NE(master.status().message().find("127.0.0.1:1"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice::cluster
