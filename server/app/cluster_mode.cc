@@ -186,6 +186,10 @@ std::optional<metrics::SyncSnapshot> ClusterMode::sync_snapshot() const {
   s.reports_not_forwarded = stats.reports_not_forwarded;
   s.clock_offset = stats.clock_offset;
   s.store_resets = stats.store_resets;
+  const cluster::StoreStatus status = store_->status();
+  s.store_endpoint = status.endpoint;
+  s.store_errors.assign(status.errors.begin(), status.errors.end());
+  s.store_events.assign(status.events.begin(), status.events.end());
   return s;
 }
 

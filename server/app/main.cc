@@ -190,6 +190,36 @@ void AddFlags(CLI::App& app, Flags* flags) {
           "Timeout of each Redis connect and reply; a slower Redis counts as\n"
           "down (cluster mode only).",
           StoreDuration(&options.redis_timeout));
+  AddFlag(app, "redis-user", "NAME", options.redis_user,
+          "Redis ACL user to AUTH as (needs --redis-password-file). Empty:\n"
+          "AUTH with the password alone (requirepass).",
+          StoreString(&options.redis_user));
+  AddFlag(app, "redis-password-file", "PATH", options.redis_password_file,
+          "File holding the Redis password (trailing whitespace ignored).\n"
+          "Read again at every reconnect, so a rotated secret is picked up\n"
+          "without a restart. Empty: no AUTH.",
+          StoreString(&options.redis_password_file));
+  AddFlag(app, "redis-db", "N", std::to_string(options.redis_db),
+          "Redis database number to SELECT (not with Redis Cluster).",
+          [&options](const std::string& value) {
+            int32_t db = 0;
+            if (!absl::SimpleAtoi(value, &db) || db < 0) {
+              return absl::InvalidArgumentError(
+                  "expected a database number >= 0");
+            }
+            options.redis_db = db;
+            return absl::OkStatus();
+          });
+  AddFlag(app, "redis-sentinels", "HOST:PORT,...", options.redis_sentinels,
+          "Redis Sentinel instead of --redis: the sentinels to ask for the\n"
+          "master named --redis-master. sluiced follows a failover: after a\n"
+          "connection error, a timeout or a READONLY answer it asks again and\n"
+          "checks with ROLE that the answer is the master.",
+          StoreString(&options.redis_sentinels));
+  AddFlag(app, "redis-master", "NAME", options.redis_master,
+          "With --redis-sentinels: the master's name in the sentinels'\n"
+          "config (sentinel monitor NAME ...).",
+          StoreString(&options.redis_master));
   AddFlag(app, "expected-replicas", "N",
           std::to_string(options.expected_replicas),
           "Replicas the cluster normally runs (the Deployment's replicas).\n"

@@ -5,6 +5,7 @@
 
 #include "server/app/cluster_mode.h"
 #include "server/app/standalone_mode.h"
+#include "server/cluster/redis_sentinel.h"
 #include "server/cluster/redis_store.h"
 #include "spdlog/spdlog.h"
 
@@ -19,6 +20,15 @@ std::unique_ptr<cluster::Store> RedisStoreFor(const ServerOptions& options) {
   cluster::RedisStore::Options store_options =
       parsed.ok() ? *std::move(parsed) : cluster::RedisStore::Options();
   store_options.timeout = options.redis_timeout;
+  store_options.user = options.redis_user;
+  store_options.password_file = options.redis_password_file;
+  store_options.db = options.redis_db;
+  if (!options.redis_sentinels.empty()) {
+    absl::StatusOr<std::vector<cluster::RedisAddress>> sentinels =
+        cluster::ParseSentinels(options.redis_sentinels);
+    if (sentinels.ok()) store_options.sentinels = *std::move(sentinels);
+    store_options.master_name = options.redis_master;
+  }
   // A Redis that comes back is reached within a retry or two: the sync
   // loop retries a failed tick every 200 ms.
   store_options.max_backoff =
@@ -32,7 +42,7 @@ std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,
                                StoreFactory store_factory,
                                const std::string& replica_id,
                                bool sync_thread) {
-  if (options.redis.empty()) {
+  if (!ClusterModeEnabled(options)) {
     return std::make_unique<StandaloneMode>(options, clock);
   }
   if (!options.state_file.empty()) {

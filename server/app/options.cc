@@ -10,11 +10,58 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "server/app/unix_socket.h"
+#include "server/cluster/redis_connection.h"
+#include "server/cluster/redis_sentinel.h"
 #include "server/cluster/redis_store.h"
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
 
 namespace sluice::app {
+
+namespace {
+
+// --redis-user, --redis-password-file, --redis-db, --redis-sentinels and
+// --redis-master.
+absl::Status ValidateRedisAccess(const ServerOptions& options) {
+  if (!options.redis_sentinels.empty() && !options.redis.empty()) {
+    return absl::InvalidArgumentError(
+        "--redis and --redis-sentinels exclude each other: give --redis for "
+        "one Redis, or --redis-sentinels with --redis-master for Sentinel");
+  }
+  if (options.redis_sentinels.empty() != options.redis_master.empty()) {
+    return absl::InvalidArgumentError(
+        options.redis_master.empty()
+            ? "--redis-sentinels needs --redis-master (the name in the "
+              "sentinels' `sentinel monitor NAME ...`)"
+            : "--redis-master needs --redis-sentinels (HOST:PORT,...)");
+  }
+  if (!options.redis_sentinels.empty()) {
+    if (absl::Status s =
+            cluster::ParseSentinels(options.redis_sentinels).status();
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (options.redis_db < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--redis-db must be a database number >= 0, got ", options.redis_db));
+  }
+  if (!options.redis_user.empty() && options.redis_password_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--redis-user needs --redis-password-file (the user's password)");
+  }
+  if (!options.redis_password_file.empty()) {
+    if (absl::Status s =
+            cluster::ReadPasswordFile(options.redis_password_file).status();
+        !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--redis-password-file: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateOptions(const ServerOptions& options) {
   for (const auto& [name, address] :
@@ -70,6 +117,7 @@ absl::Status ValidateOptions(const ServerOptions& options) {
       return s;
     }
   }
+  if (absl::Status s = ValidateRedisAccess(options); !s.ok()) return s;
   if (options.sync_interval < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync-interval must be at least 10ms, got ",
@@ -142,6 +190,10 @@ absl::Status ValidateRedisAddress(const std::string& address) {
   return cluster::RedisStore::ParseAddress(address).status();
 }
 
+bool ClusterModeEnabled(const ServerOptions& options) {
+  return !options.redis.empty() || !options.redis_sentinels.empty();
+}
+
 std::string EffectiveReplicaId(const ServerOptions& options) {
   if (!options.replica_id.empty()) return options.replica_id;
   char host[256] = {};
@@ -176,7 +228,23 @@ void LogConfiguration(const ServerOptions& options,
                options.policies_path.empty() ? "(none)" : options.policies_path,
                absl::FormatDuration(options.policies_poll_interval));
   spdlog::info("  redis                {}",
-               options.redis.empty() ? "(none: standalone)" : options.redis);
+               options.redis.empty() ? "(none)" : options.redis);
+  spdlog::info("  redis-sentinels      {}{}",
+               options.redis_sentinels.empty() ? "(none)"
+                                               : options.redis_sentinels,
+               options.redis_master.empty()
+                   ? std::string()
+                   : absl::StrCat(" (master \"", options.redis_master, "\")"));
+  if (!ClusterModeEnabled(options)) {
+    spdlog::info("  (no --redis nor --redis-sentinels: standalone)");
+  }
+  spdlog::info("  redis-user           {}",
+               options.redis_user.empty() ? "(none)" : options.redis_user);
+  spdlog::info("  redis-password-file  {}",
+               options.redis_password_file.empty()
+                   ? "(none: no AUTH)"
+                   : options.redis_password_file);
+  spdlog::info("  redis-db             {}", options.redis_db);
   spdlog::info("  sync-interval        {} (cluster mode only)",
                absl::FormatDuration(options.sync_interval));
   spdlog::info("  replica-id           {} (cluster mode only)", replica_id);
@@ -192,7 +260,7 @@ void LogConfiguration(const ServerOptions& options,
       "  state-file           {}",
       options.state_file.empty()
           ? std::string("(none)")
-          : options.redis.empty()
+          : !ClusterModeEnabled(options)
                 ? absl::StrCat(options.state_file, " (written every ",
                                absl::FormatDuration(options.state_file_interval),
                                " and at shutdown)")

@@ -44,6 +44,17 @@ struct ServerOptions {
   std::string replica_id;
   // Timeout of each Redis connect and reply (cluster mode only); > 0.
   absl::Duration redis_timeout = absl::Milliseconds(250);
+  // Redis ACL user; "" authenticates with the password alone.
+  std::string redis_user;
+  // File holding the Redis password, re-read at every connect; "" sends
+  // no AUTH.
+  std::string redis_password_file;
+  // Redis database number; >= 0.
+  int redis_db = 0;
+  // Sentinel: "host:port,host:port,..." and the monitored master's name,
+  // both or neither; instead of `redis`.
+  std::string redis_sentinels;
+  std::string redis_master;
   // The LOCAL divisor until the first good sync (cluster mode only); >= 1.
   uint32_t expected_replicas = 1;
   // Answer for a dependency without a policy.
@@ -94,6 +105,8 @@ absl::Status CheckSocketMode(uint32_t mode);
 absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text);
 // "host:port" (or "host") for --redis.
 absl::Status ValidateRedisAddress(const std::string& address);
+// Whether sluiced runs in cluster mode (--redis or --redis-sentinels).
+bool ClusterModeEnabled(const ServerOptions& options);
 
 }  // namespace sluice::app
 

@@ -307,26 +307,64 @@ absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
 
 namespace {
 
-RedisConnectionOptions ConnectionOptions(const RedisStore::Options& o) {
+RedisConnectionOptions ConnectionOptions(const RedisStore::Options& o,
+                                         RedisHealth* health) {
   RedisConnectionOptions c;
   c.timeout = o.timeout;
   c.min_backoff = o.min_backoff;
   c.max_backoff = o.max_backoff;
+  c.user = o.user;
+  c.password_file = o.password_file;
+  c.db = o.db;
+  c.require_master = !o.sentinels.empty();
+  c.health = health;
   return c;
+}
+
+std::unique_ptr<SentinelLocator> MakeSentinel(const RedisStore::Options& o,
+                                              RedisHealth* health) {
+  if (o.sentinels.empty()) return nullptr;
+  SentinelOptions s;
+  s.sentinels = o.sentinels;
+  s.master_name = o.master_name;
+  s.timeout = o.timeout;
+  return std::make_unique<SentinelLocator>(std::move(s), health);
 }
 
 }  // namespace
 
+// With Sentinel both connections ask the locator at every connect, and
+// whichever finds a new master first moves the other at its next use.
 RedisStore::RedisStore(Options options)
     : options_(std::move(options)),
-      connection_options_(ConnectionOptions(options_)),
-      tick_connection_(connection_options_, options_.host, options_.port),
-      admin_connection_(connection_options_, options_.host, options_.port) {}
+      sentinel_(MakeSentinel(options_, &health_)),
+      connection_options_(ConnectionOptions(options_, &health_)),
+      tick_connection_(sentinel_ != nullptr
+                           ? RedisConnection(connection_options_,
+                                             sentinel_.get())
+                           : RedisConnection(connection_options_,
+                                             options_.host, options_.port)),
+      admin_connection_(sentinel_ != nullptr
+                            ? RedisConnection(connection_options_,
+                                              sentinel_.get())
+                            : RedisConnection(connection_options_,
+                                              options_.host, options_.port)) {}
 
 RedisStore::~RedisStore() = default;
 
 std::string RedisStore::Describe() const {
+  if (sentinel_ != nullptr) return sentinel_->Describe();
   return absl::StrCat("redis ", options_.host, ":", options_.port);
+}
+
+StoreStatus RedisStore::status() const {
+  StoreStatus s;
+  s.endpoint = sentinel_ != nullptr
+                   ? sentinel_->Describe()
+                   : absl::StrCat(options_.host, ":", options_.port);
+  s.errors = health_.errors();
+  s.events = health_.events();
+  return s;
 }
 
 absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
@@ -335,6 +373,14 @@ absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
   if (!reply.ok() && absl::StrContains(reply.status().message(), "NOSCRIPT")) {
     tick_connection_.Drop(absl::InfinitePast());
     reply = RunTick(request);
+  }
+  // The connection counts its own failures; these are answers it got but
+  // could not use.
+  if (!reply.ok() && reply.status().code() == absl::StatusCode::kInternal) {
+    const absl::string_view message = reply.status().message();
+    health_.Error(absl::StrContains(message, "script failed") ? "script"
+                                                              : "protocol",
+                  absl::StrCat(Describe(), ": ", message), absl::Now());
   }
   return reply;
 }

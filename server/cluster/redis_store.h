@@ -3,17 +3,21 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/cluster/redis_connection.h"
+#include "server/cluster/redis_sentinel.h"
 #include "server/cluster/store.h"
 
 namespace sluice::cluster {
 
-// The Store on one Redis server (hiredis, synchronous). A tick is one
+// The Store on one Redis server (hiredis, synchronous), either at a fixed
+// address or the master a group of sentinels names (re-asked after every
+// connection failure, timeout or READONLY reply, so a failover is followed). A tick is one
 // pipelined round trip on the sync loop's connection: the membership
 // commands, one EVALSHA of config.lua and one EVALSHA of tick.lua per policy.
 // Admin writes use a second connection of their own, so they never wait
@@ -33,6 +37,16 @@ class RedisStore final : public Store {
     absl::Duration max_backoff = absl::Seconds(1);
     // Every key starts with this, then "{<policy>}:" for per-policy keys.
     std::string key_prefix = "sluice:";
+    // ACL user for AUTH; "" uses the password alone (requirepass).
+    std::string user;
+    // File holding the password, read at every connect; "" sends no AUTH.
+    std::string password_file;
+    // Database to SELECT; 0 is Redis's default.
+    int db = 0;
+    // Sentinel: the sentinels to ask for the master named `master_name`;
+    // when set, host and port are not used.
+    std::vector<RedisAddress> sentinels;
+    std::string master_name;
   };
 
   // Parses "host:port" (port defaults to 6379).
@@ -49,6 +63,7 @@ class RedisStore final : public Store {
   absl::StatusOr<ConfigWrite> SetOverride(
       const StoredOverride& override) override;
   std::string Describe() const override;
+  StoreStatus status() const override;
 
  private:
   absl::StatusOr<TickReply> RunTick(const TickRequest& request);
@@ -62,6 +77,10 @@ class RedisStore final : public Store {
   std::string ConfigKey() const { return options_.key_prefix + "{config}"; }
 
   const Options options_;
+  // Errors and events of every connection below.
+  RedisHealth health_;
+  // With sentinels: where the master is (null without).
+  const std::unique_ptr<SentinelLocator> sentinel_;
   const RedisConnectionOptions connection_options_;
   RedisConnection tick_connection_;
   absl::Mutex admin_mu_;

@@ -39,6 +39,9 @@ enum class MetricId : int {
   kReportsForwarded,
   kStoreClockOffset,
   kStoreResets,
+  kStoreErrors,
+  kStoreEvents,
+  kStoreEndpoint,
   kAcquireDuration,
   kEventsDropped,
   kWatchers,
@@ -163,6 +166,20 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "Times the store was found to have lost its data (config or a "
          "policy's shared state), rebuilt from this replica's memory. "
          "Cluster mode only."},
+        {MetricId::kStoreErrors, "sluice_store_errors_total",
+         MetricType::kCounter, {"kind", nullptr},
+         "Failed store connections and round trips by kind: connect, "
+         "timeout, auth (password or ACL refused, or a password missing), "
+         "readonly (a replica answered), sentinel (no sentinel named the "
+         "master), protocol, script. Cluster mode only."},
+        {MetricId::kStoreEvents, "sluice_store_events_total",
+         MetricType::kCounter, {"kind", nullptr},
+         "Store topology changes followed, by kind: master_changed (Redis "
+         "Sentinel failover). Cluster mode only."},
+        {MetricId::kStoreEndpoint, "sluice_store_endpoint_info",
+         MetricType::kGauge, {"endpoint", nullptr},
+         "Always 1; the endpoint label says where the store is now (host:port, "
+         "or the master Sentinel named). Cluster mode only."},
         {MetricId::kAcquireDuration, "sluice_acquire_duration_seconds",
          MetricType::kHistogram, {nullptr},
          "Time to handle one Acquire, from handler entry to the answer: a "

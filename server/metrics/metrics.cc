@@ -250,6 +250,18 @@ std::vector<MetricFamily> Metrics::Collect() const {
         absl::ToDoubleSeconds(sync->clock_offset));
     Add(family(MetricId::kStoreResets), MetricId::kStoreResets, {},
         static_cast<double>(sync->store_resets));
+    for (const auto& [kind, n] : sync->store_errors) {
+      Add(family(MetricId::kStoreErrors), MetricId::kStoreErrors, {kind},
+          static_cast<double>(n));
+    }
+    for (const auto& [kind, n] : sync->store_events) {
+      Add(family(MetricId::kStoreEvents), MetricId::kStoreEvents, {kind},
+          static_cast<double>(n));
+    }
+    if (!sync->store_endpoint.empty()) {
+      Add(family(MetricId::kStoreEndpoint), MetricId::kStoreEndpoint,
+          {sync->store_endpoint}, 1);
+    }
   }
   family(MetricId::kAcquireDuration)->metric.push_back(acquire_.Collect());
   Add(family(MetricId::kEventsDropped), MetricId::kEventsDropped, {},

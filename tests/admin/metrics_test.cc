@@ -261,6 +261,9 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
                     s.last_tick_duration = absl::Milliseconds(4);
                     s.reports_forwarded = 9;
                     s.reports_received = 2;
+                    s.store_endpoint = "10.0.0.7:6379";
+                    s.store_errors = {{"auth", 4}, {"readonly", 1}};
+                    s.store_events = {{"master_changed", 2}};
                     return std::optional<SyncSnapshot>(s);
                   },
                   [] { return uint64_t{7}; },
@@ -276,6 +279,13 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
   EXPECT_EQ(Sum(s, "sluice_watch_events_dropped_total"), 7);
   EXPECT_EQ(Sum(s, "sluice_forwarded_reports_total", {{"direction", "out"}}), 9);
   EXPECT_EQ(Sum(s, "sluice_forwarded_reports_total", {{"direction", "in"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_store_errors_total", {{"kind", "auth"}}), 4);
+  EXPECT_EQ(Sum(s, "sluice_store_errors_total", {{"kind", "readonly"}}), 1);
+  EXPECT_EQ(Sum(s, "sluice_store_events_total", {{"kind", "master_changed"}}),
+            2);
+  EXPECT_EQ(Sum(s, "sluice_store_endpoint_info",
+                {{"endpoint", "10.0.0.7:6379"}}),
+            1);
   EXPECT_EQ(Sum(s, "sluice_unknown_dependency_decisions_total",
                 {{"verdict", "ALLOW"}}),
             5);

@@ -341,6 +341,44 @@ TEST(ValidateOptionsTest, NamesTheFlagAndTheRule) {
               HasSubstr("--expected-replicas must be at least 1"));
 }
 
+TEST(ValidateOptionsTest, RedisAccessFlags) {
+  ServerOptions both;
+  both.redis = "127.0.0.1:6379";
+  both.redis_sentinels = "127.0.0.1:26379";
+  both.redis_master = "m";
+  EXPECT_THAT(ValidateOptions(both).message(),
+              HasSubstr("--redis and --redis-sentinels exclude each other"));
+  ServerOptions no_master;
+  no_master.redis_sentinels = "127.0.0.1:26379";
+  EXPECT_THAT(ValidateOptions(no_master).message(),
+              HasSubstr("--redis-sentinels needs --redis-master"));
+  ServerOptions no_sentinels;
+  no_sentinels.redis_master = "m";
+  EXPECT_THAT(ValidateOptions(no_sentinels).message(),
+              HasSubstr("--redis-master needs --redis-sentinels"));
+  ServerOptions bad_sentinel;
+  bad_sentinel.redis_sentinels = "a:1,b:http";
+  bad_sentinel.redis_master = "m";
+  EXPECT_THAT(ValidateOptions(bad_sentinel).message(),
+              HasSubstr("--redis-sentinels: "));
+  ServerOptions sentinel = bad_sentinel;
+  sentinel.redis_sentinels = "a:1,b";
+  EXPECT_TRUE(ValidateOptions(sentinel).ok());
+  EXPECT_TRUE(ClusterModeEnabled(sentinel));
+  ServerOptions db;
+  db.redis_db = -1;
+  EXPECT_THAT(ValidateOptions(db).message(), HasSubstr("--redis-db"));
+  ServerOptions user;
+  user.redis_user = "sluice";
+  EXPECT_THAT(ValidateOptions(user).message(),
+              HasSubstr("--redis-user needs --redis-password-file"));
+  ServerOptions missing;
+  missing.redis_password_file = "/nonexistent/redis-password";
+  EXPECT_THAT(ValidateOptions(missing).message(),
+              HasSubstr("--redis-password-file: cannot read the password "
+                        "file /nonexistent/redis-password"));
+}
+
 TEST(ValidateOptionsTest, UnixSocketListeners) {
   ServerOptions unix;
   unix.listen = "unix:/run/sluice/sluice.sock";

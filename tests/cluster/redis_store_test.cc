@@ -1,6 +1,13 @@
 // The cluster scenarios and the Redis store's own failure handling, against
 // a real redis-server started by this binary.
 #include "server/cluster/redis_store.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
 #include "tests/cluster/cluster_scenarios.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/wait_for.h"
@@ -166,6 +173,100 @@ TEST(RedisStoreTest, CommandsPerTickStayFlatWhenTheRequestRateGrows) {
   EXPECT_LE(slow / 10, 30) << "commands per tick";
 }
 
+
+// A temp file holding `text` (a password), removed at the end of the test.
+class PasswordFile {
+ public:
+  explicit PasswordFile(const std::string& text) {
+    char name[] = "/tmp/redis_password_XXXXXX";
+    const int fd = mkstemp(name);
+    path_ = name;
+    if (fd >= 0) {
+      (void)!write(fd, text.data(), text.size());
+      close(fd);
+    }
+  }
+  ~PasswordFile() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(RedisStoreTest, WritesIntoTheSelectedDatabase) {
+  RedisStore::Options o = StoreOptions("db3:");
+  o.db = 3;
+  RedisStore store(o);
+  ASSERT_TRUE(store.Tick(Request()).ok());
+  const std::vector<std::string> in3 =
+      redis->Query({"EVAL", "redis.call('SELECT', 3) "
+                    "return #redis.call('KEYS', 'db3:*')", "0"});
+  ASSERT_EQ(in3.size(), 1u);
+  EXPECT_GT(std::stoi(in3[0]), 0);
+  EXPECT_EQ(redis->Query({"KEYS", "db3:*"}), std::vector<std::string>{});
+}
+
+TEST(RedisStoreTest, AnOutOfRangeDatabaseIsRefusedAndNamesTheFlag) {
+  RedisStore::Options o = StoreOptions("db99:");
+  o.db = 99;
+  RedisStore store(o);
+  absl::StatusOr<TickReply> reply = store.Tick(Request());
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("--redis-db"), std::string::npos)
+      << reply.status();
+}
+
+TEST(RedisStoreTest, AuthenticatesAsAnAclUser) {
+  ASSERT_EQ(redis->Query({"ACL", "SETUSER", "sluice", "on", ">pw", "~*",
+                          "+@all"}),
+            std::vector<std::string>{"OK"});
+  PasswordFile right("pw\n"), wrong("nope\n");
+  RedisStore::Options o = StoreOptions("acl:");
+  o.user = "sluice";
+  o.password_file = right.path();
+  RedisStore store(o);
+  ASSERT_TRUE(store.Tick(Request()).ok());
+  EXPECT_EQ(store.status().errors.count("auth"), 0u);
+
+  o.password_file = wrong.path();
+  RedisStore refused(o);
+  absl::StatusOr<TickReply> reply = refused.Tick(Request());
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("as user \"sluice\""),
+            std::string::npos)
+      << reply.status();
+  EXPECT_EQ(reply.status().message().find("nope"), std::string::npos);
+  EXPECT_EQ(refused.status().errors.at("auth"), 1u);
+}
+
+TEST(RedisStoreTest, AMissingPasswordIsAnAuthErrorWithAHint) {
+  testing::RedisServer secured;
+  secured.set_args({"--requirepass", "pw"});
+  secured.set_password("pw");
+  ASSERT_TRUE(secured.Start());
+  RedisStore::Options o = StoreOptions("noauth:");
+  o.port = secured.port();
+  RedisStore store(o);
+  absl::StatusOr<TickReply> reply = store.Tick(Request());
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("set --redis-password-file"),
+            std::string::npos)
+      << reply.status();
+  EXPECT_EQ(store.status().errors.at("auth"), 1u);
+  EXPECT_EQ(store.status().endpoint, secured.address());
+}
+
+TEST(RedisStoreTest, AReplicaAnswersReadOnly) {
+  testing::RedisServer replica;
+  replica.set_args({"--replicaof", "127.0.0.1 " + std::to_string(redis->port())});
+  ASSERT_TRUE(replica.Start());
+  RedisStore::Options o = StoreOptions("ro:");
+  o.port = replica.port();
+  RedisStore store(o);
+  absl::StatusOr<TickReply> reply = store.Tick(Request());
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(store.status().errors.at("readonly"), 1u) << reply.status();
+}
 }  // namespace
 }  // namespace sluice::cluster
 

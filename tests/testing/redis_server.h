@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <hiredis/hiredis.h>
 
@@ -36,6 +39,62 @@ inline int FreePort() {
   return port;
 }
 
+// Runs `args` as one command on 127.0.0.1:`port` (after AUTH `password`
+// unless empty) and flattens the reply: strings, statuses and integers as
+// text, arrays element by element, nil as "", an error as "(error) ...".
+inline std::vector<std::string> RedisQuery(
+    int port, const std::vector<std::string>& args,
+    const std::string& password = "") {
+  std::vector<std::string> out;
+  timeval tv{1, 0};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  if (c == nullptr || c->err != 0) {
+    if (c != nullptr) redisFree(c);
+    return {"(error) cannot connect"};
+  }
+  redisSetTimeout(c, tv);
+  auto run = [&](const std::vector<std::string>& command) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& a : command) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    return static_cast<redisReply*>(redisCommandArgv(
+        c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  };
+  if (!password.empty()) {
+    if (redisReply* r = run({"AUTH", password})) freeReplyObject(r);
+  }
+  redisReply* r = run(args);
+  std::function<void(const redisReply*)> flatten = [&](const redisReply* e) {
+    switch (e->type) {
+      case REDIS_REPLY_ARRAY:
+        for (size_t i = 0; i < e->elements; ++i) flatten(e->element[i]);
+        break;
+      case REDIS_REPLY_INTEGER:
+        out.push_back(std::to_string(e->integer));
+        break;
+      case REDIS_REPLY_ERROR:
+        out.push_back("(error) " + std::string(e->str, e->len));
+        break;
+      case REDIS_REPLY_NIL:
+        out.emplace_back();
+        break;
+      default:
+        out.emplace_back(e->str, e->len);
+    }
+  };
+  if (r != nullptr) {
+    flatten(r);
+    freeReplyObject(r);
+  } else {
+    out.push_back("(error) no reply");
+  }
+  redisFree(c);
+  return out;
+}
+
 // A real redis-server child process on loopback, without persistence, for
 // integration tests. It can be paused (SIGSTOP), resumed, killed and started
 // again on the same port.
@@ -44,14 +103,26 @@ class RedisServer {
   RedisServer() : port_(FreePort()) {}
   ~RedisServer() { Kill(); }
 
+  // Extra redis-server arguments for the next Start ("--requirepass", "pw",
+  // "--replicaof", "127.0.0.1 6380", ...).
+  void set_args(std::vector<std::string> args) { args_ = std::move(args); }
+  // The password the test's own commands AUTH with ("" sends no AUTH).
+  void set_password(std::string password) { password_ = std::move(password); }
+
   // Starts the server and waits until it answers PING. False on failure.
   bool Start() {
     pid_ = fork();
     if (pid_ == 0) {
-      const std::string port = std::to_string(port_);
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
-             "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel",
-             "warning", static_cast<char*>(nullptr));
+      std::vector<std::string> args = {
+          "redis-server", "--port",       std::to_string(port_),
+          "--bind",       "127.0.0.1",    "--save",
+          "",             "--appendonly", "no",
+          "--loglevel",   "warning"};
+      args.insert(args.end(), args_.begin(), args_.end());
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execvp("redis-server", argv.data());
       _exit(127);
     }
     return WaitFor([this] { return Ping(); }, absl::Seconds(5),
@@ -74,6 +145,11 @@ class RedisServer {
     bool ok = false;
     if (c != nullptr && c->err == 0) {
       redisSetTimeout(c, tv);
+      if (!password_.empty()) {
+        auto* a = static_cast<redisReply*>(
+            redisCommand(c, "AUTH %s", password_.c_str()));
+        if (a != nullptr) freeReplyObject(a);
+      }
       auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
       ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
       if (r != nullptr) freeReplyObject(r);
@@ -88,6 +164,11 @@ class RedisServer {
     redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
     std::string out;
     if (c != nullptr && c->err == 0) {
+      if (!password_.empty()) {
+        auto* a = static_cast<redisReply*>(
+            redisCommand(c, "AUTH %s", password_.c_str()));
+        if (a != nullptr) freeReplyObject(a);
+      }
       auto* r = static_cast<redisReply*>(redisCommand(c, command.c_str()));
       if (r != nullptr) {
         if (r->type == REDIS_REPLY_INTEGER) out = std::to_string(r->integer);
@@ -124,11 +205,19 @@ class RedisServer {
     return total;
   }
 
+  // Runs one command; see RedisQuery.
+  std::vector<std::string> Query(const std::vector<std::string>& args) const {
+    return RedisQuery(port_, args, password_);
+  }
+
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  bool running() const { return pid_ > 0; }
 
  private:
   const int port_;
+  std::vector<std::string> args_;
+  std::string password_;
   pid_t pid_ = -1;
 };
 
