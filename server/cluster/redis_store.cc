@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -305,6 +306,27 @@ absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
   return options;
 }
 
+absl::StatusOr<RedisStore::Options> RedisStore::ParseClusterSeeds(
+    const std::string& seeds) {
+  Options options;
+  for (absl::string_view seed : absl::StrSplit(seeds, ',')) {
+    seed = absl::StripAsciiWhitespace(seed);
+    absl::StatusOr<wire::HostPort> parsed = wire::ParseHostPort(seed);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--redis-cluster: seed \"", seed, "\": ", parsed.status().message()));
+    }
+    if (parsed->port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--redis-cluster: seed port must be 1-65535, got \"", seed, "\""));
+    }
+    absl::string_view host = parsed->host;
+    if (absl::StartsWith(host, "[")) host = host.substr(1, host.size() - 2);
+    options.cluster_seeds.push_back({std::string(host), parsed->port});
+  }
+  return options;
+}
+
 namespace {
 
 RedisConnectionOptions ConnectionOptions(const RedisStore::Options& o) {
@@ -321,12 +343,35 @@ RedisStore::RedisStore(Options options)
     : options_(std::move(options)),
       connection_options_(ConnectionOptions(options_)),
       tick_connection_(connection_options_, options_.host, options_.port),
-      admin_connection_(connection_options_, options_.host, options_.port) {}
+      admin_connection_(connection_options_, options_.host, options_.port) {
+  if (!options_.cluster_seeds.empty()) {
+    cluster_events_ = std::make_unique<ClusterEvents>();
+    tick_router_ = std::make_unique<RedisClusterRouter>(
+        connection_options_, options_.cluster_seeds, cluster_events_.get());
+    admin_router_ = std::make_unique<RedisClusterRouter>(
+        connection_options_, options_.cluster_seeds, cluster_events_.get());
+  }
+}
 
 RedisStore::~RedisStore() = default;
 
 std::string RedisStore::Describe() const {
+  if (tick_router_ != nullptr) return tick_router_->Describe();
   return absl::StrCat("redis ", options_.host, ":", options_.port);
+}
+
+StoreStatus RedisStore::status() const {
+  StoreStatus s;
+  if (tick_router_ == nullptr) {
+    s.endpoint = absl::StrCat(options_.host, ":", options_.port);
+    return s;
+  }
+  s.endpoint = tick_router_->Describe();
+  s.events["moved"] = cluster_events_->moved.load(std::memory_order_relaxed);
+  s.events["ask"] = cluster_events_->ask.load(std::memory_order_relaxed);
+  s.events["slots_refreshed"] =
+      cluster_events_->slots_refreshed.load(std::memory_order_relaxed);
+  return s;
 }
 
 absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
@@ -334,6 +379,7 @@ absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
   // A Redis restart forgets loaded scripts; load them again and retry once.
   if (!reply.ok() && absl::StrContains(reply.status().message(), "NOSCRIPT")) {
     tick_connection_.Drop(absl::InfinitePast());
+    if (tick_router_ != nullptr) tick_router_->Reset();
     reply = RunTick(request);
   }
   return reply;
@@ -370,7 +416,8 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   }
   const size_t first_policy = commands.size();
   for (const PolicyPush& push : request.policies) {
-    std::string key = absl::StrCat(options_.key_prefix, "{", push.policy, "}");
+    std::string key =
+        absl::StrCat(options_.key_prefix, "{", push.policy, "}:epoch");
     std::vector<std::string> args = {
         "1",
         key,
@@ -494,6 +541,7 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
 
 absl::StatusOr<std::vector<RedisReplyPtr>> RedisStore::Execute(
     const std::vector<RedisCommand>& commands, absl::Time now) {
+  if (tick_router_ != nullptr) return tick_router_->Execute(commands, now);
   return tick_connection_.Pipeline(commands, now);
 }
 
@@ -509,13 +557,15 @@ absl::StatusOr<std::vector<std::string>> RedisStore::RunConfig(
   commands[0].args.insert(commands[0].args.end(), args.begin(), args.end());
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<std::vector<RedisReplyPtr>> replies =
-        c.Pipeline(commands, absl::Now());
+        admin_router_ != nullptr ? admin_router_->Execute(commands, absl::Now())
+                                 : c.Pipeline(commands, absl::Now());
     if (!replies.ok()) return replies.status();
     const redisReply* reply = (*replies)[0].get();
     if (reply->type == REDIS_REPLY_ERROR) {
       const absl::string_view error(reply->str, reply->len);
       if (absl::StartsWith(error, "NOSCRIPT") && attempt == 0) {
         c.Drop(absl::InfinitePast());  // reload the scripts, then retry
+        if (admin_router_ != nullptr) admin_router_->Reset();
         continue;
       }
       return absl::InternalError(absl::StrCat("config script failed: ", error));

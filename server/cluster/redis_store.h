@@ -3,11 +3,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/redis_cluster.h"
 #include "server/cluster/redis_connection.h"
 #include "server/cluster/store.h"
 
@@ -33,10 +35,15 @@ class RedisStore final : public Store {
     absl::Duration max_backoff = absl::Seconds(1);
     // Every key starts with this, then "{<policy>}:" for per-policy keys.
     std::string key_prefix = "sluice:";
+    // Redis Cluster seed nodes; when set, host and port are unused and
+    // every command goes to the master of its key's slot.
+    std::vector<RedisClusterRouter::Node> cluster_seeds;
   };
 
   // Parses "host:port" (port defaults to 6379).
   static absl::StatusOr<Options> ParseAddress(const std::string& address);
+  // Parses --redis-cluster's "host:port,host:port,..." into cluster_seeds.
+  static absl::StatusOr<Options> ParseClusterSeeds(const std::string& seeds);
 
   explicit RedisStore(Options options);
   ~RedisStore() override;
@@ -49,23 +56,36 @@ class RedisStore final : public Store {
   absl::StatusOr<ConfigWrite> SetOverride(
       const StoredOverride& override) override;
   std::string Describe() const override;
+  StoreStatus status() const override;
 
  private:
   absl::StatusOr<TickReply> RunTick(const TickRequest& request);
-  // Runs one tick's pipeline: every command on the tick connection, replies
-  // in command order.
+  // Runs one tick's pipeline: every command on the tick connection (or, in
+  // Redis Cluster, on the master of its key's slot), replies in command
+  // order.
   absl::StatusOr<std::vector<RedisReplyPtr>> Execute(
       const std::vector<RedisCommand>& commands, absl::Time now);
-  // Runs config.lua with `args` on the admin connection.
+  // Runs config.lua with `args` on the admin connection (in Redis Cluster,
+  // the admin router's connection to the config slot's master).
   absl::StatusOr<std::vector<std::string>> RunConfig(
       const std::vector<std::string>& args) ABSL_LOCKS_EXCLUDED(admin_mu_);
-  std::string ConfigKey() const { return options_.key_prefix + "{config}"; }
+  // The key config.lua declares (KEYS[1]); tick.lua declares
+  // "<prefix>{<policy>}:epoch" likewise.
+  std::string ConfigKey() const {
+    return options_.key_prefix + "{config}:epoch";
+  }
 
   const Options options_;
   const RedisConnectionOptions connection_options_;
   RedisConnection tick_connection_;
   absl::Mutex admin_mu_;
   RedisConnection admin_connection_ ABSL_GUARDED_BY(admin_mu_);
+  // Redis Cluster only (else null): MOVED/ASK/refresh counts, the tick
+  // router (sync loop thread only) and the admin writes' own router, so a
+  // config write never waits behind a tick nor shares its connections.
+  std::unique_ptr<ClusterEvents> cluster_events_;
+  std::unique_ptr<RedisClusterRouter> tick_router_;
+  std::unique_ptr<RedisClusterRouter> admin_router_ ABSL_GUARDED_BY(admin_mu_);
 };
 
 }  // namespace sluice::cluster

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <hiredis/hiredis.h>
 
@@ -45,13 +46,19 @@ class RedisServer {
   ~RedisServer() { Kill(); }
 
   // Starts the server and waits until it answers PING. False on failure.
-  bool Start() {
+  // `extra` are more redis-server arguments ("--cluster-enabled", "yes").
+  bool Start(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {
+        "redis-server", "--port",       std::to_string(port_), "--bind",
+        "127.0.0.1",    "--save",       "",                    "--appendonly",
+        "no",           "--loglevel",   "warning"};
+    args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
-      const std::string port = std::to_string(port_);
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind",
-             "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel",
-             "warning", static_cast<char*>(nullptr));
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execvp("redis-server", argv.data());
       _exit(127);
     }
     return WaitFor([this] { return Ping(); }, absl::Seconds(5),
@@ -101,6 +108,31 @@ class RedisServer {
     return out;
   }
 
+  // Runs one command given as its arguments; the reply as text, an array
+  // as its elements (nested arrays flattened), an error as "ERR ...".
+  std::vector<std::string> Run(const std::vector<std::string>& args) const {
+    timeval tv{5, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    std::vector<std::string> out;
+    if (c != nullptr && c->err == 0) {
+      redisSetTimeout(c, tv);
+      std::vector<const char*> argv;
+      std::vector<size_t> lens;
+      for (const std::string& a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+      }
+      auto* r = static_cast<redisReply*>(redisCommandArgv(
+          c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+      if (r != nullptr) {
+        Flatten(r, &out);
+        freeReplyObject(r);
+      }
+    }
+    if (c != nullptr) redisFree(c);
+    return out;
+  }
+
   // Calls per command name from INFO commandstats ("zadd", "evalsha", ...).
   std::map<std::string, int64_t> CommandCalls() const {
     std::map<std::string, int64_t> calls;
@@ -128,6 +160,16 @@ class RedisServer {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
  private:
+  static void Flatten(const redisReply* r, std::vector<std::string>* out) {
+    if (r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) Flatten(r->element[i], out);
+    } else if (r->type == REDIS_REPLY_INTEGER) {
+      out->push_back(std::to_string(r->integer));
+    } else if (r->type != REDIS_REPLY_NIL) {
+      out->emplace_back(r->str, r->len);
+    }
+  }
+
   const int port_;
   pid_t pid_ = -1;
 };
