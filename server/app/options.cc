@@ -70,6 +70,22 @@ absl::Status ValidateOptions(const ServerOptions& options) {
       return s;
     }
   }
+  // Redis Cluster: seeds instead of one address (and, when the Sentinel
+  // flags come, instead of those too); Redis Cluster has database 0 only.
+  if (!options.redis_cluster.empty()) {
+    if (!options.redis.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--redis-cluster and --redis are exclusive: give the cluster's "
+          "seed nodes (--redis-cluster ", options.redis_cluster,
+          ") or one Redis (--redis ", options.redis, "), not both"));
+    }
+    if (absl::Status s =
+            cluster::RedisStore::ParseClusterSeeds(options.redis_cluster)
+                .status();
+        !s.ok()) {
+      return s;
+    }
+  }
   if (options.sync_interval < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync-interval must be at least 10ms, got ",
@@ -142,6 +158,10 @@ absl::Status ValidateRedisAddress(const std::string& address) {
   return cluster::RedisStore::ParseAddress(address).status();
 }
 
+bool UsesRedis(const ServerOptions& options) {
+  return !options.redis.empty() || !options.redis_cluster.empty();
+}
+
 std::string EffectiveReplicaId(const ServerOptions& options) {
   if (!options.replica_id.empty()) return options.replica_id;
   char host[256] = {};
@@ -176,7 +196,10 @@ void LogConfiguration(const ServerOptions& options,
                options.policies_path.empty() ? "(none)" : options.policies_path,
                absl::FormatDuration(options.policies_poll_interval));
   spdlog::info("  redis                {}",
-               options.redis.empty() ? "(none: standalone)" : options.redis);
+               options.redis.empty() ? "(none)" : options.redis);
+  spdlog::info("  redis-cluster        {}",
+               options.redis_cluster.empty() ? "(none)"
+                                             : options.redis_cluster);
   spdlog::info("  sync-interval        {} (cluster mode only)",
                absl::FormatDuration(options.sync_interval));
   spdlog::info("  replica-id           {} (cluster mode only)", replica_id);
@@ -192,7 +215,7 @@ void LogConfiguration(const ServerOptions& options,
       "  state-file           {}",
       options.state_file.empty()
           ? std::string("(none)")
-          : options.redis.empty()
+          : !UsesRedis(options)
                 ? absl::StrCat(options.state_file, " (written every ",
                                absl::FormatDuration(options.state_file_interval),
                                " and at shutdown)")
