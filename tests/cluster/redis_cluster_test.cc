@@ -307,6 +307,37 @@ TEST(RedisClusterTest, MeasuresEvalshaCostPerKey) {
     last = usec;
   }
   EXPECT_GT(last, first) << "a tick with 1000 keys costs more than with 1";
+
+  // Each key's hash holds one entry per replica, and every tick reads them
+  // all: the cost per key grows with the replicas.
+  std::printf("[redis-cluster] tick.lua EVALSHA cost, 100 keys, by replicas\n");
+  std::printf("[redis-cluster]   %8s %12s %14s\n", "replicas", "usec/call",
+              "usec/key-tick");
+  double few = 0, many = 0;
+  for (int replicas : {3, 10, 30}) {
+    const std::string prefix = absl::StrCat("costr", replicas, ":");
+    RedisStore store(StoreOptions(prefix));
+    TickRequest request = Request("c", 1, 100);
+    request.live_replicas = replicas;
+    testing::RedisServer* owner =
+        redis_cluster->OwnerOf(KeySlot(prefix + "{c0}:epoch"));
+    ASSERT_NE(owner, nullptr);
+    for (int r = 0; r < replicas; ++r) {
+      request.replica_id = absl::StrCat("r", r);
+      ASSERT_TRUE(store.Tick(request).ok());
+    }
+    owner->Run({"CONFIG", "RESETSTAT"});
+    for (int t = 0; t < 20; ++t) {
+      request.replica_id = absl::StrCat("r", t % replicas);
+      ASSERT_TRUE(store.Tick(request).ok());
+    }
+    const double usec = CommandStat(owner, "evalsha", "usec_per_call");
+    std::printf("[redis-cluster]   %8d %12.1f %14.2f\n", replicas, usec,
+                usec / 100);
+    if (replicas == 3) few = usec;
+    many = usec;
+  }
+  EXPECT_GT(many, few) << "30 replicas' entries cost more than 3";
 }
 
 }  // namespace
