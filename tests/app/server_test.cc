@@ -341,6 +341,25 @@ TEST(ValidateOptionsTest, NamesTheFlagAndTheRule) {
               HasSubstr("--expected-replicas must be at least 1"));
 }
 
+TEST(ValidateOptionsTest, RedisClusterSeeds) {
+  ServerOptions seeds;
+  seeds.redis_cluster = "10.0.0.1:7000, 10.0.0.2:7000,[::1]:7001";
+  EXPECT_TRUE(ValidateOptions(seeds).ok());
+  ServerOptions both = seeds;
+  both.redis = "10.0.0.1:6379";
+  EXPECT_THAT(ValidateOptions(both).message(),
+              HasSubstr("--redis-cluster and --redis are exclusive"));
+  ServerOptions bad;
+  bad.redis_cluster = "10.0.0.1:7000,redis";
+  EXPECT_THAT(ValidateOptions(bad).message(),
+              HasSubstr("--redis-cluster: seed \"redis\""));
+  bad.redis_cluster = "10.0.0.1:7000,";
+  EXPECT_THAT(ValidateOptions(bad).message(), HasSubstr("--redis-cluster"));
+  bad.redis_cluster = "10.0.0.1:0";
+  EXPECT_THAT(ValidateOptions(bad).message(),
+              HasSubstr("--redis-cluster: seed port must be 1-65535"));
+}
+
 TEST(ValidateOptionsTest, UnixSocketListeners) {
   ServerOptions unix;
   unix.listen = "unix:/run/sluice/sluice.sock";
