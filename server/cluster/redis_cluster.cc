@@ -7,7 +7,6 @@
 #include <map>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -79,13 +78,11 @@ int KeySlot(absl::string_view key) {
   return Crc16(key) % kClusterSlots;
 }
 
-bool SplitNodeAddress(absl::string_view address, std::string* host,
-                      int* port) {
+bool SplitNodeAddress(absl::string_view address, std::string* host, int* port) {
   const size_t colon = address.rfind(':');
   if (colon == absl::string_view::npos || colon == 0) return false;
   int p = 0;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), &p) || p < 1 ||
-      p > 65535) {
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &p) || p < 1 || p > 65535) {
     return false;
   }
   absl::string_view h = address.substr(0, colon);
@@ -105,10 +102,11 @@ RedisClusterRouter::RedisClusterRouter(
       events_(events),
       slots_(kClusterSlots, -1) {
   std::vector<std::string> names;
-  for (const Node& s : seeds_) names.push_back(absl::StrCat(s.host, ":", s.port));
+  for (const Node& s : seeds_)
+    names.push_back(absl::StrCat(s.host, ":", s.port));
   absl::MutexLock lock(&describe_mu_);
-  description_ = absl::StrCat("redis cluster: seeds ", absl::StrJoin(names, ", "),
-                              " (no slot map yet)");
+  description_ = absl::StrCat("redis cluster: seeds ",
+                              absl::StrJoin(names, ", "), " (no slot map yet)");
 }
 
 RedisClusterRouter::~RedisClusterRouter() = default;
@@ -139,7 +137,8 @@ absl::Status RedisClusterRouter::LoadSlots(const redisReply* reply,
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
     return absl::UnavailableError(absl::StrCat(
         "CLUSTER SLOTS answered ",
-        IsError(reply) ? Text(reply) : absl::string_view("an unexpected shape")));
+        IsError(reply) ? Text(reply)
+                       : absl::string_view("an unexpected shape")));
   }
   std::vector<std::string> masters;
   std::vector<int> slots(kClusterSlots, -1);
@@ -152,7 +151,8 @@ absl::Status RedisClusterRouter::LoadSlots(const redisReply* reply,
         range->element[2]->type != REDIS_REPLY_ARRAY ||
         range->element[2]->elements < 2 ||
         range->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
-      return absl::UnavailableError("CLUSTER SLOTS answered an unexpected shape");
+      return absl::UnavailableError(
+          "CLUSTER SLOTS answered an unexpected shape");
     }
     const long long first = range->element[0]->integer;
     const long long last = range->element[1]->integer;
@@ -190,9 +190,9 @@ absl::Status RedisClusterRouter::LoadSlots(const redisReply* reply,
   }
   spdlog::info("redis cluster: slot map from {}:{}: {} masters ({}){}",
                from.host, from.port, masters.size(), absl::StrJoin(parts, ", "),
-               unserved == 0 ? ""
-                             : absl::StrCat("; ", unserved,
-                                            " slots without a master"));
+               unserved == 0
+                   ? ""
+                   : absl::StrCat("; ", unserved, " slots without a master"));
   masters_ = std::move(masters);
   slots_ = std::move(slots);
   // A node that left the map (or a seed that is no master) keeps no
@@ -233,8 +233,8 @@ absl::Status RedisClusterRouter::RefreshSlots(absl::Time now) {
     const std::string address = absl::StrCat(node.host, ":", node.port);
     absl::StatusOr<std::vector<RedisReplyPtr>> replies =
         ConnectionTo(address).Pipeline(ask, now);
-    absl::Status status = replies.ok() ? LoadSlots((*replies)[0].get(), node)
-                                       : replies.status();
+    absl::Status status =
+        replies.ok() ? LoadSlots((*replies)[0].get(), node) : replies.status();
     if (status.ok()) {
       refresh_wanted_ = false;
       events_->slots_refreshed.fetch_add(1, std::memory_order_relaxed);
@@ -242,9 +242,9 @@ absl::Status RedisClusterRouter::RefreshSlots(absl::Time now) {
     }
     failures.push_back(absl::StrCat(address, ": ", status.message()));
   }
-  const std::string message = absl::StrCat(
-      "redis cluster: no node answered CLUSTER SLOTS (",
-      absl::StrJoin(failures, "; "), ")");
+  const std::string message =
+      absl::StrCat("redis cluster: no node answered CLUSTER SLOTS (",
+                   absl::StrJoin(failures, "; "), ")");
   spdlog::warn("{}", message);
   return absl::UnavailableError(message);
 }
@@ -265,15 +265,15 @@ absl::Status RedisClusterRouter::RunOn(
       ConnectionTo(address).Pipeline(batch, now);
   if (!got.ok()) {
     refresh_wanted_ = true;  // the node may have failed over or left
-    return absl::UnavailableError(
-        absl::StrCat("redis cluster node ", address, ": ", got.status().message()));
+    return absl::UnavailableError(absl::StrCat("redis cluster node ", address,
+                                               ": ", got.status().message()));
   }
   const size_t step = asking ? 2 : 1;
   for (size_t k = 0; k < indices.size(); ++k) {
     if (asking && IsError((*got)[2 * k].get())) {
-      return absl::UnavailableError(absl::StrCat(
-          "redis cluster node ", address, " refused ASKING: ",
-          Text((*got)[2 * k].get())));
+      return absl::UnavailableError(
+          absl::StrCat("redis cluster node ", address,
+                       " refused ASKING: ", Text((*got)[2 * k].get())));
     }
     RedisReplyPtr& reply = (*got)[step * k + step - 1];
     const size_t i = indices[k];
@@ -316,9 +316,9 @@ absl::Status RedisClusterRouter::RunOn(
     }
     if (IsUnstable(error)) {
       if (absl::StartsWith(error, "CLUSTERDOWN")) refresh_wanted_ = true;
-      return absl::UnavailableError(absl::StrCat(
-          "redis cluster node ", address, " (key ", commands[i].key, "): ",
-          error));
+      return absl::UnavailableError(absl::StrCat("redis cluster node ", address,
+                                                 " (key ", commands[i].key,
+                                                 "): ", error));
     }
     (*replies)[i] = std::move(reply);  // the caller reads script errors
   }
@@ -339,9 +339,9 @@ absl::StatusOr<std::vector<RedisReplyPtr>> RedisClusterRouter::Execute(
     const int master = slots_[slot];
     if (master < 0) {
       refresh_wanted_ = true;
-      return absl::UnavailableError(absl::StrCat(
-          "redis cluster: slot ", slot, " (key ", commands[i].key,
-          ") has no master in the slot map"));
+      return absl::UnavailableError(
+          absl::StrCat("redis cluster: slot ", slot, " (key ", commands[i].key,
+                       ") has no master in the slot map"));
     }
     by_master[master].push_back(i);
   }

@@ -21,7 +21,9 @@ namespace sluice::cluster {
 // Admin writes use a second connection of their own, so they never wait
 // behind a tick. Every connect and every read has a timeout, so a dead or
 // paused (SIGSTOPped) Redis costs at most `timeout`; after a failure the next
-// connect waits a backoff that doubles up to `max_backoff`. Tick is called
+// connect waits a backoff that doubles up to `max_backoff`. With
+// `cluster_seeds` the store runs on a Redis Cluster: the same commands, each
+// sent to the master of its key's slot (RedisClusterRouter). Tick is called
 // from one thread; the config writes are safe from any thread.
 class RedisStore final : public Store {
  public:

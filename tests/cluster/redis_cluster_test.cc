@@ -2,6 +2,8 @@
 // this binary): the shared cluster scenarios, key slots against Redis's own,
 // how ticks spread over the masters, a slot migration (ASK, then MOVED) and
 // a failover under ticks, and what one tick.lua EVALSHA costs Redis.
+#include "server/cluster/redis_cluster.h"
+
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -10,7 +12,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/cluster/redis_cluster.h"
 #include "server/cluster/redis_store.h"
 #include "tests/cluster/cluster_scenarios.h"
 #include "tests/testing/redis_cluster.h"
@@ -25,7 +26,8 @@ INSTANTIATE_TEST_SUITE_P(RedisCluster, ClusterScenarioTest,
                          ::testing::Values("redis-cluster"));
 
 RedisStore::Options StoreOptions(const std::string& prefix) {
-  RedisStore::Options o = *RedisStore::ParseClusterSeeds(redis_cluster->Seeds());
+  RedisStore::Options o =
+      *RedisStore::ParseClusterSeeds(redis_cluster->Seeds());
   o.timeout = absl::Milliseconds(500);
   o.min_backoff = absl::Milliseconds(10);
   o.max_backoff = absl::Milliseconds(40);
@@ -71,8 +73,8 @@ double CommandStat(const testing::RedisServer* node, const std::string& command,
 }
 
 TEST(RedisClusterTest, KeySlotsAreRedisOwn) {
-  std::vector<std::string> keys = {"foo", "", "{}", "{a}{b}", "a{}b", "}{x}",
-                                   "sluice:{config}:epoch"};
+  std::vector<std::string> keys = {
+      "foo", "", "{}", "{a}{b}", "a{}b", "}{x}", "sluice:{config}:epoch"};
   for (int i = 0; i < 200; ++i) {
     keys.push_back(absl::StrCat("sluice:{policy-", i, "}:g:user-", i * 7));
     keys.push_back(absl::StrCat("sluice:inbox:replica-", i));
@@ -101,12 +103,14 @@ TEST(RedisClusterTest, ThirtyPoliciesSpreadOverTheMasters) {
     }
   }
   // Every policy's keys are on the master of its own slot.
-  std::printf("[redis-cluster] master calls (EVALSHA over %d ticks of 30 "
-              "policies + 1 config read)\n",
-              kTicks);
+  std::printf(
+      "[redis-cluster] master calls (EVALSHA over %d ticks of 30 "
+      "policies + 1 config read)\n",
+      kTicks);
   double total = 0;
   for (size_t i = 0; i < masters.size(); ++i) {
-    const double calls = CommandStat(masters[i], "evalsha", "calls") - before[i];
+    const double calls =
+        CommandStat(masters[i], "evalsha", "calls") - before[i];
     total += calls;
     std::printf("[redis-cluster]   %-16s %6.0f\n",
                 masters[i]->address().c_str(), calls);
@@ -216,19 +220,18 @@ TEST(RedisClusterTest, FollowsAskThenMovedWhileASlotMigrates) {
   const StoreStatus status = store.status();
   const int failed_migrating = at["keys moved"].second - at["migrating"].second;
   const int failed_after = ticker.failed() - at["keys moved"].second;
-  std::printf("[redis-cluster] slot %d %s -> %s: %d ticks; failed: %d before "
-              "the move, %d of %d while MIGRATING with the keys on the owner "
-              "(%s), %d after the keys moved; %d lost; events moved=%llu "
-              "ask=%llu slots_refreshed=%llu\n",
-              slot, from->address().c_str(), to->address().c_str(),
-              ticker.ticks(), at["migrating"].second, failed_migrating,
-              at["keys moved"].first - at["migrating"].first,
-              ticker.last_error().substr(0, 60).c_str(), failed_after,
-              ticker.lost(),
-              static_cast<unsigned long long>(status.events.at("moved")),
-              static_cast<unsigned long long>(status.events.at("ask")),
-              static_cast<unsigned long long>(
-                  status.events.at("slots_refreshed")));
+  std::printf(
+      "[redis-cluster] slot %d %s -> %s: %d ticks; failed: %d before "
+      "the move, %d of %d while MIGRATING with the keys on the owner "
+      "(%s), %d after the keys moved; %d lost; events moved=%llu "
+      "ask=%llu slots_refreshed=%llu\n",
+      slot, from->address().c_str(), to->address().c_str(), ticker.ticks(),
+      at["migrating"].second, failed_migrating,
+      at["keys moved"].first - at["migrating"].first,
+      ticker.last_error().substr(0, 60).c_str(), failed_after, ticker.lost(),
+      static_cast<unsigned long long>(status.events.at("moved")),
+      static_cast<unsigned long long>(status.events.at("ask")),
+      static_cast<unsigned long long>(status.events.at("slots_refreshed")));
   EXPECT_EQ(at["migrating"].second, 0);
   // While the keys wait on the migrating owner, a script that touches a key
   // the owner lacks (a new key, or one never written like ":recovering")
@@ -257,14 +260,13 @@ TEST(RedisClusterTest, FollowsAFailover) {
   absl::SleepFor(absl::Milliseconds(500));
   ticker.Stop();
   const StoreStatus status = store.status();
-  std::printf("[redis-cluster] failover of %s -> %s: %d ticks, %d failed, %d "
-              "lost; events moved=%llu slots_refreshed=%llu\n",
-              owner->address().c_str(),
-              new_owner ? new_owner->address().c_str() : "?", ticker.ticks(),
-              ticker.failed(), ticker.lost(),
-              static_cast<unsigned long long>(status.events.at("moved")),
-              static_cast<unsigned long long>(
-                  status.events.at("slots_refreshed")));
+  std::printf(
+      "[redis-cluster] failover of %s -> %s: %d ticks, %d failed, %d "
+      "lost; events moved=%llu slots_refreshed=%llu\n",
+      owner->address().c_str(), new_owner ? new_owner->address().c_str() : "?",
+      ticker.ticks(), ticker.failed(), ticker.lost(),
+      static_cast<unsigned long long>(status.events.at("moved")),
+      static_cast<unsigned long long>(status.events.at("slots_refreshed")));
   ASSERT_NE(new_owner, nullptr);
   EXPECT_NE(new_owner, owner);
   // A manual failover loses nothing: the replica took over in sync.

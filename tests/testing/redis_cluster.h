@@ -60,7 +60,8 @@ class RedisCluster {
     for (auto& n : nodes_) args.push_back(n->address());
     args.insert(args.end(), {"--cluster-replicas", "1", "--cluster-yes"});
     if (!RunQuietly(args)) {
-      std::fprintf(stderr, "redis cluster: redis-cli --cluster create failed\n");
+      std::fprintf(stderr,
+                   "redis cluster: redis-cli --cluster create failed\n");
       return false;
     }
     return WaitFor(
@@ -122,10 +123,11 @@ class RedisCluster {
   // SETSLOT NODE on every master (from then on MOVED). `on_step` hears
   // "migrating", "keys moved" and "owner set" as each step is done. False on
   // a failed step, with the reason on stderr.
-  bool MoveSlot(int slot, RedisServer* to, absl::Duration before_keys,
-                absl::Duration before_owner,
-                const std::function<void(const std::string&)>& on_step =
-                    [](const std::string&) {}) {
+  bool MoveSlot(
+      int slot, RedisServer* to, absl::Duration before_keys,
+      absl::Duration before_owner,
+      const std::function<void(const std::string&)>& on_step =
+          [](const std::string&) {}) {
     RedisServer* from = OwnerOf(slot);
     if (from == nullptr || from == to) return false;
     const std::string s = std::to_string(slot);
@@ -140,9 +142,9 @@ class RedisCluster {
       std::vector<std::string> keys =
           from->Run({"CLUSTER", "GETKEYSINSLOT", s, "1000"});
       if (keys.empty()) break;
-      std::vector<std::string> migrate = {"MIGRATE", "127.0.0.1",
-                                          std::to_string(to->port()), "", "0",
-                                          "5000", "KEYS"};
+      std::vector<std::string> migrate = {
+          "MIGRATE", "127.0.0.1", std::to_string(to->port()), "", "0",
+          "5000",    "KEYS"};
       migrate.insert(migrate.end(), keys.begin(), keys.end());
       if (!Ok(from->Run(migrate))) return false;
     }
@@ -154,7 +156,8 @@ class RedisCluster {
       return false;
     }
     for (RedisServer* m : Masters()) {
-      if (m != to && m != from) m->Run({"CLUSTER", "SETSLOT", s, "NODE", to_id});
+      if (m != to && m != from)
+        m->Run({"CLUSTER", "SETSLOT", s, "NODE", to_id});
     }
     on_step("owner set");
     return WaitFor([this] { return Agreed(); }, absl::Seconds(10),
@@ -248,7 +251,8 @@ class RedisCluster {
       for (size_t i = 8; i < f.size(); ++i) {
         if (f[i][0] != '[') slots += f[i] + " ";
       }
-      out.push_back(absl::StrCat(f[0], master ? " master " : " replica ", slots));
+      out.push_back(
+          absl::StrCat(f[0], master ? " master " : " replica ", slots));
     }
     std::sort(out.begin(), out.end());
     return out;
