@@ -144,8 +144,9 @@ TEST(RedisClusterTest, AdminWritesReachTheConfigSlot) {
 // failed ones and the "lost" answers (Redis lost the policy's state).
 class Ticker {
  public:
-  Ticker(RedisStore* store, TickRequest request)
-      : thread_([this, store, request]() mutable {
+  Ticker(RedisStore* store, TickRequest request,
+         absl::Duration every = absl::Milliseconds(20))
+      : thread_([this, store, request, every]() mutable {
           while (!stop_) {
             absl::StatusOr<TickReply> r = store->Tick(request);
             ++ticks_;
@@ -157,7 +158,7 @@ class Ticker {
               for (const PolicyPull& p : r->policies) lost_ += p.lost;
             }
             request_epochs(r, &request);
-            absl::SleepFor(absl::Milliseconds(20));
+            absl::SleepFor(every);
           }
         }) {}
   ~Ticker() { Stop(); }
@@ -244,6 +245,54 @@ TEST(RedisClusterTest, FollowsAskThenMovedWhileASlotMigrates) {
   EXPECT_GT(status.events.at("moved"), 0u);
   // The state now lives on the new owner, with the same epoch.
   EXPECT_EQ(to->Run({"GET", "migrate:{m0}:epoch"}), epoch_before);
+  EXPECT_TRUE(store.Tick(request).ok());
+}
+
+// redis-cli's own reshard, in batches of 10 keys (its default), of a slot
+// that holds a policy with 200 keys while it ticks back to back; with
+// --cluster-replace, as docs/cluster.md advises. Ticks fail while the slot
+// migrates (the script meets keys that moved), none after.
+TEST(RedisClusterTest, FollowsARedisCliReshard) {
+  testing::RedisServer* from = redis_cluster->Masters()[0];
+  const int slot = redis_cluster->FirstSlotOf(from);
+  ASSERT_GE(slot, 0);
+  // A policy name whose slot is that one.
+  std::string name;
+  for (int i = 0; name.empty(); ++i) {
+    if (KeySlot(absl::StrCat("cli", i, "0")) == slot) {
+      name = absl::StrCat("cli", i);
+    }
+  }
+  RedisStore store(StoreOptions("reshard:"));
+  TickRequest request = Request(name, 1, 200);
+  // Demand above the static share, so that every key keeps a grant entry.
+  for (core::KeyTick& key : request.policies[0].keys) key.demand = {80, 0};
+  ASSERT_TRUE(store.Tick(request).ok());
+  ASSERT_GE(
+      std::atoi(from->Command(absl::StrCat("CLUSTER COUNTKEYSINSLOT ", slot))
+                    .c_str()),
+      200);
+  testing::RedisServer* to = redis_cluster->Masters()[1];
+  // Back to back ticks: some land between two batches of the reshard.
+  Ticker ticker(&store, request, absl::ZeroDuration());
+  const int failed_before = ticker.failed();
+  const bool resharded =
+      redis_cluster->Reshard(from, to, 1, {"--cluster-replace"});
+  const int failed_during = ticker.failed() - failed_before;
+  const int ticks_during = ticker.ticks();
+  absl::SleepFor(absl::Milliseconds(300));
+  const int failed_after = ticker.failed() - failed_before - failed_during;
+  ticker.Stop();
+  std::printf(
+      "[redis-cluster] redis-cli reshard of slot %d (policy %s, 200 "
+      "keys) %s -> %s: %s; ticks failed %d of %d during, %d after; "
+      "%d lost (%s)\n",
+      slot, name.c_str(), from->address().c_str(), to->address().c_str(),
+      resharded ? "done" : "FAILED", failed_during, ticks_during, failed_after,
+      ticker.lost(), ticker.last_error().substr(0, 80).c_str());
+  EXPECT_TRUE(resharded);
+  EXPECT_EQ(redis_cluster->OwnerOf(slot), to);
+  EXPECT_EQ(failed_after, 0) << ticker.last_error();
   EXPECT_TRUE(store.Tick(request).ok());
 }
 

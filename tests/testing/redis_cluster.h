@@ -165,6 +165,36 @@ class RedisCluster {
         .has_value();
   }
 
+  // The lowest slot `master` owns (the first that `redis-cli --cluster
+  // reshard` takes from it); -1 if none.
+  int FirstSlotOf(const RedisServer* master) const {
+    int first = -1;
+    for (const NodeLine& l : Nodes()) {
+      if (l.port != master->port()) continue;
+      for (auto [a, b] : l.ranges) {
+        if (first < 0 || a < first) first = a;
+      }
+    }
+    return first;
+  }
+
+  // `redis-cli --cluster reshard` of `slots` slots from `from` to `to`,
+  // with `extra` arguments ("--cluster-replace"); true when it exits 0 and
+  // the nodes agree again.
+  bool Reshard(RedisServer* from, RedisServer* to, int slots,
+               const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {
+        "redis-cli",           "--cluster",      "reshard",
+        from->address(),       "--cluster-from", IdOf(from),
+        "--cluster-to",        IdOf(to),         "--cluster-slots",
+        std::to_string(slots), "--cluster-yes"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunQuietly(args) &&
+           WaitFor([this] { return Agreed(); }, absl::Seconds(10),
+                   absl::Milliseconds(50))
+               .has_value();
+  }
+
   // A manual failover of `master`: its replica takes over.
   bool Failover(RedisServer* master) {
     const std::string id = IdOf(master);
