@@ -177,6 +177,12 @@ void AddFlags(CLI::App& app, Flags* flags) {
           "everything in memory. sluiced starts and serves even when Redis\n"
           "is down; see docs/cluster.md.",
           StoreString(&options.redis));
+  AddFlag(app, "redis-cluster", "HOST:PORT,...", options.redis_cluster,
+          "Redis Cluster seed nodes for cluster mode, instead of --redis:\n"
+          "the slot map is read from them (CLUSTER SLOTS) and each policy's\n"
+          "state goes to the master of its slot; MOVED and ASK are followed.\n"
+          "Exclusive with --redis; see docs/cluster.md.",
+          StoreString(&options.redis_cluster));
   AddFlag(app, "sync-interval", "DURATION",
           absl::FormatDuration(options.sync_interval),
           "Cluster sync tick, e.g. 1s or 500ms (cluster mode only).",

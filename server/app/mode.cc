@@ -16,7 +16,9 @@ std::unique_ptr<cluster::Store> RedisStoreFor(const ServerOptions& options) {
   // A bad address leaves the defaults here: Server::BuildAndStart runs
   // ValidateOptions, which refuses it, before the store is first used.
   absl::StatusOr<cluster::RedisStore::Options> parsed =
-      cluster::RedisStore::ParseAddress(options.redis);
+      options.redis_cluster.empty()
+          ? cluster::RedisStore::ParseAddress(options.redis)
+          : cluster::RedisStore::ParseClusterSeeds(options.redis_cluster);
   cluster::RedisStore::Options store_options =
       parsed.ok() ? *std::move(parsed) : cluster::RedisStore::Options();
   store_options.timeout = options.redis_timeout;

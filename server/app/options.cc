@@ -23,10 +23,27 @@ namespace {
 // --redis-user, --redis-password-file, --redis-db, --redis-sentinels and
 // --redis-master.
 absl::Status ValidateRedisAccess(const ServerOptions& options) {
-  if (!options.redis_sentinels.empty() && !options.redis.empty()) {
+  const int stores = !options.redis.empty() + !options.redis_sentinels.empty() +
+                     !options.redis_cluster.empty();
+  if (stores > 1) {
     return absl::InvalidArgumentError(
-        "--redis and --redis-sentinels exclude each other: give --redis for "
-        "one Redis, or --redis-sentinels with --redis-master for Sentinel");
+        "--redis, --redis-sentinels and --redis-cluster exclude each other: "
+        "give --redis for one Redis, --redis-sentinels with --redis-master "
+        "for Sentinel, or --redis-cluster with seed nodes for Redis Cluster");
+  }
+  if (!options.redis_cluster.empty()) {
+    if (absl::Status s =
+            cluster::RedisStore::ParseClusterSeeds(options.redis_cluster)
+                .status();
+        !s.ok()) {
+      return s;
+    }
+    if (options.redis_db != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--redis-db ", options.redis_db,
+          ": Redis Cluster has database 0 only; leave --redis-db out with "
+          "--redis-cluster"));
+    }
   }
   if (options.redis_sentinels.empty() != options.redis_master.empty()) {
     return absl::InvalidArgumentError(
@@ -191,7 +208,8 @@ absl::Status ValidateRedisAddress(const std::string& address) {
 }
 
 bool ClusterModeEnabled(const ServerOptions& options) {
-  return !options.redis.empty() || !options.redis_sentinels.empty();
+  return !options.redis.empty() || !options.redis_sentinels.empty() ||
+         !options.redis_cluster.empty();
 }
 
 std::string EffectiveReplicaId(const ServerOptions& options) {
@@ -235,8 +253,12 @@ void LogConfiguration(const ServerOptions& options,
                options.redis_master.empty()
                    ? std::string()
                    : absl::StrCat(" (master \"", options.redis_master, "\")"));
+  spdlog::info("  redis-cluster        {}",
+               options.redis_cluster.empty() ? "(none)"
+                                             : options.redis_cluster);
   if (!ClusterModeEnabled(options)) {
-    spdlog::info("  (no --redis nor --redis-sentinels: standalone)");
+    spdlog::info("  (no --redis, --redis-sentinels nor --redis-cluster: "
+                 "standalone)");
   }
   spdlog::info("  redis-user           {}",
                options.redis_user.empty() ? "(none)" : options.redis_user);

@@ -38,6 +38,9 @@ struct ServerOptions {
   absl::Duration policies_poll_interval = absl::Seconds(1);
   // Redis host:port for cluster mode; "" runs standalone.
   std::string redis;
+  // Redis Cluster seed nodes "host:port,host:port,..." for cluster mode,
+  // instead of --redis; "" for none.
+  std::string redis_cluster;
   // Cluster sync tick (cluster mode only); at least 10ms.
   absl::Duration sync_interval = absl::Seconds(1);
   // This replica's name in the cluster; "" means HOSTNAME-PID.
@@ -105,7 +108,8 @@ absl::Status CheckSocketMode(uint32_t mode);
 absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text);
 // "host:port" (or "host") for --redis.
 absl::Status ValidateRedisAddress(const std::string& address);
-// Whether sluiced runs in cluster mode (--redis or --redis-sentinels).
+// Whether sluiced runs in cluster mode (--redis, --redis-sentinels or
+// --redis-cluster).
 bool ClusterModeEnabled(const ServerOptions& options);
 
 }  // namespace sluice::app

@@ -1,5 +1,8 @@
 -- The operator config every replica shares: policies and breaker overrides,
--- under one hash tag. KEYS[1] is the prefix "sluice:{config}".
+-- under one hash tag. KEYS[1] is the config's epoch key
+-- "sluice:{config}:epoch", the others start with its prefix
+-- "sluice:{config}" (an existing key is declared for Redis Cluster's slot
+-- migrations; see tick.lua).
 --   <prefix>:version    config version counter (INCR on every change)
 --   <prefix>:policies   hash name -> serialized sluice.v1.Policy (version 0)
 --   <prefix>:pversions  hash name -> config version that last wrote it
@@ -30,7 +33,7 @@
 -- EXPECTED "0" skips the compare-and-set. A put of unchanged content keeps
 -- the stored version and does not bump the counter.
 
-local prefix = KEYS[1]
+local prefix = string.sub(KEYS[1], 1, -7)  -- without ":epoch"
 local vkey = prefix .. ':version'
 local pkey = prefix .. ':policies'
 local verkey = prefix .. ':pversions'
@@ -55,7 +58,7 @@ if op == 'read' then
   end
   redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
   local live = redis.call('ZRANGEBYSCORE', members, now, '+inf')
-  local ekey = prefix .. ':epoch'
+  local ekey = KEYS[1]
   local epoch = redis.call('GET', ekey)
   if not epoch then
     epoch = t[1] .. '.' .. t[2]

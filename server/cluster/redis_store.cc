@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -305,6 +306,27 @@ absl::StatusOr<RedisStore::Options> RedisStore::ParseAddress(
   return options;
 }
 
+absl::StatusOr<RedisStore::Options> RedisStore::ParseClusterSeeds(
+    const std::string& seeds) {
+  Options options;
+  for (absl::string_view seed : absl::StrSplit(seeds, ',')) {
+    seed = absl::StripAsciiWhitespace(seed);
+    absl::StatusOr<wire::HostPort> parsed = wire::ParseHostPort(seed);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--redis-cluster: seed \"", seed, "\": ", parsed.status().message()));
+    }
+    if (parsed->port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--redis-cluster: seed port must be 1-65535, got \"", seed, "\""));
+    }
+    absl::string_view host = parsed->host;
+    if (absl::StartsWith(host, "[")) host = host.substr(1, host.size() - 2);
+    options.cluster_seeds.push_back({std::string(host), parsed->port});
+  }
+  return options;
+}
+
 namespace {
 
 RedisConnectionOptions ConnectionOptions(const RedisStore::Options& o,
@@ -348,22 +370,38 @@ RedisStore::RedisStore(Options options)
                             ? RedisConnection(connection_options_,
                                               sentinel_.get())
                             : RedisConnection(connection_options_,
-                                              options_.host, options_.port)) {}
+                                              options_.host, options_.port)) {
+  if (!options_.cluster_seeds.empty()) {
+    cluster_events_ = std::make_unique<ClusterEvents>();
+    tick_router_ = std::make_unique<RedisClusterRouter>(
+        connection_options_, options_.cluster_seeds, cluster_events_.get());
+    admin_router_ = std::make_unique<RedisClusterRouter>(
+        connection_options_, options_.cluster_seeds, cluster_events_.get());
+  }
+}
 
 RedisStore::~RedisStore() = default;
 
 std::string RedisStore::Describe() const {
   if (sentinel_ != nullptr) return sentinel_->Describe();
+  if (tick_router_ != nullptr) return tick_router_->Describe();
   return absl::StrCat("redis ", options_.host, ":", options_.port);
 }
 
 StoreStatus RedisStore::status() const {
   StoreStatus s;
-  s.endpoint = sentinel_ != nullptr
-                   ? sentinel_->Describe()
+  s.endpoint = sentinel_ != nullptr ? sentinel_->Describe()
+               : tick_router_ != nullptr
+                   ? tick_router_->Describe()
                    : absl::StrCat(options_.host, ":", options_.port);
   s.errors = health_.errors();
   s.events = health_.events();
+  if (cluster_events_ != nullptr) {
+    s.events["moved"] = cluster_events_->moved.load(std::memory_order_relaxed);
+    s.events["ask"] = cluster_events_->ask.load(std::memory_order_relaxed);
+    s.events["slots_refreshed"] =
+        cluster_events_->slots_refreshed.load(std::memory_order_relaxed);
+  }
   return s;
 }
 
@@ -372,6 +410,7 @@ absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
   // A Redis restart forgets loaded scripts; load them again and retry once.
   if (!reply.ok() && absl::StrContains(reply.status().message(), "NOSCRIPT")) {
     tick_connection_.Drop(absl::InfinitePast());
+    if (tick_router_ != nullptr) tick_router_->Reset();
     reply = RunTick(request);
   }
   // The connection counts its own failures; these are answers it got but
@@ -416,7 +455,8 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
   }
   const size_t first_policy = commands.size();
   for (const PolicyPush& push : request.policies) {
-    std::string key = absl::StrCat(options_.key_prefix, "{", push.policy, "}");
+    std::string key =
+        absl::StrCat(options_.key_prefix, "{", push.policy, "}:epoch");
     std::vector<std::string> args = {
         "1",
         key,
@@ -540,6 +580,7 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
 
 absl::StatusOr<std::vector<RedisReplyPtr>> RedisStore::Execute(
     const std::vector<RedisCommand>& commands, absl::Time now) {
+  if (tick_router_ != nullptr) return tick_router_->Execute(commands, now);
   return tick_connection_.Pipeline(commands, now);
 }
 
@@ -555,13 +596,15 @@ absl::StatusOr<std::vector<std::string>> RedisStore::RunConfig(
   commands[0].args.insert(commands[0].args.end(), args.begin(), args.end());
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<std::vector<RedisReplyPtr>> replies =
-        c.Pipeline(commands, absl::Now());
+        admin_router_ != nullptr ? admin_router_->Execute(commands, absl::Now())
+                                 : c.Pipeline(commands, absl::Now());
     if (!replies.ok()) return replies.status();
     const redisReply* reply = (*replies)[0].get();
     if (reply->type == REDIS_REPLY_ERROR) {
       const absl::string_view error(reply->str, reply->len);
       if (absl::StartsWith(error, "NOSCRIPT") && attempt == 0) {
         c.Drop(absl::InfinitePast());  // reload the scripts, then retry
+        if (admin_router_ != nullptr) admin_router_->Reset();
         continue;
       }
       return absl::InternalError(absl::StrCat("config script failed: ", error));

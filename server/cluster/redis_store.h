@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/redis_cluster.h"
 #include "server/cluster/redis_connection.h"
 #include "server/cluster/redis_sentinel.h"
 #include "server/cluster/store.h"
@@ -23,7 +24,9 @@ namespace sluice::cluster {
 // Admin writes use a second connection of their own, so they never wait
 // behind a tick. Every connect and every read has a timeout, so a dead or
 // paused (SIGSTOPped) Redis costs at most `timeout`; after a failure the next
-// connect waits a backoff that doubles up to `max_backoff`. Tick is called
+// connect waits a backoff that doubles up to `max_backoff`. With
+// `cluster_seeds` the store runs on a Redis Cluster: the same commands, each
+// sent to the master of its key's slot (RedisClusterRouter). Tick is called
 // from one thread; the config writes are safe from any thread.
 class RedisStore final : public Store {
  public:
@@ -47,10 +50,15 @@ class RedisStore final : public Store {
     // when set, host and port are not used.
     std::vector<RedisAddress> sentinels;
     std::string master_name;
+    // Redis Cluster seed nodes; when set, host and port are unused and
+    // every command goes to the master of its key's slot.
+    std::vector<RedisClusterRouter::Node> cluster_seeds;
   };
 
   // Parses "host:port" (port defaults to 6379).
   static absl::StatusOr<Options> ParseAddress(const std::string& address);
+  // Parses --redis-cluster's "host:port,host:port,..." into cluster_seeds.
+  static absl::StatusOr<Options> ParseClusterSeeds(const std::string& seeds);
 
   explicit RedisStore(Options options);
   ~RedisStore() override;
@@ -67,14 +75,20 @@ class RedisStore final : public Store {
 
  private:
   absl::StatusOr<TickReply> RunTick(const TickRequest& request);
-  // Runs one tick's pipeline: every command on the tick connection, replies
-  // in command order.
+  // Runs one tick's pipeline: every command on the tick connection (or, in
+  // Redis Cluster, on the master of its key's slot), replies in command
+  // order.
   absl::StatusOr<std::vector<RedisReplyPtr>> Execute(
       const std::vector<RedisCommand>& commands, absl::Time now);
-  // Runs config.lua with `args` on the admin connection.
+  // Runs config.lua with `args` on the admin connection (in Redis Cluster,
+  // the admin router's connection to the config slot's master).
   absl::StatusOr<std::vector<std::string>> RunConfig(
       const std::vector<std::string>& args) ABSL_LOCKS_EXCLUDED(admin_mu_);
-  std::string ConfigKey() const { return options_.key_prefix + "{config}"; }
+  // The key config.lua declares (KEYS[1]); tick.lua declares
+  // "<prefix>{<policy>}:epoch" likewise.
+  std::string ConfigKey() const {
+    return options_.key_prefix + "{config}:epoch";
+  }
 
   const Options options_;
   // Errors and events of every connection below.
@@ -85,6 +99,12 @@ class RedisStore final : public Store {
   RedisConnection tick_connection_;
   absl::Mutex admin_mu_;
   RedisConnection admin_connection_ ABSL_GUARDED_BY(admin_mu_);
+  // Redis Cluster only (else null): MOVED/ASK/refresh counts, the tick
+  // router (sync loop thread only) and the admin writes' own router, so a
+  // config write never waits behind a tick nor shares its connections.
+  std::unique_ptr<ClusterEvents> cluster_events_;
+  std::unique_ptr<RedisClusterRouter> tick_router_;
+  std::unique_ptr<RedisClusterRouter> admin_router_ ABSL_GUARDED_BY(admin_mu_);
 };
 
 }  // namespace sluice::cluster

@@ -1,5 +1,10 @@
 -- One replica's tick for one policy. All keys share the policy's hash tag:
--- KEYS[1] is the prefix "sluice:{<policy>}". Every time is Redis's own
+-- KEYS[1] is the policy's epoch key "sluice:{<policy>}:epoch" and every
+-- other key starts with its prefix "sluice:{<policy>}". The declared key is
+-- one that exists while the policy has state: while Redis Cluster migrates
+-- the slot, the script then runs where the data is (a declared key that
+-- never exists would be sent to the importing node, ASK, ahead of the
+-- data, and the writes there would make the migration fail). Every time is Redis's own
 -- (TIME), never a replica's clock; replicas send durations only.
 --
 -- ARGV: replica, stale_ms, ttl_ms, live (replicas this one knows of),
@@ -44,7 +49,8 @@
 --   (max of grant, previous grant, usage), so the grants in force never add
 --   up to more than the limit, whatever the timing of ticks and replies.
 
-local prefix = KEYS[1]
+local ekey = KEYS[1]
+local prefix = string.sub(ekey, 1, -7)  -- without ":epoch"
 local replica = ARGV[1]
 local stale = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
@@ -62,7 +68,6 @@ local i = 8
 -- failover to an empty replica, eviction); for one stale period after that
 -- no replica is granted more than it already applies, while the survivors
 -- rebuild their entries from memory.
-local ekey = prefix .. ':epoch'
 local rkey = prefix .. ':recovering'
 local epoch = redis.call('GET', ekey)
 local lost = 0

@@ -347,7 +347,7 @@ TEST(ValidateOptionsTest, RedisAccessFlags) {
   both.redis_sentinels = "127.0.0.1:26379";
   both.redis_master = "m";
   EXPECT_THAT(ValidateOptions(both).message(),
-              HasSubstr("--redis and --redis-sentinels exclude each other"));
+              HasSubstr("--redis, --redis-sentinels and --redis-cluster exclude each other"));
   ServerOptions no_master;
   no_master.redis_sentinels = "127.0.0.1:26379";
   EXPECT_THAT(ValidateOptions(no_master).message(),
@@ -377,6 +377,30 @@ TEST(ValidateOptionsTest, RedisAccessFlags) {
   EXPECT_THAT(ValidateOptions(missing).message(),
               HasSubstr("--redis-password-file: cannot read the password "
                         "file /nonexistent/redis-password"));
+}
+
+TEST(ValidateOptionsTest, RedisClusterSeeds) {
+  ServerOptions seeds;
+  seeds.redis_cluster = "10.0.0.1:7000, 10.0.0.2:7000,[::1]:7001";
+  EXPECT_TRUE(ValidateOptions(seeds).ok());
+  ServerOptions both = seeds;
+  both.redis = "10.0.0.1:6379";
+  EXPECT_THAT(ValidateOptions(both).message(),
+              HasSubstr("--redis, --redis-sentinels and --redis-cluster exclude each other"));
+  ServerOptions bad;
+  bad.redis_cluster = "10.0.0.1:7000,redis";
+  EXPECT_THAT(ValidateOptions(bad).message(),
+              HasSubstr("--redis-cluster: seed \"redis\""));
+  bad.redis_cluster = "10.0.0.1:7000,";
+  EXPECT_THAT(ValidateOptions(bad).message(), HasSubstr("--redis-cluster"));
+  bad.redis_cluster = "10.0.0.1:0";
+  EXPECT_THAT(ValidateOptions(bad).message(),
+              HasSubstr("--redis-cluster: seed port must be 1-65535"));
+  ServerOptions db = seeds;
+  db.redis_db = 2;
+  EXPECT_THAT(ValidateOptions(db).message(),
+              HasSubstr("Redis Cluster has database 0 only"));
+  EXPECT_TRUE(ClusterModeEnabled(seeds));
 }
 
 TEST(ValidateOptionsTest, UnixSocketListeners) {

@@ -4,12 +4,14 @@
 // behaviour the cluster promises, with margins for a busy 2-core machine.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/redis_cluster.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/wait_for.h"
@@ -435,6 +437,143 @@ TEST_F(ClusterProcessTest, RedisCommandsPerTickStayFlatAsTheRateGrows) {
   ASSERT_GE(fast.first, slow.first * 5) << "the load did not grow enough";
   EXPECT_GT(slow.second, 0);
   EXPECT_EQ(slow.second, fast.second);
+}
+
+// Times in [from, to) of `admitted`, as a count.
+int64_t CountIn(const std::vector<absl::Time>& admitted, absl::Time from,
+                absl::Time to) {
+  return std::count_if(admitted.begin(), admitted.end(),
+                       [&](absl::Time t) { return t >= from && t < to; });
+}
+
+int CountLines(const std::string& log, const std::string& what) {
+  int n = 0;
+  for (size_t at = log.find(what); at != std::string::npos;
+       at = log.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Two replicas on a real Redis Cluster under load while the policy's slot
+// moves to another master (MIGRATING, keys moved: ASK, owner set: MOVED) and
+// then that master fails over to its replica: no RPC fails, the cluster
+// limit holds, and the replicas follow every redirection.
+TEST(RedisClusterProcessTest, ReshardAndFailoverUnderLoadKeepTheLimit) {
+  testing::RedisCluster cluster;
+  ASSERT_TRUE(cluster.Start());
+  std::vector<std::unique_ptr<SluicedProcess>> replicas;
+  for (int i = 0; i < 2; ++i) {
+    replicas.push_back(std::make_unique<SluicedProcess>());
+    std::string error;
+    ASSERT_TRUE(replicas.back()->Start(R"(policies:
+  - name: inventory
+    rate_limit: { rate: 100, per: 1s, burst: 10, scope: CLUSTER }
+)",
+                                       {"--redis-cluster=" + cluster.Seeds(),
+                                        "--sync-interval=1s",
+                                        "--replica-id=r" + std::to_string(i),
+                                        "--redis-timeout=200ms"},
+                                       "", &error))
+        << error;
+  }
+  for (auto& r : replicas) {
+    ASSERT_TRUE(r->WaitForLiveReplicas(2, absl::Seconds(10))) << r->Log();
+  }
+  std::atomic<bool> stop{false};
+  std::vector<Load> loads(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back(Drive, replicas[r].get(), "inventory",
+                         absl::Milliseconds(1), &stop, &loads[r]);
+  }
+  const absl::Time start = absl::Now();
+  absl::SleepFor(absl::Seconds(4));  // warm-up: grants settle
+  const absl::Time before = absl::Now();
+  absl::SleepFor(absl::Seconds(4));  // the steady state, for comparison
+
+  const int slot = cluster.SlotOf("sluice:{inventory}:epoch");
+  testing::RedisServer* from = cluster.OwnerOf(slot);
+  ASSERT_NE(from, nullptr);
+  testing::RedisServer* to = nullptr;
+  for (auto* m : cluster.Masters()) {
+    if (m != from) to = m;
+  }
+  const absl::Time moving = absl::Now();
+  std::map<std::string, absl::Time> steps;
+  // 1 s MIGRATING with the keys still on the owner, 1.5 s with them on the
+  // new owner (ASK), then MOVED.
+  ASSERT_TRUE(cluster.MoveSlot(slot, to, absl::Seconds(1),
+                               absl::Milliseconds(1500),
+                               [&](const std::string& step) {
+                                 steps[step] = absl::Now();
+                               }));
+  absl::SleepFor(absl::Seconds(2));
+  const absl::Time failing_over = absl::Now();
+  ASSERT_TRUE(cluster.Failover(to));
+  const absl::Time failed_over = absl::Now();
+  absl::SleepFor(absl::Seconds(4));
+  const absl::Time end = absl::Now();
+  stop = true;
+  for (auto& t : threads) t.join();
+
+  std::vector<absl::Time> all;
+  int64_t errors = 0;
+  for (const Load& l : loads) {
+    all.insert(all.end(), l.admitted.begin(), l.admitted.end());
+    errors += l.errors;
+  }
+  auto rate = [&](absl::Time a, absl::Time b) {
+    return static_cast<double>(CountIn(all, a, b)) /
+           absl::ToDoubleSeconds(b - a);
+  };
+  std::printf("[redis-cluster] slot %d of sluice:{inventory}: %s -> %s, then "
+              "failover of %s (%.1f s)\n",
+              slot, from->address().c_str(), to->address().c_str(),
+              to->address().c_str(),
+              absl::ToDoubleSeconds(failed_over - failing_over));
+  std::printf("[redis-cluster] admitted/s (limit 100, 2 replicas):\n");
+  std::printf("[redis-cluster]   steady before          %6.1f\n",
+              rate(before, moving));
+  std::printf("[redis-cluster]   MIGRATING, keys on old %6.1f\n",
+              rate(moving, steps["keys moved"]));
+  std::printf("[redis-cluster]   keys moved (ASK)       %6.1f\n",
+              rate(steps["keys moved"], steps["owner set"]));
+  std::printf("[redis-cluster]   owner set (MOVED)..end %6.1f\n",
+              rate(steps["owner set"], end));
+  std::printf("[redis-cluster]   whole move + failover  %6.1f\n",
+              rate(moving, end));
+  std::printf("[redis-cluster]   per second from the move:");
+  for (absl::Time t = moving; t + absl::Seconds(1) <= end;
+       t += absl::Seconds(1)) {
+    std::printf(" %lld", static_cast<long long>(
+                             CountIn(all, t, t + absl::Seconds(1))));
+  }
+  std::printf("\n");
+  int ask = 0, moved = 0;
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = replicas[r]->Log();
+    ask += CountLines(log, "redis cluster: ASK slot");
+    moved += CountLines(log, "redis cluster: MOVED slot");
+    std::printf("[redis-cluster]   r%d: sync ticks %.0f, failed %.0f, "
+                "ASK %d, MOVED %d, RPC errors %lld\n",
+                r, replicas[r]->Metric("sluice_sync_ticks_total"),
+                replicas[r]->Metric("sluice_sync_errors_total"),
+                CountLines(log, "redis cluster: ASK slot"),
+                CountLines(log, "redis cluster: MOVED slot"),
+                static_cast<long long>(loads[r].errors));
+  }
+  (void)start;
+  EXPECT_EQ(errors, 0);
+  const double whole = rate(moving, end);
+  EXPECT_GE(whole, 90);
+  EXPECT_LE(whole, 110);
+  const double after = rate(steps["owner set"], end);
+  EXPECT_GE(after, 90);
+  EXPECT_LE(after, 110);
+  EXPECT_GT(ask, 0) << "the replicas never followed an ASK";
+  EXPECT_GT(moved, 0) << "the replicas never followed a MOVED";
+  for (auto& r : replicas) EXPECT_EQ(r->Terminate(), 0);
 }
 
 }  // namespace

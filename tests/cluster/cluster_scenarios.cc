@@ -8,17 +8,23 @@
 namespace sluice::cluster {
 
 std::string* ClusterScenarioTest::redis_address = nullptr;
+std::string* ClusterScenarioTest::redis_cluster_seeds = nullptr;
 
 void ClusterScenarioTest::SetUp() {
   if (GetParam() == "redis") {
     ASSERT_NE(redis_address, nullptr) << "no redis-server for this binary";
+  }
+  if (GetParam() == "redis-cluster") {
+    ASSERT_NE(redis_cluster_seeds, nullptr) << "no redis cluster for this binary";
   }
 }
 
 Store* ClusterScenarioTest::StoreFor(const std::string& replica) {
   if (GetParam() == "fake") return &fake_;
   absl::StatusOr<RedisStore::Options> options =
-      RedisStore::ParseAddress(*redis_address);
+      GetParam() == "redis-cluster"
+          ? RedisStore::ParseClusterSeeds(*redis_cluster_seeds)
+          : RedisStore::ParseAddress(*redis_address);
   EXPECT_TRUE(options.ok());
   // Each test gets its own key space, so leftovers of another test (and
   // their TTLs) never meet this one.

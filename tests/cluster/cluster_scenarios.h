@@ -81,12 +81,15 @@ struct Replica {
 };
 
 // Runs each scenario against a store backend: "fake" (one FakeStore shared
-// by every replica) or "redis" (one RedisStore per replica, on a real
-// redis-server that the integration binary starts).
+// by every replica), "redis" (one RedisStore per replica, on a real
+// redis-server that the integration binary starts) or "redis-cluster" (the
+// same on a real 3-master Redis Cluster).
 class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
  public:
   // Set by the redis binary before its tests run.
   static std::string* redis_address;
+  // Set by the redis cluster binary: its --redis-cluster seeds.
+  static std::string* redis_cluster_seeds;
 
  protected:
   void SetUp() override;

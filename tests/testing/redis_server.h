@@ -110,15 +110,16 @@ class RedisServer {
   void set_password(std::string password) { password_ = std::move(password); }
 
   // Starts the server and waits until it answers PING. False on failure.
-  bool Start() {
+  // `extra` are more redis-server arguments ("--cluster-enabled", "yes").
+  bool Start(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {
+        "redis-server", "--port",       std::to_string(port_), "--bind",
+        "127.0.0.1",    "--save",       "",                    "--appendonly",
+        "no",           "--loglevel",   "warning"};
+    args.insert(args.end(), args_.begin(), args_.end());
+    args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
-      std::vector<std::string> args = {
-          "redis-server", "--port",       std::to_string(port_),
-          "--bind",       "127.0.0.1",    "--save",
-          "",             "--appendonly", "no",
-          "--loglevel",   "warning"};
-      args.insert(args.end(), args_.begin(), args_.end());
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -182,6 +183,31 @@ class RedisServer {
     return out;
   }
 
+  // Runs one command given as its arguments; the reply as text, an array
+  // as its elements (nested arrays flattened), an error as "ERR ...".
+  std::vector<std::string> Run(const std::vector<std::string>& args) const {
+    timeval tv{5, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    std::vector<std::string> out;
+    if (c != nullptr && c->err == 0) {
+      redisSetTimeout(c, tv);
+      std::vector<const char*> argv;
+      std::vector<size_t> lens;
+      for (const std::string& a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+      }
+      auto* r = static_cast<redisReply*>(redisCommandArgv(
+          c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+      if (r != nullptr) {
+        Flatten(r, &out);
+        freeReplyObject(r);
+      }
+    }
+    if (c != nullptr) redisFree(c);
+    return out;
+  }
+
   // Calls per command name from INFO commandstats ("zadd", "evalsha", ...).
   std::map<std::string, int64_t> CommandCalls() const {
     std::map<std::string, int64_t> calls;
@@ -215,6 +241,16 @@ class RedisServer {
   bool running() const { return pid_ > 0; }
 
  private:
+  static void Flatten(const redisReply* r, std::vector<std::string>* out) {
+    if (r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) Flatten(r->element[i], out);
+    } else if (r->type == REDIS_REPLY_INTEGER) {
+      out->push_back(std::to_string(r->integer));
+    } else if (r->type != REDIS_REPLY_NIL) {
+      out->emplace_back(r->str, r->len);
+    }
+  }
+
   const int port_;
   std::vector<std::string> args_;
   std::string password_;
