@@ -49,6 +49,8 @@ enum class MetricId : int {
   kHttpConnections,
   kStateFileWrites,
   kStateFileLastWrite,
+  kTlsCertificateExpiry,
+  kTlsReloads,
   kCount,  // not a metric
 };
 
@@ -208,6 +210,16 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          {nullptr},
          "Unix time of the last good write of the state file; 0 before the "
          "first. Only with --state-file."},
+        {MetricId::kTlsCertificateExpiry,
+         "sluice_tls_certificate_expiry_timestamp_seconds", MetricType::kGauge,
+         {nullptr},
+         "Unix time at which the served TLS certificate (--tls-cert) expires "
+         "(its notAfter). Only with --tls-cert."},
+        {MetricId::kTlsReloads, "sluice_tls_reloads_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Changes of the TLS certificate files seen, by result: success (the "
+         "new certificate is served) or failure (it did not load; the "
+         "previous one stays, the log says why). Only with --tls-cert."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

@@ -304,6 +304,20 @@ std::vector<MetricFamily> Metrics::Collect() const {
                                     absl::UnixEpoch()));
   }
 
+  std::optional<TlsSnapshot> tls;
+  if (sources_.tls) tls = sources_.tls();
+  if (tls) {
+    Add(family(MetricId::kTlsCertificateExpiry),
+        MetricId::kTlsCertificateExpiry, {},
+        tls->not_after == absl::InfinitePast()
+            ? 0
+            : absl::ToDoubleSeconds(tls->not_after - absl::UnixEpoch()));
+    Add(family(MetricId::kTlsReloads), MetricId::kTlsReloads, {"success"},
+        static_cast<double>(tls->reloads));
+    Add(family(MetricId::kTlsReloads), MetricId::kTlsReloads, {"failure"},
+        static_cast<double>(tls->reload_failures));
+  }
+
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.
   std::vector<MetricFamily> out;

@@ -71,6 +71,14 @@ struct StateFileSnapshot {
   absl::Time last_write = absl::InfinitePast();
 };
 
+// The served TLS certificate and its reloads (a copy of tls::TlsStats'
+// fields, so that this library does not depend on server/tls).
+struct TlsSnapshot {
+  absl::Time not_after = absl::InfinitePast();
+  uint64_t reloads = 0;
+  uint64_t reload_failures = 0;
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -95,6 +103,9 @@ struct Sources {
   // The state file's writes. Absent (or returning nullopt) without
   // --state-file, which hides its metrics.
   std::function<std::optional<StateFileSnapshot>()> state_file = nullptr;
+  // The TLS certificate. Absent (or returning nullopt) without --tls-cert,
+  // which hides its metrics.
+  std::function<std::optional<TlsSnapshot>()> tls = nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at

@@ -25,6 +25,8 @@ class AdminServer {
     std::string listen = "127.0.0.1:50052";
     // File holding the bearer token; "" serves without a token.
     std::string token_file;
+    // The listener's credentials (TLS, server/tls); null: plaintext.
+    std::shared_ptr<grpc::ServerCredentials> credentials;
   };
 
   // Reads the token, binds and starts serving. INVALID_ARGUMENT for an
