@@ -17,8 +17,11 @@
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
 #include "server/rpc/decision_service.h"
+#include "server/tls/server_tls.h"
 #include "tests/http/raw_connection.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certs.h"
 #include "tests/testing/wait_for.h"
 
 namespace sluice::http {
@@ -135,6 +138,96 @@ TEST_F(HttpServerTest, ARequestMustArriveWithinTheRequestTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
+}
+
+// TLS (HttpServerOptions::tls_context) with certificates made by openssl.
+class HttpServerTlsTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(certs_.ok()) << certs_.error();
+    tls::ServerTlsFiles files;
+    files.cert_file = certs_.server_cert();
+    files.key_file = certs_.server_key();
+    files.client_ca_file = mutual_ ? certs_.ca_cert() : "";
+    absl::StatusOr<tls::LoadedContext> loaded = tls::LoadServerContext(files);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    context_ = loaded->context;
+  }
+  HttpServerOptions TlsOptions() {
+    HttpServerOptions options;
+    options.tls_context = [this] { return context_; };
+    return options;
+  }
+  // GET /v1/health over HTTPS, trusting the test CA: "STATUS BODY" or
+  // "none".
+  std::string Health(int port, bool client_cert) {
+    std::unique_ptr<httplib::SSLClient> client =
+        client_cert ? std::make_unique<httplib::SSLClient>(
+                          "127.0.0.1", port, certs_.client_cert(),
+                          certs_.client_key())
+                    : std::make_unique<httplib::SSLClient>("127.0.0.1", port);
+    client->set_ca_cert_path(certs_.ca_cert().c_str());
+    client->enable_server_certificate_verification(true);
+    client->set_connection_timeout(std::chrono::seconds(5));
+    const httplib::Result r = client->Get("/v1/health");
+    return r ? absl::StrCat(r->status, " ", r->body) : std::string("none");
+  }
+
+  bool mutual_ = false;
+  testing::TempDir dir_{"sluice_http_tls"};
+  testing::TestCerts certs_{dir_.path()};
+  std::shared_ptr<SSL_CTX> context_;
+};
+
+TEST_F(HttpServerTlsTest, ServesHttpsAndRefusesPlaintext) {
+  std::unique_ptr<HttpServer> server = Start(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Health(server->port(), false), R"(200 {"status":"SERVING"})");
+  // Keep-alive and a body over TLS: two requests on one connection.
+  httplib::SSLClient client("127.0.0.1", server->port());
+  client.set_ca_cert_path(certs_.ca_cert().c_str());
+  client.enable_server_certificate_verification(true);
+  client.set_keep_alive(true);
+  for (int i = 0; i < 2; ++i) {
+    const httplib::Result r =
+        client.Post("/v1/acquire", kAcquire, "application/json");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr("ALLOW"));
+  }
+  // A plaintext request is not answered: the handshake fails and the
+  // connection is closed (reset, as the request was not read).
+  testing::RawConnection plain(server->port());
+  ASSERT_TRUE(plain.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(plain.Read().status, 0);
+}
+
+TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinTheReadTimeout) {
+  HttpServerOptions options = TlsOptions();
+  options.read_timeout = absl::Milliseconds(200);
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection silent(server->port());  // never says hello
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(silent.ClosedByServer());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
+                               absl::Seconds(5)));
+}
+
+class HttpServerMutualTlsTest : public HttpServerTlsTest {
+ protected:
+  void SetUp() override {
+    mutual_ = true;
+    HttpServerTlsTest::SetUp();
+  }
+};
+
+TEST_F(HttpServerMutualTlsTest, AnswersOnlyClientsWithACertificateOfTheCa) {
+  std::unique_ptr<HttpServer> server = Start(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Health(server->port(), false), "none");
+  EXPECT_EQ(Health(server->port(), true), R"(200 {"status":"SERVING"})");
 }
 
 TEST_F(HttpServerTest, ConnectionsBeyondTheWaitingCapAreTurnedAway) {
