@@ -119,11 +119,12 @@ absl::Status Server::Start() {
   // Policies first: a bad file at startup is fatal and nothing is bound.
   absl::StatusOr<LoadedPolicies> file = LoadPoliciesFile(options_, &policies_);
   if (!file.ok()) return file.status();
+  // Then the certificate files: as fatal, and checked before anything runs.
+  if (absl::Status s = StartTls(); !s.ok()) return s;
   const ModeContext context{&engine_, &policies_, &events_, &decision_service_};
   if (absl::Status s = mode_->Start(context, file->policies); !s.ok()) {
     return s;
   }
-  if (absl::Status s = StartTls(); !s.ok()) return s;
   if (absl::Status s = StartDecisionService(); !s.ok()) return s;
   SetServing(false);
   absl::Status started = StartHttpApi();
