@@ -14,7 +14,10 @@ absl::StatusOr<std::unique_ptr<TlsReloader>> TlsReloader::Start(
   std::unique_ptr<TlsReloader> reloader(new TlsReloader(files, interval));
   // The fingerprint before the load: a file that changes in between is
   // loaded again at the first check.
-  reloader->fingerprint_ = reloader->Fingerprint();
+  {
+    absl::MutexLock check(&reloader->check_mu_);
+    reloader->fingerprint_ = reloader->Fingerprint();
+  }
   absl::StatusOr<LoadedContext> loaded = LoadServerContext(files);
   if (!loaded.ok()) return loaded.status();
   spdlog::info("TLS certificate {}: {}", files.cert_file,
