@@ -28,8 +28,8 @@ absl::StatusOr<std::string> ReadPem(const char* name, const std::string& path,
   std::string pem = text.str();
   if (!absl::StrContains(pem, "-----BEGIN ") ||
       !absl::StrContains(pem, marker)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " ", path, ": not a PEM file holding a ", marker));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", path, ": not a PEM file holding a ", marker));
   }
   return pem;
 }
@@ -43,8 +43,7 @@ MakeChannelCredentials(const ClientTlsFiles& files,
     if (!files.server_name.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(names.server_name, " needs TLS: set ", names.ca_file,
-                       " (or ", names.cert_file, " and ", names.key_file,
-                       ")"));
+                       " (or ", names.cert_file, " and ", names.key_file, ")"));
     }
     return grpc::InsecureChannelCredentials();
   }

@@ -59,8 +59,8 @@ CertificateInfo Describe(const X509* certificate) {
   CertificateInfo info;
   if (certificate == nullptr) return info;
   info.subject = NameText(X509_get_subject_name(certificate));
-  if (BIGNUM* serial = ASN1_INTEGER_to_BN(
-          X509_get0_serialNumber(certificate), nullptr)) {
+  if (BIGNUM* serial =
+          ASN1_INTEGER_to_BN(X509_get0_serialNumber(certificate), nullptr)) {
     if (char* hex = BN_bn2hex(serial)) {
       info.serial = hex;
       OPENSSL_free(hex);
@@ -132,20 +132,23 @@ absl::StatusOr<LoadedContext> LoadServerContext(const ServerTlsFiles& files) {
                                   SSL_FILETYPE_PEM) != 1) {
     const std::string errors = OpenSslErrors();
     if (errors.find("key values mismatch") != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tls-key ", files.key_file, " does not match the certificate in "
-          "--tls-cert ", files.cert_file));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-key ", files.key_file,
+                       " does not match the certificate in "
+                       "--tls-cert ",
+                       files.cert_file));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tls-key ", files.key_file,
-                     ": not a PEM private key (or one with a passphrase): ",
-                     errors));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-key ", files.key_file,
+        ": not a PEM private key (or one with a passphrase): ", errors));
   }
   if (SSL_CTX_check_private_key(ctx) != 1) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tls-key ", files.key_file, " does not match the certificate in "
-        "--tls-cert ", files.cert_file));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls-key ", files.key_file,
+                     " does not match the certificate in "
+                     "--tls-cert ",
+                     files.cert_file));
   }
   if (files.mutual()) {
     if (SSL_CTX_load_verify_locations(ctx, files.client_ca_file.c_str(),

@@ -74,9 +74,9 @@ TEST_F(TlsFilesTest, RefusesAKeyOfAnotherCertificate) {
 TEST_F(TlsFilesTest, NamesTheFlagOfAMissingOrWrongFile) {
   tls::ServerTlsFiles files = Files();
   files.key_file = certs_.File("nope.key");
-  EXPECT_THAT(tls::LoadServerContext(files).status().message(),
-              HasSubstr("--tls-key " + certs_.File("nope.key") +
-                        ": cannot read it"));
+  EXPECT_THAT(
+      tls::LoadServerContext(files).status().message(),
+      HasSubstr("--tls-key " + certs_.File("nope.key") + ": cannot read it"));
   files = Files();
   files.client_ca_file = certs_.server_key();
   EXPECT_THAT(tls::LoadServerContext(files).status().message(),
@@ -85,7 +85,8 @@ TEST_F(TlsFilesTest, NamesTheFlagOfAMissingOrWrongFile) {
   EXPECT_TRUE(tls::LoadServerContext(files).ok());
 }
 
-TEST_F(TlsFilesTest, ReloaderSwapsInAChangedCertificateAndKeepsTheOldOnAFailure) {
+TEST_F(TlsFilesTest,
+       ReloaderSwapsInAChangedCertificateAndKeepsTheOldOnAFailure) {
   absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
       tls::TlsReloader::Start(Files(), absl::ZeroDuration());
   ASSERT_TRUE(reloader.ok()) << reloader.status();
@@ -103,9 +104,10 @@ TEST_F(TlsFilesTest, ReloaderSwapsInAChangedCertificateAndKeepsTheOldOnAFailure)
   EXPECT_NE(second, first);
 
   // Half a rotation: a new key without its certificate.
-  TestCerts::Shell("openssl genpkey -algorithm ec -pkeyopt "
-                      "ec_paramgen_curve:prime256v1 -out " +
-                      certs_.server_key());
+  TestCerts::Shell(
+      "openssl genpkey -algorithm ec -pkeyopt "
+      "ec_paramgen_curve:prime256v1 -out " +
+      certs_.server_key());
   r.CheckNow();
   EXPECT_EQ(r.stats().reload_failures, 1u);
   EXPECT_EQ(r.stats().reloads, 1u);

@@ -86,9 +86,7 @@ class TlsIntegrationTest : public ::testing::Test {
                                    tls_flags, " list"))
         .exit_code;
   }
-  std::string CaFlag(const std::string& ca) const {
-    return "--tls-ca " + ca;
-  }
+  std::string CaFlag(const std::string& ca) const { return "--tls-ca " + ca; }
   std::string ClientCertFlags() const {
     return absl::StrCat(CaFlag(certs_.ca_cert()), " --tls-cert ",
                         certs_.client_cert(), " --tls-key ",
@@ -101,8 +99,8 @@ class TlsIntegrationTest : public ::testing::Test {
     // The status is the last three characters (curl's errors go first).
     const std::string out =
         RunCommand(absl::StrCat("curl -sS -m 5 -o /dev/null -w '%{http_code}' ",
-                                flags, " ", scheme, "://127.0.0.1:",
-                                http_port(), "/v1/health"))
+                                flags, " ", scheme,
+                                "://127.0.0.1:", http_port(), "/v1/health"))
             .output;
     return out.size() >= 3 ? out.substr(out.size() - 3) : out;
   }
@@ -179,10 +177,9 @@ TEST_F(TlsIntegrationTest, ClientTrustingAnotherCaFails) {
 // Waits until every listener presents the certificate `serial`.
 void ExpectServed(const TestCerts& certs, const SluicedProcess& sluiced,
                   int http_port, const std::string& serial) {
-  for (const auto& [port, h2] :
-       {std::pair<int, bool>{sluiced.port(), true},
-        {sluiced.admin_port(), true},
-        {http_port, false}}) {
+  for (const auto& [port, h2] : {std::pair<int, bool>{sluiced.port(), true},
+                                 {sluiced.admin_port(), true},
+                                 {http_port, false}}) {
     std::string seen;
     EXPECT_TRUE(WaitFor(
                     [&] {
@@ -199,8 +196,7 @@ TEST_F(TlsIntegrationTest, CertificateRewrittenInPlaceIsServedWithoutRestart) {
   Start(TlsFlags());
   const pid_t pid = sluiced_.pid();
   const std::string before = certs_.server_serial();
-  ASSERT_TRUE(
-      certs_.ReissueServer(certs_.server_cert(), certs_.server_key()))
+  ASSERT_TRUE(certs_.ReissueServer(certs_.server_cert(), certs_.server_key()))
       << certs_.error();
   ASSERT_NE(certs_.server_serial(), before);
   ExpectServed(certs_, sluiced_, http_port(), certs_.server_serial());
@@ -213,33 +209,37 @@ TEST_F(TlsIntegrationTest, CertificateRewrittenInPlaceIsServedWithoutRestart) {
 // ..TIMESTAMP/, and rotates by pointing ..data at a new directory.
 TEST_F(TlsIntegrationTest, SymlinkSwapAsKubernetesDoesIsServed) {
   const std::string mount = certs_.File("mount");
-  ASSERT_EQ(RunCommand(absl::StrCat(
-                "mkdir -p ", mount, "/..v1 && cp ", certs_.server_cert(), " ",
-                mount, "/..v1/tls.crt && cp ", certs_.server_key(), " ", mount,
-                "/..v1/tls.key && ln -s ..v1 ", mount, "/..data && ln -s ",
-                "..data/tls.crt ", mount, "/tls.crt && ln -s ..data/tls.key ",
-                mount, "/tls.key"))
-                .exit_code,
-            0);
-  Start({"--tls-cert=" + mount + "/tls.crt", "--tls-key=" + mount + "/tls.key"});
-  ASSERT_TRUE(certs_.ReissueServer(certs_.File("next.crt"),
-                                   certs_.File("next.key")));
-  ASSERT_EQ(RunCommand(absl::StrCat(
-                "mkdir ", mount, "/..v2 && cp ", certs_.File("next.crt"), " ",
-                mount, "/..v2/tls.crt && cp ", certs_.File("next.key"), " ",
-                mount, "/..v2/tls.key && ln -s ..v2 ", mount,
-                "/..data_tmp && mv -T ", mount, "/..data_tmp ", mount,
-                "/..data && rm -rf ", mount, "/..v1"))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunCommand(
+          absl::StrCat("mkdir -p ", mount, "/..v1 && cp ", certs_.server_cert(),
+                       " ", mount, "/..v1/tls.crt && cp ", certs_.server_key(),
+                       " ", mount, "/..v1/tls.key && ln -s ..v1 ", mount,
+                       "/..data && ln -s ", "..data/tls.crt ", mount,
+                       "/tls.crt && ln -s ..data/tls.key ", mount, "/tls.key"))
+          .exit_code,
+      0);
+  Start(
+      {"--tls-cert=" + mount + "/tls.crt", "--tls-key=" + mount + "/tls.key"});
+  ASSERT_TRUE(
+      certs_.ReissueServer(certs_.File("next.crt"), certs_.File("next.key")));
+  ASSERT_EQ(
+      RunCommand(absl::StrCat("mkdir ", mount, "/..v2 && cp ",
+                              certs_.File("next.crt"), " ", mount,
+                              "/..v2/tls.crt && cp ", certs_.File("next.key"),
+                              " ", mount, "/..v2/tls.key && ln -s ..v2 ", mount,
+                              "/..data_tmp && mv -T ", mount, "/..data_tmp ",
+                              mount, "/..data && rm -rf ", mount, "/..v1"))
+          .exit_code,
+      0);
   ExpectServed(certs_, sluiced_, http_port(), certs_.server_serial());
 }
 
 // A start that must fail: sluiced's exit code and log.
 CommandResult StartFails(const std::vector<std::string>& flags) {
-  std::string command = absl::StrCat(
-      SluicedBinary(), " --listen=127.0.0.1:0 --admin-listen=127.0.0.1:0 "
-                       "--metrics-listen=127.0.0.1:0");
+  std::string command =
+      absl::StrCat(SluicedBinary(),
+                   " --listen=127.0.0.1:0 --admin-listen=127.0.0.1:0 "
+                   "--metrics-listen=127.0.0.1:0");
   for (const std::string& f : flags) absl::StrAppend(&command, " '", f, "'");
   return RunCommand(command);
 }

@@ -18,15 +18,15 @@ constexpr char kRoutes[] =
     "    backend: http://127.0.0.1:8081\n";
 
 TEST(GatewayConfigTest, SluiceTlsFillsTheClientsTlsOptions) {
-  absl::StatusOr<GatewayConfig> config = ParseGatewayConfig(
-      std::string("sluice: sluice.prod.svc:50051\n"
-                  "sluice_tls:\n"
-                  "  ca_file: /etc/tls/ca.crt\n"
-                  "  cert_file: /etc/tls/tls.crt\n"
-                  "  key_file: /etc/tls/tls.key\n"
-                  "  server_name: sluice\n") +
-          kRoutes,
-      "gateway.yaml");
+  absl::StatusOr<GatewayConfig> config =
+      ParseGatewayConfig(std::string("sluice: sluice.prod.svc:50051\n"
+                                     "sluice_tls:\n"
+                                     "  ca_file: /etc/tls/ca.crt\n"
+                                     "  cert_file: /etc/tls/tls.crt\n"
+                                     "  key_file: /etc/tls/tls.key\n"
+                                     "  server_name: sluice\n") +
+                             kRoutes,
+                         "gateway.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->sluice_tls.ca_file, "/etc/tls/ca.crt");
   EXPECT_EQ(config->sluice_tls.cert_file, "/etc/tls/tls.crt");

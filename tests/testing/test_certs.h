@@ -25,10 +25,10 @@ class TestCerts {
   explicit TestCerts(std::string dir) : dir_(std::move(dir)) {
     ok_ = MakeCa("ca", "Sluice Test CA") &&
           MakeCa("wrong-ca", "Some Other CA") &&
-          Issue("ca", "server", "localhost", kServerExtensions,
-                server_serial_, server_cert(), server_key()) &&
-          Issue("ca", "client", "gateway", kClientExtensions, 2,
-                client_cert(), client_key()) &&
+          Issue("ca", "server", "localhost", kServerExtensions, server_serial_,
+                server_cert(), server_key()) &&
+          Issue("ca", "client", "gateway", kClientExtensions, 2, client_cert(),
+                client_key()) &&
           Issue("wrong-ca", "wrong-client", "intruder", kClientExtensions, 3,
                 File("wrong-client.crt"), File("wrong-client.key"));
   }
@@ -58,8 +58,8 @@ class TestCerts {
                      const std::string& key_path) {
     ++server_serial_;
     const std::string cert = File("reissued.crt"), key = File("reissued.key");
-    if (!Issue("ca", "reissued", "localhost", kServerExtensions,
-               server_serial_, cert, key)) {
+    if (!Issue("ca", "reissued", "localhost", kServerExtensions, server_serial_,
+               cert, key)) {
       return false;
     }
     return Run(absl::StrCat("cat ", key, " > ", key_path, " && cat ", cert,
@@ -84,9 +84,7 @@ class TestCerts {
     return out;
   }
 
-  std::string File(const std::string& name) const {
-    return dir_ + "/" + name;
-  }
+  std::string File(const std::string& name) const { return dir_ + "/" + name; }
 
   // Runs `command` through the shell; its exit code, and its output
   // (stdout and stderr) in `output` when given.
@@ -123,19 +121,20 @@ class TestCerts {
   bool MakeCa(const std::string& name, const std::string& common_name) {
     return Run(absl::StrCat(
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-        "-nodes -days 2 -subj '/CN=", common_name, "' -keyout ",
-        File(name + ".key"), " -out ", File(name + ".crt")));
+        "-nodes -days 2 -subj '/CN=",
+        common_name, "' -keyout ", File(name + ".key"), " -out ",
+        File(name + ".crt")));
   }
 
   bool Issue(const std::string& ca, const std::string& name,
-             const std::string& common_name, const char* extensions,
-             int serial, const std::string& cert_path,
-             const std::string& key_path) {
+             const std::string& common_name, const char* extensions, int serial,
+             const std::string& cert_path, const std::string& key_path) {
     const std::string csr = File(name + ".csr"), ext = File(name + ".ext");
     std::ofstream(ext, std::ios::trunc) << extensions;
     return Run(absl::StrCat(
         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-        "-subj '/CN=", common_name, "' -keyout ", key_path, " -out ", csr,
+        "-subj '/CN=",
+        common_name, "' -keyout ", key_path, " -out ", csr,
         " && openssl x509 -req -in ", csr, " -CA ", File(ca + ".crt"),
         " -CAkey ", File(ca + ".key"), " -set_serial ", serial,
         " -days 2 -extfile ", ext, " -out ", cert_path));
