@@ -8,6 +8,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -111,6 +113,17 @@ bool AwaitFd(int fd, short events, absl::Duration timeout) {
     if (n >= 0) return n > 0;
     if (errno != EINTR) return false;
   }
+}
+
+// OpenSSL writes with write(2), which raises SIGPIPE when the client has
+// gone, and the default action ends the process. Blocked on the writing
+// thread (the SIGPIPE of a write goes to that thread alone), the write
+// fails with EPIPE instead. The plaintext path sends with MSG_NOSIGNAL.
+void BlockSigpipeOnThisThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 // "ip" and port of a socket address.
@@ -628,6 +641,7 @@ class Listener final : public httplib::Server {
     ConnectionStream stream(sock, options_.read_timeout,
                             options_.write_timeout);
     if (options_.tls_context) {
+      BlockSigpipeOnThisThread();
       const std::shared_ptr<SSL_CTX> context = options_.tls_context();
       std::string error = "no TLS context";
       if (context == nullptr || !stream.AcceptTls(context.get(), &error)) {

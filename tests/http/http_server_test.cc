@@ -6,6 +6,8 @@
 #include "server/http/http_server.h"
 
 #include <httplib.h>
+#include <openssl/ssl.h>
+#include <signal.h>
 
 #include <map>
 #include <memory>
@@ -213,6 +215,54 @@ TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinTheReadTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
+}
+
+// Handshakes, sends a request and closes without reading the answer: the
+// server's writes after that meet a reset connection. TLS 1.2, so that no
+// session ticket is left unread (closing with unread bytes would reset the
+// connection at once, before the server writes anything).
+bool RequestAndHangUp(int port, const std::string& ca_file) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(
+      SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (ctx == nullptr ||
+      SSL_CTX_set_max_proto_version(ctx.get(), TLS1_2_VERSION) != 1 ||
+      SSL_CTX_load_verify_locations(ctx.get(), ca_file.c_str(), nullptr) != 1) {
+    return false;
+  }
+  testing::RawConnection connection(port);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  if (!connection.connected() || ssl == nullptr ||
+      SSL_set_fd(ssl.get(), connection.fd()) != 1 ||
+      SSL_connect(ssl.get()) != 1) {
+    return false;
+  }
+  const std::string request = absl::StrCat(
+      "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Type: "
+      "application/json\r\nContent-Length: ",
+      sizeof(kAcquire) - 1, "\r\n\r\n", kAcquire);
+  return SSL_write(ssl.get(), request.data(),
+                   static_cast<int>(request.size())) > 0;
+}  // closes the socket unread
+
+TEST_F(HttpServerTlsTest, ClientsThatHangUpDoNotStopTheServer) {
+  std::unique_ptr<HttpServer> server = Start(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  // SIGPIPE's default action, whatever the shell that started this test or
+  // a library (httplib::Server ignores it for the process) set: the server
+  // must not depend on either.
+  struct sigaction previous {};
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ASSERT_EQ(sigaction(SIGPIPE, &default_action, &previous), 0);
+  // Each one's answer meets EPIPE: without SIGPIPE blocked on the server's
+  // threads, that would end this process.
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(RequestAndHangUp(server->port(), certs_.ca_cert())) << i;
+  }
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
+                               absl::Seconds(10)));
+  EXPECT_EQ(Health(server->port(), false), R"(200 {"status":"SERVING"})");
+  sigaction(SIGPIPE, &previous, nullptr);
 }
 
 class HttpServerMutualTlsTest : public HttpServerTlsTest {
