@@ -25,6 +25,26 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(absl::string_view text,
     if (!root.IsMap()) return Bad(source, "document", "must be a mapping");
     if (root["listen"]) config.listen = root["listen"].as<std::string>();
     if (root["sluice"]) config.sluice = root["sluice"].as<std::string>();
+    if (const YAML::Node tls = root["sluice_tls"]) {
+      if (!tls.IsMap()) return Bad(source, "sluice_tls", "must be a mapping");
+      for (const auto& entry : tls) {
+        const std::string name = entry.first.as<std::string>();
+        const std::string value = entry.second.as<std::string>();
+        if (name == "ca_file") {
+          config.sluice_tls.ca_file = value;
+        } else if (name == "cert_file") {
+          config.sluice_tls.cert_file = value;
+        } else if (name == "key_file") {
+          config.sluice_tls.key_file = value;
+        } else if (name == "server_name") {
+          config.sluice_tls.server_name = value;
+        } else {
+          return Bad(source, absl::StrCat("sluice_tls.", name),
+                     "is not a field (ca_file, cert_file, key_file, "
+                     "server_name)");
+        }
+      }
+    }
     if (root["acquire_timeout"]) {
       const std::string value = root["acquire_timeout"].as<std::string>();
       absl::Duration timeout;

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "sluice/client/options.h"
 
 namespace sluice::examples {
 
@@ -33,6 +34,9 @@ struct GatewayConfig {
   // "unix:PATH" target is a sidecar in the same pod: the client starts from
   // SidecarClientOptions(PATH) (5ms acquire timeout, fast reconnects).
   std::string sluice = "127.0.0.1:50051";
+  // TLS to Sluice (sluice_tls: ca_file, cert_file, key_file, server_name;
+  // see ClientOptions::tls). Absent: plaintext.
+  client::TlsOptions sluice_tls;
   // Unset: 20ms, or the sidecar preset's 5ms for a unix: target.
   std::optional<absl::Duration> acquire_timeout;
   bool fail_open = true;
@@ -45,6 +49,10 @@ struct GatewayConfig {
 //   listen: 127.0.0.1:8080
 //   sluice: ipv4:127.0.0.1:50051,127.0.0.1:50061
 //   acquire_timeout: 20ms
+//   sluice_tls:                  # optional; docs/tls.md
+//     ca_file: /etc/sluice-tls/ca.crt
+//     cert_file: /etc/sluice-tls/tls.crt   # with --tls-client-ca
+//     key_file: /etc/sluice-tls/tls.key
 //   routes:
 //     - prefix: /api/catalog
 //       dependency: catalog

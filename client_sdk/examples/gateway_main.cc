@@ -331,6 +331,7 @@ int Run() {
   options.on_failure = config->fail_open ? client::FailureMode::kFailOpen
                                          : client::FailureMode::kFailClosed;
   options.caller = "sluice-example-gateway";
+  options.tls = config->sluice_tls;
   absl::StatusOr<std::unique_ptr<client::Client>> sluice =
       client::Client::Create(options);
   if (!sluice.ok()) {

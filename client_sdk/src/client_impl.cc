@@ -13,6 +13,7 @@
 #include "wire/http_status.h"
 #include "wire/limits.h"
 #include "wire/status.h"
+#include "wire/tls.h"
 
 namespace sluice::client {
 namespace internal {
@@ -396,10 +397,24 @@ CallResult ClientImpl::Call(
   return result;
 }
 
+wire::ClientTlsFiles TlsFilesOf(const TlsOptions& tls) {
+  wire::ClientTlsFiles files;
+  files.ca_file = tls.ca_file;
+  files.cert_file = tls.cert_file;
+  files.key_file = tls.key_file;
+  files.server_name = tls.server_name;
+  return files;
+}
+
 absl::Status ValidateOptions(const ClientOptions& options) {
   if (options.target.empty() && options.channel == nullptr) {
     return absl::InvalidArgumentError(
         "ClientOptions: target or channel is required");
+  }
+  if (options.credentials != nullptr &&
+      (TlsFilesOf(options.tls).enabled() || !options.tls.server_name.empty())) {
+    return absl::InvalidArgumentError(
+        "ClientOptions: set credentials or tls, not both");
   }
   if (options.acquire_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -455,9 +470,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     for (const auto& [name, value] : options.channel_int_args) {
       args.SetInt(name, value);
     }
-    std::shared_ptr<grpc::ChannelCredentials> credentials =
-        options.credentials != nullptr ? options.credentials
-                                       : grpc::InsecureChannelCredentials();
+    std::shared_ptr<grpc::ChannelCredentials> credentials = options.credentials;
+    if (credentials == nullptr) {
+      static const wire::ClientTlsNames kNames{
+          "ClientOptions.tls.ca_file", "ClientOptions.tls.cert_file",
+          "ClientOptions.tls.key_file", "ClientOptions.tls.server_name"};
+      const wire::ClientTlsFiles files = internal::TlsFilesOf(options.tls);
+      absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> made =
+          wire::MakeChannelCredentials(files, kNames);
+      if (!made.ok()) return made.status();
+      credentials = *std::move(made);
+      wire::AddTlsChannelArguments(files, &args);
+    }
     channel = grpc::CreateCustomChannel(options.target, credentials, args);
   }
   // Connect now rather than on the first Acquire, whose short deadline the

@@ -16,6 +16,7 @@
 #include "sluice/client/client.h"
 #include "grpcpp/channel.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "wire/tls.h"
 
 namespace sluice::client::internal {
 
@@ -100,6 +101,8 @@ class ClientImpl final : public Client {
 
 // Validates options; used by Client::Create.
 absl::Status ValidateOptions(const ClientOptions& options);
+// The SDK's TlsOptions as the wire library takes them.
+wire::ClientTlsFiles TlsFilesOf(const TlsOptions& tls);
 
 }  // namespace sluice::client::internal
 

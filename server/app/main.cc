@@ -164,6 +164,23 @@ void AddFlags(CLI::App& app, Flags* flags) {
             options.http_threads = threads;
             return absl::OkStatus();
           });
+  AddFlag(app, "tls-cert", "PATH", options.tls_cert_file,
+          "PEM certificate chain (the server's certificate first): serve\n"
+          "TLS on every TCP listener of --listen, --admin-listen and\n"
+          "--http-listen (unix: sockets and /metrics stay plaintext). Needs\n"
+          "--tls-key. Checked at start (a bad or mismatched pair is fatal)\n"
+          "and re-read within 5 s when it changes, without a restart (e.g.\n"
+          "a cert-manager renewal); see docs/tls.md. Empty: plaintext.",
+          StoreString(&options.tls_cert_file));
+  AddFlag(app, "tls-key", "PATH", options.tls_key_file,
+          "PEM private key of --tls-cert (unencrypted).",
+          StoreString(&options.tls_key_file));
+  AddFlag(app, "tls-client-ca", "PATH", options.tls_client_ca_file,
+          "PEM CA bundle: clients of the TLS listeners must present a\n"
+          "certificate it signed (mutual TLS); others are refused in the\n"
+          "handshake. Re-read like --tls-cert. Empty: no client certificate\n"
+          "asked.",
+          StoreString(&options.tls_client_ca_file));
   AddFlag(app, "policies", "PATH", options.policies_path,
           "Policies file (YAML). Loaded at startup (an invalid file is fatal)\n"
           "and watched: a valid edit is applied within about a second, an\n"

@@ -13,6 +13,7 @@
 #include "server/cluster/redis_connection.h"
 #include "server/cluster/redis_sentinel.h"
 #include "server/cluster/redis_store.h"
+#include "server/tls/server_tls.h"
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
 
@@ -118,6 +119,10 @@ absl::Status ValidateOptions(const ServerOptions& options) {
         absl::StrCat("--http-threads must be in [1, ", kMaxHttpThreads,
                      "], got ", options.http_threads));
   }
+  if (absl::Status s = tls::ValidateServerTlsFlags(TlsFiles(options));
+      !s.ok()) {
+    return s;
+  }
   const std::string data = NormalizeListenAddress(options.listen);
   if (absl::StartsWith(data, "unix:") &&
       data == NormalizeListenAddress(options.admin_listen)) {
@@ -212,6 +217,14 @@ bool ClusterModeEnabled(const ServerOptions& options) {
          !options.redis_cluster.empty();
 }
 
+tls::ServerTlsFiles TlsFiles(const ServerOptions& options) {
+  tls::ServerTlsFiles files;
+  files.cert_file = options.tls_cert_file;
+  files.key_file = options.tls_key_file;
+  files.client_ca_file = options.tls_client_ca_file;
+  return files;
+}
+
 std::string EffectiveReplicaId(const ServerOptions& options) {
   if (!options.replica_id.empty()) return options.replica_id;
   char host[256] = {};
@@ -242,6 +255,18 @@ void LogConfiguration(const ServerOptions& options,
                options.http_listen.empty() ? "(off)" : options.http_listen);
   spdlog::info("  http-threads         {} (HTTP connections served at once)",
                options.http_threads);
+  spdlog::info(
+      "  tls-cert             {}",
+      options.tls_cert_file.empty()
+          ? std::string("(none: plaintext)")
+          : absl::StrCat(options.tls_cert_file, " (key ", options.tls_key_file,
+                         "; TCP listeners of --listen, --admin-listen and "
+                         "--http-listen)"));
+  spdlog::info("  tls-client-ca        {}",
+               options.tls_client_ca_file.empty()
+                   ? "(none: no client certificate asked)"
+                   : options.tls_client_ca_file + " (client certificates "
+                                                  "required)");
   spdlog::info("  policies             {} (checked every {})",
                options.policies_path.empty() ? "(none)" : options.policies_path,
                absl::FormatDuration(options.policies_poll_interval));

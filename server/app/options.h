@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/core/types.h"
+#include "server/tls/server_tls.h"
 
 namespace sluice::app {
 
@@ -32,6 +33,14 @@ struct ServerOptions {
   std::string http_listen;
   // Connections the HTTP API serves at once, one thread each; in [1, 4096].
   int http_threads = 128;
+  // TLS of the TCP listeners of --listen, --admin-listen and --http-listen
+  // (docs/tls.md): PEM certificate chain and its key, both or neither; ""
+  // serves plaintext. Re-read when they change (tls::kTlsReloadInterval).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // PEM CA bundle: clients must present a certificate it signed (mTLS);
+  // "" asks for none. Needs tls_cert_file.
+  std::string tls_client_ca_file;
   // Policies file (YAML); "" starts with no policies. Watched for changes.
   std::string policies_path;
   // How often the policies file is checked for changes.
@@ -80,6 +89,9 @@ inline constexpr int kMaxHttpThreads = 4096;
 // The one check of a ServerOptions: INVALID_ARGUMENT naming the flag, e.g.
 // "--listen: expected HOST:PORT, got \"nowhere\"".
 absl::Status ValidateOptions(const ServerOptions& options);
+
+// The --tls-* files of `options`.
+tls::ServerTlsFiles TlsFiles(const ServerOptions& options);
 
 // options.replica_id, or HOSTNAME-PID when that is empty.
 std::string EffectiveReplicaId(const ServerOptions& options);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/app/policies_file.h"
 #include "server/http/decision_api.h"
@@ -96,6 +97,15 @@ metrics::Sources Server::MetricsSources() {
     snapshot.reloads_error = reloads->error;
     return snapshot;
   };
+  sources.tls = [this]() -> std::optional<metrics::TlsSnapshot> {
+    if (tls_ == nullptr) return std::nullopt;
+    const tls::TlsStats stats = tls_->stats();
+    metrics::TlsSnapshot snapshot;
+    snapshot.not_after = stats.certificate.not_after;
+    snapshot.reloads = stats.reloads;
+    snapshot.reload_failures = stats.reload_failures;
+    return snapshot;
+  };
   return sources;
 }
 
@@ -120,6 +130,8 @@ absl::Status Server::Start() {
   // Policies first: a bad file at startup is fatal and nothing is bound.
   absl::StatusOr<LoadedPolicies> file = LoadPoliciesFile(options_, &policies_);
   if (!file.ok()) return file.status();
+  // Then the certificate files: as fatal, and checked before anything runs.
+  if (absl::Status s = StartTls(); !s.ok()) return s;
   const ModeContext context{&engine_, &policies_, &events_, &decision_service_};
   if (absl::Status s = mode_->Start(context, file->policies); !s.ok()) {
     return s;
@@ -158,6 +170,43 @@ absl::StatusOr<std::optional<UnixSocketClaim>> Server::Listen(
   return std::optional<UnixSocketClaim>(*std::move(claim));
 }
 
+absl::Status Server::StartTls() {
+  const tls::ServerTlsFiles files = TlsFiles(options_);
+  if (!files.enabled()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
+      tls::TlsReloader::Start(files, tls::kTlsReloadInterval);
+  if (!reloader.ok()) return reloader.status();
+  tls_ = *std::move(reloader);
+  tls_credentials_ = tls::MakeServerCredentials(files);
+  spdlog::info(
+      "TLS on for the TCP listeners of --listen, --admin-listen and "
+      "--http-listen ({}); certificate files re-read every {}",
+      files.mutual() ? "client certificates required" : "no client certificate",
+      absl::FormatDuration(tls::kTlsReloadInterval));
+  if (metrics_listener_) {
+    spdlog::warn(
+        "/metrics on {} stays plaintext (no TLS); keep it on a private "
+        "network (docs/tls.md)",
+        options_.metrics_listen);
+  }
+  for (const std::string* address :
+       {&options_.listen, &options_.admin_listen}) {
+    if (absl::StartsWith(*address, "unix:")) {
+      spdlog::info("{} stays plaintext: a Unix socket, guarded by its mode {}",
+                   *address, FormatSocketMode(options_.socket_mode));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::ServerCredentials> Server::ListenerCredentials(
+    const std::string& address) const {
+  if (tls_credentials_ == nullptr || absl::StartsWith(address, "unix:")) {
+    return grpc::InsecureServerCredentials();
+  }
+  return tls_credentials_;
+}
+
 absl::Status Server::StartDecisionService() {
   absl::StatusOr<std::optional<UnixSocketClaim>> socket =
       Listen(options_.listen, [this] { return BindDecisionService(); });
@@ -175,7 +224,7 @@ absl::Status Server::BindDecisionService() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options_.listen, ListenerCredentials(options_.listen),
                            &port_);
   builder.RegisterService(&decision_service_);
   builder.RegisterService(&rate_limit_service_);
@@ -194,11 +243,15 @@ absl::Status Server::StartHttpApi() {
   http::HttpServerOptions http_options;
   http_options.listen = options_.http_listen;
   http_options.threads = options_.http_threads;
+  if (tls_ != nullptr) {
+    http_options.tls_context = [tls = tls_.get()] { return tls->context(); };
+  }
   absl::StatusOr<std::unique_ptr<http::HttpServer>> server =
       http::HttpServer::Start(http_options, &decision_service_);
   if (!server.ok()) return server.status();
   http_server_ = *std::move(server);
-  spdlog::info("serving HTTP API on {}", http_target());
+  spdlog::info("serving HTTP API on {}{}", http_target(),
+               tls_ != nullptr ? " (TLS)" : "");
   return absl::OkStatus();
 }
 
@@ -206,6 +259,7 @@ absl::Status Server::StartOperatorSurfaces() {
   rpc::AdminServer::Options admin_options;
   admin_options.listen = options_.admin_listen;
   admin_options.token_file = options_.admin_token_file;
+  admin_options.credentials = ListenerCredentials(options_.admin_listen);
   absl::StatusOr<std::optional<UnixSocketClaim>> admin_socket =
       Listen(options_.admin_listen, [&]() -> absl::Status {
         absl::StatusOr<std::unique_ptr<rpc::AdminServer>> admin =

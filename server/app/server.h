@@ -30,6 +30,7 @@
 #include "server/rpc/admin_server.h"
 #include "server/rpc/decision_service.h"
 #include "server/rpc/rate_limit_service.h"
+#include "server/tls/tls_reloader.h"
 
 namespace sluice::app {
 
@@ -123,6 +124,13 @@ class Server {
   absl::StatusOr<std::optional<UnixSocketClaim>> Listen(
       const std::string& address,
       const std::function<absl::Status()>& start) const;
+  // With --tls-cert: checks the files and starts watching them (tls_,
+  // tls_credentials_). Logs what stays plaintext.
+  absl::Status StartTls();
+  // The credentials of a gRPC listener: TLS for TCP with --tls-cert,
+  // plaintext for unix: (its file mode guards it) or without.
+  std::shared_ptr<grpc::ServerCredentials> ListenerCredentials(
+      const std::string& address) const;
   absl::Status StartDecisionService();
   absl::Status BindDecisionService();
   // The HTTP API, when options_.http_listen is set.
@@ -153,6 +161,10 @@ class Server {
   rpc::RateLimitServiceImpl rate_limit_service_;
 
   // Started by BuildAndStart, stopped by Shutdown.
+  // With --tls-cert: the HTTP API's context and the certificate's metrics;
+  // the gRPC listeners share tls_credentials_ (gRPC re-reads the files).
+  std::unique_ptr<tls::TlsReloader> tls_;
+  std::shared_ptr<grpc::ServerCredentials> tls_credentials_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   // Stopped by Shutdown but kept, so that its counters stay readable.

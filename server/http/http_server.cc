@@ -3,8 +3,13 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -65,6 +70,14 @@
 // gateway closes first and never sends a request on a connection the
 // server is closing.
 //
+// TLS (HttpServerOptions::tls_context): the connection's thread does the
+// handshake (within read_timeout, like any wait for the client) and then
+// reads and writes through OpenSSL on a non-blocking socket, waiting in
+// poll(2) as the plaintext path does; everything above ConnectionStream is
+// the same for both. A connection turned away for want of a thread is
+// closed without the plaintext 503 (the accepting thread does no
+// handshakes).
+//
 // Bodies: at most kMaxBodyBytes (4 MiB), for Content-Length and chunked
 // bodies alike. A request refused before its body was read (404, 405, 413,
 // 415) has its connection closed after the answer, so the unread body is
@@ -102,6 +115,17 @@ bool AwaitFd(int fd, short events, absl::Duration timeout) {
   }
 }
 
+// OpenSSL writes with write(2), which raises SIGPIPE when the client has
+// gone, and the default action ends the process. Blocked on the writing
+// thread (the SIGPIPE of a write goes to that thread alone), the write
+// fails with EPIPE instead. The plaintext path sends with MSG_NOSIGNAL.
+void BlockSigpipeOnThisThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
 // "ip" and port of a socket address.
 void FormatAddress(const sockaddr_storage& address, std::string* ip,
                    int* port) {
@@ -118,10 +142,10 @@ void FormatAddress(const sockaddr_storage& address, std::string* ip,
   *ip = text;
 }
 
-// One connection's socket as httplib reads and writes it. Reads are
-// buffered; writes are collected and sent when the response is complete
-// (Flush), when they grow large, or before the next read (so that a
-// "100 Continue" goes out before the body is awaited). Not thread-safe:
+// One connection's socket as httplib reads and writes it, plain or TLS.
+// Reads are buffered; writes are collected and sent when the response is
+// complete (Flush), when they grow large, or before the next read (so that
+// a "100 Continue" goes out before the body is awaited). Not thread-safe:
 // the connection's thread alone uses it.
 class ConnectionStream final : public httplib::Stream {
  public:
@@ -131,6 +155,49 @@ class ConnectionStream final : public httplib::Stream {
         read_timeout_(read_timeout),
         write_timeout_(write_timeout),
         in_(kReadBufferBytes) {}
+  ~ConnectionStream() override {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+  ConnectionStream(const ConnectionStream&) = delete;
+  ConnectionStream& operator=(const ConnectionStream&) = delete;
+
+  // Makes this a TLS connection: the server side of the handshake, within
+  // the read timeout. False (and the reason in `error`) when it failed.
+  bool AcceptTls(SSL_CTX* context, std::string* error) {
+    ERR_clear_error();
+    ssl_ = SSL_new(context);
+    if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
+      *error = "cannot set up TLS";
+      return false;
+    }
+    const int flags = ::fcntl(fd_, F_GETFL);
+    ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+    set_deadline(absl::Now() + read_timeout_);
+    bool done = false;
+    while (!done) {
+      const int r = SSL_accept(ssl_);
+      if (r == 1) {
+        done = true;
+      } else if (!AwaitTls(r)) {
+        const unsigned long e = ERR_get_error();
+        const char* reason = e != 0 ? ERR_reason_error_string(e) : nullptr;
+        *error = reason != nullptr ? reason : "cut short or timed out";
+        ERR_clear_error();
+        return false;
+      }
+    }
+    handshake_done_ = true;
+    set_deadline(absl::InfiniteFuture());
+    return true;
+  }
+
+  // Sends TLS close_notify (once, without waiting); nothing for plaintext.
+  void CloseTls() {
+    if (ssl_ != nullptr && handshake_done_) {
+      SSL_shutdown(ssl_);
+      ERR_clear_error();
+    }
+  }
 
   bool is_readable() const override {
     return has_input() || AwaitFd(fd_, POLLIN, Within(read_timeout_));
@@ -175,6 +242,7 @@ class ConnectionStream final : public httplib::Stream {
 
   // Sends what was written; false when the client does not take it.
   bool Flush() {
+    if (ssl_ != nullptr) return FlushTls();
     size_t sent = 0;
     while (sent < out_.size()) {
       const ssize_t n = ::send(fd_, out_.data() + sent, out_.size() - sent,
@@ -196,13 +264,59 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   // Bytes of a next request already read (a pipelining client).
-  bool has_input() const { return in_pos_ < in_end_; }
+  bool has_input() const {
+    return in_pos_ < in_end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0);
+  }
 
  private:
+  // After an OpenSSL call returned `result` <= 0: waits for what it wants
+  // (the socket readable or writable) and answers true to call it again;
+  // false for an error, the end of the stream or a timeout.
+  bool AwaitTls(int result) {
+    switch (SSL_get_error(ssl_, result)) {
+      case SSL_ERROR_WANT_READ:
+        return AwaitFd(fd_, POLLIN, Within(read_timeout_));
+      case SSL_ERROR_WANT_WRITE:
+        return AwaitFd(fd_, POLLOUT, Within(write_timeout_));
+      case SSL_ERROR_SYSCALL:
+        return errno == EINTR;
+      default:
+        return false;
+    }
+  }
+
+  bool FlushTls() {
+    bool ok = true;
+    size_t sent = 0;
+    while (ok && sent < out_.size()) {
+      ERR_clear_error();
+      const int n = SSL_write(ssl_, out_.data() + sent,
+                              static_cast<int>(std::min<size_t>(
+                                  out_.size() - sent, INT32_MAX)));
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+      } else {
+        ok = AwaitTls(n);
+      }
+    }
+    out_.clear();
+    return ok;
+  }
+
   // Refills the buffer: the bytes read, 0 at the end of the stream, -1 on
   // an error or when nothing came within the read timeout.
   ssize_t Receive() {
     in_pos_ = in_end_ = 0;
+    while (ssl_ != nullptr) {
+      ERR_clear_error();
+      const int n = SSL_read(ssl_, in_.data(), static_cast<int>(in_.size()));
+      if (n > 0) {
+        in_end_ = static_cast<size_t>(n);
+        return n;
+      }
+      if (SSL_get_error(ssl_, n) == SSL_ERROR_ZERO_RETURN) return 0;
+      if (!AwaitTls(n)) return -1;
+    }
     while (true) {
       const ssize_t n = ::recv(fd_, in_.data(), in_.size(), MSG_DONTWAIT);
       if (n >= 0) {
@@ -244,6 +358,8 @@ class ConnectionStream final : public httplib::Stream {
   const absl::Duration read_timeout_;
   const absl::Duration write_timeout_;
   absl::Time deadline_ = absl::InfiniteFuture();
+  SSL* ssl_ = nullptr;  // TLS connections only
+  bool handshake_done_ = false;
   std::vector<char> in_;
   size_t in_pos_ = 0;
   size_t in_end_ = 0;
@@ -509,7 +625,9 @@ class Listener final : public httplib::Server {
       static constexpr char kBusy[] =
           "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
           "Retry-After: 1\r\nContent-Length: 0\r\n\r\n";
-      ::send(sock, kBusy, sizeof(kBusy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (!options_.tls_context) {
+        ::send(sock, kBusy, sizeof(kBusy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
       ::close(sock);
       connections_->Refused();
       return false;
@@ -522,6 +640,19 @@ class Listener final : public httplib::Server {
     ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     ConnectionStream stream(sock, options_.read_timeout,
                             options_.write_timeout);
+    if (options_.tls_context) {
+      BlockSigpipeOnThisThread();
+      const std::shared_ptr<SSL_CTX> context = options_.tls_context();
+      std::string error = "no TLS context";
+      if (context == nullptr || !stream.AcceptTls(context.get(), &error)) {
+        // A scanner or a client that does not trust the certificate: not
+        // worth more than a debug line each.
+        spdlog::debug("HTTP API: TLS handshake failed: {}", error);
+        ::shutdown(sock, SHUT_RDWR);
+        connections_->Close(sock);
+        return true;
+      }
+    }
     const int max_requests = std::max(1, options_.max_requests_per_connection);
     bool linger = false;
     for (int served = 0; served < max_requests; ++served) {
@@ -548,6 +679,7 @@ class Listener final : public httplib::Server {
         break;
       }
     }
+    stream.CloseTls();
     if (linger) Linger(sock);
     ::shutdown(sock, SHUT_RDWR);
     connections_->Close(sock);

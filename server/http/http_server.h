@@ -1,7 +1,10 @@
 #ifndef SLUICE_SERVER_HTTP_HTTP_SERVER_H_
 #define SLUICE_SERVER_HTTP_HTTP_SERVER_H_
 
+#include <openssl/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +35,10 @@ struct HttpServerOptions {
   absl::Duration idle_timeout = absl::Seconds(65);
   // Requests one connection serves before the server closes it.
   int max_requests_per_connection = 10000;
+  // TLS: the server context for the next connection (asked once per
+  // connection, so a reloaded certificate serves new connections at once).
+  // Empty: plaintext. The handshake must finish within read_timeout.
+  std::function<std::shared_ptr<SSL_CTX>()> tls_context;
 };
 
 // What the metrics read of a running HttpServer.

@@ -53,6 +53,8 @@ enum class MetricId : int {
   kStateFileWrites,
   kStateFileLastWrite,
   kAdminTokenReloads,
+  kTlsCertificateExpiry,
+  kTlsReloads,
   kCount,  // not a metric
 };
 
@@ -232,6 +234,16 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "(the new token set is in force) or error (unreadable, empty or "
          "invalid; the last good set stays in force and the log says why). "
          "Only with --admin-token-file."},
+        {MetricId::kTlsCertificateExpiry,
+         "sluice_tls_certificate_expiry_timestamp_seconds", MetricType::kGauge,
+         {nullptr},
+         "Unix time at which the served TLS certificate (--tls-cert) expires "
+         "(its notAfter). Only with --tls-cert."},
+        {MetricId::kTlsReloads, "sluice_tls_reloads_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Changes of the TLS certificate files seen, by result: ok (the "
+         "new certificate is served) or error (it did not load; the "
+         "previous one stays, the log says why). Only with --tls-cert."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

@@ -324,6 +324,19 @@ std::vector<MetricFamily> Metrics::Collect() const {
     Add(family(MetricId::kAdminTokenReloads), MetricId::kAdminTokenReloads,
         {"error"}, static_cast<double>(admin_token->reloads_error));
   }
+  std::optional<TlsSnapshot> tls;
+  if (sources_.tls) tls = sources_.tls();
+  if (tls) {
+    Add(family(MetricId::kTlsCertificateExpiry),
+        MetricId::kTlsCertificateExpiry, {},
+        tls->not_after == absl::InfinitePast()
+            ? 0
+            : absl::ToDoubleSeconds(tls->not_after - absl::UnixEpoch()));
+    Add(family(MetricId::kTlsReloads), MetricId::kTlsReloads, {"ok"},
+        static_cast<double>(tls->reloads));
+    Add(family(MetricId::kTlsReloads), MetricId::kTlsReloads, {"error"},
+        static_cast<double>(tls->reload_failures));
+  }
 
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.

@@ -83,6 +83,14 @@ struct AdminTokenSnapshot {
   uint64_t reloads_error = 0;
 };
 
+// The served TLS certificate and its reloads (a copy of tls::TlsStats'
+// fields, so that this library does not depend on server/tls).
+struct TlsSnapshot {
+  absl::Time not_after = absl::InfinitePast();
+  uint64_t reloads = 0;
+  uint64_t reload_failures = 0;
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -110,6 +118,9 @@ struct Sources {
   // The admin token file's reloads. Absent (or returning nullopt) without
   // --admin-token-file, which hides its metric.
   std::function<std::optional<AdminTokenSnapshot>()> admin_token = nullptr;
+  // The TLS certificate. Absent (or returning nullopt) without --tls-cert,
+  // which hides its metrics.
+  std::function<std::optional<TlsSnapshot>()> tls = nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at

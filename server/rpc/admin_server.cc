@@ -21,7 +21,10 @@ absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(
   server->service_ = std::make_unique<AdminServiceImpl>(
       engine, backend, events, std::move(service_options));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options.listen,
+                           options.credentials != nullptr
+                               ? options.credentials
+                               : grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();

@@ -30,6 +30,8 @@ class AdminServer {
     std::string token_file;
     // How often the token file is checked for changes.
     absl::Duration token_file_interval = absl::Seconds(1);
+    // The listener's credentials (TLS, server/tls); null: plaintext.
+    std::shared_ptr<grpc::ServerCredentials> credentials;
   };
 
   // Reads the tokens, binds, starts serving and starts watching the token

@@ -397,6 +397,24 @@ TEST_F(MetricsTest, AdminTokenReloadsOnlyWithATokenFile) {
             1);
 }
 
+TEST_F(MetricsTest, TlsMetricsOnlyWithACertificate) {
+  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_tls")));
+  sources.tls = [] { return std::optional<TlsSnapshot>(); };
+  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_tls")));
+
+  TlsSnapshot snapshot;
+  snapshot.not_after = absl::FromUnixSeconds(1800000000);
+  snapshot.reloads = 3;
+  snapshot.reload_failures = 1;
+  sources.tls = [&] { return std::optional<TlsSnapshot>(snapshot); };
+  const std::vector<Sample> s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_tls_certificate_expiry_timestamp_seconds"),
+            1800000000);
+  EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "ok"}}), 3);
+  EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "error"}}), 1);
+}
+
 TEST(LatencyHistogramTest, BucketsAreCumulative) {
   LatencyHistogram h;
   h.Observe(absl::Microseconds(10));   // <= 25us

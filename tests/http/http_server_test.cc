@@ -6,6 +6,8 @@
 #include "server/http/http_server.h"
 
 #include <httplib.h>
+#include <openssl/ssl.h>
+#include <signal.h>
 
 #include <map>
 #include <memory>
@@ -17,8 +19,11 @@
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
 #include "server/rpc/decision_service.h"
+#include "server/tls/server_tls.h"
 #include "tests/http/raw_connection.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certs.h"
 #include "tests/testing/wait_for.h"
 
 namespace sluice::http {
@@ -135,6 +140,144 @@ TEST_F(HttpServerTest, ARequestMustArriveWithinTheRequestTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
+}
+
+// TLS (HttpServerOptions::tls_context) with certificates made by openssl.
+class HttpServerTlsTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(certs_.ok()) << certs_.error();
+    tls::ServerTlsFiles files;
+    files.cert_file = certs_.server_cert();
+    files.key_file = certs_.server_key();
+    files.client_ca_file = mutual_ ? certs_.ca_cert() : "";
+    absl::StatusOr<tls::LoadedContext> loaded = tls::LoadServerContext(files);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    context_ = loaded->context;
+  }
+  HttpServerOptions TlsOptions() {
+    HttpServerOptions options;
+    options.tls_context = [this] { return context_; };
+    return options;
+  }
+  // GET /v1/health over HTTPS, trusting the test CA: "STATUS BODY" or
+  // "none".
+  std::string Health(int port, bool client_cert) {
+    std::unique_ptr<httplib::SSLClient> client =
+        client_cert ? std::make_unique<httplib::SSLClient>(
+                          "127.0.0.1", port, certs_.client_cert(),
+                          certs_.client_key())
+                    : std::make_unique<httplib::SSLClient>("127.0.0.1", port);
+    client->set_ca_cert_path(certs_.ca_cert().c_str());
+    client->enable_server_certificate_verification(true);
+    client->set_connection_timeout(std::chrono::seconds(5));
+    const httplib::Result r = client->Get("/v1/health");
+    return r ? absl::StrCat(r->status, " ", r->body) : std::string("none");
+  }
+
+  bool mutual_ = false;
+  testing::TempDir dir_{"sluice_http_tls"};
+  testing::TestCerts certs_{dir_.path()};
+  std::shared_ptr<SSL_CTX> context_;
+};
+
+TEST_F(HttpServerTlsTest, ServesHttpsAndRefusesPlaintext) {
+  std::unique_ptr<HttpServer> server = Start(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Health(server->port(), false), R"(200 {"status":"SERVING"})");
+  // Keep-alive and a body over TLS: two requests on one connection.
+  httplib::SSLClient client("127.0.0.1", server->port());
+  client.set_ca_cert_path(certs_.ca_cert().c_str());
+  client.enable_server_certificate_verification(true);
+  client.set_keep_alive(true);
+  for (int i = 0; i < 2; ++i) {
+    const httplib::Result r =
+        client.Post("/v1/acquire", kAcquire, "application/json");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr("ALLOW"));
+  }
+  // A plaintext request is not answered: the handshake fails and the
+  // connection is closed (reset, as the request was not read).
+  testing::RawConnection plain(server->port());
+  ASSERT_TRUE(plain.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(plain.Read().status, 0);
+}
+
+TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinTheReadTimeout) {
+  HttpServerOptions options = TlsOptions();
+  options.read_timeout = absl::Milliseconds(200);
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection silent(server->port());  // never says hello
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(silent.ClosedByServer());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
+                               absl::Seconds(5)));
+}
+
+// Handshakes, sends a request and closes without reading the answer: the
+// server's writes after that meet a reset connection. TLS 1.2, so that no
+// session ticket is left unread (closing with unread bytes would reset the
+// connection at once, before the server writes anything).
+bool RequestAndHangUp(int port, const std::string& ca_file) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(
+      SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (ctx == nullptr ||
+      SSL_CTX_set_max_proto_version(ctx.get(), TLS1_2_VERSION) != 1 ||
+      SSL_CTX_load_verify_locations(ctx.get(), ca_file.c_str(), nullptr) != 1) {
+    return false;
+  }
+  testing::RawConnection connection(port);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  if (!connection.connected() || ssl == nullptr ||
+      SSL_set_fd(ssl.get(), connection.fd()) != 1 ||
+      SSL_connect(ssl.get()) != 1) {
+    return false;
+  }
+  const std::string request = absl::StrCat(
+      "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Type: "
+      "application/json\r\nContent-Length: ",
+      sizeof(kAcquire) - 1, "\r\n\r\n", kAcquire);
+  return SSL_write(ssl.get(), request.data(),
+                   static_cast<int>(request.size())) > 0;
+}  // closes the socket unread
+
+TEST_F(HttpServerTlsTest, ClientsThatHangUpDoNotStopTheServer) {
+  std::unique_ptr<HttpServer> server = Start(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  // SIGPIPE's default action, whatever the shell that started this test or
+  // a library (httplib::Server ignores it for the process) set: the server
+  // must not depend on either.
+  struct sigaction previous {};
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ASSERT_EQ(sigaction(SIGPIPE, &default_action, &previous), 0);
+  // Each one's answer meets EPIPE: without SIGPIPE blocked on the server's
+  // threads, that would end this process.
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(RequestAndHangUp(server->port(), certs_.ca_cert())) << i;
+  }
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
+                               absl::Seconds(10)));
+  EXPECT_EQ(Health(server->port(), false), R"(200 {"status":"SERVING"})");
+  sigaction(SIGPIPE, &previous, nullptr);
+}
+
+class HttpServerMutualTlsTest : public HttpServerTlsTest {
+ protected:
+  void SetUp() override {
+    mutual_ = true;
+    HttpServerTlsTest::SetUp();
+  }
+};
+
+TEST_F(HttpServerMutualTlsTest, AnswersOnlyClientsWithACertificateOfTheCa) {
+  std::unique_ptr<HttpServer> server = Start(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Health(server->port(), false), "none");
+  EXPECT_EQ(Health(server->port(), true), R"(200 {"status":"SERVING"})");
 }
 
 TEST_F(HttpServerTest, ConnectionsBeyondTheWaitingCapAreTurnedAway) {

@@ -171,6 +171,13 @@ class SluicedProcess {
                    timeout).has_value();
   }
 
+  // Credentials of the data and admin channels the next Start opens (a
+  // sluiced with --tls-cert); plaintext until set.
+  void set_channel_credentials(
+      std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    credentials_ = std::move(credentials);
+  }
+
   // NAME=VALUE entries added to the environment of the next Start, replacing
   // inherited variables of the same name (e.g. LD_PRELOAD and FAKETIME).
   void set_extra_env(std::vector<std::string> env) {
@@ -243,10 +250,11 @@ class SluicedProcess {
                ReadFile(port_file_);
       return false;
     }
-    data_channel_ = grpc::CreateChannel(target_,
-                                        grpc::InsecureChannelCredentials());
-    admin_channel_ = grpc::CreateChannel(admin_target(),
-                                         grpc::InsecureChannelCredentials());
+    const std::shared_ptr<grpc::ChannelCredentials> credentials =
+        credentials_ != nullptr ? credentials_
+                                : grpc::InsecureChannelCredentials();
+    data_channel_ = grpc::CreateChannel(target_, credentials);
+    admin_channel_ = grpc::CreateChannel(admin_target(), credentials);
     decision_ = v1::DecisionService::NewStub(data_channel_);
     admin_ = v1::AdminService::NewStub(admin_channel_);
     // Connected before the test's first call: a first connect that fails
@@ -327,6 +335,7 @@ class SluicedProcess {
   std::string target_, admin_target_;
   std::map<std::string, std::string> listeners_;
   std::vector<std::string> extra_env_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   pid_t pid_ = -1;
   int port_ = 0, admin_port_ = 0, metrics_port_ = 0;
   std::shared_ptr<grpc::Channel> data_channel_, admin_channel_;

@@ -29,6 +29,8 @@ const char kBenchUsage[] =
     "  --target ADDRESS        HOST:PORT or unix:PATH (default "
     "$SLUICE_TARGET,\n"
     "                          else 127.0.0.1:50051)\n"
+    "  --tls-ca PATH           TLS to --target, trusting this CA (gRPC only);\n"
+    "  --tls-cert/--tls-key    with a client certificate (docs/tls.md)\n"
     "  --api grpc|http         grpc: DecisionService on --target; http: the\n"
     "                          HTTP/JSON API on --http-target, POST\n"
     "                          /v1/acquire then /v1/report on keep-alive\n"
@@ -144,6 +146,9 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
   tools::ConfigureApp(app, kBenchUsage);
 
   app.add_option("--target", o.target)->envname("SLUICE_TARGET");
+  app.add_option("--tls-ca", o.tls_ca);
+  app.add_option("--tls-cert", o.tls_cert);
+  app.add_option("--tls-key", o.tls_key);
   tools::AddCheckedOption(&app, "--api", [&](const std::string& v) {
     const std::string api = absl::AsciiStrToLower(v);
     if (api == "grpc") {

@@ -31,6 +31,12 @@ const char* ApiName(Api api);
 struct BenchOptions {
   // HOST:PORT or unix:PATH of a running sluiced.
   std::string target = "127.0.0.1:50051";
+  // TLS to --target (a sluiced with --tls-cert): the CA of its certificate,
+  // and a client certificate and key for --tls-client-ca. "" each:
+  // plaintext. gRPC only.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   Api api = Api::kGrpc;
   // HOST:PORT of sluiced's HTTP API (its --http-listen), for Api::kHttp.
   std::string http_target;

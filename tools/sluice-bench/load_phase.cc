@@ -16,6 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
 #include "wire/time.h"
+#include "wire/tls.h"
 
 namespace sluice::bench {
 
@@ -549,13 +550,20 @@ class HealthChain {
 
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> OpenConnections(
     const BenchOptions& options) {
+  wire::ClientTlsFiles tls;
+  tls.ca_file = options.tls_ca;
+  tls.cert_file = options.tls_cert;
+  tls.key_file = options.tls_key;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      wire::MakeChannelCredentials(tls);
+  if (!credentials.ok()) return credentials.status();
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < options.connections; ++i) {
     grpc::ChannelArguments args;
     // Channels with equal arguments share a subchannel, and so a connection.
     args.SetInt("sluice_bench.connection", i);
-    channels.push_back(grpc::CreateCustomChannel(
-        options.target, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(
+        grpc::CreateCustomChannel(options.target, *credentials, args));
   }
   const auto deadline = absl::ToChronoTime(absl::Now() + options.deadline);
   for (const auto& channel : channels) {

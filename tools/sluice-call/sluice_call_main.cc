@@ -29,6 +29,7 @@
 #include "tools/common/command_line.h"
 #include "wire/status.h"
 #include "wire/time.h"
+#include "wire/tls.h"
 
 namespace sluice::call {
 namespace {
@@ -48,6 +49,11 @@ constexpr char kUsage[] =
     "\n"
     "ADDRESS is HOST:PORT, or unix:PATH for a sidecar's socket; --target\n"
     "defaults to $SLUICE_TARGET, else 127.0.0.1:50051.\n"
+    "TLS (sluiced with --tls-cert): --tls-ca PATH (the CA of sluiced's\n"
+    "certificate), and for --tls-client-ca also --tls-cert PATH and\n"
+    "--tls-key PATH; --tls-server-name NAME when the certificate does not\n"
+    "name the target's host. Env: SLUICE_TARGET_TLS_CA, _CERT, _KEY,\n"
+    "_SERVER_NAME.\n"
     "PERMIT_ID is the permit_id printed by acquire (\"\" for none).\n"
     "Exit codes: 0 ok, 1 RPC error or health not SERVING, 2 usage error.\n";
 
@@ -61,6 +67,7 @@ int Usage(const std::string& message) {
 struct Options {
   std::string target = "127.0.0.1:50051";
   absl::Duration deadline = absl::Seconds(5);
+  wire::ClientTlsFiles tls;  // no files: plaintext
 };
 
 std::unique_ptr<grpc::ClientContext> Context(const Options& options) {
@@ -239,6 +246,14 @@ int Main(int argc, char** argv) {
 
   Options options;
   app.add_option("--target", options.target)->envname("SLUICE_TARGET");
+  app.add_option("--tls-ca", options.tls.ca_file)
+      ->envname("SLUICE_TARGET_TLS_CA");
+  app.add_option("--tls-cert", options.tls.cert_file)
+      ->envname("SLUICE_TARGET_TLS_CERT");
+  app.add_option("--tls-key", options.tls.key_file)
+      ->envname("SLUICE_TARGET_TLS_KEY");
+  app.add_option("--tls-server-name", options.tls.server_name)
+      ->envname("SLUICE_TARGET_TLS_SERVER_NAME");
   tools::AddCheckedOption(&app, "--deadline", [&](const std::string& v) {
     return ParseDeadline(v, &options.deadline);
   });
@@ -299,8 +314,10 @@ int Main(int argc, char** argv) {
   }
   if (app.get_subcommands().empty()) return Usage("missing command");
 
-  const std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made =
+      wire::MakeChannel(options.target, options.tls);
+  if (!made.ok()) return Usage(std::string(made.status().message()));
+  const std::shared_ptr<grpc::Channel> channel = *std::move(made);
   if (acquire->parsed()) {
     acquire_args.key = key;
     return Acquire(channel, options, acquire_args);

@@ -34,8 +34,14 @@ int AdminConnection::Connect() {
     }
     token_ = tokens->back();
   }
-  stub_ = v1::AdminService::NewStub(
-      grpc::CreateChannel(options_.target, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      wire::MakeChannel(options_.target, options_.tls);
+  if (!channel.ok()) {
+    std::fprintf(stderr, "sluicectl: %s\n",
+                 std::string(channel.status().message()).c_str());
+    return kUsage;
+  }
+  stub_ = v1::AdminService::NewStub(*channel);
   return kOk;
 }
 

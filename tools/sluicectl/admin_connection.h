@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "sluice/v1/admin.grpc.pb.h"
+#include "wire/tls.h"
 
 namespace sluice::ctl {
 
@@ -28,6 +29,7 @@ enum ExitCode {
 struct Options {
   std::string target = "127.0.0.1:50052";
   std::string token_file;                     // "" sends no token
+  wire::ClientTlsFiles tls;                   // no files: plaintext
   std::string output = "table";               // table, json or yaml
   absl::Duration timeout = absl::Seconds(5);  // per RPC; watch has none
 

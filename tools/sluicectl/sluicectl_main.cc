@@ -61,6 +61,12 @@ Global flags (also accepted after the command):
   --token-file PATH    file holding the admin bearer token; with several
                        (one a line) the last is sent (env
                        SLUICE_ADMIN_TOKEN_FILE)
+  --tls-ca PATH        CA bundle of sluiced's certificate: connect with TLS
+                       (env SLUICE_ADMIN_TLS_CA)
+  --tls-cert PATH      client certificate, for sluiced with --tls-client-ca
+  --tls-key PATH       its key (env SLUICE_ADMIN_TLS_CERT, SLUICE_ADMIN_TLS_KEY)
+  --tls-server-name N  name the server certificate must carry when it is
+                       not the target's host (env SLUICE_ADMIN_TLS_SERVER_NAME)
   -o, --output FORMAT  table (default) or json; get also takes yaml
   --timeout DURATION   per-RPC deadline, e.g. 5s (default 5s; watch has none)
 
@@ -442,6 +448,14 @@ int Main(int argc, char** argv) {
   app.add_option("--target", options.target)->envname("SLUICE_ADMIN_TARGET");
   app.add_option("--token-file", options.token_file)
       ->envname("SLUICE_ADMIN_TOKEN_FILE");
+  app.add_option("--tls-ca", options.tls.ca_file)
+      ->envname("SLUICE_ADMIN_TLS_CA");
+  app.add_option("--tls-cert", options.tls.cert_file)
+      ->envname("SLUICE_ADMIN_TLS_CERT");
+  app.add_option("--tls-key", options.tls.key_file)
+      ->envname("SLUICE_ADMIN_TLS_KEY");
+  app.add_option("--tls-server-name", options.tls.server_name)
+      ->envname("SLUICE_ADMIN_TLS_SERVER_NAME");
   tools::AddCheckedOption(&app, "-o,--output", [&](const std::string& v) {
     return ParseOutput(v, &options.output);
   });

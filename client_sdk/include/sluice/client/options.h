@@ -26,6 +26,22 @@ enum class FailureMode {
   kFailClosed,
 };
 
+// TLS to sluiced (started with --tls-cert; docs/tls.md). All files empty:
+// plaintext. The files are read once, when the Client is created: after a
+// client certificate is rotated, create a new Client (or restart).
+struct TlsOptions {
+  // PEM CA bundle that signed sluiced's certificate; "" with cert_file: the
+  // system's CAs.
+  std::string ca_file;
+  // Client certificate chain and its key, for a sluiced with
+  // --tls-client-ca (mutual TLS); both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name sluiced's certificate must carry when it is not the target's
+  // host (e.g. target "10.0.0.7:50051", certificate for "sluice.prod.svc").
+  std::string server_name;
+};
+
 // Everything a Client needs. Every field has a working default except
 // `target` (or `channel`).
 struct ClientOptions {
@@ -37,7 +53,10 @@ struct ClientOptions {
   // Use this channel instead of creating one from `target` (tests use an
   // in-process channel). Channel settings below are then ignored.
   std::shared_ptr<grpc::Channel> channel;
-  // Null means insecure (plaintext) credentials.
+  // TLS from files (see TlsOptions); empty means plaintext.
+  TlsOptions tls;
+  // Credentials built by the caller instead of `tls` (not both). Null and
+  // no `tls` means insecure (plaintext) credentials.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // gRPC load-balancing policy. The default, "pick_first", keeps one
   // connection to one Sluice replica, so every report reaches the replica
