@@ -413,6 +413,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A peer that hangs up while sluiced writes (a Redis, stunnel or HTTP
+  // client closing mid-reply) must cost an EPIPE on that socket, not the
+  // process: hiredis and OpenSSL write with write(2).
+  signal(SIGPIPE, SIG_IGN);
 
   // Debian builds abseil with Mutex deadlock detection on, which walks a
   // lock graph on every Lock() of the hot path. Lock order is fixed by

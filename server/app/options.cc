@@ -32,6 +32,21 @@ absl::Status ValidateRedisAccess(const ServerOptions& options) {
         "give --redis for one Redis, --redis-sentinels with --redis-master "
         "for Sentinel, or --redis-cluster with seed nodes for Redis Cluster");
   }
+  if (stores == 0) {
+    // Standalone: a Redis credential would be ignored, which is a mistake
+    // worth saying (a forgotten --redis, most likely).
+    for (const auto& [flag, set] : {std::pair<const char*, bool>{
+                                        "--redis-user", !options.redis_user.empty()},
+                                    {"--redis-password-file",
+                                     !options.redis_password_file.empty()},
+                                    {"--redis-db", options.redis_db != 0}}) {
+      if (set) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, " needs --redis, --redis-sentinels or --redis-cluster: "
+                  "without one sluiced runs standalone and uses no Redis"));
+      }
+    }
+  }
   if (!options.redis_cluster.empty()) {
     if (absl::Status s =
             cluster::RedisStore::ParseClusterSeeds(options.redis_cluster)

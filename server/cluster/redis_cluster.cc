@@ -315,7 +315,7 @@ absl::Status RedisClusterRouter::RunOn(
       continue;
     }
     if (IsUnstable(error)) {
-      if (absl::StartsWith(error, "CLUSTERDOWN")) refresh_wanted_ = true;
+      refresh_wanted_ = true;  // TRYAGAIN, CLUSTERDOWN, a non-local key
       return absl::UnavailableError(absl::StrCat("redis cluster node ", address,
                                                  " (key ", commands[i].key,
                                                  "): ", error));

@@ -115,15 +115,17 @@ std::string RedisAddress::ToString() const {
 }
 
 absl::string_view RedisReplyErrorKind(absl::string_view error) {
+  // Contains, not starts with: Redis reports an error of a command inside
+  // a script as "ERR Error running script ...: NOPERM ..." (or READONLY).
   if (absl::StartsWith(error, "WRONGPASS") ||
       absl::StartsWith(error, "NOAUTH") ||
-      absl::StartsWith(error, "NOPERM") ||
+      absl::StrContains(error, "NOPERM") ||
       absl::StrContains(error, "invalid password") ||
       absl::StrContains(error, "no password is set") ||
       absl::StrContains(error, "without any password configured")) {
     return "auth";
   }
-  if (absl::StartsWith(error, "READONLY")) return "readonly";
+  if (absl::StrContains(error, "READONLY")) return "readonly";
   if (absl::StartsWith(error, "NOSCRIPT") ||
       absl::StrContains(error, "script")) {
     return "script";
@@ -231,7 +233,10 @@ absl::Status RedisConnection::Ensure(absl::Time now) {
         locator_ != nullptr ? "the redis master" : address()));
   }
   if (absl::Status s = Connect(now); !s.ok()) return s;
-  backoff_ = options_.min_backoff;
+  // The backoff is reset by the first good round trip (Pipeline), not here:
+  // a server that accepts connections but refuses the work (a replica at a
+  // fixed --redis address answers READONLY) must not be redialled at the
+  // shortest backoff for ever.
   if (options_.health != nullptr && options_.health->Recovered()) {
     spdlog::info("redis {}: connected again", address());
   }
@@ -395,6 +400,7 @@ absl::StatusOr<std::vector<RedisReplyPtr>> RedisConnection::Pipeline(
                   now);
     }
   }
+  backoff_ = options_.min_backoff;
   return replies;
 }
 

@@ -143,6 +143,8 @@ class RedisConnection {
   absl::Status Ensure(absl::Time now);
   // Closes after an error; the next Ensure waits the backoff.
   void Drop(absl::Time now);
+  // Whether a connection is open (it may still turn out to be dead).
+  bool connected() const { return context_ != nullptr; }
   // Sends `commands` as one pipeline and reads every reply, error replies
   // included; a connection or timeout error drops the connection and fails
   // the whole pipeline, and so does a READONLY reply (the server became a

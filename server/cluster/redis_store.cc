@@ -417,8 +417,7 @@ absl::StatusOr<TickReply> RedisStore::Tick(const TickRequest& request) {
   // could not use.
   if (!reply.ok() && reply.status().code() == absl::StatusCode::kInternal) {
     const absl::string_view message = reply.status().message();
-    health_.Error(absl::StrContains(message, "script failed") ? "script"
-                                                              : "protocol",
+    health_.Error(RedisReplyErrorKind(message),
                   absl::StrCat(Describe(), ": ", message), absl::Now());
   }
   return reply;
@@ -555,6 +554,16 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
     if (!pull.ok()) return pull.status();
     out.policies.push_back(*std::move(pull));
   }
+  // An inbox command refused (an ACL without RPUSH or LPOP, say) would
+  // lose forwarded reports without a word: fail the tick instead.
+  for (size_t i = first_inbox; i < replies.size(); ++i) {
+    const redisReply* r = replies[i].get();
+    if (r->type == REDIS_REPLY_ERROR) {
+      return absl::InternalError(absl::StrCat(
+          "inbox command ", commands[i].args.front(),
+          " failed: ", absl::string_view(r->str, r->len)));
+    }
+  }
   size_t inbox_reply = first_inbox;
   for (auto& [issuer, items] : outbox) {
     const redisReply* pushed = replies[inbox_reply].get();
@@ -595,10 +604,23 @@ absl::StatusOr<std::vector<std::string>> RedisStore::RunConfig(
   commands[0].args = {"1", config_key};
   commands[0].args.insert(commands[0].args.end(), args.begin(), args.end());
   for (int attempt = 0; attempt < 2; ++attempt) {
+    // Admin writes are rare, so their connection sits idle for long; Redis
+    // may have closed it meanwhile (a restart, `timeout`, CLIENT KILL, a
+    // stunnel restart). A write that fails on a connection that was open
+    // is tried once more on a new one before the operator sees an error.
+    const bool was_open = admin_router_ != nullptr || c.connected();
     absl::StatusOr<std::vector<RedisReplyPtr>> replies =
         admin_router_ != nullptr ? admin_router_->Execute(commands, absl::Now())
                                  : c.Pipeline(commands, absl::Now());
-    if (!replies.ok()) return replies.status();
+    if (!replies.ok()) {
+      if (attempt == 0 && was_open &&
+          replies.status().code() == absl::StatusCode::kUnavailable) {
+        c.Drop(absl::InfinitePast());  // reconnect now, not after a backoff
+        if (admin_router_ != nullptr) admin_router_->Reset();
+        continue;
+      }
+      return replies.status();
+    }
     const redisReply* reply = (*replies)[0].get();
     if (reply->type == REDIS_REPLY_ERROR) {
       const absl::string_view error(reply->str, reply->len);

@@ -21,6 +21,9 @@ absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(
   server->service_ = std::make_unique<AdminServiceImpl>(
       engine, backend, events, std::move(service_options));
   grpc::ServerBuilder builder;
+  // A connection that never finishes its (TLS) handshake is closed after
+  // 10 s instead of gRPC's default of 120 s.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10000);
   builder.AddListeningPort(options.listen,
                            options.credentials != nullptr
                                ? options.credentials

@@ -366,13 +366,25 @@ TEST(ValidateOptionsTest, RedisAccessFlags) {
   EXPECT_TRUE(ValidateOptions(sentinel).ok());
   EXPECT_TRUE(ClusterModeEnabled(sentinel));
   ServerOptions db;
+  db.redis = "127.0.0.1:6379";
   db.redis_db = -1;
   EXPECT_THAT(ValidateOptions(db).message(), HasSubstr("--redis-db"));
   ServerOptions user;
+  user.redis = "127.0.0.1:6379";
   user.redis_user = "sluice";
   EXPECT_THAT(ValidateOptions(user).message(),
               HasSubstr("--redis-user needs --redis-password-file"));
+  ServerOptions standalone;
+  standalone.redis_db = 2;
+  EXPECT_THAT(ValidateOptions(standalone).message(),
+              HasSubstr("--redis-db needs --redis, --redis-sentinels or "
+                        "--redis-cluster"));
+  standalone.redis_db = 0;
+  standalone.redis_password_file = "/nonexistent/redis-password";
+  EXPECT_THAT(ValidateOptions(standalone).message(),
+              HasSubstr("--redis-password-file needs --redis"));
   ServerOptions missing;
+  missing.redis = "127.0.0.1:6379";
   missing.redis_password_file = "/nonexistent/redis-password";
   EXPECT_THAT(ValidateOptions(missing).message(),
               HasSubstr("--redis-password-file: cannot read the password "

@@ -256,6 +256,45 @@ TEST(RedisStoreTest, AMissingPasswordIsAnAuthErrorWithAHint) {
   EXPECT_EQ(store.status().endpoint, secured.address());
 }
 
+// The documented grant works, and a user without a command the tick sends
+// (here LPOP, for the inbox) fails the tick as an auth error instead of
+// losing forwarded reports quietly.
+TEST(RedisStoreTest, AMissingCommandPermissionFailsTheTick) {
+  ASSERT_EQ(redis->Query({"ACL", "SETUSER", "granted", "on", ">pw",
+                          "~perm:*", "+@all", "-@dangerous", "+role",
+                          "+cluster|slots"}),
+            std::vector<std::string>{"OK"});
+  ASSERT_EQ(redis->Query({"ACL", "SETUSER", "nolpop", "on", ">pw", "~*",
+                          "+@all", "-lpop"}),
+            std::vector<std::string>{"OK"});
+  PasswordFile pw("pw\n");
+  RedisStore::Options o = StoreOptions("perm:");
+  o.password_file = pw.path();
+  o.user = "granted";
+  RedisStore granted(o);
+  EXPECT_TRUE(granted.Tick(Request()).ok());
+  ASSERT_TRUE(granted.PutPolicy({"perm", "blob", 0}, 0).ok());
+
+  o.user = "nolpop";
+  RedisStore store(o);
+  absl::StatusOr<TickReply> reply = store.Tick(Request());
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("LPOP"), std::string::npos)
+      << reply.status();
+  EXPECT_EQ(store.status().errors.at("auth"), 1u);
+}
+
+// Admin writes are rare; Redis may close their idle connection meanwhile
+// (CLIENT KILL, `timeout`, a restart). The next write reconnects instead
+// of failing.
+TEST(RedisStoreTest, AnAdminWriteSurvivesAClosedIdleConnection) {
+  RedisStore store(StoreOptions("idle:"));
+  ASSERT_TRUE(store.PutPolicy({"a", "blob-a", 0}, 0).ok());
+  redis->Query({"CLIENT", "KILL", "TYPE", "normal"});
+  absl::StatusOr<ConfigWrite> put = store.PutPolicy({"a", "blob-b", 0}, 0);
+  EXPECT_TRUE(put.ok()) << put.status();
+}
+
 TEST(RedisStoreTest, AReplicaAnswersReadOnly) {
   testing::RedisServer replica;
   replica.set_args({"--replicaof", "127.0.0.1 " + std::to_string(redis->port())});
