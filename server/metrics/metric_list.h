@@ -181,7 +181,8 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
         {MetricId::kStoreEndpoint, "sluice_store_endpoint_info",
          MetricType::kGauge, {"endpoint", nullptr},
          "Always 1; the endpoint label says where the store is now (host:port, "
-         "or the master Sentinel named). Cluster mode only."},
+         "the master Sentinel named, or the masters of a Redis Cluster). "
+         "Cluster mode only."},
         {MetricId::kAcquireDuration, "sluice_acquire_duration_seconds",
          MetricType::kHistogram, {nullptr},
          "Time to handle one Acquire, from handler entry to the answer: a "

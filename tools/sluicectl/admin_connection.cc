@@ -62,11 +62,17 @@ int AdminConnection::Fail(const grpc::Status& status,
   const char* target = options_.target.c_str();
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      // A TLS mismatch looks like any unreachable server to gRPC ("Socket
+      // closed", "handshake failed"), so the hint names TLS too.
       std::fprintf(stderr,
                    "sluicectl: cannot reach the Sluice admin API at %s "
                    "(%s). Is sluiced running with --admin-listen there? "
-                   "Set --target or SLUICE_ADMIN_TARGET.\n",
-                   target, status.error_message().c_str());
+                   "Set --target or SLUICE_ADMIN_TARGET.%s\n",
+                   target, status.error_message().c_str(),
+                   options_.tls.enabled()
+                       ? " With TLS, check --tls-ca (and --tls-cert and "
+                         "--tls-key if sluiced has --tls-client-ca)."
+                       : " If sluiced serves TLS (--tls-cert), pass --tls-ca.");
       return kUnreachable;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       std::fprintf(stderr,
