@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/redis_cluster.h"
+#include "tests/testing/acquire_load.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/wait_for.h"
@@ -19,6 +20,8 @@
 namespace sluice {
 namespace {
 
+using testing::AcquireLoad;
+using testing::DriveAcquire;
 using testing::RedisServer;
 using testing::SluicedProcess;
 using testing::WaitFor;
@@ -56,33 +59,6 @@ class ClusterProcessTest : public ::testing::Test {
   std::vector<std::unique_ptr<SluicedProcess>> replicas_;
 };
 
-// Offered load against one replica until `stop`: every admitted call's time
-// and the counts.
-struct Load {
-  std::vector<absl::Time> admitted;
-  int64_t asked = 0;
-  int64_t allowed = 0;
-  int64_t errors = 0;
-};
-
-void Drive(SluicedProcess* replica, const std::string& dep,
-           absl::Duration pause, const std::atomic<bool>* stop, Load* out) {
-  while (!stop->load()) {
-    grpc::Status status;
-    const v1::AcquireResponse r = replica->Acquire(dep, &status);
-    if (!status.ok()) {
-      ++out->errors;
-    } else {
-      ++out->asked;
-      if (r.verdict() == v1::ALLOW) {
-        ++out->allowed;
-        out->admitted.push_back(absl::Now());
-      }
-    }
-    absl::SleepFor(pause);  // paces the offered load
-  }
-}
-
 TEST_F(ClusterProcessTest, SkewedLoadHoldsTheGlobalLimitAndTheBooksBalance) {
   StartReplicas(3, R"(policies:
   - name: inventory
@@ -90,12 +66,12 @@ TEST_F(ClusterProcessTest, SkewedLoadHoldsTheGlobalLimitAndTheBooksBalance) {
 )");
   // Replica 0 flat out (far above 100/s), replicas 1 and 2 paced at ~20/s.
   std::atomic<bool> stop{false};
-  std::vector<Load> loads(3);
+  std::vector<AcquireLoad> loads(3);
   std::vector<std::thread> threads;
-  threads.emplace_back(Drive, replicas_[0].get(), "inventory",
+  threads.emplace_back(DriveAcquire, replicas_[0].get(), "inventory",
                        absl::Microseconds(200), &stop, &loads[0]);
   for (int r = 1; r < 3; ++r) {
-    threads.emplace_back(Drive, replicas_[r].get(), "inventory",
+    threads.emplace_back(DriveAcquire, replicas_[r].get(), "inventory",
                          absl::Milliseconds(50), &stop, &loads[r]);
   }
   const absl::Time start = absl::Now();
@@ -417,8 +393,8 @@ TEST_F(ClusterProcessTest, RedisCommandsPerTickStayFlatAsTheRateGrows) {
   auto run = [&](absl::Duration pause) {
     redis_.Command("CONFIG RESETSTAT");
     std::atomic<bool> stop{false};
-    Load load;
-    std::thread t(Drive, replicas_[0].get(), "flat", pause, &stop, &load);
+    AcquireLoad load;
+    std::thread t(DriveAcquire, replicas_[0].get(), "flat", pause, &stop, &load);
     absl::SleepFor(absl::Seconds(5));  // the measured window
     stop = true;
     t.join();
@@ -481,10 +457,10 @@ TEST(RedisClusterProcessTest, ReshardAndFailoverUnderLoadKeepTheLimit) {
     ASSERT_TRUE(r->WaitForLiveReplicas(2, absl::Seconds(10))) << r->Log();
   }
   std::atomic<bool> stop{false};
-  std::vector<Load> loads(2);
+  std::vector<AcquireLoad> loads(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
-    threads.emplace_back(Drive, replicas[r].get(), "inventory",
+    threads.emplace_back(DriveAcquire, replicas[r].get(), "inventory",
                          absl::Milliseconds(1), &stop, &loads[r]);
   }
   const absl::Time start = absl::Now();
@@ -519,7 +495,7 @@ TEST(RedisClusterProcessTest, ReshardAndFailoverUnderLoadKeepTheLimit) {
 
   std::vector<absl::Time> all;
   int64_t errors = 0;
-  for (const Load& l : loads) {
+  for (const AcquireLoad& l : loads) {
     all.insert(all.end(), l.admitted.begin(), l.admitted.end());
     errors += l.errors;
   }

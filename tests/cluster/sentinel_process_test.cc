@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/acquire_load.h"
 #include "tests/testing/redis_sentinel.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/sluiced_process.h"
@@ -19,6 +20,9 @@
 namespace sluice {
 namespace {
 
+using testing::AcquireLoad;
+using testing::AdmittedPerSecond;
+using testing::DriveAcquire;
 using testing::RedisSentinelGroup;
 using testing::RedisServer;
 using testing::SluicedProcess;
@@ -35,35 +39,6 @@ constexpr char kPolicies[] = R"(policies:
   - name: payments
     breaker: { consecutive_failures: 5, open_duration: 30s }
 )";
-
-// Offered load against one replica until `stop`: admitted times and counts.
-struct Load {
-  std::vector<absl::Time> admitted;
-  int64_t asked = 0;
-  int64_t errors = 0;
-};
-
-void Drive(SluicedProcess* replica, const std::atomic<bool>* stop,
-           Load* out) {
-  while (!stop->load()) {
-    grpc::Status status;
-    const v1::AcquireResponse r = replica->Acquire("inventory", &status);
-    if (!status.ok()) {
-      ++out->errors;
-    } else {
-      ++out->asked;
-      if (r.verdict() == v1::ALLOW) out->admitted.push_back(absl::Now());
-    }
-    absl::SleepFor(absl::Microseconds(500));  // paces the offered load
-  }
-}
-
-double PerSecond(const std::vector<absl::Time>& all, absl::Time from,
-                 absl::Time to) {
-  int64_t n = 0;
-  for (absl::Time t : all) n += t >= from && t < to;
-  return n / absl::ToDoubleSeconds(to - from);
-}
 
 std::string WritePasswordFile(const SluicedProcess& p,
                               const std::string& password) {
@@ -123,10 +98,11 @@ TEST(SentinelProcessTest, FailoverUnderLoadLosesNothing) {
                                         2, absl::Seconds(10)));
 
   std::atomic<bool> stop{false};
-  std::vector<Load> loads(2);
+  std::vector<AcquireLoad> loads(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
-    threads.emplace_back(Drive, replicas[r].get(), &stop, &loads[r]);
+    threads.emplace_back(DriveAcquire, replicas[r].get(), "inventory",
+                         absl::Microseconds(500), &stop, &loads[r]);
   }
   const absl::Time load_start = absl::Now();
   absl::SleepFor(absl::Seconds(7));
@@ -176,14 +152,14 @@ TEST(SentinelProcessTest, FailoverUnderLoadLosesNothing) {
 
   std::vector<absl::Time> all;
   int64_t errors = 0;
-  for (const Load& l : loads) {
+  for (const AcquireLoad& l : loads) {
     all.insert(all.end(), l.admitted.begin(), l.admitted.end());
     errors += l.errors;
   }
   std::sort(all.begin(), all.end());
-  const double before = PerSecond(all, before_from, before_to);
-  const double during = PerSecond(all, failover, after_from);
-  const double after = PerSecond(all, after_from, after_to);
+  const double before = AdmittedPerSecond(all, before_from, before_to);
+  const double during = AdmittedPerSecond(all, failover, after_from);
+  const double after = AdmittedPerSecond(all, after_from, after_to);
   EXPECT_EQ(errors, 0);
   EXPECT_NEAR(before, 100, 10);
   EXPECT_NEAR(after, 100, 10);
@@ -205,7 +181,7 @@ TEST(SentinelProcessTest, FailoverUnderLoadLosesNothing) {
   for (absl::Time t = failover - absl::Seconds(2); t + absl::Seconds(1) <= after_to;
        t += absl::Seconds(1)) {
     absl::StrAppend(&seconds, seconds.empty() ? "" : " ",
-                    PerSecond(all, t, t + absl::Seconds(1)));
+                    AdmittedPerSecond(all, t, t + absl::Seconds(1)));
   }
   std::printf("SENTINEL: admitted per second from 2 s before the FAILOVER: %s\n",
               seconds.c_str());
