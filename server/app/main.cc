@@ -198,7 +198,7 @@ void AddFlags(CLI::App& app, Flags* flags) {
           "Redis Cluster seed nodes for cluster mode, instead of --redis:\n"
           "the slot map is read from them (CLUSTER SLOTS) and each policy's\n"
           "state goes to the master of its slot; MOVED and ASK are followed.\n"
-          "Exclusive with --redis; see docs/cluster.md.",
+          "Excludes --redis and --redis-sentinels; see docs/cluster.md.",
           StoreString(&options.redis_cluster));
   AddFlag(app, "sync-interval", "DURATION",
           absl::FormatDuration(options.sync_interval),
