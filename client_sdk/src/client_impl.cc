@@ -210,14 +210,16 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
       absl::ToChronoTime(start + timeout + shared_->options.report_timeout));
   shared_->callbacks.fetch_add(1);
   shared_->SendAcquire(
-      call, [shared = shared_.get(), call](grpc::Status status) {
+      call, [shared = shared_.get(), call](grpc::Status status) mutable {
         call->status = std::move(status);
         if (!call->claimed.exchange(true)) {
           call->done.Notify();
-          shared->callbacks.fetch_sub(1);
-          return;
+        } else {
+          shared->HandBack(*call, call->status);
         }
-        shared->HandBack(*call, call->status);
+        // Before the count: once it is zero the client may be gone, and
+        // the call (its ClientContext) must not outlive the channel.
+        call.reset();
         shared->callbacks.fetch_sub(1);
       });
   // Wait on our own clock rather than gRPC's deadline timer, so that the
@@ -279,18 +281,22 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
                     absl::StrCat("Sluice did not answer within ",
                                  absl::FormatDuration(timeout)))));
           }
+          call.reset();  // before the count, as below
           shared->callbacks.fetch_sub(1);
         });
   }
   shared_->callbacks.fetch_add(1);
   shared_->SendAcquire(
-      call, [shared = shared_.get(), call](grpc::Status status) {
+      call, [shared = shared_.get(), call](grpc::Status status) mutable {
         if (call->claimed.exchange(true)) {
           shared->HandBack(*call, status);  // the alarm decided already
         } else {
           if (shared->stream != nullptr) call->alarm.Cancel();
           call->async_done(shared->Settle(*call, status));
         }
+        // Before the count: once it is zero the client may be gone, and
+        // the call (its ClientContext and alarm) must not outlive it.
+        call.reset();
         shared->callbacks.fetch_sub(1);
       });
 }

@@ -269,6 +269,9 @@ void DecideStream::OnAlarm(bool fired) {
     done(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
          v1::DecideResult());
   }
+  // The callbacks (and what they hold: calls, contexts, alarms) go before
+  // the count does, not after Shutdown returned.
+  overdue.clear();
   absl::MutexLock lock(&mu_);
   --alarm_callbacks_;  // last: Shutdown may return and the owner go
 }
@@ -304,6 +307,7 @@ void DecideStream::OnSessionDone(Session* session, const grpc::Status& status) {
                            "Decide stream ended before answering");
   }
   for (auto& [id, call] : waiting) call.done(failure, v1::DecideResult());
+  waiting.clear();  // before the count, as in OnAlarm
   delete session;
   absl::MutexLock lock(&mu_);
   --live_sessions_;  // last: Shutdown may return and the owner go
