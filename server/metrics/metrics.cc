@@ -1,5 +1,12 @@
 #include "server/metrics/metrics.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -352,11 +359,54 @@ std::string Metrics::Render() const {
   return prometheus::TextSerializer().Serialize(Collect());
 }
 
-MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
-                             int port)
-    : exposer_(std::move(exposer)), port_(port) {}
+namespace {
 
-MetricsServer::~MetricsServer() = default;
+// Opens and at once closes a TCP connection to `host`:`port`, the host as
+// a listening address spells it: a wildcard host is reached on loopback.
+void Knock(std::string host, int port) {
+  if (!host.empty() && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) !=
+      0) {
+    return;
+  }
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    connect(fd, found->ai_addr, found->ai_addrlen);
+    close(fd);
+  }
+  freeaddrinfo(found);
+}
+
+}  // namespace
+
+MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
+                             std::string host, int port)
+    : exposer_(std::move(exposer)), host_(std::move(host)), port_(port) {}
+
+MetricsServer::~MetricsServer() {
+  // civetweb's listening thread sees the stop only when its poll() of the
+  // listening socket returns, which it does at the latest every 2 s
+  // (SOCKET_TIMEOUT_QUANTUM in civetweb.c): every stop, and so every
+  // SIGTERM of sluiced, would wait up to 2 s. An incoming connection ends
+  // the poll at once, so until the exposer is gone one is made every 5 ms.
+  std::atomic<bool> stopped{false};
+  std::thread knocker([this, &stopped] {
+    while (!stopped.load()) {
+      Knock(host_, port_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  exposer_.reset();
+  stopped.store(true);
+  knocker.join();
+}
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& address, Metrics* metrics) {
@@ -372,8 +422,11 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   exposer->RegisterCollectable(metrics->collectable());
   const std::vector<int> ports = exposer->GetListeningPorts();
   const int port = ports.empty() ? 0 : ports.front();
+  const size_t colon = address.rfind(':');
+  std::string host =
+      colon == std::string::npos ? std::string() : address.substr(0, colon);
   return std::unique_ptr<MetricsServer>(
-      new MetricsServer(std::move(exposer), port));
+      new MetricsServer(std::move(exposer), std::move(host), port));
 }
 
 }  // namespace sluice::metrics

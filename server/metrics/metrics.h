@@ -189,9 +189,12 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port);
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, std::string host,
+                int port);
 
   std::unique_ptr<prometheus::Exposer> exposer_;
+  // The host it listens on, as given ("0.0.0.0", "[::1]", "localhost").
+  std::string host_;
   int port_;
 };
 
