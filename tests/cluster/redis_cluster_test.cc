@@ -394,15 +394,31 @@ TEST(RedisClusterTest, MeasuresEvalshaCostPerKey) {
 }  // namespace
 }  // namespace sluice::cluster
 
+namespace {
+
+// One Redis Cluster for the tests of this binary, started when tests run
+// (not when CTest only lists them at build time).
+class RedisClusterEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    ASSERT_TRUE(cluster_.Start()) << cluster_.StartError();
+    sluice::cluster::redis_cluster = &cluster_;
+    seeds_ = cluster_.Seeds();
+    sluice::cluster::ClusterScenarioTest::redis_cluster_seeds = &seeds_;
+  }
+  void TearDown() override {
+    for (sluice::testing::RedisServer* node : cluster_.nodes()) node->Kill();
+  }
+
+ private:
+  sluice::testing::RedisCluster cluster_;
+  std::string seeds_;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  sluice::testing::RedisCluster cluster;
-  if (!cluster.Start()) {
-    std::fprintf(stderr, "cannot start a redis cluster\n");
-    return 1;
-  }
-  sluice::cluster::redis_cluster = &cluster;
-  std::string seeds = cluster.Seeds();
-  sluice::cluster::ClusterScenarioTest::redis_cluster_seeds = &seeds;
+  ::testing::AddGlobalTestEnvironment(new RedisClusterEnvironment);
   return RUN_ALL_TESTS();
 }

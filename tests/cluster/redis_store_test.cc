@@ -309,18 +309,29 @@ TEST(RedisStoreTest, AReplicaAnswersReadOnly) {
 }  // namespace
 }  // namespace sluice::cluster
 
+namespace {
+
+// One redis-server for the tests of this binary, started when tests run
+// (not when CTest only lists them at build time).
+class RedisEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start()) << server_.StartError();
+    sluice::cluster::redis = &server_;
+    address_ = server_.address();
+    sluice::cluster::ClusterScenarioTest::redis_address = &address_;
+  }
+  void TearDown() override { server_.Kill(); }
+
+ private:
+  sluice::testing::RedisServer server_;
+  std::string address_;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  sluice::testing::RedisServer server;
-  if (!server.Start()) {
-    std::fprintf(stderr, "cannot start redis-server on port %d\n",
-                 server.port());
-    return 1;
-  }
-  sluice::cluster::redis = &server;
-  std::string address = server.address();
-  sluice::cluster::ClusterScenarioTest::redis_address = &address;
-  const int rc = RUN_ALL_TESTS();
-  server.Kill();
-  return rc;
+  ::testing::AddGlobalTestEnvironment(new RedisEnvironment);
+  return RUN_ALL_TESTS();
 }

@@ -142,10 +142,12 @@ TEST(SentinelProcessTest, FailoverUnderLoadLosesNothing) {
               1)
         << testing::HttpGet(replicas[r]->metrics_port(), "/metrics");
   }
-  // Two ticks after the new master first answered both replicas.
-  const absl::Time after_from =
-      std::max(followed[0], followed[1]) + absl::Seconds(2);
-  const absl::Time after_to = std::max(absl::Now(), after_from) + absl::Seconds(5);
+  // Two whole ticks of each replica after both followed the new master.
+  ASSERT_TRUE(testing::WaitForSyncTicks({replicas[0].get(), replicas[1].get()},
+                                        3, absl::Seconds(15)));
+  const absl::Time after_from = absl::Now();
+  const absl::Time after_to =
+      std::max(absl::Now(), after_from) + absl::Seconds(5);
   absl::SleepFor(after_to - absl::Now() + absl::Milliseconds(100));
   stop = true;
   for (auto& t : threads) t.join();

@@ -41,18 +41,21 @@ class RedisCluster {
   }
 
   // Starts the nodes, creates the cluster and waits until every node says
-  // cluster_state:ok. False (with a message on stderr) on failure.
+  // cluster_state:ok. False on failure, with the reason in StartError().
   bool Start() {
     for (auto& n : nodes_) {
       const std::string port = std::to_string(n->port());
       // The bus port is a free one too (by default it is port + 10000,
       // which may be taken or past 65535).
+      // A replica's first full sync starts at once, not after Redis's
+      // default 5 s wait for more replicas to share it.
       if (!n->Start({"--cluster-enabled", "yes", "--cluster-config-file",
                      "nodes-" + port + ".conf", "--dir", dir_.path(),
                      "--cluster-node-timeout", "2000", "--cluster-port",
-                     std::to_string(FreePort())})) {
-        std::fprintf(stderr, "redis cluster: node %s did not start\n",
-                     port.c_str());
+                     std::to_string(FreePort()), "--repl-diskless-sync-delay",
+                     "0"})) {
+        start_error_ = "redis cluster: node " + port +
+                       " did not start: " + n->StartError();
         return false;
       }
     }
@@ -60,24 +63,34 @@ class RedisCluster {
     for (auto& n : nodes_) args.push_back(n->address());
     args.insert(args.end(), {"--cluster-replicas", "1", "--cluster-yes"});
     if (!RunQuietly(args)) {
-      std::fprintf(stderr,
-                   "redis cluster: redis-cli --cluster create failed\n");
+      start_error_ = "redis cluster: redis-cli --cluster create failed";
       return false;
     }
-    return WaitFor(
-               [this] {
-                 for (auto& n : nodes_) {
-                   if (n->Command("CLUSTER INFO").find("cluster_state:ok") ==
-                       std::string::npos) {
-                     return false;
-                   }
-                 }
-                 // Every node must also know every slot's master.
-                 return Agreed();
-               },
-               absl::Seconds(30), absl::Milliseconds(100))
-        .has_value();
+    const bool ok =
+        WaitFor(
+            [this] {
+              for (auto& n : nodes_) {
+                if (n->Command("CLUSTER INFO").find("cluster_state:ok") ==
+                    std::string::npos) {
+                  return false;
+                }
+              }
+              // Every node must also know every slot's master, and every
+              // replica have its master's data: a failover before the
+              // first sync would lose what the master held.
+              return Agreed() && ReplicasInSync();
+            },
+            absl::Seconds(30), absl::Milliseconds(100))
+            .has_value();
+    if (!ok) {
+      start_error_ =
+          "redis cluster: the nodes did not all say cluster_state:ok, agree "
+          "on the slots and have their replicas in sync within 30 s";
+    }
+    return ok;
   }
+  // Why Start failed.
+  const std::string& StartError() const { return start_error_; }
 
   // "127.0.0.1:P1,127.0.0.1:P2": two seeds, the way an operator gives some.
   std::string Seeds() const {
@@ -259,6 +272,18 @@ class RedisCluster {
     return out;
   }
 
+  // Whether every replica's link to its master is up (its first sync done).
+  bool ReplicasInSync() const {
+    for (auto& n : nodes_) {
+      const std::string info = n->Command("INFO replication");
+      if (info.find("role:slave") != std::string::npos &&
+          info.find("master_link_status:up") == std::string::npos) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Whether every node answers the same CLUSTER SLOTS.
   bool Agreed() const {
     const std::vector<std::string> first = Normalized(nodes_[0].get());
@@ -315,6 +340,7 @@ class RedisCluster {
 
   TempDir dir_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::string start_error_;
 };
 
 }  // namespace sluice::testing

@@ -1,10 +1,7 @@
 #ifndef SLUICE_TESTS_TESTING_REDIS_SERVER_H_
 #define SLUICE_TESTS_TESTING_REDIS_SERVER_H_
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,26 +15,12 @@
 
 #include <hiredis/hiredis.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/wait_for.h"
 
 namespace sluice::testing {
-
-// A free TCP port on 127.0.0.1 (bound and released; a tiny race we accept
-// in integration tests, since redis-server cannot report a port 0 choice).
-inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 // Runs `args` as one command on 127.0.0.1:`port` (after AUTH `password`
 // unless empty) and flattens the reply: strings, statuses and integers as
@@ -109,9 +92,12 @@ class RedisServer {
   // The password the test's own commands AUTH with ("" sends no AUTH).
   void set_password(std::string password) { password_ = std::move(password); }
 
-  // Starts the server and waits until it answers PING. False on failure.
-  // `extra` are more redis-server arguments ("--cluster-enabled", "yes").
+  // Starts the server and waits until it answers PING. False on failure,
+  // with the reason in StartError() (redis-server's own lines are on this
+  // process's stderr). `extra` are more redis-server arguments
+  // ("--cluster-enabled", "yes").
   bool Start(const std::vector<std::string>& extra = {}) {
+    start_error_.clear();
     std::vector<std::string> args = {
         "redis-server", "--port",       std::to_string(port_), "--bind",
         "127.0.0.1",    "--save",       "",                    "--appendonly",
@@ -126,10 +112,34 @@ class RedisServer {
       execvp("redis-server", argv.data());
       _exit(127);
     }
-    return WaitFor([this] { return Ping(); }, absl::Seconds(5),
-                   absl::Milliseconds(25))
-        .has_value();
+    // Up when the server that answers on the port is this child (not one
+    // another test left there), or given up when the child has exited.
+    int status = 0;
+    bool exited = false;
+    const bool up = WaitFor(
+                        [&] {
+                          exited = waitpid(pid_, &status, WNOHANG) == pid_;
+                          return exited || ServedByChild();
+                        },
+                        absl::Seconds(5), absl::Milliseconds(25))
+                        .has_value() &&
+                    !exited;
+    if (up) return true;
+    if (exited) {
+      pid_ = -1;
+      start_error_ = absl::StrCat(
+          "redis-server on port ", port_, " exited at start (",
+          WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
+                            : absl::StrCat("signal ", WTERMSIG(status)),
+          "); its log lines above say why");
+    } else {
+      start_error_ = absl::StrCat("redis-server on port ", port_,
+                                  " did not answer PING within 5 s");
+    }
+    return false;
   }
+  // Why the last Start failed; "" after a good one.
+  const std::string& StartError() const { return start_error_; }
   void Kill() {
     if (pid_ <= 0) return;
     kill(pid_, SIGCONT);
@@ -139,6 +149,15 @@ class RedisServer {
   }
   void Pause() { kill(pid_, SIGSTOP); }
   void Resume() { kill(pid_, SIGCONT); }
+
+  // Whether the server answering on the port is the child of the last
+  // Start, by the process id it reports.
+  bool ServedByChild() const {
+    if (pid_ <= 0 || !Ping()) return false;
+    const std::string info = Command("INFO server");
+    return info.find(absl::StrCat("process_id:", pid_, "\r")) !=
+           std::string::npos;
+  }
 
   bool Ping() const {
     timeval tv{0, 200000};
@@ -254,6 +273,7 @@ class RedisServer {
   const int port_;
   std::vector<std::string> args_;
   std::string password_;
+  std::string start_error_;
   pid_t pid_ = -1;
 };
 
