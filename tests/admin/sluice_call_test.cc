@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/redis_server.h"  // FreePort
 #include "tests/testing/sluiced_process.h"
 
@@ -40,8 +41,8 @@ class SluiceCallTest : public ::testing::Test {
     return absl::StrCat("127.0.0.1:", server_.port());
   }
   CommandResult Call(const std::string& args) {
-    return RunCommand(
-        absl::StrCat(SLUICE_CALL_PATH, " --target ", Target(), " ", args));
+    return RunCommand(absl::StrCat(testing::kSluiceCallPath, " --target ",
+                                   Target(), " ", args));
   }
 
   SluicedProcess server_;
@@ -68,14 +69,15 @@ TEST_F(SluiceCallTest, HealthAcquireReport) {
   EXPECT_THAT(r.output, HasSubstr("breaker_state:  CLOSED"));
 
   // Flags may come before the command; "--key=" is an empty key.
-  r = RunCommand(absl::StrCat(SLUICE_CALL_PATH, " --key=tenant-2 --target=",
-                              Target(), " acquire inventory"));
+  r = RunCommand(absl::StrCat(testing::kSluiceCallPath,
+                              " --key=tenant-2 --target=", Target(),
+                              " acquire inventory"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(Call("acquire inventory --key=").exit_code, 0);
 
   // SLUICE_TARGET is the default target.
-  r = RunCommand(absl::StrCat("SLUICE_TARGET=", Target(), " ", SLUICE_CALL_PATH,
-                              " health"));
+  r = RunCommand(absl::StrCat("SLUICE_TARGET=", Target(), " ",
+                              testing::kSluiceCallPath, " health"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -84,7 +86,7 @@ TEST_F(SluiceCallTest, ExitCodes) {
   CommandResult r = Call("health no.such.Service");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("error: NOT_FOUND"));
-  r = RunCommand(absl::StrCat(SLUICE_CALL_PATH, " --target 127.0.0.1:",
+  r = RunCommand(absl::StrCat(testing::kSluiceCallPath, " --target 127.0.0.1:",
                               testing::FreePort(), " --deadline 2s health"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("error: UNAVAILABLE"));
@@ -102,7 +104,7 @@ TEST_F(SluiceCallTest, ExitCodes) {
 
   // 0: help, on stdout.
   for (const char* args : {"--help", "-h", "help", "acquire --help"}) {
-    r = RunCommand(absl::StrCat(SLUICE_CALL_PATH, " ", args));
+    r = RunCommand(absl::StrCat(testing::kSluiceCallPath, " ", args));
     EXPECT_EQ(r.exit_code, 0) << args;
     EXPECT_THAT(r.output, HasSubstr("Exit codes")) << args;
   }
@@ -121,16 +123,16 @@ TEST(UnixSocketTargetTest, SluiceCallAndSluicectlReachTheSockets) {
   EXPECT_EQ(server.target(), "unix:" + data);
   EXPECT_EQ(server.admin_target(), "unix:" + admin);
 
-  CommandResult r = RunCommand(
-      absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data, " health"));
+  CommandResult r = RunCommand(absl::StrCat(
+      testing::kSluiceCallPath, " --target unix:", data, " health"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("SERVING"));
-  r = RunCommand(absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data,
+  r = RunCommand(absl::StrCat(testing::kSluiceCallPath, " --target unix:", data,
                               " acquire inventory"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("verdict:        ALLOW"));
   r = RunCommand(
-      absl::StrCat(SLUICECTL_PATH, " --target unix:", admin, " list"));
+      absl::StrCat(testing::kSluicectlPath, " --target unix:", admin, " list"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("inventory"));
 
@@ -139,15 +141,15 @@ TEST(UnixSocketTargetTest, SluiceCallAndSluicectlReachTheSockets) {
   EXPECT_EQ(RunCommand("test -S " + data).exit_code, 0);
   ASSERT_TRUE(server.Start(kPolicies, {}, "", &error)) << error;
   EXPECT_THAT(server.Log(), HasSubstr("removed the stale socket " + data));
-  r = RunCommand(
-      absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data, " health"));
+  r = RunCommand(absl::StrCat(testing::kSluiceCallPath, " --target unix:", data,
+                              " health"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 
   // A clean exit removes them; a client then fails at once.
   EXPECT_EQ(server.Terminate(), 0) << server.Log();
   EXPECT_NE(RunCommand("test -e " + data).exit_code, 0);
   EXPECT_NE(RunCommand("test -e " + admin).exit_code, 0);
-  r = RunCommand(absl::StrCat(SLUICE_CALL_PATH, " --target unix:", data,
+  r = RunCommand(absl::StrCat(testing::kSluiceCallPath, " --target unix:", data,
                               " --deadline 1s health"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
 }

@@ -13,6 +13,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
+#include "tests/testing/redis_server.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/wait_for.h"
@@ -38,7 +40,7 @@ class SluicectlTest : public ::testing::Test {
   void TearDown() override { EXPECT_EQ(server_.Terminate(), 0) << server_.Log(); }
 
   CommandResult Ctl(const std::string& args) {
-    return RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+    return RunCommand(absl::StrCat(testing::kSluicectlPath, " --target ",
                                    server_.admin_target(), " --token-file ",
                                    server_.token_path(), " ", args));
   }
@@ -158,7 +160,7 @@ TEST_F(SluicectlTest, TokenFileRotationWithoutRestart) {
   const std::string old_file = WriteYaml("old-token", "ctl-token\n");
   const std::string new_file = WriteYaml("new-token", "rotated-token-2\n");
   const auto list_with = [&](const std::string& token_file) {
-    return RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+    return RunCommand(absl::StrCat(testing::kSluicectlPath, " --target ",
                                    server_.admin_target(), " --token-file ",
                                    token_file, " list"))
         .exit_code;
@@ -206,7 +208,7 @@ TEST_F(SluicectlTest, TokenFileRotationWithoutRestart) {
       << server_.Log();
   EXPECT_EQ(list_with(new_file), 0);
   EXPECT_EQ(list_with(old_file), 4);
-  EXPECT_EQ(RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+  EXPECT_EQ(RunCommand(absl::StrCat(testing::kSluicectlPath, " --target ",
                                     server_.admin_target(), " list"))
                 .exit_code,
             4);
@@ -242,7 +244,7 @@ TEST_F(SluicectlTest, ExitCodesAndErrors) {
 
   // Wrong token: 4, with a hint.
   testing::WriteFile(server_.dir() + "/wrong", "nope\n");
-  r = RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+  r = RunCommand(absl::StrCat(testing::kSluicectlPath, " --target ",
                               server_.admin_target(), " --token-file ",
                               server_.dir(), "/wrong list"));
   EXPECT_EQ(r.exit_code, 4) << r.output;
@@ -251,27 +253,30 @@ TEST_F(SluicectlTest, ExitCodesAndErrors) {
   // Unreachable: 3, naming the target; SLUICE_ADMIN_TARGET is honoured.
   const int dead = testing::FreePort();
   r = RunCommand(absl::StrCat("SLUICE_ADMIN_TARGET=127.0.0.1:", dead, " ",
-                              SLUICECTL_PATH, " list --timeout 2s"));
+                              testing::kSluicectlPath, " list --timeout 2s"));
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("cannot reach"),
                               HasSubstr(absl::StrCat(dead))));
 
   // The data-plane port is not the admin API.
-  r = RunCommand(absl::StrCat(SLUICECTL_PATH, " --target 127.0.0.1:",
-                              server_.port(), " list"));
+  r = RunCommand(absl::StrCat(testing::kSluicectlPath,
+                              " --target 127.0.0.1:", server_.port(), " list"));
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_THAT(r.output, HasSubstr("does not serve the admin API"));
 
   // Usage: 2; --help for every command: 0.
-  EXPECT_EQ(RunCommand(absl::StrCat(SLUICECTL_PATH, " frobnicate")).exit_code, 2);
+  EXPECT_EQ(RunCommand(absl::StrCat(testing::kSluicectlPath, " frobnicate"))
+                .exit_code,
+            2);
   EXPECT_EQ(Ctl("breaker sideways inventory").exit_code, 2);
-  for (const char* command : {"list", "get", "apply", "delete", "breaker",
-                              "state", "watch"}) {
-    r = RunCommand(absl::StrCat(SLUICECTL_PATH, " ", command, " --help"));
+  for (const char* command :
+       {"list", "get", "apply", "delete", "breaker", "state", "watch"}) {
+    r = RunCommand(
+        absl::StrCat(testing::kSluicectlPath, " ", command, " --help"));
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_THAT(r.output, HasSubstr(absl::StrCat("Usage: sluicectl ", command)));
   }
-  r = RunCommand(absl::StrCat(SLUICECTL_PATH, " --help"));
+  r = RunCommand(absl::StrCat(testing::kSluicectlPath, " --help"));
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("Exit codes"));
 }

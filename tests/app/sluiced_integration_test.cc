@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/port_file.h"
 #include "tests/testing/wait_for.h"
 
@@ -74,7 +75,7 @@ double Seconds(const google::protobuf::Duration& d) {
 pid_t SpawnSluiced(const std::vector<std::string>& args,
                    const std::vector<std::string>& env,
                    const std::string& out_path, const std::string& err_path) {
-  std::vector<std::string> argv_storage = {SLUICED_PATH};
+  std::vector<std::string> argv_storage = {testing::kSluicedPath};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<std::string> env_storage;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -135,7 +136,7 @@ class Sluiced {
   void Spawn(const std::vector<std::string>& args,
              const std::vector<std::string>& env = {}) {
     pid_ = SpawnSluiced(args, env, log_path_, "");
-    ASSERT_NE(pid_, -1) << "cannot spawn " << SLUICED_PATH;
+    ASSERT_NE(pid_, -1) << "cannot spawn " << testing::kSluicedPath;
   }
 
   // Spawns sluiced on port 0 with the policies file and waits until it
@@ -686,6 +687,18 @@ TEST_F(SluicedTest, SigtermDrainsAndExitsZero) {
   EXPECT_THAT(sluiced_.Log(), HasSubstr("sluiced stopped"));
 }
 
+// With no call in flight there is nothing to drain: a rolling restart
+// waits on nothing (the /metrics listener used to hold the exit up to 2 s).
+TEST_F(SluicedTest, SigtermWithNothingInFlightExitsWithinASecond) {
+  ASSERT_NO_FATAL_FAILURE(sluiced_.Start(kBucketPolicy));
+  EXPECT_EQ(sluiced_.Acquire("inventory").verdict(), v1::ALLOW);
+  sluiced_.Disconnect();
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(sluiced_.Terminate(), 0) << sluiced_.Log();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << sluiced_.Log();
+  stopped_ = true;
+}
+
 TEST_F(SluicedTest, StartsWithoutPoliciesAndWarns) {
   ASSERT_NO_FATAL_FAILURE(
       sluiced_.Spawn({"--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0",
@@ -749,7 +762,7 @@ Exited RunToExit(const std::vector<std::string>& args,
   const std::string out_path = std::string(dir) + "/out";
   const std::string err_path = std::string(dir) + "/err";
   const pid_t pid = SpawnSluiced(args, env, out_path, err_path);
-  EXPECT_NE(pid, -1) << "cannot spawn " << SLUICED_PATH;
+  EXPECT_NE(pid, -1) << "cannot spawn " << testing::kSluicedPath;
   Exited exited;
   if (pid != -1) {
     int status = 0;

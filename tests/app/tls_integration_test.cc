@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/client/client.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/port_file.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/temp_dir.h"
@@ -81,7 +82,7 @@ class TlsIntegrationTest : public ::testing::Test {
 
   // sluicectl list with `tls_flags`; its exit code.
   int Sluicectl(const std::string& tls_flags) const {
-    return RunCommand(absl::StrCat(SLUICECTL_PATH, " --target ",
+    return RunCommand(absl::StrCat(kSluicectlPath, " --target ",
                                    sluiced_.admin_target(), " --timeout 3s ",
                                    tls_flags, " list"))
         .exit_code;

@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/sluiced_process.h"
 #include "tests/testing/wait_for.h"
@@ -404,7 +405,7 @@ TEST_F(ClusterTransientTest, OneClockFourSecondsAheadKeepsTheLimit) {
     std::vector<std::string> env;
     if (i == 2) {
       env = {absl::StrCat("LD_PRELOAD=", kLibFaketime, ":",
-                          FAKETIME_FUTEX_SHIM_PATH),
+                          testing::kFaketimeFutexShimPath),
              "FAKETIME=+4s"};
     }
     const absl::Time before = absl::Now();

@@ -39,6 +39,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/port_file.h"
@@ -61,6 +62,11 @@ using testing::SluicedProcess;
 using testing::TempDir;
 using testing::WaitFor;
 using testing::WriteFile;
+
+// A file of deploy/nginx, the configuration this test runs.
+std::string DeployFile(const std::string& name) {
+  return absl::StrCat(testing::kSourceDir, "/deploy/nginx/", name);
+}
 
 // Debian's paths; $NGINX_BINARY overrides the binary.
 constexpr char kNginx[] = "/usr/sbin/nginx";
@@ -152,8 +158,8 @@ class NginxGatewayTest : public ::testing::Test {
 
     backend_port_ = FreePort();
     ASSERT_TRUE(backend_.Start(
-        {BACKEND_PATH, absl::StrCat("--listen=127.0.0.1:", backend_port_),
-         "--latency=1ms"},
+        {testing::kExampleBackendPath,
+         absl::StrCat("--listen=127.0.0.1:", backend_port_), "--latency=1ms"},
         dir_.File("backend.log")));
     ASSERT_TRUE(WaitFor(
         [&] {
@@ -164,7 +170,7 @@ class NginxGatewayTest : public ::testing::Test {
     ASSERT_FALSE(backend_.Exited()) << backend_.Log();
 
     std::string error;
-    ASSERT_TRUE(sluiced_.Start(ReadFile(NGINX_DEPLOY_DIR "/policies.yaml"),
+    ASSERT_TRUE(sluiced_.Start(ReadFile(DeployFile("policies.yaml")),
                                {"--http-listen=127.0.0.1:0"}, "", &error))
         << error;
     sluice_http_ = sluiced_.listener("http");
@@ -192,7 +198,7 @@ class NginxGatewayTest : public ::testing::Test {
   // deploy/nginx/nginx.conf with this test's ports, beside sluice.js, then
   // `nginx -t`, then nginx itself in the foreground (daemon off).
   void StartNginx() {
-    std::string conf = ReadFile(NGINX_DEPLOY_DIR "/nginx.conf");
+    std::string conf = ReadFile(DeployFile("nginx.conf"));
     nginx_port_ = FreePort();
     ASSERT_TRUE(
         ReplaceOnce(&conf, kConfListen,
@@ -206,7 +212,7 @@ class NginxGatewayTest : public ::testing::Test {
                     absl::StrCat("server 127.0.0.1:", backend_port_, ";")))
         << "nginx.conf must say `" << kConfBackend << "` once";
     WriteFile(dir_.File("nginx.conf"), conf);
-    WriteFile(dir_.File("sluice.js"), ReadFile(NGINX_DEPLOY_DIR "/sluice.js"));
+    WriteFile(dir_.File("sluice.js"), ReadFile(DeployFile("sluice.js")));
 
     // As root, nginx's workers would run as nobody, who cannot enter the
     // test's directory: they run as this user instead.

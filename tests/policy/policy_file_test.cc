@@ -4,10 +4,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/policy/policy_convert.h"
+#include "tests/testing/build_paths.h"
 
 namespace sluice::policy {
 namespace {
@@ -72,8 +74,8 @@ policies:
 }
 
 TEST(ParsePoliciesTest, ExampleFileLoadsAndValidates) {
-  absl::StatusOr<std::vector<v1::Policy>> p =
-      LoadPolicyFile(SLUICE_SOURCE_DIR "/deploy/policies/example.yaml");
+  absl::StatusOr<std::vector<v1::Policy>> p = LoadPolicyFile(
+      absl::StrCat(testing::kSourceDir, "/deploy/policies/example.yaml"));
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->size(), 5u);
   bool token_bucket_breaker_static = false, sliding = false,
@@ -369,8 +371,8 @@ TEST(ParsePoliciesTest, LoadPolicyFileErrors) {
 }
 
 TEST(PoliciesToYamlTest, RoundTripsThroughParse) {
-  absl::StatusOr<std::vector<v1::Policy>> p =
-      LoadPolicyFile(SLUICE_SOURCE_DIR "/deploy/policies/example.yaml");
+  absl::StatusOr<std::vector<v1::Policy>> p = LoadPolicyFile(
+      absl::StrCat(testing::kSourceDir, "/deploy/policies/example.yaml"));
   ASSERT_TRUE(p.ok()) << p.status();
   std::vector<v1::Policy> canonical;
   for (const v1::Policy& policy : *p) {

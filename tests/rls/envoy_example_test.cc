@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,6 +19,7 @@
 #include "sluice/v1/decision.grpc.pb.h"
 #include "tests/rls/in_process_server.h"
 #include "tests/rls/rls_test_util.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/fake_clock.h"
 
 namespace sluice {
@@ -34,7 +36,8 @@ class EnvoyExampleTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = std::make_unique<rls_test::InProcessServer>(
-        SLUICE_SOURCE_DIR "/deploy/envoy/policies.yaml", &clock_);
+        absl::StrCat(testing::kSourceDir, "/deploy/envoy/policies.yaml"),
+        &clock_);
     ASSERT_TRUE(server_->status().ok()) << server_->status();
   }
 

@@ -37,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/sluiced_process.h"
@@ -275,15 +276,21 @@ class SidecarPodsTest : public ::testing::Test {
     dir_ = dir;
     ASSERT_TRUE(redis_.Start());
     backend_port_ = FreePort();
-    ASSERT_TRUE(backend_.Start(
-        {BACKEND_PATH, absl::StrCat("--listen=127.0.0.1:", backend_port_),
-         "--latency=2ms"},  // 64 threads: every gateway thread keeps a connection
-        dir_ + "/backend.log"));
+    ASSERT_TRUE(
+        backend_.Start({testing::kExampleBackendPath,
+                        absl::StrCat("--listen=127.0.0.1:", backend_port_),
+                        "--latency=2ms"},  // 64 threads: every gateway thread
+                                           // keeps a connection
+                       dir_ + "/backend.log"));
     ASSERT_TRUE(WaitHealthy(&backend_, backend_port_)) << backend_.Log();
     failing_port_ = FreePort();
     ASSERT_TRUE(failing_backend_.Start(
-        {BACKEND_PATH, absl::StrCat("--listen=127.0.0.1:", failing_port_),
-         "--latency=2ms", "--failure_rate=1", "--threads=4"},
+        {testing::kExampleBackendPath,
+         absl::StrCat("--listen=127.0.0.1:", failing_port_),
+         // A thread per kept-alive connection of the gateway (8 threads):
+         // with fewer, a connection past them waits in the backlog until
+         // the 2 s call_timeout, and the breaker trips seconds late.
+         "--latency=2ms", "--failure_rate=1", "--threads=16"},
         dir_ + "/failing_backend.log"));
     ASSERT_TRUE(WaitHealthy(&failing_backend_, failing_port_))
         << failing_backend_.Log();
@@ -346,8 +353,9 @@ class SidecarPodsTest : public ::testing::Test {
         "    default_fallback: '{\"payments\":\"later\"}'\n");
     const std::string config_path = absl::StrCat(dir_, "/gateway", i, ".yaml");
     WriteFile(config_path, config);
-    if (!pod.gateway.Start({GATEWAY_PATH, "--config=" + config_path},
-                           absl::StrCat(dir_, "/gateway", i, ".log"))) {
+    if (!pod.gateway.Start(
+            {testing::kExampleGatewayPath, "--config=" + config_path},
+            absl::StrCat(dir_, "/gateway", i, ".log"))) {
       return "cannot spawn the gateway";
     }
     if (!WaitHealthy(&pod.gateway, pod.gateway_port)) {

@@ -6,8 +6,8 @@
 // from the file it writes with --port-file once every listener is bound.
 //
 // The binary is $SLUICED_BINARY when set (to run the tests against another
-// build, e.g. a copy of main's sluiced; it must know --port-file), else the
-// SLUICED_PATH the test was compiled with.
+// build, e.g. a copy of main's sluiced; it must know --port-file), else this
+// build's (tests/testing/build_paths.h).
 
 #include <fcntl.h>
 #include <signal.h>
@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/port_file.h"
 #include "tests/testing/wait_for.h"
@@ -109,11 +110,11 @@ inline std::vector<std::string> CurrentEnvironment() {
   return env;
 }
 
-// The sluiced binary the tests start: $SLUICED_BINARY, else SLUICED_PATH.
+// The sluiced binary the tests start: $SLUICED_BINARY, else this build's.
 inline std::string SluicedBinary() {
   const char* path = std::getenv("SLUICED_BINARY");
   return path != nullptr && *path != '\0' ? std::string(path)
-                                            : std::string(SLUICED_PATH);
+                                          : std::string(kSluicedPath);
 }
 
 class SluicedProcess {

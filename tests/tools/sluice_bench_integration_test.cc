@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/sluiced_process.h"
 
@@ -59,7 +60,7 @@ class SluiceBenchTest : public ::testing::Test {
   }
 
   CommandResult Bench(const std::string& args) {
-    return RunCommand(absl::StrCat(SLUICE_BENCH_PATH, " --target ",
+    return RunCommand(absl::StrCat(testing::kSluiceBenchPath, " --target ",
                                    server_.target(), " ", args));
   }
   nlohmann::json ReadJson(const std::string& path) {
@@ -193,7 +194,7 @@ class SluiceBenchHttpTest : public ::testing::Test {
   }
 
   CommandResult Bench(const std::string& args) {
-    return RunCommand(absl::StrCat(SLUICE_BENCH_PATH,
+    return RunCommand(absl::StrCat(testing::kSluiceBenchPath,
                                    " --api http --http-target ",
                                    server_.listener("http"), " ", args));
   }
@@ -240,29 +241,32 @@ TEST_F(SluiceBenchHttpTest, CountsVerdicts) {
 }
 
 TEST(SluiceBenchUsageTest, UnreachableHttpTargetExitsOne) {
-  const CommandResult r = RunCommand(absl::StrCat(
-      SLUICE_BENCH_PATH, " --api http --http-target 127.0.0.1:1 --count 1"));
+  const CommandResult r = RunCommand(
+      absl::StrCat(testing::kSluiceBenchPath,
+                   " --api http --http-target 127.0.0.1:1 --count 1"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("cannot connect to 127.0.0.1:1"));
 }
 
 TEST(SluiceBenchUsageTest, BadFlagExitsTwo) {
-  CommandResult r = RunCommand(absl::StrCat(SLUICE_BENCH_PATH, " --bogus"));
+  CommandResult r =
+      RunCommand(absl::StrCat(testing::kSluiceBenchPath, " --bogus"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("sluice-bench: unknown flag --bogus"));
-  r = RunCommand(absl::StrCat(SLUICE_BENCH_PATH, " --concurrency lots"));
+  r = RunCommand(
+      absl::StrCat(testing::kSluiceBenchPath, " --concurrency lots"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output,
               HasSubstr("--concurrency wants a whole number in [1, 100000], "
                         "got \"lots\""));
-  r = RunCommand(absl::StrCat(SLUICE_BENCH_PATH, " --help"));
+  r = RunCommand(absl::StrCat(testing::kSluiceBenchPath, " --help"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("Usage: sluice-bench [flags]"));
 }
 
 TEST(SluiceBenchUsageTest, UnreachableTargetExitsOne) {
   const CommandResult r =
-      RunCommand(absl::StrCat(SLUICE_BENCH_PATH,
+      RunCommand(absl::StrCat(testing::kSluiceBenchPath,
                               " --target unix:/nonexistent/sluice.sock "
                               "--deadline 200ms --count 1"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -367,8 +371,9 @@ class SluiceBenchFakeDecideTest : public ::testing::Test {
   }
 
   CommandResult Bench(const std::string& args) {
-    return RunCommand(absl::StrCat(SLUICE_BENCH_PATH, " --target 127.0.0.1:",
-                                   port_, " --mode stream --warmup 0 ", args));
+    return RunCommand(absl::StrCat(testing::kSluiceBenchPath,
+                                   " --target 127.0.0.1:", port_,
+                                   " --mode stream --warmup 0 ", args));
   }
 
   FakeDecideService service_;
@@ -418,7 +423,7 @@ TEST(SluiceBenchNoDecideTest, StreamModeSaysUnimplemented) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
   const CommandResult r = RunCommand(
-      absl::StrCat(SLUICE_BENCH_PATH, " --target 127.0.0.1:", port,
+      absl::StrCat(testing::kSluiceBenchPath, " --target 127.0.0.1:", port,
                    " --mode stream --count 100 --connections 1 --concurrency 4 "
                    "--warmup 0 --baseline=false"));
   server->Shutdown();
