@@ -41,6 +41,10 @@
 #                        no other test holding <lock> runs beside it
 #   TEST_PREFIX <p>      (sluice_gtest) prefix of the test names
 #   ENVIRONMENT <v>...   (sluice_test) NAME=VALUE for the command
+#   DEPENDS <target>...  (sluice_test) programs the command starts, built
+#                        by sluice_unit_tests or sluice_integration_tests
+#                        (those this build has; the program of COMMAND is
+#                        one without saying so)
 
 add_custom_target(sluice_unit_tests)
 add_custom_target(sluice_integration_tests)
@@ -51,30 +55,33 @@ add_custom_target(sluice_integration_tests)
 macro(_sluice_parse_test_options out kind)
   cmake_parse_arguments(PARSE_ARGV 2 arg ""
     "TIMEOUT;COST;PROCESSORS;RUN_SERIAL;TEST_PREFIX"
-    "RESOURCE_LOCK;COMMAND;ENVIRONMENT")
+    "RESOURCE_LOCK;COMMAND;ENVIRONMENT;DEPENDS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR
       "sluice tests: unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
   if("${kind}" STREQUAL "UNIT")
-    set(${out} LABELS unit TIMEOUT 60)
+    set(_label unit)
+    set(_timeout 60)
     set(_processors 4)
   elseif("${kind}" STREQUAL "INTEGRATION")
-    set(${out} LABELS integration TIMEOUT 120)
+    set(_label integration)
+    set(_timeout 120)
     set(_processors 1)
   else()
     message(FATAL_ERROR
       "sluice tests: the kind is UNIT or INTEGRATION, got '${kind}'")
   endif()
-  if(arg_PROCESSORS)
-    set(_processors ${arg_PROCESSORS})
-  endif()
-  list(APPEND ${out} PROCESSORS ${_processors})
-  foreach(_option TIMEOUT COST)
+  foreach(_option TIMEOUT PROCESSORS)
+    string(TOLOWER "_${_option}" _default)
     if(arg_${_option})
-      list(APPEND ${out} ${_option} ${arg_${_option}})
+      set(${_default} ${arg_${_option}})
     endif()
   endforeach()
+  set(${out} LABELS ${_label} TIMEOUT ${_timeout} PROCESSORS ${_processors})
+  if(arg_COST)
+    list(APPEND ${out} COST ${arg_COST})
+  endif()
   set(_reasons "")
   if(arg_RUN_SERIAL)
     list(APPEND ${out} RUN_SERIAL TRUE)
@@ -103,8 +110,9 @@ endmacro()
 
 function(sluice_gtest target kind)
   _sluice_parse_test_options(props ${kind})
-  if(arg_COMMAND OR arg_ENVIRONMENT)
-    message(FATAL_ERROR "sluice_gtest(${target}): no COMMAND or ENVIRONMENT")
+  if(arg_COMMAND OR arg_ENVIRONMENT OR arg_DEPENDS)
+    message(FATAL_ERROR
+      "sluice_gtest(${target}): no COMMAND, ENVIRONMENT or DEPENDS")
   endif()
   set(prefix_args "")
   if(arg_TEST_PREFIX)
@@ -112,11 +120,7 @@ function(sluice_gtest target kind)
   endif()
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 ${prefix_args}
     PROPERTIES ${props})
-  if(kind STREQUAL "UNIT")
-    add_dependencies(sluice_unit_tests ${target})
-  else()
-    add_dependencies(sluice_integration_tests ${target})
-  endif()
+  add_dependencies(sluice_${_label}_tests ${target})
 endfunction()
 
 function(sluice_test name kind)
@@ -132,4 +136,12 @@ function(sluice_test name kind)
   if(arg_ENVIRONMENT)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${arg_ENVIRONMENT}")
   endif()
+  # What the test runs is built with the rest of its kind: the program of
+  # COMMAND when it is one of ours, and the DEPENDS that exist here.
+  list(GET arg_COMMAND 0 _program)
+  foreach(_needed ${_program} ${arg_DEPENDS})
+    if(TARGET ${_needed})
+      add_dependencies(sluice_${_label}_tests ${_needed})
+    endif()
+  endforeach()
 endfunction()
