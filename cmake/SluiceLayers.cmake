@@ -7,7 +7,11 @@
 #                    No proto, gRPC, Redis (hiredis), spdlog, yaml-cpp or
 #                    prometheus, so that it builds without gRPC and runs
 #                    under TSan.
-#   server/policy    -> core, proto (sluice_proto); yaml-cpp privately.
+#   server/files     sluice_files: the safe file reader and the atomic
+#                    replace; absl only, so every layer above core may
+#                    link it.
+#   server/policy    -> core, files, proto (sluice_proto); yaml-cpp
+#                    privately.
 #   server/cluster   -> policy, core; the only code that knows Redis.
 #   server/rpc       sluice_rpc   -> core, proto, gRPC (thin handlers).
 #                    sluice_admin -> rpc, policy, core, proto, gRPC.

@@ -1,14 +1,9 @@
 #include "server/app/state_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
+#include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -17,7 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/files/regular_file.h"
 #include "sluice/v1/state.pb.h"
+#include "wire/limits.h"
 #include "wire/time.h"
 
 namespace sluice::app {
@@ -27,16 +24,6 @@ constexpr absl::string_view kMagic = "sluice-state";
 // Far above any real state (10,000 keys of a policy are about 2 MB); a file
 // this large is not ours.
 constexpr size_t kMaxStateFileBytes = size_t{256} << 20;
-
-absl::Status Errno(absl::string_view what, const std::string& path,
-                   int error) {
-  const std::string message =
-      absl::StrCat(what, " ", path, ": ", std::strerror(error));
-  if (error == EACCES || error == EPERM) {
-    return absl::PermissionDeniedError(message);
-  }
-  return absl::UnavailableError(message);
-}
 
 void ToProto(const core::DependencyWarmState& dep, v1::WarmDependency* out) {
   out->set_name(dep.name);
@@ -69,52 +56,161 @@ void ToProto(const core::DependencyWarmState& dep, v1::WarmDependency* out) {
   }
 }
 
+// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or
+// code points above U+10FFFF): GetState serves a cause as a proto3 string.
+bool IsUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = [&](size_t at) {
+      return static_cast<unsigned char>(text[at]);
+    };
+    const unsigned char c = byte(i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (text.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      if ((byte(i + k) & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (byte(i + k) & 0x3f);
+    }
+    static constexpr uint32_t kMinForLength[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[n] || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+bool PlausibleLatency(absl::Duration d) {
+  return d >= kMinStateLatency && d <= kMaxStateLatency;
+}
+
+// A learned mean latency in microseconds: 0 (nothing measured) or a
+// plausible latency.
+bool PlausibleMeanUs(double us) {
+  if (!std::isfinite(us)) return false;
+  if (us == 0) return true;
+  return us >= absl::ToDoubleMicroseconds(kMinStateLatency) &&
+         us <= absl::ToDoubleMicroseconds(kMaxStateLatency);
+}
+
+bool PlausibleBaseline(const v1::WarmBaseline& b) {
+  const double max_us = absl::ToDoubleMicroseconds(kMaxStateLatency);
+  return PlausibleMeanUs(b.mean_us()) && std::isfinite(b.var_us2()) &&
+         b.var_us2() >= 0 && b.var_us2() <= max_us * max_us &&
+         std::isfinite(b.success()) && b.success() >= 0 && b.success() <= 1;
+}
+
+std::optional<core::AdaptiveLimitState> LimitFrom(
+    const v1::WarmAdaptiveLimit& in) {
+  core::AdaptiveLimitState limit;
+  limit.steady_limit = in.steady_limit();
+  if (limit.steady_limit == 0 || limit.steady_limit > kMaxStateSteadyLimit) {
+    return std::nullopt;
+  }
+  if (in.has_baseline()) {
+    absl::StatusOr<absl::Duration> baseline =
+        wire::DurationFromProto(in.baseline(), "limit.baseline");
+    if (!baseline.ok()) return std::nullopt;
+    // Absent or zero: none learned.
+    if (*baseline != absl::ZeroDuration() && !PlausibleLatency(*baseline)) {
+      return std::nullopt;
+    }
+    limit.baseline = *baseline;
+  }
+  return limit;
+}
+
+std::optional<core::BreakerRecord> BreakerFrom(const v1::WarmBreaker& in,
+                                               absl::Time written_at) {
+  if (in.cause().size() > kMaxStateCauseBytes || !IsUtf8(in.cause())) {
+    return std::nullopt;
+  }
+  absl::StatusOr<absl::Duration> open_duration =
+      wire::DurationFromProto(in.open_duration(), "breaker.open_duration");
+  if (!open_duration.ok() || *open_duration <= absl::ZeroDuration() ||
+      *open_duration > kMaxStateOpenDuration) {
+    return std::nullopt;
+  }
+  core::BreakerRecord breaker;
+  breaker.generation = in.generation();
+  breaker.state = core::BreakerState::kOpen;
+  breaker.open_until = wire::TimestampFromProto(in.open_until());
+  // Opened at the latest when the file was written (one second of slack
+  // for the clock's rounding).
+  if (breaker.open_until == absl::InfinitePast() ||
+      breaker.open_until == absl::InfiniteFuture() ||
+      breaker.open_until > written_at + *open_duration + absl::Seconds(1)) {
+    return std::nullopt;
+  }
+  breaker.open_duration = *open_duration;
+  breaker.cause = in.cause();
+  return breaker;
+}
+
+// The dependency's keys that are within bounds; what is not is counted in
+// `rejected`. A key with one bad value keeps its other values.
 absl::StatusOr<core::DependencyWarmState> FromProto(
-    const v1::WarmDependency& dep) {
+    const v1::WarmDependency& dep, absl::Time written_at,
+    const StateFileLimits& limits, StateFileRejects* rejected) {
   if (dep.name().empty()) {
     return absl::DataLossError("a dependency without a name");
   }
   core::DependencyWarmState out;
   out.name = dep.name();
   out.digest = dep.digest();
-  for (const v1::WarmKey& key : dep.keys()) {
+  const size_t taken =
+      std::min<size_t>(dep.keys_size(), limits.max_keys_per_dependency);
+  rejected->keys_over_cap += static_cast<size_t>(dep.keys_size()) - taken;
+  out.keys.reserve(taken);
+  for (size_t i = 0; i < taken; ++i) {
+    const v1::WarmKey& key = dep.keys(static_cast<int>(i));
+    if (key.key().size() > wire::kMaxKeyBytes) {
+      ++rejected->long_keys;
+      continue;
+    }
     core::KeyWarmState k;
     k.key = key.key();
     if (key.has_limit()) {
-      core::AdaptiveLimitState limit;
-      limit.steady_limit = key.limit().steady_limit();
-      absl::StatusOr<absl::Duration> baseline =
-          wire::DurationFromProto(key.limit().baseline(), "limit.baseline");
-      if (!baseline.ok() || *baseline < absl::ZeroDuration()) {
-        return absl::DataLossError(absl::StrCat(
-            "dependency \"", dep.name(), "\": a bad limit.baseline"));
-      }
-      limit.baseline = *baseline;
-      k.limit = limit;
+      k.limit = LimitFrom(key.limit());
+      if (!k.limit) ++rejected->bad_limits;
     }
     if (key.has_baseline()) {
-      core::BaselineState baseline;
-      baseline.windows = key.baseline().windows();
-      baseline.mean_us = key.baseline().mean_us();
-      baseline.var_us2 = key.baseline().var_us2();
-      baseline.success = key.baseline().success();
-      k.baseline = baseline;
+      if (PlausibleBaseline(key.baseline())) {
+        core::BaselineState baseline;
+        baseline.windows = key.baseline().windows();
+        baseline.mean_us = key.baseline().mean_us();
+        baseline.var_us2 = key.baseline().var_us2();
+        baseline.success = key.baseline().success();
+        k.baseline = baseline;
+      } else {
+        ++rejected->bad_baselines;
+      }
     }
     if (key.has_breaker()) {
-      core::BreakerRecord breaker;
-      breaker.generation = key.breaker().generation();
-      breaker.state = core::BreakerState::kOpen;
-      breaker.open_until = wire::TimestampFromProto(key.breaker().open_until());
-      absl::StatusOr<absl::Duration> open_duration = wire::DurationFromProto(
-          key.breaker().open_duration(), "breaker.open_duration");
-      if (!open_duration.ok() || *open_duration < absl::ZeroDuration()) {
-        return absl::DataLossError(absl::StrCat(
-            "dependency \"", dep.name(), "\": a bad breaker.open_duration"));
-      }
-      breaker.open_duration = *open_duration;
-      breaker.cause = key.breaker().cause();
-      k.breaker = std::move(breaker);
+      k.breaker = BreakerFrom(key.breaker(), written_at);
+      if (!k.breaker) ++rejected->bad_breakers;
     }
+    const bool had_values =
+        key.has_limit() || key.has_baseline() || key.has_breaker();
+    if (had_values && !k.limit && !k.baseline && !k.breaker) continue;
     out.keys.push_back(std::move(k));
   }
   return out;
@@ -160,7 +256,8 @@ absl::StatusOr<std::string> EncodeStateFile(const SavedWarmState& state) {
                       absl::StrFormat("%08x", Crc32c(body)), "\n", body);
 }
 
-absl::StatusOr<SavedWarmState> DecodeStateFile(absl::string_view bytes) {
+absl::StatusOr<SavedWarmState> DecodeStateFile(absl::string_view bytes,
+                                               const StateFileLimits& limits) {
   const size_t eol = bytes.find('\n');
   // The header is short; a long first line is some other file.
   const absl::string_view header =
@@ -215,90 +312,37 @@ absl::StatusOr<SavedWarmState> DecodeStateFile(absl::string_view bytes) {
   }
   SavedWarmState state;
   state.written_at = wire::TimestampFromProto(file.written_at());
-  for (const v1::WarmDependency& dep : file.dependencies()) {
-    absl::StatusOr<core::DependencyWarmState> d = FromProto(dep);
+  const size_t taken = std::min<size_t>(file.dependencies_size(),
+                                        limits.max_dependencies);
+  state.rejected.dependencies_over_cap =
+      static_cast<size_t>(file.dependencies_size()) - taken;
+  state.dependencies.reserve(taken);
+  for (size_t i = 0; i < taken; ++i) {
+    const v1::WarmDependency& dep = file.dependencies(static_cast<int>(i));
+    if (dep.name().size() > wire::kMaxNameBytes) {
+      ++state.rejected.long_names;
+      continue;
+    }
+    absl::StatusOr<core::DependencyWarmState> d =
+        FromProto(dep, state.written_at, limits, &state.rejected);
     if (!d.ok()) return d.status();
     state.dependencies.push_back(*std::move(d));
   }
   return state;
 }
 
-absl::StatusOr<SavedWarmState> ReadStateFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    if (error == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+absl::StatusOr<SavedWarmState> ReadStateFile(const std::string& path,
+                                             const StateFileLimits& limits) {
+  absl::StatusOr<std::string> bytes =
+      files::ReadRegularFile(path, kMaxStateFileBytes);
+  if (!bytes.ok()) {
+    // Not a regular file, or too large: not a state file of ours.
+    if (absl::IsFailedPrecondition(bytes.status())) {
+      return absl::DataLossError(bytes.status().message());
     }
-    return Errno("cannot open", path, error);
+    return bytes.status();
   }
-  std::string bytes;
-  struct stat st {};
-  absl::Status status;
-  if (fstat(fd, &st) != 0) {
-    status = Errno("cannot stat", path, errno);
-  } else if (!S_ISREG(st.st_mode)) {
-    status = absl::DataLossError(absl::StrCat(path, " is not a regular file"));
-  } else if (static_cast<size_t>(st.st_size) > kMaxStateFileBytes) {
-    status = absl::DataLossError(absl::StrCat(
-        "not a sluice state file (", st.st_size, " bytes, more than ",
-        kMaxStateFileBytes, ")"));
-  } else {
-    char buf[65536];
-    while (true) {
-      const ssize_t n = read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        status = Errno("cannot read", path, errno);
-        break;
-      }
-      if (n == 0) break;
-      bytes.append(buf, static_cast<size_t>(n));
-      if (bytes.size() > kMaxStateFileBytes) {
-        status = absl::DataLossError("not a sluice state file (too large)");
-        break;
-      }
-    }
-  }
-  close(fd);
-  if (!status.ok()) return status;
-  return DecodeStateFile(bytes);
-}
-
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd =
-      open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("cannot create", tmp, errno);
-  absl::Status status;
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      status = Errno("cannot write", tmp, errno);
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (status.ok() && fsync(fd) != 0) status = Errno("cannot fsync", tmp, errno);
-  if (close(fd) != 0 && status.ok()) status = Errno("cannot close", tmp, errno);
-  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-    status = Errno(absl::StrCat("cannot rename ", tmp, " to"), path, errno);
-  }
-  if (!status.ok()) {
-    unlink(tmp.c_str());
-    return status;
-  }
-  // The rename itself lasts only once the directory is on disk.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Errno("cannot open directory", dir, errno);
-  if (fsync(dir_fd) != 0) status = Errno("cannot fsync directory", dir, errno);
-  close(dir_fd);
-  return status;
+  return DecodeStateFile(*bytes, limits);
 }
 
 }  // namespace sluice::app

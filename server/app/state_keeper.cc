@@ -1,7 +1,12 @@
 #include "server/app/state_keeper.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "server/files/regular_file.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::app {
@@ -9,6 +14,53 @@ namespace {
 
 // A failing write is logged at most this often.
 constexpr absl::Duration kLogEvery = absl::Minutes(1);
+
+// The first few of `names`, quoted, for a summary line: a file may name
+// hundreds of thousands of policies, and the log gets one line.
+std::string SomeNames(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 5;
+  constexpr size_t kMaxShownBytes = 64;
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", "\"",
+                    absl::CHexEscape(absl::string_view(names[i]).substr(
+                        0, kMaxShownBytes)),
+                    names[i].size() > kMaxShownBytes ? "...\"" : "\"");
+  }
+  if (names.size() > kShown) {
+    absl::StrAppend(&out, " and ", names.size() - kShown, " more");
+  }
+  return out;
+}
+
+// One warning per category of values the file held that no policy could
+// have learned.
+void LogRejects(const std::string& path, const StateFileLimits& limits,
+                const StateFileRejects& r) {
+  const auto warn = [&](size_t count, const char* what) {
+    if (count == 0) return;
+    spdlog::warn("state file {}: {} {}; not taken", path, count, what);
+  };
+  warn(r.dependencies_over_cap,
+       absl::StrCat("dependencies beyond the first ", limits.max_dependencies)
+           .c_str());
+  warn(r.long_names, "dependencies with a name over 256 bytes");
+  warn(r.keys_over_cap,
+       absl::StrCat("keys beyond the first ", limits.max_keys_per_dependency,
+                    " of a dependency")
+           .c_str());
+  warn(r.long_keys, "keys over 1024 bytes (the request limit)");
+  warn(r.bad_limits,
+       "adaptive limits out of range (a steady limit of 0 or over "
+       "10000000, or a baseline outside [1us, 24h])");
+  warn(r.bad_baselines,
+       "learned baselines out of range (a mean outside {0} and [1us, 24h], "
+       "a variance not in [0, (24h)^2], a success rate outside [0, 1])");
+  warn(r.bad_breakers,
+       "OPEN breakers out of range (a cause over 1024 bytes or not UTF-8, "
+       "an open duration outside (0, 30 days], or an end after the file's "
+       "time plus that duration)");
+}
 
 }  // namespace
 
@@ -26,7 +78,9 @@ StateFileKeeper::~StateFileKeeper() {
 
 StateFileKeeper::Restored StateFileKeeper::Restore() {
   Restored restored;
-  absl::StatusOr<SavedWarmState> saved = ReadStateFile(options_.path);
+  StateFileLimits limits;
+  limits.max_keys_per_dependency = options_.max_keys;
+  absl::StatusOr<SavedWarmState> saved = ReadStateFile(options_.path, limits);
   if (!saved.ok()) {
     restored.status = saved.status();
     if (absl::IsNotFound(saved.status())) {
@@ -52,10 +106,14 @@ StateFileKeeper::Restored StateFileKeeper::Restore() {
       import.dependencies,
       import.dependencies == 1 ? "dependency" : "dependencies", import.keys,
       import.unknown.size() + import.changed.size());
-  for (const std::string& name : import.unknown) {
+  LogRejects(options_.path, limits, saved->rejected);
+  if (!import.unknown.empty()) {
     spdlog::warn(
-        "state file {}: no policy \"{}\" now; its saved state is not taken",
-        options_.path, name);
+        "state file {}: the saved state of {} {} not taken: no policy of that "
+        "name now ({})",
+        options_.path, import.unknown.size(),
+        import.unknown.size() == 1 ? "dependency was" : "dependencies were",
+        SomeNames(import.unknown));
   }
   if (import.invalid_keys > 0) {
     spdlog::warn(
@@ -65,11 +123,13 @@ StateFileKeeper::Restored StateFileKeeper::Restore() {
         options_.path, import.invalid_keys,
         import.invalid_keys == 1 ? "key" : "keys");
   }
-  for (const std::string& name : import.changed) {
+  if (!import.changed.empty()) {
     spdlog::warn(
-        "state file {}: policy \"{}\" changed since its state was saved "
-        "(another digest); its saved state is not taken",
-        options_.path, name);
+        "state file {}: the saved state of {} {} not taken: the policy "
+        "changed since it was saved (another digest) ({})",
+        options_.path, import.changed.size(),
+        import.changed.size() == 1 ? "dependency was" : "dependencies were",
+        SomeNames(import.changed));
   }
   return restored;
 }
@@ -112,7 +172,7 @@ absl::Status StateFileKeeper::SaveNow() {
   state.dependencies = engine_->ExportWarmState(options_.max_keys);
   absl::StatusOr<std::string> bytes = EncodeStateFile(state);
   absl::Status status = bytes.status();
-  if (status.ok()) status = WriteFileAtomically(options_.path, *bytes);
+  if (status.ok()) status = files::WriteFileAtomically(options_.path, *bytes);
   RecordWrite(status, state.written_at);
   return status;
 }

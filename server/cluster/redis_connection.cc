@@ -6,13 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "server/files/regular_file.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::cluster {
@@ -147,14 +146,15 @@ absl::string_view RedisContextErrorKind(int err, int errno_value) {
 }
 
 absl::StatusOr<std::string> ReadPasswordFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // Far above any real password; a larger file is not one.
+  constexpr size_t kMaxPasswordFileBytes = 64 * 1024;
+  absl::StatusOr<std::string> text =
+      files::ReadRegularFile(path, kMaxPasswordFileBytes);
+  if (!text.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot read the password file ", path, ": ", std::strerror(errno)));
+        "cannot read the password file: ", text.status().message()));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string password = text.str();
+  std::string password = *std::move(text);
   password.erase(password.find_last_not_of(" \t\r\n") + 1);
   if (password.empty()) {
     return absl::FailedPreconditionError(

@@ -1,10 +1,5 @@
 #include "server/policy/policy_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -26,6 +21,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
+#include "server/files/regular_file.h"
 #include "wire/status.h"
 #include "wire/time.h"
 #include "yaml-cpp/yaml.h"
@@ -426,40 +422,7 @@ absl::StatusOr<std::vector<v1::Policy>> ParsePolicies(
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
-  }
-  std::string contents;
-  struct stat st;
-  absl::Status status;
-  if (::fstat(fd, &st) != 0) {
-    status = absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", path));
-  } else if (!S_ISREG(st.st_mode)) {
-    status = absl::FailedPreconditionError(
-        absl::StrCat(path, " is not a regular file"));
-  } else {
-    char buf[64 * 1024];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        status = absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
-        break;
-      }
-      if (n == 0) break;
-      contents.append(buf, static_cast<size_t>(n));
-      if (contents.size() > kMaxFileBytes) {
-        status = absl::FailedPreconditionError(
-            absl::StrCat(path, " is larger than ", kMaxFileBytes, " bytes"));
-        break;
-      }
-    }
-  }
-  ::close(fd);
-  if (!status.ok()) return status;
-  return contents;
+  return files::ReadRegularFile(path, kMaxFileBytes);
 }
 
 absl::StatusOr<std::vector<v1::Policy>> LoadPolicyFile(

@@ -23,8 +23,9 @@ absl::StatusOr<std::vector<v1::Policy>> ParsePolicies(absl::string_view text,
 // unreadable).
 absl::StatusOr<std::vector<v1::Policy>> LoadPolicyFile(const std::string& path);
 
-// Reads a whole regular file (at most 16 MiB). NOT_FOUND / PERMISSION_DENIED
-// and the like from errno when unreadable.
+// Reads a whole regular file (at most 16 MiB) with files::ReadRegularFile:
+// never blocks on a FIFO; NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
+// ("PATH is a FIFO, not a regular file") and the like, naming the path.
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
 // Writes policies in the same document shape (for sluicectl and docs).

@@ -1,0 +1,58 @@
+#ifndef SLUICE_SERVER_FILES_REGULAR_FILE_H_
+#define SLUICE_SERVER_FILES_REGULAR_FILE_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+// Every file sluiced reads (policies, admin tokens, state, TLS certificates
+// and keys, the Redis password) goes through ReadRegularFile, and every file
+// it replaces through WriteFileAtomically. Plain functions; safe for
+// concurrent use.
+
+namespace sluice::files {
+
+// What a configuration file may weigh unless the caller says otherwise.
+inline constexpr size_t kDefaultMaxFileBytes = size_t{16} << 20;
+
+// Reads the whole file at `path`, symlinks followed (Kubernetes mounts a
+// ConfigMap or Secret through a ..data symlink). The open never blocks: a
+// FIFO, a socket or a device is opened non-blocking, without becoming the
+// controlling terminal, and refused after fstat, before any read. Errors
+// name the path and the rule:
+//   NOT_FOUND          "PATH does not exist"
+//   PERMISSION_DENIED  "cannot open PATH: Permission denied"
+//   FAILED_PRECONDITION "PATH is a FIFO, not a regular file" (also a
+//                      directory, a socket, a character or block device),
+//                      "PATH is larger than N bytes" (checked before and
+//                      while reading, so a growing file is cut off too)
+//   UNAVAILABLE        any other open, stat or read error
+absl::StatusOr<std::string> ReadRegularFile(
+    const std::string& path, size_t max_bytes = kDefaultMaxFileBytes);
+
+struct AtomicWriteOptions {
+  // Permission bits of the new file (before the umask).
+  mode_t mode = 0600;
+  // Forces the new file's modification time (a reader that compares mtimes
+  // sees every replacement); unset: the time of the write.
+  std::optional<absl::Time> mtime;
+};
+
+// Writes `bytes` to PATH.tmp in the same directory, fsyncs it, renames it
+// over `path` and fsyncs the directory: a reader (or a crash) sees the old
+// file or the new one, never a part. UNAVAILABLE (PERMISSION_DENIED for
+// EACCES/EPERM) naming the step that failed; the temp file is removed.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view bytes,
+                                 const AtomicWriteOptions& options = {});
+
+}  // namespace sluice::files
+
+#endif  // SLUICE_SERVER_FILES_REGULAR_FILE_H_
