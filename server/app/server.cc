@@ -177,7 +177,15 @@ absl::Status Server::StartTls() {
       tls::TlsReloader::Start(files, tls::kTlsReloadInterval);
   if (!reloader.ok()) return reloader.status();
   tls_ = *std::move(reloader);
-  tls_credentials_ = tls::MakeServerCredentials(files);
+  // gRPC's credentials only for a TCP gRPC listener: a Unix socket is
+  // plaintext, guarded by its file mode.
+  if (!absl::StartsWith(options_.listen, "unix:") ||
+      !absl::StartsWith(options_.admin_listen, "unix:")) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+        tls_->GrpcCredentials();
+    if (!credentials.ok()) return credentials.status();
+    tls_credentials_ = *std::move(credentials);
+  }
   spdlog::info(
       "TLS on for the TCP listeners of --listen, --admin-listen and "
       "--http-listen ({}); certificate files re-read every {}",

@@ -161,8 +161,9 @@ class Server {
   rpc::RateLimitServiceImpl rate_limit_service_;
 
   // Started by BuildAndStart, stopped by Shutdown.
-  // With --tls-cert: the HTTP API's context and the certificate's metrics;
-  // the gRPC listeners share tls_credentials_ (gRPC re-reads the files).
+  // With --tls-cert: the one owner of the TLS pair (the HTTP API's context,
+  // the certificate's metrics); the TCP gRPC listeners share
+  // tls_credentials_, made by tls_ only when one of them is TCP.
   std::unique_ptr<tls::TlsReloader> tls_;
   std::shared_ptr<grpc::ServerCredentials> tls_credentials_;
   std::unique_ptr<grpc::Server> grpc_server_;

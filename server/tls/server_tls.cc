@@ -1,19 +1,20 @@
 #include "server/tls/server_tls.h"
 
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_credentials_options.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <ctime>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/files/regular_file.h"
 
 namespace sluice::tls {
 namespace {
@@ -29,16 +30,59 @@ std::string OpenSslErrors() {
   return text.empty() ? "unknown error" : text;
 }
 
-// "--flag PATH: cannot read it: ..." for a file that cannot be opened, so
-// that a missing file is not reported as a parse error.
-absl::Status CheckReadable(const char* flag, const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", path, ": cannot read it: ", std::strerror(errno)));
+// A memory BIO over `bytes` (read-only, no copy); freed with the object.
+using BioPtr = std::unique_ptr<BIO, decltype(&BIO_free)>;
+BioPtr ReadBio(const std::string& bytes) {
+  return BioPtr(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())),
+                BIO_free);
+}
+
+using X509Ptr = std::unique_ptr<X509, decltype(&X509_free)>;
+
+// Every certificate of a PEM bundle, in order; blocks of other types (a
+// key next to the chain) are skipped. Empty when the text holds none or a
+// certificate block does not parse.
+std::vector<X509Ptr> ReadCertificates(const std::string& pem) {
+  std::vector<X509Ptr> out;
+  BioPtr bio = ReadBio(pem);
+  if (bio == nullptr) return out;
+  while (true) {
+    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr,
+                                   const_cast<char*>(""));
+    if (cert == nullptr) break;
+    out.emplace_back(cert, X509_free);
   }
-  std::fclose(f);
-  return absl::OkStatus();
+  if (out.empty()) return out;
+  // The loop ends at the end of the text, which OpenSSL reports as "no
+  // start line"; anything else is a damaged block after good ones.
+  const unsigned long last = ERR_peek_last_error();
+  if (ERR_GET_LIB(last) == ERR_LIB_PEM &&
+      ERR_GET_REASON(last) == PEM_R_NO_START_LINE) {
+    ERR_clear_error();
+    return out;
+  }
+  out.clear();
+  return out;
+}
+
+std::string PemOf(X509* cert) {
+  BioPtr bio(BIO_new(BIO_s_mem()), BIO_free);
+  if (bio == nullptr || PEM_write_bio_X509(bio.get(), cert) != 1) return "";
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<size_t>(size > 0 ? size : 0));
+}
+
+std::string PemOf(EVP_PKEY* key) {
+  BioPtr bio(BIO_new(BIO_s_mem()), BIO_free);
+  if (bio == nullptr ||
+      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr,
+                               nullptr) != 1) {
+    return "";
+  }
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<size_t>(size > 0 ? size : 0));
 }
 
 // A private key with a passphrase fails instead of prompting on a terminal.
@@ -91,22 +135,37 @@ absl::Status ValidateServerTlsFlags(const ServerTlsFiles& files) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoadedContext> LoadServerContext(const ServerTlsFiles& files) {
+absl::StatusOr<ServerTlsPem> ReadServerTlsFiles(const ServerTlsFiles& files) {
   if (absl::Status s = ValidateServerTlsFlags(files); !s.ok()) return s;
   if (!files.enabled()) {
     return absl::InvalidArgumentError("TLS is off: no --tls-cert");
   }
-  if (absl::Status s = CheckReadable("--tls-cert", files.cert_file); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckReadable("--tls-key", files.key_file); !s.ok()) {
-    return s;
-  }
-  if (files.mutual()) {
-    if (absl::Status s = CheckReadable("--tls-client-ca", files.client_ca_file);
-        !s.ok()) {
-      return s;
+  ServerTlsPem pem;
+  const struct {
+    const char* flag;
+    const std::string* path;
+    std::string* out;
+  } kFiles[] = {{"--tls-cert", &files.cert_file, &pem.cert_chain},
+                {"--tls-key", &files.key_file, &pem.key},
+                {"--tls-client-ca", &files.client_ca_file, &pem.client_ca}};
+  for (const auto& f : kFiles) {
+    if (f.path->empty()) continue;
+    absl::StatusOr<std::string> bytes =
+        files::ReadRegularFile(*f.path, kMaxTlsFileBytes);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          f.flag, " ", *f.path, ": cannot read it: ", bytes.status().message()));
     }
+    *f.out = *std::move(bytes);
+  }
+  return pem;
+}
+
+absl::StatusOr<LoadedContext> LoadServerContext(const ServerTlsFiles& files,
+                                                const ServerTlsPem& pem) {
+  if (absl::Status s = ValidateServerTlsFlags(files); !s.ok()) return s;
+  if (!files.enabled()) {
+    return absl::InvalidArgumentError("TLS is off: no --tls-cert");
   }
   ERR_clear_error();
   std::shared_ptr<SSL_CTX> context(SSL_CTX_new(TLS_server_method()),
@@ -123,46 +182,80 @@ absl::StatusOr<LoadedContext> LoadServerContext(const ServerTlsFiles& files) {
                                SSL_OP_NO_RENEGOTIATION |
                                SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_default_passwd_cb(ctx, NoPassphrase);
-  if (SSL_CTX_use_certificate_chain_file(ctx, files.cert_file.c_str()) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tls-cert ", files.cert_file,
-                     ": not a PEM certificate chain: ", OpenSslErrors()));
+  LoadedContext loaded;
+
+  std::vector<X509Ptr> chain = ReadCertificates(pem.cert_chain);
+  if (chain.empty() || SSL_CTX_use_certificate(ctx, chain[0].get()) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-cert ", files.cert_file, ": not a PEM certificate chain",
+        pem.cert_chain.empty() ? " (the file is empty)" : "", ": ",
+        OpenSslErrors()));
   }
-  if (SSL_CTX_use_PrivateKey_file(ctx, files.key_file.c_str(),
-                                  SSL_FILETYPE_PEM) != 1) {
-    const std::string errors = OpenSslErrors();
-    if (errors.find("key values mismatch") != std::string::npos) {
+  std::string chain_pem;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    absl::StrAppend(&chain_pem, PemOf(chain[i].get()));
+    if (i == 0) continue;
+    // add1: the context takes its own reference.
+    if (SSL_CTX_add1_chain_cert(ctx, chain[i].get()) != 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--tls-key ", files.key_file,
-                       " does not match the certificate in "
-                       "--tls-cert ",
-                       files.cert_file));
+          absl::StrCat("--tls-cert ", files.cert_file,
+                       ": certificate ", i + 1,
+                       " of the chain is unusable: ", OpenSslErrors()));
     }
+  }
+
+  BioPtr key_bio = ReadBio(pem.key);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      key_bio == nullptr ? nullptr
+                         : PEM_read_bio_PrivateKey(key_bio.get(), nullptr,
+                                                   NoPassphrase, nullptr),
+      EVP_PKEY_free);
+  if (key == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tls-key ", files.key_file,
-        ": not a PEM private key (or one with a passphrase): ", errors));
+        ": not a PEM private key (or one with a passphrase)",
+        pem.key.empty() ? " (the file is empty)" : "", ": ", OpenSslErrors()));
   }
-  if (SSL_CTX_check_private_key(ctx) != 1) {
+  const auto mismatch = [&] {
     ERR_clear_error();
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-key ", files.key_file,
-                     " does not match the certificate in "
-                     "--tls-cert ",
+                     " does not match the certificate in --tls-cert ",
                      files.cert_file));
+  };
+  if (SSL_CTX_use_PrivateKey(ctx, key.get()) != 1) return mismatch();
+  if (SSL_CTX_check_private_key(ctx) != 1) return mismatch();
+  loaded.identity_pem = PemOf(key.get());
+  if (loaded.identity_pem.empty() || chain_pem.empty()) {
+    return absl::InternalError(
+        absl::StrCat("cannot re-encode the certificate pair: ",
+                     OpenSslErrors()));
   }
+  absl::StrAppend(&loaded.identity_pem, chain_pem);
+
   if (files.mutual()) {
-    if (SSL_CTX_load_verify_locations(ctx, files.client_ca_file.c_str(),
-                                      nullptr) != 1) {
+    std::vector<X509Ptr> cas = ReadCertificates(pem.client_ca);
+    if (cas.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--tls-client-ca ", files.client_ca_file,
                        ": not a PEM CA bundle: ", OpenSslErrors()));
     }
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx);
     // The CA names go in the CertificateRequest, so a client with several
     // certificates picks one this server trusts.
-    if (STACK_OF(X509_NAME)* names =
-            SSL_load_client_CA_file(files.client_ca_file.c_str())) {
-      SSL_CTX_set_client_CA_list(ctx, names);
+    STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+    for (const X509Ptr& ca : cas) {
+      // add_cert takes its own reference; a duplicate is not an error.
+      X509_STORE_add_cert(store, ca.get());
+      if (names != nullptr) {
+        if (X509_NAME* name = X509_NAME_dup(X509_get_subject_name(ca.get()))) {
+          if (sk_X509_NAME_push(names, name) == 0) X509_NAME_free(name);
+        }
+      }
+      absl::StrAppend(&loaded.client_ca_pem, PemOf(ca.get()));
     }
+    ERR_clear_error();
+    if (names != nullptr) SSL_CTX_set_client_CA_list(ctx, names);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
                        nullptr);
   }
@@ -171,30 +264,15 @@ absl::StatusOr<LoadedContext> LoadServerContext(const ServerTlsFiles& files) {
   SSL_CTX_set_session_id_context(ctx, kSessionContext,
                                  sizeof(kSessionContext) - 1);
   ERR_clear_error();
-  LoadedContext loaded;
   loaded.certificate = Describe(SSL_CTX_get0_certificate(ctx));
   loaded.context = std::move(context);
   return loaded;
 }
 
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
-    const ServerTlsFiles& files) {
-  if (!files.enabled()) return grpc::InsecureServerCredentials();
-  const unsigned int interval =
-      static_cast<unsigned int>(absl::ToInt64Seconds(kTlsReloadInterval));
-  auto provider =
-      std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-          files.key_file, files.cert_file, files.client_ca_file, interval);
-  grpc::experimental::TlsServerCredentialsOptions options(provider);
-  options.watch_identity_key_cert_pairs();
-  if (files.mutual()) {
-    options.watch_root_certs();
-    options.set_cert_request_type(
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  } else {
-    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  }
-  return grpc::experimental::TlsServerCredentials(options);
+absl::StatusOr<LoadedContext> LoadServerContext(const ServerTlsFiles& files) {
+  absl::StatusOr<ServerTlsPem> pem = ReadServerTlsFiles(files);
+  if (!pem.ok()) return pem.status();
+  return LoadServerContext(files, *pem);
 }
 
 std::string DescribeCertificate(const CertificateInfo& certificate) {
