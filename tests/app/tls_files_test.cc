@@ -1,9 +1,21 @@
-// The TLS flags' checks, the startup check of the certificate files and
-// the HTTP API's reloader (driven by CheckNow, no thread), and the client
-// side's checks, with certificates made by openssl. No server runs.
+// The TLS flags' checks, the startup check of the certificate files (a
+// FIFO or a directory refused at once), the reloader that feeds the HTTP
+// API and gRPC (driven by CheckNow, no thread): no bad pair reaches either,
+// and gRPC's private copy; the client side's checks. Certificates made by
+// openssl; no server runs.
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -115,6 +127,166 @@ TEST_F(TlsFilesTest,
   EXPECT_EQ("serial=" + r.stats().certificate.serial, certs_.server_serial());
   r.CheckNow();  // unchanged since: not tried again
   EXPECT_EQ(r.stats().reload_failures, 1u);
+}
+
+// The files sluiced reads, copied from certs_ so that a test can break them
+// without touching the originals.
+class TlsReloaderTest : public TlsFilesTest {
+ protected:
+  void SetUp() override {
+    TlsFilesTest::SetUp();
+    Copy(certs_.server_cert(), cert_);
+    Copy(certs_.server_key(), key_);
+  }
+  static void Copy(const std::string& from, const std::string& to) {
+    std::filesystem::remove_all(to);
+    std::filesystem::copy_file(from, to);
+  }
+  static void Put(const std::string& path, const std::string& bytes) {
+    std::filesystem::remove_all(path);
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+  static std::string Slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  tls::ServerTlsFiles LiveFiles() const {
+    tls::ServerTlsFiles files;
+    files.cert_file = cert_;
+    files.key_file = key_;
+    return files;
+  }
+  const std::string cert_ = dir_.File("live.crt");
+  const std::string key_ = dir_.File("live.key");
+};
+
+TEST_F(TlsReloaderTest, FifoAndDirectoryAreRefusedAtOnceNamingTheFlag) {
+  ASSERT_EQ(::unlink(cert_.c_str()), 0);
+  ASSERT_EQ(::mkfifo(cert_.c_str(), 0600), 0);
+  // A blocking open would wait here for a writer that never comes.
+  EXPECT_THAT(tls::LoadServerContext(LiveFiles()).status().message(),
+              HasSubstr("--tls-cert " + cert_ + ": cannot read it: " + cert_ +
+                        " is a FIFO, not a regular file"));
+  ASSERT_EQ(::unlink(cert_.c_str()), 0);
+  ASSERT_EQ(::mkdir(cert_.c_str(), 0700), 0);
+  EXPECT_THAT(tls::LoadServerContext(LiveFiles()).status().message(),
+              HasSubstr(cert_ + " is a directory, not a regular file"));
+  Copy(certs_.server_cert(), cert_);
+  Put(key_, "");
+  EXPECT_THAT(tls::LoadServerContext(LiveFiles()).status().message(),
+              HasSubstr("--tls-key " + key_ +
+                        ": not a PEM private key (or one with a passphrase) "
+                        "(the file is empty)"));
+  Put(key_, Slurp(certs_.server_key()) + Slurp(certs_.server_cert()));
+  EXPECT_TRUE(tls::LoadServerContext(LiveFiles()).ok());  // key + chain
+}
+
+// Every way a rotation can leave the files broken: the reloader counts a
+// failure and neither the HTTP context nor gRPC's copy changes.
+TEST_F(TlsReloaderTest, NoBadPairReachesHttpOrGrpc) {
+  absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
+      tls::TlsReloader::Start(LiveFiles(), absl::ZeroDuration());
+  ASSERT_TRUE(reloader.ok()) << reloader.status();
+  tls::TlsReloader& r = **reloader;
+  ASSERT_TRUE(r.GrpcCredentials().ok());
+  const std::string grpc_file = r.grpc_identity_file();
+  ASSERT_FALSE(grpc_file.empty());
+  const std::string grpc_pem = Slurp(grpc_file);
+  const std::shared_ptr<SSL_CTX> context = r.context();
+  const std::string serial = r.stats().certificate.serial;
+  ASSERT_TRUE(
+      certs_.ReissueServer(dir_.File("next.crt"), dir_.File("next.key")));
+
+  struct Case {
+    const char* what;
+    std::function<void()> make;
+  };
+  const std::vector<Case> cases = {
+      {"empty key", [&] { Put(key_, ""); }},
+      {"certificate path is a directory",
+       [&] {
+         Copy(certs_.server_key(), key_);
+         std::filesystem::remove_all(cert_);
+         std::filesystem::create_directory(cert_);
+       }},
+      {"certificate is a FIFO",
+       [&] {
+         std::filesystem::remove_all(cert_);
+         ASSERT_EQ(::mkfifo(cert_.c_str(), 0600), 0);
+       }},
+      {"garbage certificate",
+       [&] {
+         Put(cert_,
+             "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n"
+             "-----END CERTIFICATE-----\n");
+       }},
+      {"key of another certificate",
+       [&] {
+         Copy(certs_.server_cert(), cert_);
+         Copy(certs_.client_key(), key_);
+       }},
+      {"key written before its certificate",
+       [&] { Copy(dir_.File("next.key"), key_); }},
+  };
+  uint64_t failures = 0;
+  for (const Case& c : cases) {
+    c.make();
+    r.CheckNow();
+    EXPECT_EQ(r.stats().reload_failures, ++failures) << c.what;
+    EXPECT_EQ(r.stats().reloads, 0u) << c.what;
+    EXPECT_EQ(r.context(), context) << c.what;
+    EXPECT_EQ(r.stats().certificate.serial, serial) << c.what;
+    EXPECT_EQ(Slurp(grpc_file), grpc_pem) << c.what;
+  }
+  // The certificate follows its key: a good pair, served by both.
+  Copy(dir_.File("next.crt"), cert_);
+  r.CheckNow();
+  EXPECT_EQ(r.stats().reloads, 1u);
+  EXPECT_EQ("serial=" + r.stats().certificate.serial, certs_.server_serial());
+  EXPECT_NE(r.context(), context);
+  const std::string next_pem = Slurp(grpc_file);
+  EXPECT_NE(next_pem, grpc_pem);
+  // gRPC's copy is the validated pair, re-encoded: key first, then chain.
+  EXPECT_TRUE(absl::StartsWith(next_pem, "-----BEGIN PRIVATE KEY-----"));
+  EXPECT_THAT(next_pem, HasSubstr("-----BEGIN CERTIFICATE-----"));
+}
+
+TEST_F(TlsReloaderTest, GrpcCopyIsPrivateLaterEachTimeAndRemovedAtTheEnd) {
+  std::string grpc_file;
+  {
+    absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
+        tls::TlsReloader::Start(LiveFiles(), absl::ZeroDuration());
+    ASSERT_TRUE(reloader.ok()) << reloader.status();
+    tls::TlsReloader& r = **reloader;
+    EXPECT_EQ(r.grpc_identity_file(), "");  // not made until asked for
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> first =
+        r.GrpcCredentials();
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(*r.GrpcCredentials(), *first);  // made once
+    grpc_file = r.grpc_identity_file();
+    const std::string grpc_dir =
+        std::filesystem::path(grpc_file).parent_path().string();
+    struct stat st {};
+    ASSERT_EQ(::stat(grpc_dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    ASSERT_EQ(::stat(grpc_file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    // Two rotations within a second: each file's mtime is whole seconds
+    // above the last, so gRPC's check of the seconds sees each one.
+    time_t last = st.st_mtim.tv_sec;
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(certs_.ReissueServer(cert_, key_));
+      r.CheckNow();
+      ASSERT_EQ(r.stats().reloads, static_cast<uint64_t>(i + 1));
+      ASSERT_EQ(::stat(grpc_file.c_str(), &st), 0);
+      EXPECT_GT(st.st_mtim.tv_sec, last);
+      last = st.st_mtim.tv_sec;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(
+      std::filesystem::path(grpc_file).parent_path()));
 }
 
 TEST_F(TlsFilesTest, ClientCredentialsNameTheSettingAtFault) {
