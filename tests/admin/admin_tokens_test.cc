@@ -201,5 +201,35 @@ TEST_F(AdminTokenFileTest, SecretSymlinkSwap) {
   EXPECT_EQ(file->stats().ok, 1u);
 }
 
+// A FIFO in place of the token file: refused at once (a blocking open
+// would wait for a writer forever, and the watcher thread with it), the
+// last good set stays, and a later rotation is still seen.
+TEST_F(AdminTokenFileTest, FifoIsRefusedAndLaterRotationsAreSeen) {
+  ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);
+  absl::StatusOr<std::unique_ptr<AdminTokenFile>> at_start =
+      AdminTokenFile::Load({path_});
+  ASSERT_FALSE(at_start.ok());
+  EXPECT_THAT(at_start.status().message(),
+              HasSubstr("--admin-token-file " + path_ + ": " + path_ +
+                        " is a FIFO, not a regular file"));
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+
+  Write(path_, "old\n");
+  std::unique_ptr<AdminTokenFile> file = Load();
+  ASSERT_NE(file, nullptr);
+  const AdminTokens& tokens = *file->tokens();
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);
+  file->PollOnce();  // returns: the FIFO is not waited on
+  EXPECT_EQ(file->stats().error, 1u);
+  EXPECT_TRUE(tokens.Accepts("old"));
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  Write(path_, "new\n");
+  file->PollOnce();
+  EXPECT_EQ(file->stats().ok, 1u);
+  EXPECT_TRUE(tokens.Accepts("new"));
+  EXPECT_FALSE(tokens.Accepts("old"));
+}
+
 }  // namespace
 }  // namespace sluice::rpc

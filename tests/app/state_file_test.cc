@@ -5,6 +5,7 @@
 #include "server/app/state_file.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -259,6 +260,174 @@ TEST(StateFileTest, WriteIntoAMissingDirectoryFailsNamingThePath) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr(path + ".tmp"));
+}
+
+// A CRC-valid file whose values no policy could have learned: each one is
+// dropped and counted by category, the rest of the file is taken.
+SavedWarmState OneKey(core::KeyWarmState key) {
+  SavedWarmState state;
+  state.written_at = absl::FromUnixSeconds(1'780'000'000);
+  core::DependencyWarmState dep;
+  dep.name = "inventory";
+  dep.keys.push_back(std::move(key));
+  core::KeyWarmState good;
+  good.key = "good";
+  good.limit = core::AdaptiveLimitState{10, absl::Milliseconds(3)};
+  dep.keys.push_back(good);
+  state.dependencies.push_back(dep);
+  return state;
+}
+
+SavedWarmState DecodeOf(const SavedWarmState& state,
+                        const StateFileLimits& limits = {}) {
+  absl::StatusOr<SavedWarmState> back =
+      DecodeStateFile(*EncodeStateFile(state), limits);
+  EXPECT_TRUE(back.ok()) << back.status();
+  return back.ok() ? *back : SavedWarmState();
+}
+
+TEST(StateFileBoundsTest, KeyLongerThanARequestMayCarryIsDropped) {
+  core::KeyWarmState key;
+  key.key = std::string(100 * 1024, 'k');
+  key.limit = core::AdaptiveLimitState{10, absl::ZeroDuration()};
+  const SavedWarmState back = DecodeOf(OneKey(key));
+  EXPECT_EQ(back.rejected.long_keys, 1u);
+  EXPECT_EQ(back.rejected.total(), 1u);
+  ASSERT_EQ(back.dependencies.size(), 1u);
+  ASSERT_EQ(back.dependencies[0].keys.size(), 1u);
+  EXPECT_EQ(back.dependencies[0].keys[0].key, "good");
+  // 1,024 bytes, the request limit, is taken.
+  key.key = std::string(1024, 'k');
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.total(), 0u);
+}
+
+TEST(StateFileBoundsTest, HugeOrNonUtf8CauseDropsTheBreakerOnly) {
+  core::KeyWarmState key;
+  key.limit = core::AdaptiveLimitState{7, absl::ZeroDuration()};
+  core::BreakerRecord breaker;
+  breaker.state = core::BreakerState::kOpen;
+  breaker.open_until = absl::FromUnixSeconds(1'780'000'010);
+  breaker.open_duration = absl::Seconds(30);
+  {
+    const std::string cause(8 << 20, 'c');
+    breaker.cause = cause;
+    key.breaker = breaker;
+    const SavedWarmState back = DecodeOf(OneKey(key));
+    EXPECT_EQ(back.rejected.bad_breakers, 1u);
+    ASSERT_EQ(back.dependencies[0].keys.size(), 2u);
+    EXPECT_FALSE(back.dependencies[0].keys[0].breaker.has_value());
+    ASSERT_TRUE(back.dependencies[0].keys[0].limit.has_value());
+    EXPECT_EQ(back.dependencies[0].keys[0].limit->steady_limit, 7u);
+  }
+  breaker.cause = std::string(1024, 'c');  // the cap itself is fine
+  key.breaker = breaker;
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.total(), 0u);
+  // Open longer than its open duration after the file was written.
+  breaker.cause = "ok";
+  breaker.open_until = absl::FromUnixSeconds(1'780'000'000 + 3600);
+  key.breaker = breaker;
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_breakers, 1u);
+  breaker.open_until = absl::FromUnixSeconds(1'780'000'010);
+  breaker.open_duration = absl::Hours(24 * 365);
+  key.breaker = breaker;
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_breakers, 1u);
+}
+
+// JSON can spell a lone surrogate ("\ud800"), which is not UTF-8 once
+// decoded; GetState serves the cause as a proto3 string, so such a cause is
+// never taken.
+TEST(StateFileBoundsTest, CauseThatIsNotUtf8IsNeverTaken) {
+  const std::string body =
+      "{\"written_at\": \"2026-06-01T00:00:00Z\", \"dependencies\": [{"
+      "\"name\": \"a\", \"keys\": [{\"breaker\": {\"open_until\": "
+      "\"2026-06-01T00:00:10Z\", \"open_duration\": \"30s\", \"cause\": "
+      "\"x\\ud800y\"}}]}]}";
+  const std::string file = absl::StrFormat("sluice-state 1 %d %08x\n%s",
+                                           body.size(), Crc32c(body), body);
+  const absl::StatusOr<SavedWarmState> s = DecodeStateFile(file);
+  if (s.ok()) {
+    EXPECT_EQ(s->rejected.bad_breakers, 1u);
+    for (const core::DependencyWarmState& dep : s->dependencies) {
+      for (const core::KeyWarmState& key : dep.keys) {
+        EXPECT_FALSE(key.breaker.has_value());
+      }
+    }
+  } else {
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  }
+}
+
+TEST(StateFileBoundsTest, LearnedMeansOutsidePlausibleLatenciesAreDropped) {
+  core::KeyWarmState key;
+  for (const double mean : {1e308, 5e-324, -3.0, 1e12}) {
+    key.baseline = core::BaselineState{12, mean, 1.0, 0.99};
+    const SavedWarmState back = DecodeOf(OneKey(key));
+    EXPECT_EQ(back.rejected.bad_baselines, 1u) << mean;
+    // Nothing else was in the key: it goes, the good key stays.
+    ASSERT_EQ(back.dependencies[0].keys.size(), 1u) << mean;
+  }
+  for (const double var : {-1.0, 1e300}) {
+    key.baseline = core::BaselineState{12, 4000, var, 0.99};
+    EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_baselines, 1u) << var;
+  }
+  key.baseline = core::BaselineState{12, 4000, 90, 1.5};
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_baselines, 1u);
+  for (const double mean : {0.0, 1.0, 4000.0, 8.64e10}) {
+    key.baseline = core::BaselineState{12, mean, 90, 0.99};
+    EXPECT_EQ(DecodeOf(OneKey(key)).rejected.total(), 0u) << mean;
+  }
+}
+
+TEST(StateFileBoundsTest, LimitsOutsideWhatAPolicyAllowsAreDropped) {
+  core::KeyWarmState key;
+  key.limit = core::AdaptiveLimitState{10, absl::Nanoseconds(1)};
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_limits, 1u);
+  key.limit = core::AdaptiveLimitState{10, absl::Hours(25)};
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_limits, 1u);
+  key.limit = core::AdaptiveLimitState{20'000'000, absl::Milliseconds(3)};
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_limits, 1u);
+  key.limit = core::AdaptiveLimitState{0, absl::Milliseconds(3)};
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.bad_limits, 1u);
+  key.limit = core::AdaptiveLimitState{10, absl::Microseconds(1)};
+  EXPECT_EQ(DecodeOf(OneKey(key)).rejected.total(), 0u);
+}
+
+TEST(StateFileBoundsTest, EntriesBeyondTheCapsAreCountedNotTaken) {
+  SavedWarmState state;
+  state.written_at = absl::FromUnixSeconds(1'780'000'000);
+  for (int d = 0; d < 5; ++d) {
+    core::DependencyWarmState dep;
+    dep.name = absl::StrCat("dep-", d);
+    for (int k = 0; k < 4; ++k) {
+      core::KeyWarmState key;
+      key.key = absl::StrCat("k", k);
+      key.limit = core::AdaptiveLimitState{10, absl::ZeroDuration()};
+      dep.keys.push_back(key);
+    }
+    state.dependencies.push_back(dep);
+  }
+  core::DependencyWarmState long_name;
+  long_name.name = std::string(300, 'n');
+  state.dependencies.insert(state.dependencies.begin(), long_name);
+  StateFileLimits limits;
+  limits.max_dependencies = 4;
+  limits.max_keys_per_dependency = 3;
+  const SavedWarmState back = DecodeOf(state, limits);
+  EXPECT_EQ(back.rejected.long_names, 1u);
+  EXPECT_EQ(back.rejected.dependencies_over_cap, 2u);
+  EXPECT_EQ(back.rejected.keys_over_cap, 3u);  // one of each taken dep
+  ASSERT_EQ(back.dependencies.size(), 3u);
+  EXPECT_EQ(back.dependencies[0].name, "dep-0");
+  EXPECT_EQ(back.dependencies[0].keys.size(), 3u);
+}
+
+TEST(StateFileTest, FifoIsRefusedWithoutWaiting) {
+  testing::TempDir dir("state_file_test");
+  const std::string path = dir.File("sluice.state");
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  const absl::Status s = ReadStateFile(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(path + " is a FIFO, not a regular file"));
 }
 
 }  // namespace

@@ -5,14 +5,22 @@
 
 #include "server/app/state_keeper.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
+#include "server/files/regular_file.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/temp_dir.h"
 
@@ -184,6 +192,92 @@ TEST_F(StateKeeperTest, ChangedAndUnknownPoliciesAreReportedAndStayCold) {
   EXPECT_THAT(restored.import.unknown, ElementsAre("payments"));
   EXPECT_EQ(LimitOf(after, "search"), 5u);
   EXPECT_EQ(after.PeekBreaker("new"), BreakerState::kClosed);
+}
+
+// The log lines of one Restore, captured from spdlog's default logger.
+class CapturedLog {
+ public:
+  CapturedLog()
+      : previous_(spdlog::default_logger()),
+        sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink_));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::vector<std::string> Lines() {
+    spdlog::default_logger()->flush();
+    std::vector<std::string> lines;
+    std::istringstream in(out_.str());
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+// 20,000 unknown policy names and a bad value of every kind: one warning
+// per category, never one per entry, and no line longer than a few hundred
+// bytes however long the names.
+TEST_F(StateKeeperTest, RejectedEntriesLogOneSummaryLineEach) {
+  SavedWarmState state;
+  state.written_at = clock_.Now();
+  for (int i = 0; i < 20000; ++i) {
+    core::DependencyWarmState dep;
+    dep.name = absl::StrCat("gone-", i, std::string(200, 'x'));
+    state.dependencies.push_back(dep);
+  }
+  core::DependencyWarmState search;
+  search.name = "search";
+  search.digest = 11;
+  for (int i = 0; i < 3; ++i) {
+    core::KeyWarmState key;
+    key.key = std::string(2000, 'k') + std::to_string(i);
+    key.limit = core::AdaptiveLimitState{10, absl::Nanoseconds(1)};
+    key.baseline = core::BaselineState{3, 1e308, 0, 1};
+    search.keys.push_back(key);
+  }
+  core::KeyWarmState bad;
+  bad.limit = core::AdaptiveLimitState{10, absl::Nanoseconds(1)};
+  bad.baseline = core::BaselineState{3, 5e-324, 0, 1};
+  core::BreakerRecord breaker;
+  breaker.open_until = clock_.Now();
+  breaker.open_duration = absl::Seconds(1);
+  breaker.cause = std::string(8 << 20, 'c');
+  bad.breaker = breaker;
+  search.keys.push_back(bad);
+  search.keys.push_back(bad);
+  state.dependencies.insert(state.dependencies.begin(), search);
+  ASSERT_TRUE(files::WriteFileAtomically(KeeperOptions().path,
+                                         *EncodeStateFile(state))
+                  .ok());
+
+  Engine after(&clock_, Options());
+  after.ReplacePolicies({Adaptive("search")});
+  StateFileKeeper reader(KeeperOptions(), &after, &clock_);
+  CapturedLog log;
+  const StateFileKeeper::Restored restored = reader.Restore();
+  ASSERT_TRUE(restored.status.ok()) << restored.status;
+  const std::vector<std::string> lines = log.Lines();
+  EXPECT_LE(lines.size(), 10u);
+  for (const std::string& line : lines) EXPECT_LT(line.size(), 1000u) << line;
+  const auto count = [&](const std::string& text) {
+    return std::count_if(lines.begin(), lines.end(), [&](const auto& l) {
+      return l.find(text) != std::string::npos;
+    });
+  };
+  // The cap of dependencies: 10,000 taken, the rest counted.
+  EXPECT_EQ(count("10001 dependencies beyond the first 10000"), 1);
+  EXPECT_EQ(count("9999 dependencies were not taken: no policy of that name"),
+            1);
+  EXPECT_EQ(count("and 9994 more"), 1);
+  EXPECT_EQ(count("3 keys over 1024 bytes"), 1);
+  EXPECT_EQ(count("2 adaptive limits out of range"), 1);
+  EXPECT_EQ(count("2 learned baselines out of range"), 1);
+  EXPECT_EQ(count("2 OPEN breakers out of range"), 1);
+  EXPECT_EQ(restored.import.dependencies, 1u);
+  EXPECT_EQ(LimitOf(after, "search"), 5u);  // nothing plausible to take
 }
 
 TEST_F(StateKeeperTest, MissingOrCorruptFileLeavesTheEngineCold) {

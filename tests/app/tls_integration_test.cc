@@ -4,6 +4,7 @@
 // a client trusting another CA; a certificate rotated in place and by a
 // Kubernetes-style symlink swap, served without a restart; bad files.
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <memory>
@@ -233,6 +234,141 @@ TEST_F(TlsIntegrationTest, SymlinkSwapAsKubernetesDoesIsServed) {
           .exit_code,
       0);
   ExpectServed(certs_, sluiced_, http_port(), certs_.server_serial());
+}
+
+// The serial a new handshake gets on each listener stays `serial` for
+// `hold`: gRPC (data and admin ports, ALPN h2) and HTTPS alike.
+void ExpectStillServed(const TestCerts& certs, const SluicedProcess& sluiced,
+                       int http_port, const std::string& serial,
+                       absl::Duration hold, const std::string& what) {
+  const absl::Time end = absl::Now() + hold;
+  do {
+    EXPECT_EQ(certs.PeerSerial(sluiced.port(), true), serial) << what;
+    EXPECT_EQ(certs.PeerSerial(sluiced.admin_port(), true), serial) << what;
+    EXPECT_EQ(certs.PeerSerial(http_port, false), serial) << what;
+  } while (absl::Now() < end && !::testing::Test::HasFailure());
+}
+
+// Every way a rotation can leave the files broken, one after the other on
+// one running sluiced: it neither aborts nor hangs, counts each failed
+// reload, and new gRPC and HTTPS handshakes keep getting the previous
+// certificate; then the good pair is served on every listener.
+TEST_F(TlsIntegrationTest, BadFilesKeepThePreviousPairOnEveryListener) {
+  const std::string cert = certs_.File("live.crt");
+  const std::string key = certs_.File("live.key");
+  const auto copy = [](const std::string& from, const std::string& to) {
+    return RunCommand(absl::StrCat("rm -rf ", to, " && cp ", from, " ", to))
+               .exit_code == 0;
+  };
+  ASSERT_TRUE(copy(certs_.server_cert(), cert));
+  ASSERT_TRUE(copy(certs_.server_key(), key));
+  Start({"--tls-cert=" + cert, "--tls-key=" + key});
+  const pid_t pid = sluiced_.pid();
+  const std::string serial = certs_.server_serial();
+  ASSERT_TRUE(
+      certs_.ReissueServer(certs_.File("next.crt"), certs_.File("next.key")));
+  const std::string next_serial = certs_.server_serial();
+  ASSERT_NE(next_serial, serial);
+  const std::string failures_metric = "sluice_tls_reloads_total{result=\"error\"}";
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"empty key", absl::StrCat(": > ", key)},
+      {"certificate path is a directory",
+       absl::StrCat("cp ", certs_.server_key(), " ", key, " && rm ", cert,
+                    " && mkdir ", cert)},
+      {"certificate is a FIFO",
+       absl::StrCat("rmdir ", cert, " && mkfifo ", cert)},
+      {"garbage certificate",
+       absl::StrCat("rm ", cert,
+                    " && printf -- '-----BEGIN CERTIFICATE-----\\nbm90IGEgY2VydA"
+                    "==\\n-----END CERTIFICATE-----\\n' > ",
+                    cert)},
+      {"key of another certificate",
+       absl::StrCat("cp ", certs_.server_cert(), " ", cert, " && cp ",
+                    certs_.client_key(), " ", key)},
+      {"key written before its certificate",
+       absl::StrCat("cp ", certs_.File("next.key"), " ", key)},
+  };
+  double failures = 0;
+  for (const auto& [what, command] : cases) {
+    ASSERT_EQ(RunCommand(command).exit_code, 0) << what;
+    ++failures;
+    EXPECT_TRUE(WaitFor([&] { return sluiced_.Metric(failures_metric) >= failures; },
+                        kRotationWait, absl::Milliseconds(100))
+                    .has_value())
+        << what << ": no failed reload counted";
+    // gRPC re-reads its copy every second: two seconds would show a bad
+    // pair taken.
+    ExpectStillServed(certs_, sluiced_, http_port(), serial, absl::Seconds(2),
+                      what);
+    ASSERT_EQ(sluiced_.pid(), pid);
+    ASSERT_EQ(::kill(pid, 0), 0) << what << ": sluiced is gone";
+  }
+  EXPECT_EQ(sluiced_.Metric(failures_metric), failures);
+  // The certificate follows its key: served on every listener.
+  ASSERT_EQ(RunCommand(absl::StrCat("cp ", certs_.File("next.crt"), " ", cert))
+                .exit_code,
+            0);
+  ExpectServed(certs_, sluiced_, http_port(), next_serial);
+  EXPECT_TRUE(SdkDecides(TrustCa()));
+  const std::string log = sluiced_.Log();
+  EXPECT_THAT(log, HasSubstr("is a FIFO, not a regular file"));
+  EXPECT_THAT(log, HasSubstr("is a directory, not a regular file"));
+  EXPECT_THAT(log, HasSubstr("does not match the certificate"));
+  EXPECT_THAT(log, HasSubstr("still serving the previous certificate"));
+}
+
+// A FIFO where the certificate was: the reloader refuses it without
+// waiting, and SIGTERM still ends sluiced at once.
+TEST_F(TlsIntegrationTest, FifoCertificateDoesNotHangShutdown) {
+  const std::string cert = certs_.File("live.crt");
+  ASSERT_EQ(RunCommand(absl::StrCat("cp ", certs_.server_cert(), " ", cert))
+                .exit_code,
+            0);
+  Start({"--tls-cert=" + cert, "--tls-key=" + certs_.server_key()});
+  ASSERT_EQ(RunCommand(absl::StrCat("rm ", cert, " && mkfifo ", cert)).exit_code,
+            0);
+  EXPECT_TRUE(WaitFor(
+                  [&] {
+                    return sluiced_.Metric(
+                               "sluice_tls_reloads_total{result=\"error\"}") >=
+                           1;
+                  },
+                  kRotationWait, absl::Milliseconds(100))
+                  .has_value());
+  const absl::Time stop = absl::Now();
+  EXPECT_EQ(sluiced_.Terminate(), 0);
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(5));
+}
+
+// gRPC gets a private copy of the validated pair only when one of its
+// listeners is TCP; the copy goes when sluiced exits.
+TEST_F(TlsIntegrationTest, GrpcCopyOnlyForTcpListenersRemovedAtExit) {
+  const std::string tmp = certs_.File("tmp");
+  ASSERT_EQ(RunCommand("mkdir " + tmp).exit_code, 0);
+  sluiced_.set_extra_env({"TMPDIR=" + tmp});
+  const auto copies = [&] {
+    return RunCommand(absl::StrCat("ls -A ", tmp)).output;
+  };
+  Start(TlsFlags());
+  EXPECT_THAT(copies(), HasSubstr("sluiced-tls-"));
+  EXPECT_EQ(RunCommand(absl::StrCat("stat -c %a ", tmp, "/sluiced-tls-*"))
+                .output,
+            "700\n");
+  EXPECT_EQ(
+      RunCommand(absl::StrCat("stat -c %a ", tmp, "/sluiced-tls-*/identity.pem"))
+          .output,
+      "600\n");
+  EXPECT_EQ(sluiced_.Terminate(), 0);
+  EXPECT_EQ(copies(), "");
+
+  // Both gRPC listeners on Unix sockets: no gRPC credentials, no copy; the
+  // HTTP API still serves TLS.
+  sluiced_.set_listen("unix:" + certs_.File("d.sock"),
+                      "unix:" + certs_.File("a.sock"));
+  Start(TlsFlags());
+  EXPECT_EQ(copies(), "");
+  EXPECT_EQ(Curl("https", "--cacert " + certs_.ca_cert()), "200");
 }
 
 // A start that must fail: sluiced's exit code and log.
