@@ -3,6 +3,7 @@
 // rate-limited failure log.
 #include <hiredis/hiredis.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -84,6 +85,13 @@ TEST(ReadPasswordFileTest, StripsTrailingWhitespaceAndRefusesEmptyFiles) {
   absl::StatusOr<std::string> missing = ReadPasswordFile(name);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find(name), std::string::npos);
+  // A FIFO is refused at once instead of waiting for a writer.
+  ASSERT_EQ(mkfifo(name, 0600), 0);
+  absl::StatusOr<std::string> fifo = ReadPasswordFile(name);
+  unlink(name);
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.status().message().find("is a FIFO, not a regular file"),
+            std::string::npos);
 }
 
 TEST(RedisHealthTest, CountsEveryErrorAndLogsAfterAKindChangeOrAMinute) {
