@@ -58,6 +58,8 @@ void ToProto(const core::DependencyWarmState& dep, v1::WarmDependency* out) {
 
 // True when `text` is well-formed UTF-8 (no overlong forms, surrogates or
 // code points above U+10FFFF): GetState serves a cause as a proto3 string.
+// protobuf 3.21's JSON parser already refuses raw invalid UTF-8 and lone
+// surrogate escapes; this keeps the bound true whatever the parser does.
 bool IsUtf8(absl::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
