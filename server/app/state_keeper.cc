@@ -109,10 +109,10 @@ StateFileKeeper::Restored StateFileKeeper::Restore() {
   LogRejects(options_.path, limits, saved->rejected);
   if (!import.unknown.empty()) {
     spdlog::warn(
-        "state file {}: the saved state of {} {} not taken: no policy of that "
+        "state file {}: saved state of {} {} not taken: no policy of that "
         "name now ({})",
         options_.path, import.unknown.size(),
-        import.unknown.size() == 1 ? "dependency was" : "dependencies were",
+        import.unknown.size() == 1 ? "dependency" : "dependencies",
         SomeNames(import.unknown));
   }
   if (import.invalid_keys > 0) {
@@ -125,10 +125,10 @@ StateFileKeeper::Restored StateFileKeeper::Restore() {
   }
   if (!import.changed.empty()) {
     spdlog::warn(
-        "state file {}: the saved state of {} {} not taken: the policy "
-        "changed since it was saved (another digest) ({})",
+        "state file {}: saved state of {} {} not taken: the policy changed "
+        "since it was saved (another digest) ({})",
         options_.path, import.changed.size(),
-        import.changed.size() == 1 ? "dependency was" : "dependencies were",
+        import.changed.size() == 1 ? "dependency" : "dependencies",
         SomeNames(import.changed));
   }
   return restored;

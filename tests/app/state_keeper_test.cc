@@ -269,7 +269,7 @@ TEST_F(StateKeeperTest, RejectedEntriesLogOneSummaryLineEach) {
   };
   // The cap of dependencies: 10,000 taken, the rest counted.
   EXPECT_EQ(count("10001 dependencies beyond the first 10000"), 1);
-  EXPECT_EQ(count("9999 dependencies were not taken: no policy of that name"),
+  EXPECT_EQ(count("saved state of 9999 dependencies not taken: no policy of that name"),
             1);
   EXPECT_EQ(count("and 9994 more"), 1);
   EXPECT_EQ(count("3 keys over 1024 bytes"), 1);

@@ -188,7 +188,8 @@ TEST_F(WarmStartTest, AnEditedPolicyDoesNotTakeBackItsState) {
                              &error))
       << error;
   EXPECT_THAT(sluiced_.Log(),
-              HasSubstr("policy \"search\" changed since its state was saved"));
+              HasSubstr("the policy changed since it was saved (another "
+                        "digest) (\"search\")"));
   EXPECT_THAT(sluiced_.Log(),
               HasSubstr("took the warm state of 1 dependency ("));
   EXPECT_EQ(AdmittedAtOnce("search"), 4);
