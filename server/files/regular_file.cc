@@ -106,7 +106,11 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view bytes,
                                  const AtomicWriteOptions& options) {
   const std::string tmp = path + ".tmp";
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+  // A fresh file every time: whatever is left at PATH.tmp (a file of a
+  // crashed write, a FIFO an open would wait on, a symlink) goes first.
+  ::unlink(tmp.c_str());
+  Fd fd(::open(tmp.c_str(),
+               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                options.mode));
   if (fd.get() < 0) return Errno("cannot create", tmp, errno);
   absl::Status status;

@@ -45,9 +45,11 @@ struct AtomicWriteOptions {
   std::optional<absl::Time> mtime;
 };
 
-// Writes `bytes` to PATH.tmp in the same directory, fsyncs it, renames it
-// over `path` and fsyncs the directory: a reader (or a crash) sees the old
-// file or the new one, never a part. UNAVAILABLE (PERMISSION_DENIED for
+// Writes `bytes` to a new PATH.tmp in the same directory (whatever was
+// there is removed first, so a FIFO or symlink left at that name is never
+// opened), fsyncs it, renames it over `path` and fsyncs the directory: a
+// reader (or a crash) sees the old file or the new one, never a part. Not
+// for two writers of one path at once (the caller serializes). UNAVAILABLE (PERMISSION_DENIED for
 // EACCES/EPERM) naming the step that failed; the temp file is removed.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view bytes,

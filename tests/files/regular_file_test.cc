@@ -113,6 +113,14 @@ TEST_F(RegularFileTest, AtomicWriteReplacesWholeWithModeAndTime) {
               ::umask(mask);
               return mask;
             }());
+  // A FIFO (or a symlink) left at PATH.tmp is removed, never opened.
+  ASSERT_EQ(::mkfifo((path + ".tmp").c_str(), 0600), 0);
+  ASSERT_TRUE(WriteFileAtomically(path, "after a fifo").ok());
+  EXPECT_EQ(*ReadRegularFile(path), "after a fifo");
+  Put(dir_.File("victim"), "untouched");
+  std::filesystem::create_symlink(dir_.File("victim"), path + ".tmp");
+  ASSERT_TRUE(WriteFileAtomically(path, "after a symlink").ok());
+  EXPECT_EQ(*ReadRegularFile(dir_.File("victim")), "untouched");
   // A FIFO in the way is replaced, not written into.
   ASSERT_EQ(::unlink(path.c_str()), 0);
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
