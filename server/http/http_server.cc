@@ -189,6 +189,8 @@ struct Shared {
   RequestCounters counters;
   std::atomic<bool> serving{false};
   std::atomic<bool> stopping{false};
+  // Accepting failed for good; serving stays false.
+  std::atomic<bool> failed{false};
 
   absl::Mutex mu;
   int64_t live ABSL_GUARDED_BY(mu) = 0;
@@ -796,6 +798,20 @@ void Loop::Accept() {
       });
       return;
     }
+    if (ec && ec != asio::error::connection_aborted &&
+        ec != asio::error::interrupted && ec != asio::error::would_block &&
+        ec != asio::error::try_again && ec.value() != EPROTO &&
+        ec.value() != EPERM) {
+      // Not a client's doing and not passing: say so, and stop calling the
+      // API healthy, rather than go quiet (or spin).
+      shared_->failed.store(true);
+      shared_->serving.store(false);
+      spdlog::error("the HTTP API stopped accepting connections (accept "
+                    "failed: {}); /v1/health now answers 503, the gRPC "
+                    "listeners go on",
+                    ec.message());
+      return;
+    }
     if (!ec) OnAccept(std::move(socket));
     Accept();
   });
@@ -950,7 +966,8 @@ class HttpServerImpl final : public HttpServer {
   int port() const override { return port_; }
 
   void SetServing(bool serving) override {
-    shared_.serving.store(serving, std::memory_order_relaxed);
+    shared_.serving.store(serving && !shared_.failed.load(),
+                          std::memory_order_relaxed);
   }
 
   void Stop(absl::Time deadline) override ABSL_LOCKS_EXCLUDED(stop_mu_) {
