@@ -251,7 +251,7 @@ class Loop {
   Shared& shared() { return *shared_; }
   LoopStats& stats() { return stats_; }
 
-  // Serves `acceptor` (moved onto this loop's context by the caller).
+  // Accepts on `fd`, this loop's own descriptor of the listening socket.
   void Listen(tcp::acceptor::protocol_type protocol, int fd) {
     error_code ec;
     acceptor_.assign(protocol, fd, ec);

@@ -58,8 +58,8 @@ struct HttpServerOptions {
 // What the metrics read of a running HttpServer.
 struct HttpStats {
   std::vector<RequestCounters::Count> requests;
-  // Connections open now: those reading, handling or writing a request
-  // (or in their TLS handshake), and those idle between requests.
+  // Connections open now, and how many of them are idle between requests
+  // (the others are in their TLS handshake or a request).
   int64_t connections = 0;
   int64_t idle = 0;
   // Always 0: no connection waits for a thread (kept for the metric).
