@@ -18,8 +18,10 @@
 #   server/metrics   -> core, prometheus-cpp.
 #   server/http      sluice_http -> rpc, proto: the HTTP/JSON decision API,
 #                    which calls DecisionServiceImpl's per-call handlers and
-#                    holds no decision logic. cpp-httplib is linked
-#                    privately; no public header includes <httplib.h>.
+#                    holds no decision logic. Boost.Beast and Asio are
+#                    linked privately; no public header includes them.
+#                    sluice_http_parser, its request parser, needs only
+#                    absl (and Beast privately), for the fuzzer.
 #   server/app       -> everything above: the composition root.
 #   client_sdk       include/ is its only public include directory; proto
 #                    and gRPC stay private (src/). It sees no server/ layer.

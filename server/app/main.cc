@@ -149,9 +149,8 @@ void AddFlags(CLI::App& app, Flags* flags) {
           "on HOST:PORT\"). Empty: no HTTP API.",
           StoreString(&options.http_listen));
   AddFlag(app, "http-threads", "N", std::to_string(options.http_threads),
-          "HTTP connections served at once, one thread each (at most\n"
-          "4096). A connection beyond them waits for a thread, and\n"
-          "meanwhile every connection closes after its current request.",
+          "Threads running the HTTP API's event loops (at most 256); no\n"
+          "thread is tied to a connection. The core count is plenty.",
           [&options](const std::string& value) {
             int32_t threads = 0;
             if (!absl::SimpleAtoi(value, &threads)) {
@@ -162,6 +161,24 @@ void AddFlags(CLI::App& app, Flags* flags) {
                   "must be in [1, ", sluice::app::kMaxHttpThreads, "]"));
             }
             options.http_threads = threads;
+            return absl::OkStatus();
+          });
+  AddFlag(app, "http-max-connections", "N",
+          std::to_string(options.http_max_connections),
+          "HTTP connections open at once (idle keep-alive ones included).\n"
+          "A new connection beyond it closes the one idle longest or\n"
+          "slowest in its head. Lowered at start to what the open-file\n"
+          "limit allows (its soft limit is raised to the hard one).",
+          [&options](const std::string& value) {
+            int32_t n = 0;
+            if (!absl::SimpleAtoi(value, &n)) {
+              return absl::InvalidArgumentError("expected a whole number");
+            }
+            if (n < 1 || n > sluice::app::kMaxHttpConnections) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "must be in [1, ", sluice::app::kMaxHttpConnections, "]"));
+            }
+            options.http_max_connections = n;
             return absl::OkStatus();
           });
   AddFlag(app, "tls-cert", "PATH", options.tls_cert_file,

@@ -134,6 +134,12 @@ absl::Status ValidateOptions(const ServerOptions& options) {
         absl::StrCat("--http-threads must be in [1, ", kMaxHttpThreads,
                      "], got ", options.http_threads));
   }
+  if (options.http_max_connections < 1 ||
+      options.http_max_connections > kMaxHttpConnections) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http-max-connections must be in [1, ", kMaxHttpConnections,
+        "], got ", options.http_max_connections));
+  }
   if (absl::Status s = tls::ValidateServerTlsFlags(TlsFiles(options));
       !s.ok()) {
     return s;
@@ -268,8 +274,10 @@ void LogConfiguration(const ServerOptions& options,
                options.metrics_listen);
   spdlog::info("  http-listen          {} (HTTP/JSON decision API)",
                options.http_listen.empty() ? "(off)" : options.http_listen);
-  spdlog::info("  http-threads         {} (HTTP connections served at once)",
+  spdlog::info("  http-threads         {} (HTTP API event-loop threads)",
                options.http_threads);
+  spdlog::info("  http-max-connections {} (HTTP connections open at once)",
+               options.http_max_connections);
   spdlog::info(
       "  tls-cert             {}",
       options.tls_cert_file.empty()

@@ -31,8 +31,11 @@ struct ServerOptions {
   // The HTTP/JSON decision API (docs/http.md), HOST:PORT only; "" serves
   // none. Port 0 picks a free port.
   std::string http_listen;
-  // Connections the HTTP API serves at once, one thread each; in [1, 4096].
-  int http_threads = 128;
+  // Threads running the HTTP API's event loops; in [1, kMaxHttpThreads].
+  int http_threads = 2;
+  // HTTP connections open at once; in [1, kMaxHttpConnections]. Beyond it a
+  // new connection sheds the one idle longest (http_server.h).
+  int http_max_connections = 10000;
   // TLS of the TCP listeners of --listen, --admin-listen and --http-listen
   // (docs/tls.md): PEM certificate chain and its key, both or neither; ""
   // serves plaintext. Re-read when they change (tls::kTlsReloadInterval).
@@ -83,8 +86,10 @@ struct ServerOptions {
   absl::Duration state_file_interval = absl::Seconds(10);
 };
 
-// Most threads (and so connections served at once) of the HTTP API.
-inline constexpr int kMaxHttpThreads = 4096;
+// Most event-loop threads of the HTTP API.
+inline constexpr int kMaxHttpThreads = 256;
+// Most HTTP connections open at once.
+inline constexpr int kMaxHttpConnections = 1000000;
 
 // The one check of a ServerOptions: INVALID_ARGUMENT naming the flag, e.g.
 // "--listen: expected HOST:PORT, got \"nowhere\"".

@@ -82,8 +82,19 @@ metrics::Sources Server::MetricsSources() {
       snapshot.requests.push_back(
           {std::string(http::EndpointLabel(c.endpoint)), c.code, c.count});
     }
-    snapshot.active_connections = static_cast<uint64_t>(stats.connections);
+    snapshot.active_connections =
+        static_cast<uint64_t>(stats.connections - stats.idle);
+    snapshot.idle_connections = static_cast<uint64_t>(stats.idle);
     snapshot.waiting_connections = static_cast<uint64_t>(stats.waiting);
+    snapshot.connections_shed = stats.shed;
+    snapshot.connections_refused = stats.refused;
+    snapshot.timeouts = {{"handshake", stats.timeouts_handshake},
+                         {"head", stats.timeouts_head},
+                         {"body", stats.timeouts_body},
+                         {"write", stats.timeouts_write},
+                         {"idle", stats.timeouts_idle}};
+    snapshot.rejected_framing = stats.rejected_framing;
+    snapshot.rejected_limits = stats.rejected_limits;
     return snapshot;
   };
   // Set before the metrics listener starts, like http.
@@ -253,7 +264,8 @@ absl::Status Server::StartHttpApi() {
   if (options_.http_listen.empty()) return absl::OkStatus();
   http::HttpServerOptions http_options;
   http_options.listen = options_.http_listen;
-  http_options.threads = options_.http_threads;
+  http_options.io_threads = options_.http_threads;
+  http_options.max_connections = options_.http_max_connections;
   if (tls_ != nullptr) {
     http_options.tls_context = [tls = tls_.get()] { return tls->context(); };
   }

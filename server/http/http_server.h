@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/http/request_counters.h"
+#include "server/http/request_parser.h"
 #include "server/rpc/decision_service.h"
 
 namespace sluice::http {
@@ -19,39 +20,69 @@ namespace sluice::http {
 struct HttpServerOptions {
   // Where to listen: "HOST:PORT" (TCP only); port 0 picks a free port.
   std::string listen = "127.0.0.1:0";
-  // Connections served at once, one thread each; a connection beyond them
-  // waits for a thread, and meanwhile every connection closes after its
-  // current request (see http_server.cc).
-  int threads = 128;
-  // Longest wait for more of a request once it has begun, and for the
-  // socket to take more of a response.
-  absl::Duration read_timeout = absl::Seconds(5);
+  // Threads that run the event loops. Each serves its share of the
+  // connections; none is tied to a connection.
+  int io_threads = 2;
+  // Connections open at once, all threads together. A new connection
+  // beyond it closes the one idle longest or slowest in its handshake or
+  // head (counted as shed), or, when every connection is busy with a
+  // request, is refused. Lowered at start to what RLIMIT_NOFILE allows.
+  int max_connections = 10000;
+  // Deadlines of a connection, each for its whole phase however the bytes
+  // trickle in, so that a client sending one byte every few seconds holds
+  // nothing for long:
+  // the TLS handshake, from the accept;
+  absl::Duration tls_handshake_timeout = absl::Seconds(5);
+  // the head of a request: from the accept (or the handshake) for the
+  // first request, from its first byte for the next ones;
+  absl::Duration head_timeout = absl::Seconds(10);
+  // the body, from the end of the head;
+  absl::Duration body_timeout = absl::Seconds(10);
+  // the response, from its first byte written;
   absl::Duration write_timeout = absl::Seconds(5);
-  // Longest time from the first byte of a request to the last byte of its
-  // answer, however the bytes trickle in: a client that sends one byte
-  // every few seconds must not hold a thread for ever.
-  absl::Duration request_timeout = absl::Seconds(10);
-  // How long an idle keep-alive connection is kept between requests.
+  // and an idle keep-alive connection between requests (longer than the
+  // 60 s NGINX keeps an idle upstream connection, so that the gateway
+  // closes first).
   absl::Duration idle_timeout = absl::Seconds(65);
   // Requests one connection serves before the server closes it.
   int max_requests_per_connection = 10000;
+  // Sizes and counts of a request (request_parser.h): 414, 431 and 413
+  // beyond them.
+  RequestLimits limits;
   // TLS: the server context for the next connection (asked once per
   // connection, so a reloaded certificate serves new connections at once).
-  // Empty: plaintext. The handshake must finish within read_timeout.
+  // Empty: plaintext.
   std::function<std::shared_ptr<SSL_CTX>()> tls_context;
 };
 
 // What the metrics read of a running HttpServer.
 struct HttpStats {
   std::vector<RequestCounters::Count> requests;
-  // Connections being served now (each holds a thread).
+  // Connections open now, and how many of them are idle between requests
+  // (the others are in their TLS handshake or a request).
   int64_t connections = 0;
-  // Connections accepted and waiting for a thread.
+  int64_t idle = 0;
+  // Always 0: no connection waits for a thread (kept for the metric).
   int64_t waiting = 0;
+  // Since start: connections closed to make room for a new one (shed), and
+  // new ones refused because none could be closed.
+  uint64_t shed = 0;
+  uint64_t refused = 0;
+  // Connections closed at a deadline, by the phase it ended.
+  uint64_t timeouts_handshake = 0;
+  uint64_t timeouts_head = 0;
+  uint64_t timeouts_body = 0;
+  uint64_t timeouts_write = 0;
+  uint64_t timeouts_idle = 0;
+  // Requests refused by the parser: malformed or ambiguous framing (400),
+  // and over a size or count limit (413, 414, 431).
+  uint64_t rejected_framing = 0;
+  uint64_t rejected_limits = 0;
 };
 
 // The HTTP/JSON decision API (decision_api.h) on an HTTP/1.1 listener with
-// keep-alive. Safe for concurrent use. `service` must outlive it.
+// keep-alive, event-driven (http_server.cc says how). Safe for concurrent
+// use. `service` must outlive it.
 class HttpServer {
  public:
   // Binds options.listen and starts serving. Health reports NOT_SERVING

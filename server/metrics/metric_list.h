@@ -50,6 +50,8 @@ enum class MetricId : int {
   kRateLimitUnmatched,
   kHttpRequests,
   kHttpConnections,
+  kHttpConnectionsClosed,
+  kHttpRequestsRejected,
   kStateFileWrites,
   kStateFileLastWrite,
   kAdminTokenReloads,
@@ -216,9 +218,23 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "outside the counted set). Only with --http-listen."},
         {MetricId::kHttpConnections, "sluice_http_connections",
          MetricType::kGauge, {"state", nullptr},
-         "HTTP API connections now: active (served, each on a thread) and "
-         "waiting (accepted, waiting for a thread; see --http-threads). Only "
-         "with --http-listen."},
+         "HTTP API connections now: active (in a TLS handshake or a request), "
+         "idle (keep-alive, between requests) and waiting (always 0: no "
+         "connection waits for a thread). Only with --http-listen."},
+        {MetricId::kHttpConnectionsClosed,
+         "sluice_http_connections_closed_total", MetricType::kCounter,
+         {"reason", nullptr},
+         "HTTP API connections the server closed early, by reason: shed (to "
+         "make room for a new one at --http-max-connections), refused (a new "
+         "one when none could be shed), or a deadline: timeout_handshake, "
+         "timeout_head, timeout_body, timeout_write, timeout_idle. Only with "
+         "--http-listen."},
+        {MetricId::kHttpRequestsRejected,
+         "sluice_http_requests_rejected_total", MetricType::kCounter,
+         {"reason", nullptr},
+         "HTTP API requests refused before they were read, then their "
+         "connection closed: framing (malformed or ambiguous, 400) or limits "
+         "(request line 414, head 431, body 413). Only with --http-listen."},
         {MetricId::kStateFileWrites, "sluice_state_file_writes_total",
          MetricType::kCounter, {"result", nullptr},
          "Writes of the warm state file (--state-file) by result: ok or "

@@ -305,7 +305,26 @@ std::vector<MetricFamily> Metrics::Collect() const {
     Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
         {"active"}, static_cast<double>(http->active_connections));
     Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
+        {"idle"}, static_cast<double>(http->idle_connections));
+    Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
         {"waiting"}, static_cast<double>(http->waiting_connections));
+    Add(family(MetricId::kHttpConnectionsClosed),
+        MetricId::kHttpConnectionsClosed, {"shed"},
+        static_cast<double>(http->connections_shed));
+    Add(family(MetricId::kHttpConnectionsClosed),
+        MetricId::kHttpConnectionsClosed, {"refused"},
+        static_cast<double>(http->connections_refused));
+    for (const auto& [phase, n] : http->timeouts) {
+      Add(family(MetricId::kHttpConnectionsClosed),
+          MetricId::kHttpConnectionsClosed, {"timeout_" + phase},
+          static_cast<double>(n));
+    }
+    Add(family(MetricId::kHttpRequestsRejected),
+        MetricId::kHttpRequestsRejected, {"framing"},
+        static_cast<double>(http->rejected_framing));
+    Add(family(MetricId::kHttpRequestsRejected),
+        MetricId::kHttpRequestsRejected, {"limits"},
+        static_cast<double>(http->rejected_limits));
   }
 
   std::optional<StateFileSnapshot> state_file;

@@ -65,7 +65,14 @@ struct HttpSnapshot {
   };
   std::vector<Requests> requests;
   uint64_t active_connections = 0;
+  uint64_t idle_connections = 0;
   uint64_t waiting_connections = 0;
+  uint64_t connections_shed = 0;
+  uint64_t connections_refused = 0;
+  // Connections closed at a deadline, by phase ("handshake", "head", ...).
+  std::vector<std::pair<std::string, uint64_t>> timeouts;
+  uint64_t rejected_framing = 0;
+  uint64_t rejected_limits = 0;
 };
 
 // The warm state file's writes (a copy of app::StateFileKeeper::Stats'

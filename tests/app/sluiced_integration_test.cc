@@ -802,7 +802,7 @@ TEST(SluicedCommandLineTest, HelpListsEveryFlagOnStdout) {
   EXPECT_EQ(exited.err, "");
   for (const char* flag :
        {"listen", "admin-listen", "socket-mode", "admin-token-file",
-        "metrics-listen", "http-listen", "http-threads",
+        "metrics-listen", "http-listen", "http-threads", "http-max-connections",
         "policies", "redis", "sync-interval", "replica-id", "redis-timeout",
         "expected-replicas", "unknown-dependency", "log-level", "port-file",
         "state-file"}) {

@@ -500,7 +500,12 @@ TEST(HttpApiOptionsTest, TcpOnlyAndAFewThreadsAtLeast) {
   EXPECT_TRUE(app::ValidateOptions(options).ok());
   options.http_threads = 0;
   EXPECT_THAT(app::ValidateOptions(options).message(),
-              HasSubstr("--http-threads must be in [1, 4096], got 0"));
+              HasSubstr("--http-threads must be in [1, 256], got 0"));
+  options.http_threads = 2;
+  options.http_max_connections = 0;
+  EXPECT_THAT(app::ValidateOptions(options).message(),
+              HasSubstr("--http-max-connections must be in [1, 1000000], "
+                        "got 0"));
 }
 
 // The metrics /metrics serves: HTTP requests by endpoint and status, and the

@@ -1,7 +1,9 @@
 // http::HttpServer on its own (an engine and a DecisionServiceImpl, no
 // gRPC server): its health switch, its connection handling (keep-alive,
-// a connection waiting for a thread, stopping with idle and busy
-// connections) and its addresses. Port 0 on loopback.
+// the connection cap and shedding, the deadline of each phase, stopping
+// with idle and busy connections), strict framing and size limits, and
+// its addresses. Port 0 on loopback; deadlines are made short in the
+// options rather than waited out.
 
 #include "server/http/http_server.h"
 
@@ -12,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -100,46 +103,109 @@ TEST_F(HttpServerTest, StopCutsARequestStillArrivingAtTheDeadline) {
   EXPECT_EQ(slow.Read().status, 0);  // cut, never answered
 }
 
-TEST_F(HttpServerTest, AConnectionWaitingForAThreadIsServed) {
+TEST_F(HttpServerTest, AFullServerShedsTheConnectionIdleLongest) {
   HttpServerOptions options;
-  options.threads = 1;
+  options.io_threads = 1;
+  options.max_connections = 2;
   std::unique_ptr<HttpServer> server = Start(options);
   ASSERT_NE(server, nullptr);
-  testing::RawConnection first(server->port());
-  ASSERT_TRUE(first.SendPost("/v1/acquire", kAcquire));
-  ASSERT_EQ(first.Read().status, 200);
-  // `first` now idles on the only thread, which it would keep for 65 s.
-  testing::RawConnection second(server->port());
-  ASSERT_TRUE(second.SendPost("/v1/acquire", kAcquire));
-  const testing::RawResponse answer = second.Read();  // gives up after 5 s
-  EXPECT_EQ(answer.status, 200);
-  // The idle connection gave its thread up: closed by the server.
-  EXPECT_TRUE(first.ClosedByServer());
-  // While nobody waits, a connection is kept.
-  ASSERT_TRUE(second.SendPost("/v1/acquire", kAcquire));
-  EXPECT_EQ(second.Read().status, 200);
-  EXPECT_EQ(server->Stats().waiting, 0);
+  testing::RawConnection oldest(server->port());
+  ASSERT_TRUE(oldest.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(oldest.Read().status, 200);
+  testing::RawConnection newer(server->port());
+  ASSERT_TRUE(newer.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(newer.Read().status, 200);
+  // Both idle, the cap reached: a new client is served, and the connection
+  // idle longest makes room for it.
+  testing::RawConnection fresh(server->port());
+  ASSERT_TRUE(fresh.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(fresh.Read().status, 200);
+  EXPECT_TRUE(oldest.ClosedByServer());
+  ASSERT_TRUE(newer.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(newer.Read().status, 200);
+  EXPECT_EQ(server->Stats().shed, 1u);
+  EXPECT_EQ(server->Stats().connections, 2);
 }
 
-TEST_F(HttpServerTest, ARequestMustArriveWithinTheRequestTimeout) {
-  // Each wait for more bytes may take read_timeout, but the whole request
-  // no more than request_timeout: a client trickling bytes cannot keep a
-  // thread.
+TEST_F(HttpServerTest, AFullServerShedsASlowHeadBeforeAnIdleConnection) {
   HttpServerOptions options;
-  options.request_timeout = absl::Milliseconds(200);
+  options.io_threads = 1;
+  options.max_connections = 2;
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection slow(server->port());  // a head begun, never ended
+  ASSERT_TRUE(slow.Send("POST /v1/acquire HTTP/1.1\r\nHost: t\r\n"));
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 1; },
+                               absl::Seconds(5)));
+  testing::RawConnection idle(server->port());
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(idle.Read().status, 200);
+  testing::RawConnection fresh(server->port());
+  ASSERT_TRUE(fresh.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(fresh.Read().status, 200);
+  EXPECT_EQ(slow.Read().status, 0);  // closed, never answered
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  EXPECT_EQ(idle.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, AHeadMustArriveWithinTheHeadTimeout) {
+  HttpServerOptions options;
+  options.head_timeout = absl::Milliseconds(200);
   std::unique_ptr<HttpServer> server = Start(options);
   ASSERT_NE(server, nullptr);
   testing::RawConnection slow(server->port());
   const absl::Time start = absl::Now();
-  ASSERT_TRUE(slow.Send("POST /v1/acquire HTTP/1.1\r\nHost: t\r\n"));
-  // httplib answers the half head 400 (or the cut comes first), then the
-  // connection closes: at the deadline, not after read_timeout (5 s).
-  const int status = slow.Read().status;
-  EXPECT_TRUE(status == 400 || status == 0) << status;
-  EXPECT_TRUE(slow.ClosedByServer());
+  // One byte every 50 ms: each arrives long before any per-read timeout,
+  // but the head's deadline holds for the whole head.
+  const std::string head = "POST /v1/acquire HTTP/1.1\r\nHost: t\r\n";
+  bool cut = false;
+  for (size_t i = 0; i < 200 && !cut; ++i) {
+    cut = !slow.Send(std::string(1, head[i % head.size()]));
+    absl::SleepFor(absl::Milliseconds(50));
+    if (absl::Now() - start > absl::Seconds(3)) break;
+  }
+  EXPECT_EQ(slow.Read().status, 0);  // closed without an answer
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(server->Stats().timeouts_head, 1u);
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
+}
+
+TEST_F(HttpServerTest, ABodyMustArriveWithinTheBodyTimeout) {
+  HttpServerOptions options;
+  options.body_timeout = absl::Milliseconds(200);
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection slow(server->port());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(slow.Send(
+      "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
+  EXPECT_EQ(slow.Read().status, 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(server->Stats().timeouts_body, 1u);
+}
+
+TEST_F(HttpServerTest, AnIdleConnectionClosesAtTheIdleTimeout) {
+  HttpServerOptions options;
+  options.idle_timeout = absl::Milliseconds(200);
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection idle(server->port());
+  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(idle.Read().status, 200);
+  EXPECT_TRUE(idle.ClosedByServer());
+  EXPECT_EQ(server->Stats().timeouts_idle, 1u);
+  EXPECT_EQ(server->Stats().idle, 0);
+}
+
+TEST_F(HttpServerTest, ASilentNewConnectionClosesAtTheHeadTimeout) {
+  HttpServerOptions options;
+  options.head_timeout = absl::Milliseconds(200);
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection silent(server->port());
+  EXPECT_TRUE(silent.ClosedByServer());
+  EXPECT_EQ(server->Stats().timeouts_head, 1u);
 }
 
 // TLS (HttpServerOptions::tls_context) with certificates made by openssl.
@@ -204,9 +270,9 @@ TEST_F(HttpServerTlsTest, ServesHttpsAndRefusesPlaintext) {
   EXPECT_EQ(plain.Read().status, 0);
 }
 
-TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinTheReadTimeout) {
+TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinItsTimeout) {
   HttpServerOptions options = TlsOptions();
-  options.read_timeout = absl::Milliseconds(200);
+  options.tls_handshake_timeout = absl::Milliseconds(200);
   std::unique_ptr<HttpServer> server = Start(options);
   ASSERT_NE(server, nullptr);
   testing::RawConnection silent(server->port());  // never says hello
@@ -215,6 +281,7 @@ TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinTheReadTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
+  EXPECT_EQ(server->Stats().timeouts_handshake, 1u);
 }
 
 // Handshakes, sends a request and closes without reading the answer: the
@@ -280,53 +347,52 @@ TEST_F(HttpServerMutualTlsTest, AnswersOnlyClientsWithACertificateOfTheCa) {
   EXPECT_EQ(Health(server->port(), true), R"(200 {"status":"SERVING"})");
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondTheWaitingCapAreTurnedAway) {
+TEST_F(HttpServerTest, ANewConnectionIsRefusedWhenNoneCanBeShed) {
   HttpServerOptions options;
-  options.threads = 1;
+  options.io_threads = 1;
+  options.max_connections = 1;
   std::unique_ptr<HttpServer> server = Start(options);
   ASSERT_NE(server, nullptr);
-  // A request under way holds the only thread ...
+  // A request under way (its body arriving) is never shed ...
   testing::RawConnection busy(server->port());
   ASSERT_TRUE(busy.Send(
       "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 1; },
                                absl::Seconds(5)));
-  // ... one more connection may wait for it ...
-  testing::RawConnection waiting(server->port());
-  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().waiting == 1; },
-                               absl::Seconds(5)));
-  // ... and the next is answered 503 at once and closed.
+  // ... so the next connection is answered 503 at once and closed.
   testing::RawConnection turned_away(server->port());
   ASSERT_TRUE(turned_away.SendPost("/v1/acquire", kAcquire));
   const testing::RawResponse answer = turned_away.Read();
   EXPECT_EQ(answer.status, 503);
-  EXPECT_EQ(answer.headers.at("retry-after"), "1");
-  EXPECT_EQ(answer.headers.at("connection"), "close");
-  // Closed (by a reset, as its request was never read): nothing more is
-  // answered on it.
+  EXPECT_EQ(answer.header("retry-after"), "1");
+  EXPECT_EQ(answer.header("connection"), "close");
   turned_away.SendPost("/v1/acquire", kAcquire);
   EXPECT_EQ(turned_away.Read().status, 0);
+  EXPECT_EQ(server->Stats().refused, 1u);
+  // The busy request goes on.
+  ASSERT_TRUE(busy.Send(std::string(R"("dependency": "x"})") +
+                        std::string(100 - 1 - 17, ' ')));
+  EXPECT_EQ(busy.Read().status, 200);
 }
 
-TEST_F(HttpServerTest, IdleConnectionsStayWhileAThreadIsFree) {
-  HttpServerOptions options;
-  // More than the idle connection and the few just closed by their client
-  // whose threads have not yet seen the close.
-  options.threads = 8;
-  std::unique_ptr<HttpServer> server = Start(options);
+TEST_F(HttpServerTest, IdleConnectionsStayBelowTheCap) {
+  std::unique_ptr<HttpServer> server = Start();
   ASSERT_NE(server, nullptr);
-  testing::RawConnection idle(server->port());
-  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
-  ASSERT_EQ(idle.Read().status, 200);
-  for (int i = 0; i < 20; ++i) {  // each queued for a moment, then served
-    testing::RawConnection other(server->port());
-    ASSERT_TRUE(other.SendPost("/v1/acquire", kAcquire));
-    ASSERT_EQ(other.Read().status, 200);
+  std::vector<std::unique_ptr<testing::RawConnection>> idle;
+  for (int i = 0; i < 50; ++i) {
+    idle.push_back(std::make_unique<testing::RawConnection>(server->port()));
+    ASSERT_TRUE(idle.back()->SendPost("/v1/acquire", kAcquire));
+    ASSERT_EQ(idle.back()->Read().status, 200);
   }
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().idle == 50; },
+                               absl::Seconds(5)));
   // Closing an idle connection races with its client's next request, so
-  // it is kept: it still answers.
-  ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
-  EXPECT_EQ(idle.Read().status, 200);
+  // all are kept: each still answers.
+  for (auto& c : idle) {
+    ASSERT_TRUE(c->SendPost("/v1/acquire", kAcquire));
+    EXPECT_EQ(c->Read().status, 200);
+  }
+  EXPECT_EQ(server->Stats().shed, 0u);
 }
 
 TEST_F(HttpServerTest, MaxRequestsPerConnectionCloses) {
@@ -408,6 +474,173 @@ TEST_F(HttpServerTest, StoppedRightAfterStart) {
     ASSERT_NE(server, nullptr);
     server->Stop(absl::Now());  // must not hang on a loop not yet running
   }
+}
+
+// Framing RFC 9112 says to refuse: one answer, 400, and the connection
+// closed; a request sent right behind it on the same connection (the
+// "smuggled" one) is never answered.
+struct FramingCase {
+  const char* name;
+  const char* head;  // up to and without the empty line
+  const char* body;
+};
+
+class HttpServerFramingTest
+    : public HttpServerTest,
+      public ::testing::WithParamInterface<FramingCase> {};
+
+TEST_P(HttpServerFramingTest, OneAnswer400AndTheConnectionClosed) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection connection(server->port());
+  const std::string next =
+      "GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n";
+  ASSERT_TRUE(connection.Send(absl::StrCat(GetParam().head, "\r\n\r\n",
+                                           GetParam().body, next)));
+  const testing::RawResponse first = connection.Read();
+  EXPECT_EQ(first.status, 400) << first.body;
+  EXPECT_EQ(first.header("connection"), "close");
+  EXPECT_THAT(first.body, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_EQ(connection.Read().status, 0);  // nothing more, and closed
+  EXPECT_EQ(server->Stats().rejected_framing, 1u);
+}
+
+constexpr char kPost[] = "POST /v1/acquire HTTP/1.1\r\nHost: t\r\n";
+constexpr char kChunkedBody[] =
+    "1a\r\n{\"dependency\": \"anything\"}\r\n0\r\n\r\n";
+
+const FramingCase kFramingCases[] = {
+    {"LengthThenChunked",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 26\r\n"
+     "Transfer-Encoding: chunked",
+     kChunkedBody},
+    {"ChunkedThenLength",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+     "Content-Length: 26",
+     kChunkedBody},
+    {"TwoDifferentLengths",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 26\r\n"
+     "Content-Length: 5",
+     kAcquire},
+    {"TheSameLengthTwice",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 26\r\n"
+     "Content-Length: 26",
+     kAcquire},
+    {"LengthList",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 26, 26",
+     kAcquire},
+    {"PlusLength",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: +26", kAcquire},
+    {"SpaceBeforeColon",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nTransfer-Encoding : chunked",
+     kChunkedBody},
+    {"XChunked",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: xchunked",
+     kChunkedBody},
+    {"GzipChunked",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, "
+     "chunked",
+     kChunkedBody},
+    {"UrlEncodedChunked",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: %63hunked",
+     kChunkedBody},
+    {"ChunkedTwice",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+     "Transfer-Encoding: chunked",
+     kChunkedBody},
+    {"ChunkedOnHttp10",
+     "POST /v1/acquire HTTP/1.0\r\nHost: t\r\nTransfer-Encoding: chunked",
+     kChunkedBody},
+    {"ObsFold",
+     "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length:\r\n 26",
+     kAcquire},
+    {"NoHost", "GET /v1/health HTTP/1.1", ""},
+    {"TwoHosts", "GET /v1/health HTTP/1.1\r\nHost: a\r\nHost: b", ""},
+    {"BareLineFeeds", "GET /v1/health HTTP/1.1\nHost: t\n", ""},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, HttpServerFramingTest, ::testing::ValuesIn(kFramingCases),
+    [](const ::testing::TestParamInfo<FramingCase>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST_F(HttpServerTest, HeaderValuesAreNeverUrlDecoded) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection connection(server->port());
+  ASSERT_TRUE(connection.Send(absl::StrCat(
+      kPost, "Content-Type: application%2Fjson\r\nContent-Length: ",
+      sizeof(kAcquire) - 1, "\r\n\r\n", kAcquire,
+      "GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n")));
+  const testing::RawResponse first = connection.Read();
+  EXPECT_EQ(first.status, 415);  // not JSON, and answered before the body
+  EXPECT_EQ(first.header("connection"), "close");
+  EXPECT_EQ(connection.Read().status, 0);
+}
+
+TEST_F(HttpServerTest, ARequestLineAbove8KiBIs414) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection connection(server->port());
+  // Never ended: refused once 8 KiB have come without a line end.
+  ASSERT_TRUE(connection.Send("GET /" + std::string(9000, 'a')));
+  const testing::RawResponse answer = connection.Read();
+  EXPECT_EQ(answer.status, 414);
+  EXPECT_EQ(answer.header("connection"), "close");
+  EXPECT_EQ(server->Stats().rejected_limits, 1u);
+}
+
+TEST_F(HttpServerTest, AHeadAbove64KiBIs431AfterAtMostThat) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection connection(server->port());
+  ASSERT_TRUE(connection.Send("GET /v1/health HTTP/1.1\r\nHost: t\r\n"));
+  // Tiny headers, 1 MB of them: the server stops parsing at 64 KiB and
+  // answers (what comes after is read and dropped while it closes).
+  const std::string fields = [] {
+    std::string out;
+    for (int i = 0; i < 1000; ++i) out += "a:b\r\n";  // 5 kB
+    return out;
+  }();
+  size_t sent = 0;
+  while (sent < (size_t{1} << 20) && connection.Send(fields)) {
+    sent += fields.size();
+  }
+  const testing::RawResponse answer = connection.Read();
+  EXPECT_EQ(answer.status, 431);
+  EXPECT_EQ(answer.header("connection"), "close");
+  EXPECT_EQ(server->Stats().rejected_limits, 1u);
+}
+
+TEST_F(HttpServerTest, MoreThan100HeaderFieldsIs431) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection connection(server->port());
+  std::string request = "GET /v1/health HTTP/1.1\r\nHost: t\r\n";
+  for (int i = 0; i < 100; ++i) request += absl::StrCat("x", i, ": y\r\n");
+  ASSERT_TRUE(connection.Send(request + "\r\n"));
+  EXPECT_EQ(connection.Read().status, 431);
+  // 100 fields in all is still fine.
+  testing::RawConnection fine(server->port());
+  request = "GET /v1/health HTTP/1.1\r\nHost: t\r\n";
+  for (int i = 0; i < 99; ++i) request += absl::StrCat("x", i, ": y\r\n");
+  ASSERT_TRUE(fine.Send(request + "\r\n"));
+  EXPECT_EQ(fine.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, AChunkedBodyIsServed) {
+  std::unique_ptr<HttpServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection connection(server->port());
+  ASSERT_TRUE(connection.Send(absl::StrCat(
+      kPost, "Transfer-Encoding: chunked\r\n\r\n", "5\r\n{\"dep\r\n",
+      "15\r\nendency\": \"anything\"}\r\n0\r\nX-Trailer: 1\r\n\r\n")));
+  const testing::RawResponse answer = connection.Read();
+  EXPECT_EQ(answer.status, 200) << answer.body;
+  EXPECT_THAT(answer.body, HasSubstr("ALLOW"));
+  ASSERT_TRUE(connection.SendPost("/v1/acquire", kAcquire));  // kept alive
+  EXPECT_EQ(connection.Read().status, 200);
 }
 
 }  // namespace
