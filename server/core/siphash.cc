@@ -30,18 +30,38 @@ void SipHasher::Compress(uint64_t word) {
 
 SipHasher& SipHasher::Update(absl::string_view bytes) {
   length_ += bytes.size();
-  for (unsigned char c : bytes) {
-    tail_ |= uint64_t{c} << (8 * tail_bytes_);
+  const char* p = bytes.data();
+  size_t n = bytes.size();
+  // Whole words straight from the input once an unfinished one is done.
+  while (n > 0 && (tail_bytes_ != 0 || n < 8)) {
+    tail_ |= uint64_t{static_cast<unsigned char>(*p++)} << (8 * tail_bytes_);
+    --n;
     if (++tail_bytes_ == 8) {
       Compress(tail_);
       tail_ = 0;
       tail_bytes_ = 0;
     }
   }
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t word = 0;
+    for (int i = 7; i >= 0; --i) {
+      word = (word << 8) | static_cast<unsigned char>(p[i]);
+    }
+    Compress(word);
+  }
+  for (; n > 0; --n) {
+    tail_ |= uint64_t{static_cast<unsigned char>(*p++)} << (8 * tail_bytes_);
+    ++tail_bytes_;
+  }
   return *this;
 }
 
 SipHasher& SipHasher::UpdateU64(uint64_t value) {
+  if (tail_bytes_ == 0) {
+    length_ += 8;
+    Compress(value);
+    return *this;
+  }
   char bytes[8];
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(value >> (8 * i));
   return Update(absl::string_view(bytes, sizeof(bytes)));
