@@ -346,7 +346,7 @@ CapResult Concurrency(int n) {
   constexpr int64_t kHoldMs = 30;
   struct Held {
     int replica;
-    uint64_t permit_id;
+    core::PermitId permit_id;
     int64_t release_ms;
   };
   Cluster c(n, ConcurrencyPolicy());

@@ -146,40 +146,42 @@ absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
   return pull;
 }
 
-// A forwarded report as one list element: "outcome latency_ns permit_id
-// dependency_length dependency key" (the key is the rest, any bytes).
+// A forwarded report as one list element: "outcome latency_ns
+// permit_serial permit_mac dependency_length dependency key" (the key is the
+// rest, any bytes). The issuer checks the MAC (Engine::Report).
 std::string EncodeForwarded(const core::ForwardedReport& f) {
   return absl::StrCat(static_cast<int>(f.outcome), " ",
-                      absl::ToInt64Nanoseconds(f.latency), " ", f.permit_id,
-                      " ", f.dependency.size(), " ", f.dependency, f.key);
+                      absl::ToInt64Nanoseconds(f.latency), " ",
+                      f.permit_id.serial, " ", f.permit_id.mac, " ",
+                      f.dependency.size(), " ", f.dependency, f.key);
 }
 
 std::optional<core::ForwardedReport> DecodeForwarded(absl::string_view text,
                                                      const std::string& me) {
   core::ForwardedReport f;
   f.issuer = me;
-  // outcome, latency_ns, permit id (unsigned: ids use all 64 bits),
-  // dependency length.
-  int64_t numbers[4];
-  uint64_t permit_id = 0;
-  for (int i = 0; i < 4; ++i) {
+  // outcome, latency_ns, the permit's serial and MAC (unsigned: they use
+  // all 64 bits), dependency length.
+  int64_t numbers[5] = {};
+  for (int i = 0; i < 5; ++i) {
     const size_t space = text.find(' ');
     if (space == absl::string_view::npos) return std::nullopt;
     const absl::string_view field = text.substr(0, space);
-    const bool ok = i == 2 ? absl::SimpleAtoi(field, &permit_id)
-                           : absl::SimpleAtoi(field, &numbers[i]);
+    const bool ok =
+        i == 2   ? absl::SimpleAtoi(field, &f.permit_id.serial)
+        : i == 3 ? absl::SimpleAtoi(field, &f.permit_id.mac)
+                 : absl::SimpleAtoi(field, &numbers[i]);
     if (!ok) return std::nullopt;
     text.remove_prefix(space + 1);
   }
-  if (numbers[0] < 1 || numbers[0] > 4 || numbers[3] < 0 ||
-      static_cast<size_t>(numbers[3]) > text.size()) {
+  if (numbers[0] < 1 || numbers[0] > 4 || numbers[4] < 0 ||
+      static_cast<size_t>(numbers[4]) > text.size()) {
     return std::nullopt;
   }
   f.outcome = static_cast<core::Outcome>(numbers[0]);
   f.latency = absl::Nanoseconds(numbers[1]);
-  f.permit_id = permit_id;
-  f.dependency = std::string(text.substr(0, numbers[3]));
-  f.key = std::string(text.substr(numbers[3]));
+  f.dependency = std::string(text.substr(0, numbers[4]));
+  f.key = std::string(text.substr(numbers[4]));
   return f;
 }
 

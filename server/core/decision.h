@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "server/core/permit_seal.h"
 #include "server/core/policy_config.h"
 #include "server/core/types.h"
 
@@ -15,9 +16,9 @@ namespace sluice::core {
 struct Decision {
   Verdict verdict = Verdict::kAllow;
   Reason reason = Reason::kNone;
-  // Non-zero when verdict is kAllow and the policy tracks the call; hand it
-  // back to Engine::Report.
-  uint64_t permit_id = 0;
+  // Set (not empty()) when verdict is kAllow and the policy tracks the
+  // call; hand it back to Engine::Report.
+  PermitId permit_id;
   absl::Duration call_timeout = absl::ZeroDuration();
   absl::Duration retry_after = absl::ZeroDuration();
   BreakerState breaker_state = BreakerState::kClosed;

@@ -192,7 +192,7 @@ class alignas(64) Dependency::Shard {
       // Its expiry judges nothing, except for a HALF_OPEN probe: a probe
       // whose outcome never comes is a failed probe for every caller, or
       // unreported probes would hold the breaker HALF_OPEN for good.
-      out->permit_id =
+      out->permit_id.serial =
           ledger_.Issue(now, now + gates->permit_expiry(),
                         admission.holds_slot, admission.probe_round, node,
                         &evicted,

@@ -60,8 +60,11 @@ class Dependency {
   // Decides one call and fills every field of `out`. INVALID_ARGUMENT when
   // `permits` can never be admitted under the policy. `unreported`: what
   // the permit counts as if it is never reported.
+  // `out->permit_id` gets the ledger's serial only; the engine seals it.
   absl::Status Acquire(absl::string_view key, uint32_t permits,
                        Unreported unreported, Decision* out);
+  // Settles the permit with ledger serial `permit_id`, whose seal the
+  // engine has checked.
   BreakerState Report(absl::string_view key, uint64_t permit_id,
                       Outcome outcome, absl::Duration latency);
   void Sweep();

@@ -21,9 +21,11 @@ struct SnapshotCache {
 thread_local SnapshotCache snapshot_cache;
 
 // The one place the core touches randomness: an engine built without a
-// permit_id_seed draws one, so every process start gets its own permit ids.
-// Tests pass a fixed seed, so their ids repeat from run to run.
+// permit_id_seed or permit_key draws them, so every process start gets its
+// own permit ids and its own secret to seal them with. Tests pass fixed
+// ones, so their ids repeat from run to run.
 Engine::Options WithPermitIdSeed(Engine::Options options) {
+  if (options.permit_key.empty()) options.permit_key = RandomPermitKey();
   if (options.permit_id_seed != 0) return options;
   std::random_device device;
   while (options.permit_id_seed == 0) {
@@ -39,7 +41,8 @@ Engine::Engine(Clock* clock, Options options, EventSink* sink)
       options_(WithPermitIdSeed(std::move(options))),
       sink_(sink),
       id_(next_engine_id.fetch_add(1)),
-      epochs_(options_.permit_id_seed) {
+      epochs_(options_.permit_id_seed),
+      seal_(options_.permit_key) {
   absl::MutexLock lock(&mu_);
   current_ = std::make_shared<const DependencyMap>();
   cluster_.enabled = options_.cluster;
@@ -161,15 +164,25 @@ absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
   }
   absl::Status status = dep->Acquire(key, permits, unreported, &decision);
   if (!status.ok()) return status;
+  if (decision.permit_id.serial != 0) {
+    decision.permit_id = seal_.Seal(decision.permit_id.serial, dependency, key);
+  }
   return decision;
 }
 
 BreakerState Engine::Report(absl::string_view dependency,
-                            absl::string_view key, uint64_t permit_id,
+                            absl::string_view key, const PermitId& permit_id,
                             Outcome outcome, absl::Duration latency) {
+  // Checked before anything else, so a made-up id reaches no ledger: it
+  // frees no slot and feeds no breaker. An empty id (a report without a
+  // permit) goes on, to be counted as stale.
+  if (!permit_id.empty() && !seal_.Verify(permit_id, dependency, key)) {
+    forged_permits_.fetch_add(1, std::memory_order_relaxed);
+    return PeekBreaker(dependency, key);
+  }
   Dependency* dep = Find(dependency);
   if (dep == nullptr) return BreakerState::kClosed;
-  return dep->Report(key, permit_id, outcome, latency);
+  return dep->Report(key, permit_id.serial, outcome, latency);
 }
 
 std::shared_ptr<const Engine::DependencyMap> Engine::CurrentMap() {

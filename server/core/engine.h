@@ -20,6 +20,7 @@
 #include "server/core/dependency.h"
 #include "server/core/events.h"
 #include "server/core/permit_ledger.h"
+#include "server/core/permit_seal.h"
 #include "server/core/policy_config.h"
 #include "server/core/tick.h"
 #include "server/core/warm_state.h"
@@ -53,6 +54,11 @@ class Engine {
     // ids of the one before. 0: drawn at random when the engine is built
     // (options() then shows the seed in use).
     uint64_t permit_id_seed = 0;
+    // The secret that seals permit ids (PermitSeal), so that a caller
+    // cannot settle a permit it was not given. Empty: drawn from the
+    // kernel's random source when the engine is built. Tests pass a fixed
+    // one.
+    PermitKey permit_key;
   };
 
   // `clock` must outlive the engine; `sink` may be null, else it must too.
@@ -80,11 +86,31 @@ class Engine {
       Unreported unreported = Unreported::kTimeout);
 
   // Settles a permit. Harmless for unknown dependencies and for unknown,
-  // repeated or expired permits. Returns the breaker state afterwards
-  // (kClosed when the dependency has no breaker or no policy).
+  // repeated or expired permits. A permit whose seal does not match this
+  // engine's key, the dependency and the key (guessed, altered, reported
+  // under another dependency or key, or issued by another process) settles
+  // nothing and counts in PermitReportsRefused().forged. Returns the breaker
+  // state afterwards (kClosed when the dependency has no breaker or no
+  // policy).
   BreakerState Report(absl::string_view dependency, absl::string_view key,
-                      uint64_t permit_id, Outcome outcome,
+                      const PermitId& permit_id, Outcome outcome,
                       absl::Duration latency);
+
+  // Reports whose permit id was refused, since start: `forged`, a well-formed
+  // id whose seal did not verify (Report); `malformed`, a permit id that
+  // could not even be read (counted by the front end that read it, through
+  // CountMalformedPermit).
+  struct RefusedPermits {
+    uint64_t forged = 0;
+    uint64_t malformed = 0;
+  };
+  RefusedPermits PermitReportsRefused() const {
+    return {forged_permits_.load(std::memory_order_relaxed),
+            malformed_permits_.load(std::memory_order_relaxed)};
+  }
+  void CountMalformedPermit() {
+    malformed_permits_.fetch_add(1, std::memory_order_relaxed);
+  }
 
   // The breaker state of a dependency (and key), without reporting
   // anything; kClosed without a policy or a breaker.
@@ -174,6 +200,9 @@ class Engine {
   const uint64_t id_;
   // Gives each gate set a distinct permit epoch and first sequence.
   PermitEpochs epochs_;
+  const PermitSeal seal_;
+  std::atomic<uint64_t> forged_permits_{0};
+  std::atomic<uint64_t> malformed_permits_{0};
   std::atomic<uint64_t> unknown_allowed_{0};
   std::atomic<uint64_t> unknown_rejected_{0};
   // Bumped on every Publish; readers compare it with their cached version.

@@ -217,7 +217,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   }
   out->verdict = Verdict::kAllow;
   out->reason = Reason::kNone;
-  out->permit_id = 0;
+  out->permit_id = PermitId{};
   out->call_timeout = policy.call_timeout;
   out->retry_after = absl::ZeroDuration();
   out->http_status = 0;

@@ -19,6 +19,9 @@ namespace sluice::core {
 // The sequence starts at the Origin's first_seq and wraps from 2^40 - 1 to 0
 // (see Retire), so a ledger may start anywhere in its 40 bits; an id comes
 // back only after 2^40 more permits of the same ledger.
+// These ids are the serials of PermitId: consecutive, so easy to guess. They
+// never leave the core alone; the engine seals each with a MAC (PermitSeal)
+// and checks the MAC before a report reaches the ledger.
 // Not thread-safe; the owner locks.
 class PermitLedger {
  public:
@@ -110,8 +113,7 @@ class PermitLedger {
 // those then start at other sequences). The first epoch and every first
 // sequence are drawn from `seed`, so a process with another seed (a
 // restarted replica) issues other ids than the one before. Epochs skip 0
-// (see Origin) and stay below 2^23, keeping ids below 2^63 for readers that
-// parse them as int64 (the cluster store's forwarded reports).
+// (see Origin) and stay below 2^23, keeping ids below 2^63.
 // Safe for concurrent use.
 class PermitEpochs {
  public:

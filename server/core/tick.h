@@ -11,6 +11,7 @@
 #include "server/core/adaptive_limit.h"
 #include "server/core/circuit_breaker.h"
 #include "server/core/latency_baseline.h"
+#include "server/core/permit_seal.h"
 #include "server/core/types.h"
 
 // What the engine hands the cluster sync loop once per tick, and what the
@@ -121,7 +122,7 @@ struct ForwardedReport {
   std::string issuer;  // replica id from the permit
   std::string dependency;
   std::string key;
-  uint64_t permit_id = 0;
+  PermitId permit_id;  // as the report carried it; the issuer checks it
   Outcome outcome = Outcome::kSuccess;
   absl::Duration latency = absl::ZeroDuration();
 };

@@ -18,6 +18,7 @@ enum class MetricId : int {
   kUnknownDependencyDecisions,
   kOutcomes,
   kStaleReports,
+  kPermitReportsRefused,
   kDegraded,
   kBreakerState,
   kBreakerTransitions,
@@ -88,6 +89,14 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
         {MetricId::kStaleReports, "sluice_stale_reports_total",
          MetricType::kCounter, {"dependency", nullptr},
          "ReportResult calls for unknown, repeated or expired permits."},
+        {MetricId::kPermitReportsRefused,
+         "sluice_permit_reports_refused_total", MetricType::kCounter,
+         {"reason", nullptr},
+         "Reports whose permit id settled nothing because it was refused: "
+         "reason forged (its MAC does not match: guessed, altered, reported "
+         "under another dependency or key, or issued by another process or "
+         "before a restart) or malformed (not a permit id; answered "
+         "INVALID_ARGUMENT). The dependency is not a label."},
         {MetricId::kDegraded, "sluice_degraded_total", MetricType::kCounter,
          {"dependency", "reason", nullptr},
          "DEGRADE answers (a fallback was served) by dependency and reason."},

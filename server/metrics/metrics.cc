@@ -207,6 +207,14 @@ std::vector<MetricFamily> Metrics::Collect() const {
           {dep, "stddev"}, absl::ToDoubleSeconds(g.baseline->stddev));
     }
   }
+  const core::Engine::RefusedPermits refused =
+      sources_.engine->PermitReportsRefused();
+  Add(family(MetricId::kPermitReportsRefused),
+      MetricId::kPermitReportsRefused, {"forged"},
+      static_cast<double>(refused.forged));
+  Add(family(MetricId::kPermitReportsRefused),
+      MetricId::kPermitReportsRefused, {"malformed"},
+      static_cast<double>(refused.malformed));
   if (sources_.unknown_decisions) {
     const auto [allowed, rejected] = sources_.unknown_decisions();
     Add(family(MetricId::kUnknownDependencyDecisions),

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/core/dependency.h"
 
@@ -134,8 +133,16 @@ void DecisionToProto(const core::Decision& decision,
   response->set_http_status(decision.http_status);
 }
 
-std::string FormatPermitId(uint64_t permit_id) {
-  return permit_id == 0 ? std::string() : absl::StrCat(permit_id);
+std::string FormatPermitId(const core::PermitId& permit_id) {
+  if (permit_id.empty()) return std::string();
+  std::string text(kPermitIdDigits, '0');
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < 16; ++i) {
+    const int shift = 60 - 4 * static_cast<int>(i);
+    text[i] = kHex[(permit_id.serial >> shift) & 0xF];
+    text[16 + i] = kHex[(permit_id.mac >> shift) & 0xF];
+  }
+  return text;
 }
 
 absl::string_view PermitIssuer(absl::string_view text) {
@@ -144,8 +151,8 @@ absl::string_view PermitIssuer(absl::string_view text) {
                                        : text.substr(at + 1);
 }
 
-absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
-  if (text.empty()) return 0;
+absl::StatusOr<core::PermitId> ParsePermitId(absl::string_view text) {
+  if (text.empty()) return core::PermitId{};
   const absl::string_view issuer = PermitIssuer(text);
   const size_t at = text.find('@');
   if (at != absl::string_view::npos) {
@@ -156,14 +163,37 @@ absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
     }
     text = text.substr(0, at);
   }
-  bool digits = text.size() <= 20;
-  for (char c : text) digits = digits && absl::ascii_isdigit(c);
-  uint64_t id = 0;
-  if (!digits || !absl::SimpleAtoi(text, &id)) {
+  core::PermitId id;
+  bool hex = text.size() == kPermitIdDigits;
+  for (size_t i = 0; hex && i < kPermitIdDigits; ++i) {
+    const char c = text[i];
+    int digit;
+    if (c >= '0' && c <= '9') {
+      digit = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      digit = c - 'A' + 10;
+    } else {
+      hex = false;
+      break;
+    }
+    uint64_t& word = i < 16 ? id.serial : id.mac;
+    word = (word << 4) | static_cast<uint64_t>(digit);
+  }
+  if (!hex) {
+    // Quoted only when every byte is printable ASCII: a cut through a
+    // multi-byte character would make the message invalid UTF-8.
     const size_t kShown = 40;
+    bool printable = true;
+    for (char c : text) printable = printable && absl::ascii_isprint(c);
     return absl::InvalidArgumentError(absl::StrCat(
-        "permit_id must be the decimal id returned by Acquire, got \"",
-        text.substr(0, kShown), text.size() > kShown ? "...\"" : "\""));
+        "permit_id must be the ", kPermitIdDigits,
+        " hex digits returned by Acquire, got ",
+        printable ? absl::StrCat("\"", text.substr(0, kShown),
+                                 text.size() > kShown ? "...\"" : "\"")
+                  : absl::StrCat(text.size(), " bytes that are not "
+                                 "printable ASCII")));
   }
   return id;
 }

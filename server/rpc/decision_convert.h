@@ -33,7 +33,7 @@ absl::Status ValidateAcquireRequest(const v1::AcquireRequest& request);
 
 // A ReportResultRequest checked and converted for Engine::Report.
 struct ReportArgs {
-  uint64_t permit_id = 0;  // 0: none given
+  core::PermitId permit_id;  // empty: none given
   // The replica that issued the permit ("id@replica"); "" for a permit
   // without one (standalone).
   std::string issuer;
@@ -49,13 +49,17 @@ void DecisionToProto(const core::Decision& decision,
 
 v1::BreakerState BreakerStateToProto(core::BreakerState state);
 
-// permit_id on the wire: the core's id in decimal, "" for 0. In cluster mode
-// the server appends "@" and its replica id, so that a report reaching
-// another replica can be passed on to the issuer.
-std::string FormatPermitId(uint64_t permit_id);
-// Inverse of FormatPermitId; "" is 0. INVALID_ARGUMENT for anything that is
-// not 1-20 decimal digits fitting in a uint64.
-absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text);
+// permit_id on the wire: 32 lowercase hex digits, the core's serial then
+// its MAC (16 each), "" for an empty id. In cluster mode the server appends
+// "@" and its replica id, so that a report reaching another replica can be
+// passed on to the issuer, which checks the MAC.
+inline constexpr size_t kPermitIdDigits = 32;
+std::string FormatPermitId(const core::PermitId& permit_id);
+// Inverse of FormatPermitId (either case of hex digits); "" is the empty
+// id. INVALID_ARGUMENT for anything else: the message quotes the text only
+// when it is printable ASCII, so it is always valid UTF-8. Reads only the
+// syntax: whether the MAC is right is the engine's question.
+absl::StatusOr<core::PermitId> ParsePermitId(absl::string_view text);
 // The replica id after "@" in a permit_id; "" when there is none.
 absl::string_view PermitIssuer(absl::string_view text);
 

@@ -65,7 +65,7 @@ absl::StatusOr<core::Decision> DecisionServiceImpl::DecideCall(
       engine_->Acquire(dependency, key, permits, unreported);
   if (on_acquire_) on_acquire_(absl::Now() - start);
   permit_id->clear();
-  if (decision.ok() && decision->permit_id != 0) {
+  if (decision.ok() && !decision->permit_id.empty()) {
     *permit_id = FormatPermitId(decision->permit_id);
     permit_id->append(permit_suffix_);
   }
@@ -97,9 +97,18 @@ core::BreakerState DecisionServiceImpl::Settle(
                          args.outcome, args.latency);
 }
 
-absl::StatusOr<core::BreakerState> DecisionServiceImpl::ReportOne(
+absl::StatusOr<ReportArgs> DecisionServiceImpl::CheckReport(
     const v1::ReportResultRequest& request) {
   absl::StatusOr<ReportArgs> args = ParseReportRequest(request);
+  if (!args.ok() && !ParsePermitId(request.permit_id()).ok()) {
+    engine_->CountMalformedPermit();
+  }
+  return args;
+}
+
+absl::StatusOr<core::BreakerState> DecisionServiceImpl::ReportOne(
+    const v1::ReportResultRequest& request) {
+  absl::StatusOr<ReportArgs> args = CheckReport(request);
   if (!args.ok()) return args.status();
   return Settle(request, *args);
 }
@@ -133,7 +142,7 @@ absl::Status DecisionServiceImpl::ReportMany(
   std::vector<ReportArgs> args;
   args.reserve(n);
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<ReportArgs> parsed = ParseReportRequest(request.reports(i));
+    absl::StatusOr<ReportArgs> parsed = CheckReport(request.reports(i));
     if (!parsed.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "reports[", i, "]: ", parsed.status().message()));

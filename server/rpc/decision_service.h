@@ -95,6 +95,10 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
  private:
   absl::Status DecideAcquire(const v1::AcquireRequest& request,
                              v1::AcquireResponse* response);
+  // ParseReportRequest, counting a permit id that cannot be read
+  // (Engine::CountMalformedPermit).
+  absl::StatusOr<ReportArgs> CheckReport(
+      const v1::ReportResultRequest& request);
   // Settles one checked report here, or forwards it to its issuer; the
   // breaker state this replica sees for the dependency.
   core::BreakerState Settle(const v1::ReportResultRequest& request,

@@ -289,7 +289,7 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
   struct Taken {
     const core::PolicyConfig* policy;
     const std::string* key;
-    uint64_t permit_id;
+    core::PermitId permit_id;
     std::string wire_id;
   };
   std::vector<Taken> taken;
@@ -351,7 +351,7 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
       wire::DurationToProto(reset, status->mutable_duration_until_reset());
     }
     if (allowed) {
-      if (d.permit_id != 0) {
+      if (!d.permit_id.empty()) {
         taken.push_back({&policy, &match.key, d.permit_id, wire_id});
       }
     } else {

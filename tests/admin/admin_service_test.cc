@@ -265,7 +265,7 @@ TEST_F(AdminServiceTest, GetStateShowsTheAdaptiveGatesAndTheirEvents) {
   auto events = hub_.Subscribe("search", nullptr);
 
   // Two calls fill the limit of 2; the third is refused by it.
-  std::vector<uint64_t> permits;
+  std::vector<core::PermitId> permits;
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<core::Decision> d = engine_.Acquire("search", "", 1);
     ASSERT_TRUE(d.ok());
@@ -277,7 +277,7 @@ TEST_F(AdminServiceTest, GetStateShowsTheAdaptiveGatesAndTheirEvents) {
   EXPECT_EQ(refused->verdict, core::Verdict::kReject);
   EXPECT_EQ(refused->reason, core::Reason::kAdaptiveThrottled);
   clock_.Advance(absl::Milliseconds(20));
-  for (uint64_t id : permits) {
+  for (const core::PermitId& id : permits) {
     engine_.Report("search", "", id, core::Outcome::kSuccess,
                    absl::Milliseconds(20));
   }

@@ -116,11 +116,11 @@ class MetricsTest : public ::testing::Test {
   // Runs a mixed workload; returns the Acquire calls made per dependency.
   std::map<std::string, int> Workload() {
     std::map<std::string, int> calls;
-    std::vector<uint64_t> permits;
+    std::vector<core::PermitId> permits;
     for (int i = 0; i < 8; ++i) {  // 5 allowed, 3 rate limited
       auto d = engine_.Acquire("inventory", "", 1);
       ++calls["inventory"];
-      if (d.ok() && d->permit_id != 0) permits.push_back(d->permit_id);
+      if (d.ok() && !d->permit_id.empty()) permits.push_back(d->permit_id);
     }
     for (int i = 0; i < 2; ++i) {  // two failures open the breaker
       engine_.Report("inventory", "", permits[i], core::Outcome::kFailure,
@@ -497,17 +497,17 @@ TEST_F(MetricsTest, AdaptiveGaugesAndChangeCounters) {
               Not(HasSubstr(R"(sluice_throttle_probability{dependency="limits")")));
 
   // limits, window 1: the limit of 2 is reached, the latency is 20 ms.
-  std::vector<uint64_t> permits;
+  std::vector<core::PermitId> permits;
   for (int i = 0; i < 3; ++i) {
     auto d = engine_.Acquire("limits", "", 1);
     ASSERT_TRUE(d.ok());
-    if (d->permit_id != 0) permits.push_back(d->permit_id);
+    if (!d->permit_id.empty()) permits.push_back(d->permit_id);
   }
   ASSERT_EQ(permits.size(), 2u);
   s = Parse(metrics.Render());
   EXPECT_EQ(Sum(s, "sluice_adaptive_in_flight", {{"dependency", "limits"}}), 2);
   clock_.Advance(absl::Milliseconds(20));
-  for (uint64_t id : permits) {
+  for (const core::PermitId& id : permits) {
     engine_.Report("limits", "", id, core::Outcome::kSuccess,
                    absl::Milliseconds(20));
   }
@@ -519,10 +519,10 @@ TEST_F(MetricsTest, AdaptiveGaugesAndChangeCounters) {
   for (int i = 0; i < 2; ++i) {
     auto d = engine_.Acquire("limits", "", 1);
     ASSERT_TRUE(d.ok());
-    ASSERT_NE(d->permit_id, 0u);
+    ASSERT_FALSE(d->permit_id.empty());
     permits.push_back(d->permit_id);
   }
-  for (uint64_t id : permits) {
+  for (const core::PermitId& id : permits) {
     engine_.Report("limits", "", id, core::Outcome::kSuccess,
                    absl::Milliseconds(40));
   }
@@ -566,7 +566,7 @@ TEST_F(MetricsTest, AdaptiveGaugesAndChangeCounters) {
   for (int i = 0; i < 5; ++i) {
     auto d = engine_.Acquire("throttled", "", 1);
     ASSERT_TRUE(d.ok());
-    if (d->permit_id != 0) {
+    if (!d->permit_id.empty()) {
       engine_.Report("throttled", "", d->permit_id, core::Outcome::kFailure,
                      absl::Milliseconds(5));
     }

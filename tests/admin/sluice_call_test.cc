@@ -60,7 +60,7 @@ TEST_F(SluiceCallTest, HealthAcquireReport) {
   std::smatch permit;
   const std::string output = r.output;
   ASSERT_TRUE(
-      std::regex_search(output, permit, std::regex("permit_id: +([0-9]+)")))
+      std::regex_search(output, permit, std::regex("permit_id: +([0-9a-f]+)")))
       << r.output;
 
   r = Call(absl::StrCat("report inventory ", permit[1].str(),

@@ -175,7 +175,7 @@ TEST_F(DecideStreamTest, AMalformedCallGetsAnErrorAndTheStreamGoesOn) {
   empty.set_request_id(4);
   ASSERT_TRUE(stream->Write(Message({
       AcquireCall(1, ""),
-      ReportCall(2, "inventory", "12", v1::OUTCOME_UNSPECIFIED),
+      ReportCall(2, "inventory", "", v1::OUTCOME_UNSPECIFIED),
       ReportCall(3, "inventory", "not-a-permit", v1::SUCCESS),
       empty,
       AcquireCall(5, "inventory", /*permits=*/11),  // above the burst

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,32 +17,61 @@ namespace {
 
 using ::testing::HasSubstr;
 
+constexpr char kId[] = "0123456789abcdeffedcba9876543210";
+const core::PermitId kIdValue{0x0123456789abcdef, 0xfedcba9876543210};
+
 TEST(PermitIdTest, RoundTripsAndRejectsMalformed) {
-  EXPECT_EQ(FormatPermitId(0), "");
-  EXPECT_EQ(FormatPermitId(18446744073709551615u), "18446744073709551615");
-  EXPECT_EQ(*ParsePermitId(""), 0u);
-  EXPECT_EQ(*ParsePermitId("18446744073709551615"), 18446744073709551615u);
-  for (const char* bad :
-       {"18446744073709551616", "-1", "+1", " 1", "1 ", "0x10", "1e3", "abc"}) {
-    absl::StatusOr<uint64_t> id = ParsePermitId(bad);
+  EXPECT_EQ(FormatPermitId(core::PermitId{}), "");
+  EXPECT_EQ(FormatPermitId(kIdValue), kId);
+  EXPECT_EQ(FormatPermitId({1, 2}), "00000000000000010000000000000002");
+  EXPECT_EQ(FormatPermitId({~uint64_t{0}, 0}),
+            "ffffffffffffffff0000000000000000");
+  EXPECT_TRUE(ParsePermitId("")->empty());
+  EXPECT_EQ(*ParsePermitId(kId), kIdValue);
+  EXPECT_EQ(*ParsePermitId("0123456789ABCDEFFEDCBA9876543210"), kIdValue);
+  EXPECT_EQ(*ParsePermitId(FormatPermitId({1, 2})), (core::PermitId{1, 2}));
+  for (const std::string& bad : std::vector<std::string>{
+           "42", std::string("18446744073709551615"),
+        std::string(kId).substr(1), std::string(kId) + "0",
+        " " + std::string(kId), std::string(kId) + " ",
+        "0x23456789abcdeffedcba9876543210", "-123456789abcdeffedcba9876543210",
+        "0123456789abcdeffedcba987654321g", std::string(32, 'z'),
+        std::string(kId).substr(0, 16) + "." + std::string(kId).substr(16)}) {
+    absl::StatusOr<core::PermitId> id = ParsePermitId(bad);
     EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(id.status().message(), HasSubstr("32 hex digits")) << bad;
   }
 }
 
+TEST(PermitIdTest, ErrorsQuoteOnlyPrintableAscii) {
+  EXPECT_THAT(ParsePermitId("x").status().message(), HasSubstr("got \"x\""));
+  EXPECT_THAT(ParsePermitId(std::string(50, 'y')).status().message(),
+              HasSubstr("got \"" + std::string(40, 'y') + "...\""));
+  // 39 ASCII bytes and a 2-byte character: a quote of 40 bytes would cut
+  // it in half. Not quoted at all.
+  const std::string cut = std::string(39, 'a') + "\xc3\xa9";
+  absl::Status status = ParsePermitId(cut).status();
+  EXPECT_THAT(status.message(), HasSubstr("41 bytes that are not printable"));
+  EXPECT_EQ(status.message().find('\xc3'), absl::string_view::npos);
+  status = ParsePermitId(std::string("a\0b", 3)).status();
+  EXPECT_THAT(status.message(), HasSubstr("3 bytes that are not printable"));
+}
+
 TEST(PermitIdTest, CarriesTheIssuingReplicaInClusterMode) {
-  EXPECT_EQ(*ParsePermitId("1099511627778@sluice-7d9f-x2k4q"), 1099511627778u);
-  EXPECT_EQ(PermitIssuer("1099511627778@sluice-7d9f-x2k4q"), "sluice-7d9f-x2k4q");
-  EXPECT_EQ(PermitIssuer("1099511627778"), "");
-  EXPECT_FALSE(ParsePermitId("1099511627778@").ok());
+  const std::string with_replica = std::string(kId) + "@sluice-7d9f-x2k4q";
+  EXPECT_EQ(*ParsePermitId(with_replica), kIdValue);
+  EXPECT_EQ(PermitIssuer(with_replica), "sluice-7d9f-x2k4q");
+  EXPECT_EQ(PermitIssuer(kId), "");
+  EXPECT_FALSE(ParsePermitId(std::string(kId) + "@").ok());
   EXPECT_FALSE(ParsePermitId("abc@r0").ok());
-  EXPECT_FALSE(ParsePermitId("12@" + std::string(300, 'r')).ok());
+  EXPECT_FALSE(ParsePermitId(std::string(kId) + "@" + std::string(300, 'r')).ok());
   v1::ReportResultRequest request;
   request.set_dependency("inventory");
-  request.set_permit_id("42@r1");
+  request.set_permit_id(std::string(kId) + "@r1");
   request.set_outcome(v1::FAILURE);
   absl::StatusOr<ReportArgs> args = ParseReportRequest(request);
   ASSERT_TRUE(args.ok()) << args.status();
-  EXPECT_EQ(args->permit_id, 42u);
+  EXPECT_EQ(args->permit_id, kIdValue);
   EXPECT_EQ(args->issuer, "r1");
 }
 
@@ -87,12 +117,12 @@ TEST(ValidateAcquireTest, EnforcesLimits) {
 TEST(ParseReportTest, ChecksOutcomeLatencyAndPermit) {
   v1::ReportResultRequest request;
   request.set_dependency("inventory");
-  request.set_permit_id("42");
+  request.set_permit_id(kId);
   request.set_outcome(v1::TIMEOUT);
   request.mutable_latency()->set_nanos(120000000);
   absl::StatusOr<ReportArgs> args = ParseReportRequest(request);
   ASSERT_TRUE(args.ok()) << args.status();
-  EXPECT_EQ(args->permit_id, 42u);
+  EXPECT_EQ(args->permit_id, kIdValue);
   EXPECT_EQ(args->outcome, core::Outcome::kTimeout);
   EXPECT_EQ(args->latency, absl::Milliseconds(120));
 
@@ -148,13 +178,13 @@ TEST(DecisionToProtoTest, CopiesFallbackOnDegradeAndForFailedCalls) {
 
   decision.verdict = core::Verdict::kAllow;
   decision.reason = core::Reason::kNone;
-  decision.permit_id = 99;
+  decision.permit_id = kIdValue;
   v1::AcquireResponse allowed;
   DecisionToProto(decision, &allowed);
   // serve_on_failure: the gateway gets the fallback to serve if the call
   // fails.
   EXPECT_EQ(allowed.fallback().payload(), "{}");
-  EXPECT_EQ(allowed.permit_id(), "99");
+  EXPECT_EQ(allowed.permit_id(), kId);
 
   policy->fallback.serve_on_failure = false;
   v1::AcquireResponse plain;

@@ -554,11 +554,12 @@ TEST_F(SluicedTest, BadInputIsInvalidArgumentAndHarmless) {
   EXPECT_EQ(ReportCode(&sluiced_, report, &message),
             grpc::StatusCode::INVALID_ARGUMENT);
 
-  // Empty and unknown permits, and unknown dependencies, are harmless.
+  // Empty and unknown (made-up) permits, and unknown dependencies, are
+  // harmless.
   report.set_dependency("inventory");
   report.set_permit_id("");
   EXPECT_EQ(ReportCode(&sluiced_, report, &message), grpc::StatusCode::OK);
-  report.set_permit_id("987654321");
+  report.set_permit_id("000000003ade68b1000000003ade68b1");
   EXPECT_EQ(ReportCode(&sluiced_, report, &message), grpc::StatusCode::OK);
   report.set_dependency("nobody-knows-me");
   EXPECT_EQ(ReportCode(&sluiced_, report, &message), grpc::StatusCode::OK);

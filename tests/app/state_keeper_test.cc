@@ -76,13 +76,13 @@ uint32_t LimitOf(Engine& engine, const std::string& dep) {
 // Calls admitted at once, none reported: the limit in force. Gives them
 // back as CANCELLED, which the limit does not judge.
 int AdmittedAtOnce(Engine& engine, const std::string& dep) {
-  std::vector<uint64_t> ids;
+  std::vector<core::PermitId> ids;
   while (ids.size() < 1000) {
     absl::StatusOr<core::Decision> d = engine.Acquire(dep, "", 1);
     if (!d.ok() || d->verdict != Verdict::kAllow) break;
     ids.push_back(d->permit_id);
   }
-  for (uint64_t id : ids) {
+  for (const core::PermitId& id : ids) {
     engine.Report(dep, "", id, Outcome::kCancelled, kLatency);
   }
   return static_cast<int>(ids.size());
@@ -94,14 +94,14 @@ void Grow(Engine& engine, testing::FakeClock& clock, const std::string& dep,
           int windows) {
   for (int w = 0; w < windows; ++w) {
     for (int round = 0; round < 4; ++round) {
-      std::vector<uint64_t> ids;
+      std::vector<core::PermitId> ids;
       while (true) {
         absl::StatusOr<core::Decision> d = engine.Acquire(dep, "", 1);
         ASSERT_TRUE(d.ok());
         if (d->verdict != Verdict::kAllow) break;
         ids.push_back(d->permit_id);
       }
-      for (uint64_t id : ids) {
+      for (const core::PermitId& id : ids) {
         engine.Report(dep, "", id, Outcome::kSuccess, kLatency);
       }
     }

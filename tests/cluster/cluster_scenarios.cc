@@ -343,7 +343,17 @@ TEST_P(ClusterScenarioTest, AReportThatReachedAnotherReplicaSettlesAtItsIssuer) 
     f.latency = absl::Milliseconds(5);
     EXPECT_TRUE(R(1).loop.Forward(f));
   }
-  EXPECT_EQ(R(0).engine.Inspect("pay")->gates->in_flight, 3u);
+  // A fourth permit, reported to replica 1 with a MAC one bit off: passed
+  // on like the others, and refused by the issuer, which alone can check it.
+  const core::Decision held = R(0).Acquire("pay");
+  ASSERT_EQ(held.verdict, Verdict::kAllow);
+  core::ForwardedReport forged;
+  forged.issuer = "r0";
+  forged.dependency = "pay";
+  forged.permit_id = {held.permit_id.serial, held.permit_id.mac ^ 1};
+  forged.outcome = Outcome::kFailure;
+  EXPECT_TRUE(R(1).loop.Forward(forged));
+  EXPECT_EQ(R(0).engine.Inspect("pay")->gates->in_flight, 4u);
   // An issuer that is not a live replica gets nothing queued.
   core::ForwardedReport stray;
   stray.issuer = "nobody";
@@ -355,12 +365,13 @@ TEST_P(ClusterScenarioTest, AReportThatReachedAnotherReplicaSettlesAtItsIssuer) 
   R(0).loop.TickOnce().IgnoreError();  // settles them
   auto status = R(0).engine.Inspect("pay");
   ASSERT_TRUE(status.ok());
-  EXPECT_EQ(status->gates->in_flight, 0u);
+  EXPECT_EQ(status->gates->in_flight, 1u);  // the forged report's permit
   EXPECT_EQ(status->counters.outcomes[static_cast<int>(Outcome::kFailure)], 3u);
   EXPECT_EQ(status->counters.outcomes[static_cast<int>(Outcome::kTimeout)], 0u);
   EXPECT_EQ(status->gates->breaker_state, BreakerState::kOpen);
-  EXPECT_EQ(R(1).loop.stats().reports_forwarded, 3u);
-  EXPECT_EQ(R(0).loop.stats().reports_received, 3u);
+  EXPECT_EQ(R(0).engine.PermitReportsRefused().forged, 1u);
+  EXPECT_EQ(R(1).loop.stats().reports_forwarded, 4u);
+  EXPECT_EQ(R(0).loop.stats().reports_received, 4u);
 }
 
 // Sidecars (issue 14): one replica per gateway pod, so the replica count

@@ -244,13 +244,13 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   uint32_t LearnLimit(int r, const std::string& dep, int windows) {
     for (int w = 0; w < windows; ++w) {
       for (int round = 0; round < 4; ++round) {
-        std::vector<uint64_t> ids;
+        std::vector<core::PermitId> ids;
         while (true) {
           const core::Decision d = R(r).Acquire(dep);
           if (d.verdict != Verdict::kAllow) break;
           ids.push_back(d.permit_id);
         }
-        for (uint64_t id : ids) {
+        for (const core::PermitId& id : ids) {
           R(r).engine.Report(dep, "", id, Outcome::kSuccess,
                              absl::Milliseconds(5));
         }

@@ -94,7 +94,7 @@ TEST_P(FakeStoreTest, GrantsNeverAddUpToMoreThanTheLimitWhateverTheTiming) {
   };
   struct Held {
     int replica;
-    uint64_t permit;
+    core::PermitId permit;
     int until_step;
   };
   std::vector<Held> held;

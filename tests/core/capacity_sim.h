@@ -91,7 +91,7 @@ class CapacitySim {
  private:
   struct Call {
     absl::Time arrived;
-    uint64_t permit;
+    PermitId permit;
     absl::Time done;  // InfinitePast while queued
   };
 

@@ -189,7 +189,7 @@ TEST_F(EngineBreakerTest, UnreportedProbeOfACallerThatMayNotReportFails) {
       engine_.Acquire("a", "", 1, Unreported::kRelease);
   ASSERT_TRUE(probe.ok());
   ASSERT_EQ(probe->verdict, Verdict::kAllow);
-  ASSERT_NE(probe->permit_id, 0u);
+  ASSERT_FALSE(probe->permit_id.empty());
   clock_.Advance(absl::Seconds(2));
   engine_.Sweep();
   const GateStatus g = Gates("a");

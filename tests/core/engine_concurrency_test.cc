@@ -26,13 +26,13 @@ TEST_F(ConcurrencyTest, CapsInFlightAndReportReleases) {
   for (int i = 0; i < 3; ++i) {
     held.push_back(Acquire("a"));
     ASSERT_EQ(held.back().verdict, Verdict::kAllow);
-    EXPECT_NE(held.back().permit_id, 0u);
+    EXPECT_FALSE(held.back().permit_id.empty());
   }
   const Decision refused = Acquire("a");
   EXPECT_EQ(refused.verdict, Verdict::kReject);
   EXPECT_EQ(refused.reason, Reason::kConcurrencyLimited);
   EXPECT_EQ(refused.http_status, 429);
-  EXPECT_EQ(refused.permit_id, 0u);
+  EXPECT_TRUE(refused.permit_id.empty());
   EXPECT_EQ(Gates("a").in_flight, 3u);
   EXPECT_EQ(Gates("a").live_permits, 3u);
   // Every outcome frees the slot, CANCELLED included.
@@ -121,10 +121,10 @@ TEST_F(ConcurrencyTest, CallersThatMayNotReportGetNoPermitWhereNoneServes) {
       engine_.Acquire("rate-only", "", 1, Unreported::kRelease);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->verdict, Verdict::kAllow);
-  EXPECT_EQ(d->permit_id, 0u);
+  EXPECT_TRUE(d->permit_id.empty());
   EXPECT_EQ(Gates("rate-only").live_permits, 0u);
   // Callers that report still get one, for the outcome counters.
-  EXPECT_NE(Acquire("rate-only").permit_id, 0u);
+  EXPECT_FALSE(Acquire("rate-only").permit_id.empty());
 }
 
 TEST_F(ConcurrencyTest, ExpiryFollowsCallTimeout) {

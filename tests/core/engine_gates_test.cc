@@ -167,7 +167,7 @@ TEST_F(GatesTest, OpenBreakerDegradesWithFallback) {
   EXPECT_EQ(d.verdict, Verdict::kDegrade);
   EXPECT_EQ(d.reason, Reason::kCircuitOpen);
   EXPECT_EQ(d.http_status, 0);
-  EXPECT_EQ(d.permit_id, 0u);
+  EXPECT_TRUE(d.permit_id.empty());
   EXPECT_GT(d.retry_after, absl::ZeroDuration());
   EXPECT_LE(d.retry_after, absl::Seconds(10));
   ASSERT_NE(d.fallback(), nullptr);
@@ -446,9 +446,10 @@ TEST_F(ShardedKeysTest, PermitSettlesOnlyTheKeyItWasIssuedFor) {
   const Decision bob = Acquire("a", "bob");
   ASSERT_EQ(bob.verdict, Verdict::kAllow);
   // Alice's permit reported under bob's key frees neither slot and trips
-  // no breaker.
+  // no breaker: its seal names alice's key.
   Report("a", alice, Outcome::kFailure, absl::Milliseconds(1), "bob");
-  EXPECT_EQ(Inspect("a").counters.stale_reports, 1u);
+  EXPECT_EQ(engine_.PermitReportsRefused().forged, 1u);
+  EXPECT_EQ(Inspect("a").counters.stale_reports, 0u);
   EXPECT_EQ(Gates("a", "alice").in_flight, 1u);
   EXPECT_EQ(Gates("a", "bob").in_flight, 1u);
   EXPECT_EQ(Gates("a", "bob").breaker_state, BreakerState::kClosed);

@@ -37,7 +37,7 @@ TEST_F(EngineTest, UnknownDependencyRejectsWhenConfigured) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kReject);
   EXPECT_EQ(d->reason, Reason::kUnknownDependency);
-  EXPECT_EQ(d->permit_id, 0u);
+  EXPECT_TRUE(d->permit_id.empty());
   (void)engine.Acquire("nope-either", "", 1);
   EXPECT_EQ(engine.UnknownDecisions(), std::make_pair(uint64_t{0}, uint64_t{2}));
 }
@@ -52,7 +52,7 @@ TEST_F(EngineTest, AllowCarriesPolicyFields) {
   const Decision d = Acquire("inventory");
   EXPECT_EQ(d.verdict, Verdict::kAllow);
   EXPECT_EQ(d.reason, Reason::kNone);
-  EXPECT_NE(d.permit_id, 0u);
+  EXPECT_FALSE(d.permit_id.empty());
   EXPECT_EQ(d.call_timeout, absl::Seconds(2));
   EXPECT_EQ(d.remaining, 9);
   EXPECT_EQ(d.policy_version, 42u);
@@ -205,16 +205,23 @@ TEST_F(EngineTest, StaleReportsAreHarmlessAndCounted) {
   EXPECT_EQ(Gates("a").in_flight, 0u);
   const Decision d2 = Acquire("a");
   ASSERT_EQ(d2.verdict, Verdict::kAllow);
-  // Repeated, unknown and foreign permit ids change nothing.
+  // Repeated and absent permits are stale; made-up ones, and a real one
+  // named under another dependency, are refused by the seal. None changes
+  // anything.
   Report("a", d, Outcome::kFailure);
-  engine_.Report("a", "", 0, Outcome::kFailure, absl::ZeroDuration());
-  engine_.Report("a", "", 123456789, Outcome::kFailure, absl::ZeroDuration());
-  engine_.Report("a", "", d2.permit_id + 1, Outcome::kFailure,
+  engine_.Report("a", "", PermitId{}, Outcome::kFailure, absl::ZeroDuration());
+  engine_.Report("a", "", PermitId{123456789, 0}, Outcome::kFailure,
                  absl::ZeroDuration());
+  engine_.Report("a", "", PermitId{d2.permit_id.serial + 1, d2.permit_id.mac},
+                 Outcome::kFailure, absl::ZeroDuration());
   engine_.Report("elsewhere", "", d2.permit_id, Outcome::kFailure,
                  absl::ZeroDuration());
+  engine_.Report("a", "other-key", d2.permit_id, Outcome::kFailure,
+                 absl::ZeroDuration());
+  EXPECT_EQ(engine_.PermitReportsRefused().forged, 4u);
+  EXPECT_EQ(engine_.PermitReportsRefused().malformed, 0u);
   const DependencyStatus s = Inspect("a");
-  EXPECT_EQ(s.counters.stale_reports, 4u);
+  EXPECT_EQ(s.counters.stale_reports, 2u);
   EXPECT_EQ(Outcomes(s.counters, Outcome::kFailure), 1u);
   ASSERT_TRUE(s.gates.has_value());
   EXPECT_EQ(s.gates->in_flight, 1u);  // d2 still holds its slot
@@ -237,8 +244,8 @@ void SetUpRestartPolicies(Engine& engine) {
 }
 
 // The first permits of each policy (and of a key) on `engine`.
-std::vector<uint64_t> FirstPermitIds(Engine& engine) {
-  std::vector<uint64_t> ids;
+std::vector<PermitId> FirstPermitIds(Engine& engine) {
+  std::vector<PermitId> ids;
   for (const char* key : {"t1", "t2"}) {
     absl::StatusOr<Decision> d = engine.Acquire("tenants", key, 1);
     EXPECT_TRUE(d.ok()) << d.status();
@@ -255,9 +262,9 @@ TEST_F(EngineTest, SameSeedGivesTheSamePermitIds) {
   Engine b(&clock_, SeededOptions(42));
   SetUpRestartPolicies(a);
   SetUpRestartPolicies(b);
-  const std::vector<uint64_t> ids = FirstPermitIds(a);
+  const std::vector<PermitId> ids = FirstPermitIds(a);
   EXPECT_EQ(FirstPermitIds(b), ids);
-  for (uint64_t id : ids) EXPECT_NE(id, 0u);
+  for (const PermitId& id : ids) EXPECT_FALSE(id.empty());
 }
 
 TEST_F(EngineTest, OtherSeedGivesOtherPermitIds) {
@@ -265,17 +272,18 @@ TEST_F(EngineTest, OtherSeedGivesOtherPermitIds) {
   Engine b(&clock_, SeededOptions(43));
   SetUpRestartPolicies(a);
   SetUpRestartPolicies(b);
-  const std::vector<uint64_t> from_a = FirstPermitIds(a);
-  const std::vector<uint64_t> from_b = FirstPermitIds(b);
+  const std::vector<PermitId> from_a = FirstPermitIds(a);
+  const std::vector<PermitId> from_b = FirstPermitIds(b);
   ASSERT_EQ(from_a.size(), from_b.size());
   for (size_t i = 0; i < from_a.size(); ++i) {
-    EXPECT_NE(from_a[i], from_b[i]) << i;
-    EXPECT_NE(from_b[i], 0u) << i;
+    EXPECT_NE(from_a[i].serial, from_b[i].serial) << i;
+    EXPECT_NE(from_a[i].mac, from_b[i].mac) << i;
+    EXPECT_FALSE(from_b[i].empty()) << i;
   }
   // And they stay distinct within each engine.
   for (size_t i = 0; i < from_b.size(); ++i) {
     for (size_t j = i + 1; j < from_b.size(); ++j) {
-      EXPECT_NE(from_b[i], from_b[j]);
+      EXPECT_NE(from_b[i].serial, from_b[j].serial);
     }
   }
 }
@@ -287,20 +295,23 @@ TEST_F(EngineTest, UnseededEnginesDrawTheirOwnSeed) {
   Engine b(&clock_, Engine::Options{});
   EXPECT_NE(a.options().permit_id_seed, 0u);
   EXPECT_NE(a.options().permit_id_seed, b.options().permit_id_seed);
+  EXPECT_FALSE(a.options().permit_key.empty());
+  EXPECT_NE(a.options().permit_key.k0, b.options().permit_key.k0);
   SetUpRestartPolicies(a);
   SetUpRestartPolicies(b);
   EXPECT_NE(FirstPermitIds(a), FirstPermitIds(b));
 }
 
 // A late report meant for the process before a restart reaches the new one:
-// it is stale there, so it neither frees a slot nor feeds the breaker.
-TEST_F(EngineTest, ReportFromBeforeARestartIsStale) {
+// its seal is of the old process's key, so it is refused there: it neither
+// frees a slot nor feeds the breaker.
+TEST_F(EngineTest, ReportFromBeforeARestartIsRefused) {
   Engine before(&clock_, SeededOptions(42));
   Engine after(&clock_, SeededOptions(43));
   SetUpRestartPolicies(before);
   SetUpRestartPolicies(after);
-  const std::vector<uint64_t> old_ids = FirstPermitIds(before);
-  const std::vector<uint64_t> new_ids = FirstPermitIds(after);
+  const std::vector<PermitId> old_ids = FirstPermitIds(before);
+  const std::vector<PermitId> new_ids = FirstPermitIds(after);
   ASSERT_EQ(old_ids.size(), 3u);
   ASSERT_EQ(new_ids.size(), 3u);
 
@@ -312,14 +323,15 @@ TEST_F(EngineTest, ReportFromBeforeARestartIsStale) {
                absl::Milliseconds(5));
   absl::StatusOr<DependencyStatus> inventory = after.Inspect("inventory");
   ASSERT_TRUE(inventory.ok()) << inventory.status();
-  EXPECT_EQ(inventory->counters.stale_reports, 1u);
+  EXPECT_EQ(after.PermitReportsRefused().forged, 2u);
+  EXPECT_EQ(inventory->counters.stale_reports, 0u);
   EXPECT_EQ(Outcomes(inventory->counters, Outcome::kFailure), 0u);
   ASSERT_TRUE(inventory->gates.has_value());
   EXPECT_EQ(inventory->gates->in_flight, 1u);
   EXPECT_EQ(inventory->gates->breaker_state, BreakerState::kClosed);
   absl::StatusOr<DependencyStatus> tenants = after.Inspect("tenants", "t1");
   ASSERT_TRUE(tenants.ok()) << tenants.status();
-  EXPECT_EQ(tenants->counters.stale_reports, 1u);
+  EXPECT_EQ(tenants->counters.stale_reports, 0u);
   EXPECT_EQ(Outcomes(tenants->counters, Outcome::kFailure), 0u);
   // The slot is still held: the next call is refused.
   absl::StatusOr<Decision> refused = after.Acquire("inventory", "", 1);
@@ -335,7 +347,8 @@ TEST_F(EngineTest, ReportFromBeforeARestartIsStale) {
   ASSERT_TRUE(inventory->gates.has_value());
   EXPECT_EQ(inventory->gates->in_flight, 0u);
   EXPECT_EQ(Outcomes(inventory->counters, Outcome::kSuccess), 1u);
-  EXPECT_EQ(inventory->counters.stale_reports, 1u);
+  EXPECT_EQ(inventory->counters.stale_reports, 0u);
+  EXPECT_EQ(after.PermitReportsRefused().forged, 2u);
 }
 
 TEST_F(EngineTest, ReportReturnsBreakerState) {

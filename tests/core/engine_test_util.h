@@ -96,11 +96,12 @@ inline void ExpectConserved(const DecisionCounters& c) {
   EXPECT_EQ(by_verdict[static_cast<int>(Verdict::kDegrade)], c.degraded);
 }
 
-// Options with a fixed permit_id_seed, so that permit ids are the same on
-// every run.
+// Options with a fixed permit_id_seed and a permit_key made from it, so that
+// permit ids are the same on every run (and differ between seeds).
 inline Engine::Options SeededOptions(uint64_t permit_id_seed = 0x5EED) {
   Engine::Options options;
   options.permit_id_seed = permit_id_seed;
+  options.permit_key = {permit_id_seed, ~permit_id_seed};
   return options;
 }
 
