@@ -12,6 +12,7 @@
 #include "server/app/policies_file.h"
 #include "server/http/decision_api.h"
 #include "server/app/unix_socket.h"
+#include "server/rpc/message_bounds.h"
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
 
@@ -227,6 +228,11 @@ absl::Status Server::BindDecisionService() {
   // A connection that never finishes its (TLS) handshake is closed after
   // 10 s instead of gRPC's default of 120 s.
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10000);
+  // The largest valid request of the data port (a full Decide message or
+  // ReportResults batch), not gRPC's 4 MiB; each method then checks its own,
+  // smaller budget on the raw bytes before parsing (rpc/message_bounds.h).
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(rpc::kMaxDataMessageBytes));
   builder.AddListeningPort(options_.listen, ListenerCredentials(options_.listen),
                            &port_);
   builder.RegisterService(&decision_service_);

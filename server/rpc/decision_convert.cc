@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/core/dependency.h"
+#include "wire/quote.h"
 
 namespace sluice::rpc {
 namespace {
@@ -160,10 +161,10 @@ absl::StatusOr<uint64_t> ParsePermitId(absl::string_view text) {
   for (char c : text) digits = digits && absl::ascii_isdigit(c);
   uint64_t id = 0;
   if (!digits || !absl::SimpleAtoi(text, &id)) {
-    const size_t kShown = 40;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "permit_id must be the decimal id returned by Acquire, got \"",
-        text.substr(0, kShown), text.size() > kShown ? "...\"" : "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("permit_id must be the decimal id returned by Acquire, "
+                     "got ",
+                     wire::QuoteUntrusted(text, 40)));
   }
   return id;
 }

@@ -317,7 +317,7 @@ TEST_F(HttpApiTest, HandlerValidationIs400WithTheHandlersMessage) {
 
 TEST_F(HttpApiTest, UnknownPathIs404) {
   ExpectError(Post("/v1/acquire/", "{}"), 404, "NOT_FOUND",
-              "no endpoint at /v1/acquire/");
+              "no endpoint at \"/v1/acquire/\"");
   ExpectError(ToAnswer(client_->Get("/metrics")), 404, "NOT_FOUND",
               "the API serves POST /v1/acquire");
 }
