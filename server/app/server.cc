@@ -233,6 +233,11 @@ absl::Status Server::BindDecisionService() {
   // smaller budget on the raw bytes before parsing (rpc/message_bounds.h).
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(rpc::kMaxDataMessageBytes));
+  // What a stream may send ahead of the handler: with gRPC's bandwidth
+  // probe the window of a stream whose handler stopped reading (a Decide
+  // client that does not read its answers) grows to megabytes of buffered
+  // requests; without it, it stays at the 64 KiB lookahead.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddListeningPort(options_.listen, ListenerCredentials(options_.listen),
                            &port_);
   builder.RegisterService(&decision_service_);

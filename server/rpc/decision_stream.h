@@ -116,6 +116,9 @@ class DecideStream final
   bool handling_ ABSL_GUARDED_BY(mu_) = false;
   // Handling stopped for room; OnWriteDone takes the token and continues.
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  // The queue was full at least once: OnDone returns free memory to the
+  // system.
+  bool held_much_ ABSL_GUARDED_BY(mu_) = false;
   // The client half-closed, reading failed, or a message was refused.
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   // Cancelled, or a write failed: nothing more can be sent.
