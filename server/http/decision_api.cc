@@ -68,6 +68,21 @@ Reply Call(absl::string_view body, const JsonBudget& budget, Handle handle) {
 
 }  // namespace
 
+JsonBudget JsonBudgetFor(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kReports:
+      return kReportsJson;
+    case Endpoint::kDecide:
+      return kDecideJson;
+    case Endpoint::kAcquire:
+    case Endpoint::kReport:
+    case Endpoint::kHealth:
+    case Endpoint::kUnknown:
+      break;
+  }
+  return kAcquireJson;
+}
+
 absl::string_view EndpointLabel(Endpoint endpoint) {
   switch (endpoint) {
     case Endpoint::kAcquire:

@@ -338,6 +338,9 @@ TEST_F(HostileInputTest, SixCountAmplifiedBodiesAtOnce) {
 TEST_F(HostileInputTest, APermitIdCutInsideACharacterKeepsTheStream) {
   Start(kPolicies);
   grpc::ClientContext context;
+  // Fails rather than hangs if the stream dies.
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
   std::unique_ptr<Stream> stream =
       v1::DecisionService::NewStub(sluiced_.data_channel())->Decide(&context);
   // 40 bytes are quoted; byte 40 is inside the three-byte euro sign.
