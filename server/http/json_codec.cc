@@ -353,8 +353,10 @@ absl::Status CheckJsonShape(absl::string_view json,
         ++i;
         continue;
       default:
-        // A number or a literal: up to the next delimiter.
+        // A number or a literal, up to the next delimiter; any other byte
+        // (a stray \f, \v or garbage) is one, so the scan always moves.
         on_value();
+        ++i;
         while (i < n && !absl::ascii_isspace(static_cast<unsigned char>(
                             json[i])) &&
                json[i] != ',' && json[i] != ']' && json[i] != '}' &&
