@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "wire/quote.h"
+
 namespace sluice::wire {
 
 // absl and gRPC both use the canonical google.rpc.Code numbering.
@@ -30,7 +32,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
       code >= grpc::StatusCode::OK && code <= grpc::StatusCode::UNAUTHENTICATED
           ? static_cast<grpc::StatusCode>(code)
           : grpc::StatusCode::UNKNOWN;
-  return grpc::Status(grpc_code, std::string(status.message()));
+  // Messages quote client input; the wire takes only valid UTF-8.
+  return grpc::Status(grpc_code, ToValidUtf8(status.message()));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

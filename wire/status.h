@@ -14,7 +14,8 @@
 namespace sluice::wire {
 
 // The canonical codes have the same numbers in both libraries; the message
-// is kept as is. A code gRPC does not know becomes UNKNOWN.
+// is kept, made valid UTF-8 (ToValidUtf8). A code gRPC does not know
+// becomes UNKNOWN.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

@@ -1,6 +1,7 @@
 // sluiced: turns flags (and SLUICE_* environment variables) into
 // Server::Options, runs the server, and shuts it down on SIGTERM/SIGINT.
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -423,6 +424,12 @@ absl::Status WritePortFile(const std::string& path,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Buffers of 1 MiB and more (request bodies, large gRPC messages) are
+  // mapped and unmapped on their own, so that their memory goes back to the
+  // system when they are freed. Setting the threshold turns off glibc's
+  // dynamic one, which after the first such free serves them from the
+  // arenas, where a burst of large requests stays held.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Block the shutdown signals before any thread starts so that every
   // thread inherits the mask and only the sigwait thread receives them.
   sigset_t signals;

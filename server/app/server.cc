@@ -12,6 +12,7 @@
 #include "server/app/policies_file.h"
 #include "server/http/decision_api.h"
 #include "server/app/unix_socket.h"
+#include "server/rpc/message_bounds.h"
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
 
@@ -246,6 +247,16 @@ absl::Status Server::BindDecisionService() {
   // A connection that never finishes its (TLS) handshake is closed after
   // 10 s instead of gRPC's default of 120 s.
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10000);
+  // The largest valid request of the data port (a full Decide message or
+  // ReportResults batch), not gRPC's 4 MiB; each method then checks its own,
+  // smaller budget on the raw bytes before parsing (rpc/message_bounds.h).
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(rpc::kMaxDataMessageBytes));
+  // What a stream may send ahead of the handler: with gRPC's bandwidth
+  // probe the window of a stream whose handler stopped reading (a Decide
+  // client that does not read its answers) grows to megabytes of buffered
+  // requests; without it, it stays at the 64 KiB lookahead.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddListeningPort(options_.listen, ListenerCredentials(options_.listen),
                            &port_);
   builder.RegisterService(&decision_service_);

@@ -9,6 +9,7 @@
 #include "server/http/json_codec.h"
 #include "server/rpc/decision_convert.h"
 #include "sluice/v1/decision.pb.h"
+#include "wire/quote.h"
 
 namespace sluice::http {
 namespace {
@@ -35,12 +36,25 @@ Reply MethodNotAllowed(const RequestHead& head, absl::string_view allow) {
   return reply;
 }
 
-// Parses `body` into a Request, has `handle` fill the Response, and prints
-// it: the one shape of every POST endpoint.
+// What each endpoint's body may hold, counted before it is parsed: the
+// batch caps of the gRPC methods, and about a dozen JSON values per element
+// (an Acquire or a report with a latency is under ten).
+constexpr JsonBudget kAcquireJson{64, "", 0};
+constexpr JsonBudget kReportJson{64, "", 0};
+constexpr JsonBudget kReportsJson{
+    int64_t{rpc::DecisionServiceImpl::kMaxBatch} * 12 + 64, "reports",
+    rpc::DecisionServiceImpl::kMaxBatch};
+constexpr JsonBudget kDecideJson{
+    int64_t{rpc::DecisionServiceImpl::kMaxDecideCalls} * 16 + 64, "calls",
+    rpc::DecisionServiceImpl::kMaxDecideCalls};
+
+// Parses `body` into a Request (counted against `budget` first), has
+// `handle` fill the Response, and prints it: the one shape of every POST
+// endpoint.
 template <typename Request, typename Response, typename Handle>
-Reply Call(absl::string_view body, Handle handle) {
+Reply Call(absl::string_view body, const JsonBudget& budget, Handle handle) {
   Request request;
-  if (absl::Status s = ParseJson(body, &request); !s.ok()) {
+  if (absl::Status s = ParseJson(body, budget, &request); !s.ok()) {
     return ErrorReply(s);
   }
   Response response;
@@ -53,6 +67,21 @@ Reply Call(absl::string_view body, Handle handle) {
 }
 
 }  // namespace
+
+JsonBudget JsonBudgetFor(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kReports:
+      return kReportsJson;
+    case Endpoint::kDecide:
+      return kDecideJson;
+    case Endpoint::kAcquire:
+    case Endpoint::kReport:
+    case Endpoint::kHealth:
+    case Endpoint::kUnknown:
+      break;
+  }
+  return kAcquireJson;
+}
 
 absl::string_view EndpointLabel(Endpoint endpoint) {
   switch (endpoint) {
@@ -174,10 +203,10 @@ std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
   if (endpoint == Endpoint::kUnknown) {
     const absl::string_view path(head.path);
     return ErrorReply(
-        404,
-        absl::NotFoundError(absl::StrCat(
-            "no endpoint at ", path.substr(0, kQuotedPathBytes),
-            path.size() > kQuotedPathBytes ? "..." : "", "; ", kEndpoints)));
+        404, absl::NotFoundError(absl::StrCat(
+                 "no endpoint at ",
+                 wire::QuoteUntrusted(path, kQuotedPathBytes), "; ",
+                 kEndpoints)));
   }
   if (endpoint == Endpoint::kHealth) {
     if (head.method != "GET" && head.method != "HEAD") {
@@ -195,8 +224,8 @@ std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
   if (head.content_type.has_value() && !IsJson(*head.content_type)) {
     return ErrorReply(
         415, absl::InvalidArgumentError(absl::StrCat(
-                 "Content-Type must be application/json, got \"",
-                 head.content_type->substr(0, kQuotedPathBytes), "\"")));
+                 "Content-Type must be application/json, got ",
+                 wire::QuoteUntrusted(*head.content_type, kQuotedPathBytes))));
   }
   return std::nullopt;
 }
@@ -205,13 +234,13 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
   switch (endpoint) {
     case Endpoint::kAcquire:
       return Call<v1::AcquireRequest, v1::AcquireResponse>(
-          body, [this](const v1::AcquireRequest& request,
+          body, kAcquireJson, [this](const v1::AcquireRequest& request,
                        v1::AcquireResponse* response) {
             return service_->AcquireOne(request, response);
           });
     case Endpoint::kReport:
       return Call<v1::ReportResultRequest, v1::ReportResultResponse>(
-          body, [this](const v1::ReportResultRequest& request,
+          body, kReportJson, [this](const v1::ReportResultRequest& request,
                        v1::ReportResultResponse* response) {
             absl::StatusOr<core::BreakerState> state =
                 service_->ReportOne(request);
@@ -221,25 +250,18 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
           });
     case Endpoint::kReports:
       return Call<v1::ReportResultsRequest, v1::ReportResultsResponse>(
-          body, [this](const v1::ReportResultsRequest& request,
+          body, kReportsJson, [this](const v1::ReportResultsRequest& request,
                        v1::ReportResultsResponse* response) {
             return service_->ReportMany(request, response);
           });
     case Endpoint::kDecide:
+      // One HTTP response answers the whole request, so a request over the
+      // cap is refused whole (by the count before parsing).
       return Call<v1::DecideRequest, v1::DecideResponse>(
-          body, [this](const v1::DecideRequest& request,
-                       v1::DecideResponse* response) {
-            // The stream answers each call of an oversized message with an
-            // error, because its client waits on every request id; one HTTP
-            // response answers the whole request, so it is refused whole.
-            const int n = request.calls_size();
-            if (n > rpc::DecisionServiceImpl::kMaxDecideCalls) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  "calls: at most ", rpc::DecisionServiceImpl::kMaxDecideCalls,
-                  " per request, got ", n, "; no call was handled"));
-            }
-            service_->HandleDecide(request, response);
-            return absl::OkStatus();
+          body, kDecideJson,
+          [this](const v1::DecideRequest& request,
+                 v1::DecideResponse* response) {
+            return service_->HandleDecide(request, response);
           });
     case Endpoint::kHealth:
     case Endpoint::kUnknown:

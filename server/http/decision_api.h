@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "server/http/json_codec.h"
 #include "server/rpc/decision_service.h"
 
 namespace sluice::http {
@@ -37,6 +38,12 @@ Endpoint EndpointForPath(absl::string_view path);
 // The largest request body read: a ReportResults call of the most reports
 // allowed (10000) is about 1.5 MB, so 4 MiB leaves room for long keys.
 inline constexpr size_t kMaxBodyBytes = size_t{4} << 20;
+
+// What the body of a POST to `endpoint` may hold, counted before it is
+// parsed (json_codec.h): the batch caps of the gRPC methods ("calls" at
+// most 1000, "reports" at most 10000) and about a dozen JSON values per
+// element. Endpoints without a body get a budget of a few values.
+JsonBudget JsonBudgetFor(Endpoint endpoint);
 
 // An HTTP answer. The body is JSON.
 struct Reply {

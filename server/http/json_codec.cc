@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "wire/quote.h"
 
 namespace sluice::http {
 namespace {
@@ -128,8 +129,14 @@ std::string DescribeSyntaxError(absl::string_view error) {
     const absl::string_view context = lines[1];
     const size_t column = lines[2].find('^');
     if (column != absl::string_view::npos && column < context.size()) {
-      absl::StrAppend(&out, ", near '", context.substr(column, kQuotedBytes),
-                      "'");
+      // Cut at a character boundary; the bytes are the client's.
+      absl::string_view near = context.substr(column, kQuotedBytes);
+      while (!near.empty() && near.size() < context.size() - column &&
+             (static_cast<unsigned char>(context[column + near.size()]) &
+              0xc0) == 0x80) {
+        near.remove_suffix(1);
+      }
+      absl::StrAppend(&out, ", near '", wire::ToValidUtf8(near), "'");
     } else if (column == context.size()) {
       absl::StrAppend(&out, " (at the end of the body)");
     }
@@ -205,7 +212,8 @@ std::string DescribeFieldError(absl::string_view error,
 
   if (detail == kUnknownField) {
     const Descriptor* message = MessageAt(root, path);
-    std::string out = absl::StrCat("unknown field \"", name, "\"");
+    std::string out =
+        absl::StrCat("unknown field ", wire::QuoteUntrusted(name));
     if (!path.empty()) absl::StrAppend(&out, " in ", path);
     if (message != nullptr) {
       absl::StrAppend(&out, " (", message->name(), " has ",
@@ -263,6 +271,123 @@ absl::Status ParseJson(absl::string_view json,
   return absl::InvalidArgumentError(
       DescribeParseError(absl::string_view(error.data(), error.size()),
                          *message->GetDescriptor()));
+}
+
+absl::Status CheckJsonShape(absl::string_view json,
+                            const JsonBudget& budget) {
+  // One frame per open object or array; `counted` marks the array of the
+  // counted member, whose direct elements are counted.
+  struct Frame {
+    bool object;
+    bool counted;
+  };
+  Frame stack[kMaxJsonDepth];
+  int depth = 0;
+  bool expect_key = false;   // at a key of the innermost object
+  bool key_matches = false;  // the last top-level key is the counted member
+  int64_t values = 0;
+  int64_t counted = 0;
+  const auto on_value = [&] {
+    ++values;
+    if (depth > 0 && stack[depth - 1].counted) ++counted;
+  };
+  const size_t n = json.size();
+  size_t i = 0;
+  bool too_deep = false;
+  while (i < n && !too_deep) {
+    const char c = json[i];
+    switch (c) {
+      case ' ':
+      case '\t':
+      case '\r':
+      case '\n':
+        ++i;
+        continue;
+      case ',':
+        expect_key = depth > 0 && stack[depth - 1].object;
+        ++i;
+        continue;
+      case ':':
+        expect_key = false;
+        ++i;
+        continue;
+      case '}':
+      case ']':
+        if (depth == 0) {
+          i = n;  // malformed: the parser says so
+          continue;
+        }
+        --depth;
+        expect_key = false;
+        ++i;
+        continue;
+      case '"': {
+        size_t end = i + 1;
+        while (end < n && json[end] != '"') end += json[end] == '\\' ? 2 : 1;
+        if (end >= n) {
+          i = n;  // an unterminated string: the parser says so
+          continue;
+        }
+        if (expect_key) {
+          key_matches = depth == 1 && !budget.counted_member.empty() &&
+                        json.substr(i + 1, end - i - 1) ==
+                            budget.counted_member;
+          expect_key = false;
+        } else {
+          on_value();
+        }
+        i = end + 1;
+        continue;
+      }
+      case '{':
+      case '[':
+        on_value();
+        if (depth == kMaxJsonDepth) {
+          too_deep = true;
+          continue;
+        }
+        stack[depth] = {c == '{', c == '[' && depth == 1 && key_matches};
+        ++depth;
+        key_matches = false;
+        expect_key = c == '{';
+        ++i;
+        continue;
+      default:
+        // A number or a literal, up to the next delimiter; any other byte
+        // (a stray \f, \v or garbage) is one, so the scan always moves.
+        on_value();
+        ++i;
+        while (i < n && !absl::ascii_isspace(static_cast<unsigned char>(
+                            json[i])) &&
+               json[i] != ',' && json[i] != ']' && json[i] != '}' &&
+               json[i] != ':') {
+          ++i;
+        }
+        continue;
+    }
+  }
+  if (!budget.counted_member.empty() && counted > budget.max_counted) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        budget.counted_member, ": at most ", budget.max_counted,
+        " per request, got ", counted, "; none was handled"));
+  }
+  if (values > budget.max_values) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request body holds more than ", budget.max_values,
+        " JSON values; no valid request has that many"));
+  }
+  if (too_deep) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request body nests objects and arrays deeper than ",
+                     kMaxJsonDepth, " levels"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseJson(absl::string_view json, const JsonBudget& budget,
+                       google::protobuf::Message* message) {
+  if (absl::Status s = CheckJsonShape(json, budget); !s.ok()) return s;
+  return ParseJson(json, message);
 }
 
 absl::StatusOr<std::string> PrintJson(

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/rpc/decision_convert.h"
+#include "server/rpc/message_bounds.h"
+#include "wire/quote.h"
 #include "wire/status.h"
 
 namespace sluice::rpc {
@@ -19,21 +21,42 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// One unary call on raw bytes: `in` checked against `budget` and parsed,
+// `handle` run, its answer serialized into `out`.
+template <typename Request, typename Response, typename Handle>
+grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* in,
+                                grpc::ByteBuffer* out,
+                                const MessageBudget& budget, Handle handle) {
+  Request request;
+  absl::Status status = ParseBounded(*in, budget, &request);
+  if (status.ok()) {
+    Response response;
+    status = handle(request, &response);
+    if (status.ok()) status = SerializeToBuffer(response, out);
+  }
+  return Finish(context, status);
+}
+
 }  // namespace
 
 DecisionServiceImpl::DecisionServiceImpl(
     core::Engine* engine, std::function<void(absl::Duration)> on_acquire)
     : engine_(engine),
       on_acquire_(std::move(on_acquire)),
-      decide_handler_([this](const v1::DecideRequest& request,
-                             v1::DecideResponse* response) {
-        HandleDecide(request, response);
+      decide_handler_([this](const v1::DecideCall& call, int index,
+                             v1::DecideResult* result) {
+        DecideOne(call, index, result);
       }) {}
 
 grpc::ServerUnaryReactor* DecisionServiceImpl::Acquire(
-    grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
-    v1::AcquireResponse* response) {
-  return Finish(context, AcquireOne(*request, response));
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Serve<v1::AcquireRequest, v1::AcquireResponse>(
+      context, request, response, kAcquireBudget,
+      [this](const v1::AcquireRequest& r, v1::AcquireResponse* out) {
+        return AcquireOne(r, out);
+      });
 }
 
 absl::Status DecisionServiceImpl::AcquireOne(const v1::AcquireRequest& request,
@@ -114,20 +137,25 @@ absl::StatusOr<core::BreakerState> DecisionServiceImpl::ReportOne(
 }
 
 grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
-    grpc::CallbackServerContext* context,
-    const v1::ReportResultRequest* request,
-    v1::ReportResultResponse* response) {
-  absl::StatusOr<core::BreakerState> state = ReportOne(*request);
-  if (!state.ok()) return Finish(context, state.status());
-  response->set_breaker_state(BreakerStateToProto(*state));
-  return Finish(context, absl::OkStatus());
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Serve<v1::ReportResultRequest, v1::ReportResultResponse>(
+      context, request, response, kReportBudget,
+      [this](const v1::ReportResultRequest& r, v1::ReportResultResponse* out) {
+        absl::StatusOr<core::BreakerState> state = ReportOne(r);
+        if (!state.ok()) return state.status();
+        out->set_breaker_state(BreakerStateToProto(*state));
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResults(
-    grpc::CallbackServerContext* context,
-    const v1::ReportResultsRequest* request,
-    v1::ReportResultsResponse* response) {
-  return Finish(context, ReportMany(*request, response));
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Serve<v1::ReportResultsRequest, v1::ReportResultsResponse>(
+      context, request, response, kReportsBudget,
+      [this](const v1::ReportResultsRequest& r,
+             v1::ReportResultsResponse* out) { return ReportMany(r, out); });
 }
 
 absl::Status DecisionServiceImpl::ReportMany(
@@ -156,64 +184,61 @@ absl::Status DecisionServiceImpl::ReportMany(
   return absl::OkStatus();
 }
 
-grpc::ServerBidiReactor<v1::DecideRequest, v1::DecideResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 DecisionServiceImpl::Decide(grpc::CallbackServerContext* /*context*/) {
   return new DecideStream(&decide_handler_, &streams_);
 }
 
-void DecisionServiceImpl::HandleDecide(const v1::DecideRequest& request,
-                                       v1::DecideResponse* response) {
+absl::Status DecisionServiceImpl::HandleDecide(
+    const v1::DecideRequest& request, v1::DecideResponse* response) {
   const int n = request.calls_size();
-  response->mutable_results()->Reserve(n);
   if (n > kMaxDecideCalls) {
-    // Each call still gets its result, so a client waiting on a request id
-    // is not left hanging; the stream stays open.
-    const std::string message =
+    return absl::InvalidArgumentError(
         absl::StrCat("calls: at most ", kMaxDecideCalls,
-                     " per DecideRequest, got ", n, "; no call was handled");
-    for (const v1::DecideCall& call : request.calls()) {
-      v1::DecideResult* result = response->add_results();
-      result->set_request_id(call.request_id());
-      result->mutable_error()->set_code(grpc::StatusCode::INVALID_ARGUMENT);
-      result->mutable_error()->set_message(message);
-    }
-    return;
+                     " per DecideRequest, got ", n, "; none was handled"));
   }
+  response->mutable_results()->Reserve(n);
   for (int i = 0; i < n; ++i) {
-    const v1::DecideCall& call = request.calls(i);
-    v1::DecideResult* result = response->add_results();
-    result->set_request_id(call.request_id());
-    absl::Status status;
-    absl::string_view field;
-    switch (call.call_case()) {
-      case v1::DecideCall::kAcquire:
-        field = "acquire";
-        status = AcquireOne(call.acquire(), result->mutable_acquire());
-        break;
-      case v1::DecideCall::kReport: {
-        field = "report";
-        absl::StatusOr<core::BreakerState> state = ReportOne(call.report());
-        if (state.ok()) {
-          result->mutable_report()->set_breaker_state(
-              BreakerStateToProto(*state));
-        }
-        status = state.status();
-        break;
+    DecideOne(request.calls(i), i, response->add_results());
+  }
+  return absl::OkStatus();
+}
+
+void DecisionServiceImpl::DecideOne(const v1::DecideCall& call, int index,
+                                    v1::DecideResult* result) {
+  result->set_request_id(call.request_id());
+  absl::Status status;
+  absl::string_view field;
+  switch (call.call_case()) {
+    case v1::DecideCall::kAcquire:
+      field = "acquire";
+      status = AcquireOne(call.acquire(), result->mutable_acquire());
+      break;
+    case v1::DecideCall::kReport: {
+      field = "report";
+      absl::StatusOr<core::BreakerState> state = ReportOne(call.report());
+      if (state.ok()) {
+        result->mutable_report()->set_breaker_state(
+            BreakerStateToProto(*state));
       }
-      case v1::DecideCall::CALL_NOT_SET:
-        // Also a call kind newer than this server, which parses as an
-        // unknown field.
-        status = absl::InvalidArgumentError(
-            "one of acquire or report is required");
-        break;
+      status = state.status();
+      break;
     }
-    if (!status.ok()) {
-      v1::DecideError* error = result->mutable_error();  // clears the oneof
-      error->set_code(ToGrpcStatus(status).error_code());
-      error->set_message(absl::StrCat("calls[", i, "]",
-                                      field.empty() ? "" : ".", field, ": ",
-                                      status.message()));
-    }
+    case v1::DecideCall::CALL_NOT_SET:
+      // Also a call kind newer than this server, which parses as an
+      // unknown field.
+      status =
+          absl::InvalidArgumentError("one of acquire or report is required");
+      break;
+  }
+  if (!status.ok()) {
+    v1::DecideError* error = result->mutable_error();  // clears the oneof
+    error->set_code(ToGrpcStatus(status).error_code());
+    // A proto3 string must be valid UTF-8, or the client cannot parse the
+    // whole response (and its stream fails).
+    error->set_message(wire::ToValidUtf8(
+        absl::StrCat("calls[", index, "]", field.empty() ? "" : ".", field,
+                     ": ", status.message())));
   }
 }
 

@@ -17,12 +17,21 @@
 
 namespace sluice::rpc {
 
-// sluice.v1.DecisionService on the gRPC callback API. Each handler validates
-// the request, asks the engine, converts the answer and finishes inline; it
-// holds no logic or state of its own and logs nothing per request. Decide
-// runs the very same per-call code for each call of its stream
-// (DecideStream). Safe for concurrent use; `engine` must outlive the service.
-class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
+// DecisionService with every method on raw bytes, so that each request is
+// checked against its budget (message_bounds.h) before protobuf builds it.
+using RawDecisionService = v1::DecisionService::WithRawCallbackMethod_Acquire<
+    v1::DecisionService::WithRawCallbackMethod_ReportResult<
+        v1::DecisionService::WithRawCallbackMethod_ReportResults<
+            v1::DecisionService::WithRawCallbackMethod_Decide<
+                v1::DecisionService::Service>>>>;
+
+// sluice.v1.DecisionService on the gRPC callback API. Each handler checks
+// the request's size and counts, parses it, asks the engine, converts the
+// answer and finishes inline; it holds no logic or state of its own and
+// logs nothing per request. Decide runs the very same per-call code for
+// each call of its stream (DecideStream). Safe for concurrent use; `engine`
+// must outlive the service.
+class DecisionServiceImpl final : public RawDecisionService {
  public:
   // `on_acquire`, when set, is told how long each Acquire took to handle
   // (for the metrics histogram); it must be cheap and lock-free.
@@ -31,20 +40,18 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
       std::function<void(absl::Duration)> on_acquire = nullptr);
 
   grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* context,
-                                    const v1::AcquireRequest* request,
-                                    v1::AcquireResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
 
-  grpc::ServerUnaryReactor* ReportResult(
-      grpc::CallbackServerContext* context,
-      const v1::ReportResultRequest* request,
-      v1::ReportResultResponse* response) override;
+  grpc::ServerUnaryReactor* ReportResult(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
 
   grpc::ServerUnaryReactor* ReportResults(
-      grpc::CallbackServerContext* context,
-      const v1::ReportResultsRequest* request,
-      v1::ReportResultsResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
 
-  grpc::ServerBidiReactor<v1::DecideRequest, v1::DecideResponse>* Decide(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Decide(
       grpc::CallbackServerContext* context) override;
 
   // Cluster mode: permits carry `replica_id`, and a report for a permit of
@@ -77,9 +84,15 @@ class DecisionServiceImpl final : public v1::DecisionService::CallbackService {
                                             uint32_t permits,
                                             core::Unreported unreported,
                                             std::string* permit_id);
-  // One message of a Decide stream: a result per call, in order.
-  void HandleDecide(const v1::DecideRequest& request,
-                    v1::DecideResponse* response);
+  // One call of a Decide message, the `index`th: its result (request_id
+  // included), an error result naming calls[index] if it failed. Error
+  // messages are valid UTF-8.
+  void DecideOne(const v1::DecideCall& call, int index,
+                 v1::DecideResult* result);
+  // A whole DecideRequest: a result per call, in order; INVALID_ARGUMENT,
+  // and no call handled, for more than kMaxDecideCalls calls.
+  absl::Status HandleDecide(const v1::DecideRequest& request,
+                            v1::DecideResponse* response);
 
   // Decide streams open now.
   int64_t open_streams() const { return streams_.open(); }

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "sluice/v1/decision.pb.h"
 
 namespace sluice::rpc {
 
@@ -35,38 +36,48 @@ class DecideStreams {
   bool ending_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// One DecisionService.Decide stream. Each message read is handled inline, in
-// order, by `handle`, which appends one result per call; the results go out
-// as one DecideResponse. Only one write may be outstanding, so results that
-// arrive while a write is in flight wait in a pending response and go out
-// together when it completes. Flow control: while more than
-// kMaxPendingResults wait, no further message is read; reading resumes when
-// the write completes. After the client half-closes, the stream finishes OK
-// once every result is written. Nothing is settled when a stream breaks.
+// One DecisionService.Decide stream, on raw bytes so that each message is
+// checked (kDecideBudget: size, at most 1000 calls) before it is parsed. A
+// message over the budget ends the stream with one error (INVALID_ARGUMENT
+// or RESOURCE_EXHAUSTED) once the results already due are written; no call
+// of it is handled. Each message's calls are handled in order by `handle`,
+// one result each; results go out coalesced in DecideResponses.
+//
+// Output is bounded by flow control: one write in flight, and at most
+// about kMaxPendingBytes of results waiting behind it. When they are full,
+// handling stops (in the middle of a message if need be) and no further
+// message is read, until the write completes; so a client that does not
+// read its responses stops being served and holds a bounded amount of
+// memory. After the client half-closes, the stream finishes OK once every
+// result is written. Nothing is settled when a stream breaks, and all it
+// holds is freed when gRPC calls OnDone.
 //
 // Owns itself: created by the service's Decide handler, deleted in OnDone.
 // gRPC may run OnReadDone and OnWriteDone at once on different threads;
-// the state they share is guarded by mu_.
+// the state they share is guarded by mu_, and the read-side state is only
+// touched by whoever holds the handling token (handling_).
 class DecideStream final
-    : public grpc::ServerBidiReactor<v1::DecideRequest, v1::DecideResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  // Handles one message, appending one result per call to `out`. Must be
-  // safe for concurrent use (several streams call it at once).
-  using Handler =
-      std::function<void(const v1::DecideRequest&, v1::DecideResponse*)>;
+  // Handles call `index` of a message, filling `out` (its request_id
+  // included). Must be safe for concurrent use (several streams call it at
+  // once).
+  using Handler = std::function<void(const v1::DecideCall& call, int index,
+                                     v1::DecideResult* out)>;
 
-  // Results waiting to be written above which the stream stops reading.
-  static constexpr int kMaxPendingResults = 4096;
+  // Serialized results waiting behind the write in flight above which the
+  // stream stops handling calls and reading messages.
+  static constexpr size_t kMaxPendingBytes = size_t{1} << 20;
 
   // `handle` and `streams` must outlive the stream, which joins `streams`
   // while it lives.
   DecideStream(const Handler* handle, DecideStreams* streams);
 
   // Reads no more calls and finishes with UNAVAILABLE once the results of
-  // the calls already read are written, so the gateway opens a new stream
-  // (to another replica, behind a load balancer). Calls the gateway wrote
-  // that were not read by then get no answer here; the SDK decides them
-  // locally, as for any failed call.
+  // the calls already handled are written, so the gateway opens a new
+  // stream (to another replica, behind a load balancer). Calls the gateway
+  // wrote that were not handled by then get no answer here; the SDK decides
+  // them locally, as for any failed call.
   void End() ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -75,6 +86,10 @@ class DecideStream final
   void OnDone() override;
 
  private:
+  // Handles the calls of request_ from next_call_ on while there is room,
+  // then reads the next message; stops (paused_) when the results waiting
+  // are full. Called by the holder of the handling token, without mu_.
+  void Continue() ABSL_LOCKS_EXCLUDED(mu_);
   // Starts a write of the pending results unless one is in flight.
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finishes once nothing is left to read or write, or the stream broke.
@@ -82,26 +97,36 @@ class DecideStream final
 
   const Handler* const handle_;
   DecideStreams* const streams_;
-  // Filled by the one outstanding read; only the read side touches it.
+
+  // Read side: the message read and how far it is handled. Touched only by
+  // the holder of the handling token.
+  grpc::ByteBuffer read_buffer_;
   v1::DecideRequest request_;
+  int next_call_ = 0;
 
   absl::Mutex mu_;
-  // Results not yet handed to a write.
+  // Results not yet handed to a write, and their serialized size.
   v1::DecideResponse pending_ ABSL_GUARDED_BY(mu_);
-  // The message being written; gRPC reads it until OnWriteDone.
-  v1::DecideResponse writing_ ABSL_GUARDED_BY(mu_);
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The bytes being written; gRPC reads them until OnWriteDone.
+  grpc::ByteBuffer writing_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  // A message read is being handled (outside mu_); its results are yet to
-  // join pending_, so the stream must not finish.
+  // The handling token: a message read is being handled outside mu_, so the
+  // stream must not finish, and nobody else may touch the read side.
   bool handling_ ABSL_GUARDED_BY(mu_) = false;
-  // A read was held back by flow control; OnWriteDone starts it.
-  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
-  // The client half-closed, or reading failed.
+  // Handling stopped for room; OnWriteDone takes the token and continues.
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  // The queue was full at least once: OnDone returns free memory to the
+  // system.
+  bool held_much_ ABSL_GUARDED_BY(mu_) = false;
+  // The client half-closed, reading failed, or a message was refused.
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   // Cancelled, or a write failed: nothing more can be sent.
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   // End() was called.
   bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  // A message was refused whole: the status the stream finishes with.
+  grpc::Status refusal_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 

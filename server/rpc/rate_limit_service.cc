@@ -5,12 +5,13 @@
 #include <limits>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
+#include "server/rpc/message_bounds.h"
 #include "wire/limits.h"
+#include "wire/quote.h"
 #include "wire/status.h"
 #include "wire/time.h"
 
@@ -30,7 +31,7 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
 }
 
 std::string Quote(absl::string_view s) {
-  return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+  return wire::QuoteUntrusted(s, wire::kMaxKeyBytes);
 }
 
 // The policy's rate as requests per the smallest Envoy unit that holds at
@@ -237,9 +238,20 @@ RateLimitServiceImpl::RateLimitServiceImpl(core::Engine* engine,
     : engine_(engine), decisions_(decisions) {}
 
 grpc::ServerUnaryReactor* RateLimitServiceImpl::ShouldRateLimit(
-    grpc::CallbackServerContext* context, const RateLimitRequest* request,
-    RateLimitResponse* response) {
-  return Finish(context, Handle(*request, response));
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  // Counted on the raw bytes first: 2 million empty descriptors in a
+  // message are refused for their count, not built and then refused.
+  RateLimitRequest parsed;
+  absl::Status status = ParseBounded(*request, kRateLimitBudget, &parsed);
+  if (!status.ok()) {
+    invalid_.fetch_add(1, std::memory_order_relaxed);
+    return Finish(context, status);
+  }
+  RateLimitResponse answer;
+  status = Handle(parsed, &answer);
+  if (status.ok()) status = SerializeToBuffer(answer, response);
+  return Finish(context, status);
 }
 
 std::shared_ptr<const DescriptorIndex> RateLimitServiceImpl::Index() {

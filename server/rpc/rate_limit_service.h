@@ -80,8 +80,12 @@ class DescriptorIndex {
 // takes expires as a release, not as a timeout, since Envoy never reports
 // (a gateway that does report names the permit from the response's
 // dynamic metadata). Safe for concurrent use.
+// Checks the request's size and counts (kRateLimitBudget) on its raw bytes
+// before protobuf builds it. Safe for concurrent use.
 class RateLimitServiceImpl final
-    : public envoy::service::ratelimit::v3::RateLimitService::CallbackService {
+    : public envoy::service::ratelimit::v3::RateLimitService::
+          WithRawCallbackMethod_ShouldRateLimit<
+              envoy::service::ratelimit::v3::RateLimitService::Service> {
  public:
   // Totals since start, for the metrics.
   struct Totals {
@@ -95,9 +99,8 @@ class RateLimitServiceImpl final
   RateLimitServiceImpl(core::Engine* engine, DecisionServiceImpl* decisions);
 
   grpc::ServerUnaryReactor* ShouldRateLimit(
-      grpc::CallbackServerContext* context,
-      const envoy::service::ratelimit::v3::RateLimitRequest* request,
-      envoy::service::ratelimit::v3::RateLimitResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
 
   // The whole request: INVALID_ARGUMENT naming the field for a malformed
   // one, else every descriptor decided and answered.

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -213,31 +214,42 @@ TEST_F(DecideStreamTest, AMalformedCallGetsAnErrorAndTheStreamGoesOn) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-TEST_F(DecideStreamTest, AMessageOverTheLimitIsRefusedCallByCall) {
+TEST_F(DecideStreamTest, AMessageOverTheLimitEndsTheStreamWithOneError) {
   Start();
   Put(R"pb(
     name: "inventory"
     concurrency { max_in_flight: 1000 }
   )pb");
+  {
+    grpc::ClientContext context;
+    std::unique_ptr<Stream> stream = decisions_->Decide(&context);
+    // A call before it is answered as usual.
+    ASSERT_TRUE(stream->Write(Message({AcquireCall(1, "inventory")})));
+    std::map<uint64_t, v1::DecideResult> first = ReadResults(stream.get(), 1);
+    ASSERT_TRUE(first[1].has_acquire());
+    ASSERT_TRUE(stream->Write(Message({ReportCall(
+        2, "inventory", first[1].acquire().permit_id(), v1::SUCCESS)})));
+    ASSERT_EQ(ReadResults(stream.get(), 1).size(), 1u);
+
+    std::vector<v1::DecideCall> too_many;
+    for (uint64_t id = 1; id <= 1001; ++id) {
+      too_many.push_back(AcquireCall(id, "inventory"));
+    }
+    stream->Write(Message(too_many));
+    // Not one result per call: no result at all, and one status.
+    v1::DecideResponse response;
+    EXPECT_FALSE(stream->Read(&response)) << response.DebugString();
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(status.error_message(),
+              "calls: at most 1000 per DecideRequest, got 1001; none was "
+              "handled");
+  }
+
+  // Nothing of the refused message was admitted: exactly the limit, on a
+  // new stream, takes all 1000 slots.
   grpc::ClientContext context;
   std::unique_ptr<Stream> stream = decisions_->Decide(&context);
-
-  std::vector<v1::DecideCall> too_many;
-  for (uint64_t id = 1; id <= 1001; ++id) {
-    too_many.push_back(AcquireCall(id, "inventory"));
-  }
-  ASSERT_TRUE(stream->Write(Message(too_many)));
-  std::map<uint64_t, v1::DecideResult> refused =
-      ReadResults(stream.get(), 1001);
-  ASSERT_EQ(refused.size(), 1001u);
-  for (const auto& [id, result] : refused) {
-    ASSERT_TRUE(result.has_error()) << id;
-    EXPECT_EQ(result.error().code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(result.error().message(), HasSubstr("at most 1000"));
-  }
-
-  // Exactly the limit is served, and nothing of the refused message was
-  // admitted: these 1000 take all 1000 slots.
   std::vector<v1::DecideCall> at_limit;
   for (uint64_t id = 2001; id <= 3000; ++id) {
     at_limit.push_back(AcquireCall(id, "inventory"));
@@ -250,6 +262,113 @@ TEST_F(DecideStreamTest, AMessageOverTheLimitIsRefusedCallByCall) {
     EXPECT_EQ(result.acquire().verdict(), v1::ALLOW) << id;
   }
   stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(DecideStreamTest, TwoMillionEmptyCallsAreCountedNotBuilt) {
+  Start();
+  // 2 MiB of empty calls (two bytes each), the most the port takes: one
+  // error naming the count.
+  std::string hostile;
+  for (int i = 0; i < (1 << 20) - 8; ++i) hostile.append("\x0a\x00", 2);
+  grpc::ClientContext context;
+  v1::DecideRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(hostile));
+  ASSERT_EQ(parsed.calls_size(), (1 << 20) - 8);
+  std::unique_ptr<Stream> stream = decisions_->Decide(&context);
+  stream->Write(parsed);
+  v1::DecideResponse response;
+  EXPECT_FALSE(stream->Read(&response));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("at most 1000 per DecideRequest, got 1048568"));
+}
+
+TEST_F(DecideStreamTest, AMessageAboveThePortLimitIsRefused) {
+  Start();
+  v1::DecideRequest request;
+  request.add_calls()->mutable_acquire()->set_caller(
+      std::string((2 << 20) + 1, 'x'));
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream = decisions_->Decide(&context);
+  stream->Write(request);
+  v1::DecideResponse response;
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_EQ(stream->Finish().error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(DecideStreamTest, APermitIdCutInsideACharacterLeavesTheStreamWorking) {
+  Start();
+  Put(R"pb(
+    name: "inventory"
+    concurrency { max_in_flight: 10 }
+  )pb");
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream = decisions_->Decide(&context);
+  // The error quotes 40 bytes of the id: byte 40 falls inside the euro
+  // sign (bytes 39 to 41). Before, the quote ended in half a character,
+  // the response was not valid proto3 and the client's stream failed.
+  const std::string id = std::string(39, '7') + "\xe2\x82\xac" + "9";
+  ASSERT_TRUE(stream->Write(
+      Message({ReportCall(1, "inventory", id, v1::SUCCESS),
+               AcquireCall(3, "inventory")})));
+  std::map<uint64_t, v1::DecideResult> r = ReadResults(stream.get(), 2);
+  ASSERT_EQ(r.size(), 2u);
+  // Refused with a message that names the field, and arrived: the response
+  // parsed, so the message is valid UTF-8.
+  ASSERT_TRUE(r[1].has_error());
+  EXPECT_THAT(r[1].error().message(), HasSubstr("permit_id"));
+  ASSERT_TRUE(r[3].has_acquire());
+  EXPECT_EQ(r[3].acquire().verdict(), v1::ALLOW);
+
+  // The stream still serves.
+  ASSERT_TRUE(stream->Write(Message({AcquireCall(4, "inventory")})));
+  EXPECT_TRUE(ReadResults(stream.get(), 1)[4].has_acquire());
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(DecideStreamTest, AnswersLargerThanTheQueueAreAllDeliveredInOrder) {
+  Start();
+  // Every allowed Acquire carries an 8 KiB fallback (served if the call
+  // fails), so one message of 1000 calls answers 8 MB: the stream stops in
+  // the middle of each message while its queue (1 MiB) is full, and goes
+  // on as the client reads.
+  Put(absl::StrCat(R"pb(
+    name: "inventory"
+    concurrency { max_in_flight: 100000 }
+    fallback { strategy: STATIC payload: ")pb",
+                   std::string(8 << 10, 'f'),
+                   R"pb(" serve_on_failure: true }
+  )pb"));
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream = decisions_->Decide(&context);
+  constexpr int kMessages = 3;
+  std::thread writer([&] {
+    for (int m = 0; m < kMessages; ++m) {
+      std::vector<v1::DecideCall> calls;
+      for (int i = 0; i < 1000; ++i) {
+        calls.push_back(AcquireCall(m * 1000 + i + 1, "inventory"));
+      }
+      ASSERT_TRUE(stream->Write(Message(calls)));
+    }
+    stream->WritesDone();
+  });
+  // Read in arrival order: within a stream, calls are answered in order.
+  uint64_t expected = 1;
+  v1::DecideResponse response;
+  while (stream->Read(&response)) {
+    for (const v1::DecideResult& r : response.results()) {
+      ASSERT_EQ(r.request_id(), expected);
+      ASSERT_TRUE(r.has_acquire());
+      EXPECT_EQ(r.acquire().fallback().payload().size(), 8u << 10);
+      ++expected;
+    }
+  }
+  writer.join();
+  EXPECT_EQ(expected, kMessages * 1000 + 1u);
   EXPECT_TRUE(stream->Finish().ok());
 }
 

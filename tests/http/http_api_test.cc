@@ -269,6 +269,28 @@ TEST_F(HttpApiTest, DecideOverTheCallLimitIsRefusedWhole) {
   EXPECT_EQ(Acquire("search").json["verdict"], "ALLOW");  // none was handled
 }
 
+TEST_F(HttpApiTest, CountAmplifiedBodiesAreRefusedByTheirCount) {
+  // Under 4 MiB each, millions of empty elements: one error naming the
+  // count, before any element is built.
+  std::string decide = "{\"calls\":[{}";
+  for (int i = 1; i < 1300000; ++i) decide += ",{}";
+  decide += "]}";
+  ExpectError(Post("/v1/decide", decide), 400, "INVALID_ARGUMENT",
+              "calls: at most 1000 per request, got 1300000");
+  std::string reports = "{\"reports\":[{}";
+  for (int i = 1; i < 1300000; ++i) reports += ",{}";
+  reports += "]}";
+  ExpectError(Post("/v1/reports", reports), 400, "INVALID_ARGUMENT",
+              "reports: at most 10000 per request, got 1300000");
+  // Values hidden where nothing is counted are bounded too.
+  std::string nested = "{\"calls\":[{\"acquire\":{\"dependency\":[0";
+  for (int i = 1; i < 100000; ++i) nested += ",0";
+  nested += "]}}]}";
+  ExpectError(Post("/v1/decide", nested), 400, "INVALID_ARGUMENT",
+              "JSON values; no valid request has that many");
+  EXPECT_EQ(Acquire("search").json["verdict"], "ALLOW");
+}
+
 TEST_F(HttpApiTest, BadJsonIs400) {
   ExpectError(Post("/v1/acquire", R"({"dependency": )"), 400,
               "INVALID_ARGUMENT", "request body is not valid JSON");
@@ -317,7 +339,7 @@ TEST_F(HttpApiTest, HandlerValidationIs400WithTheHandlersMessage) {
 
 TEST_F(HttpApiTest, UnknownPathIs404) {
   ExpectError(Post("/v1/acquire/", "{}"), 404, "NOT_FOUND",
-              "no endpoint at /v1/acquire/");
+              "no endpoint at \"/v1/acquire/\"");
   ExpectError(ToAnswer(client_->Get("/metrics")), 404, "NOT_FOUND",
               "the API serves POST /v1/acquire");
 }

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/http/decision_api.h"
 #include "sluice/v1/decision.pb.h"
+#include "wire/quote.h"
 
 namespace sluice::http {
 namespace {
@@ -162,6 +163,105 @@ TEST(StatusMappingTest, GrpcCodesMapToHttpStatuses) {
   EXPECT_EQ(j["code"], 14);
   EXPECT_EQ(j["status"], "UNAVAILABLE");
   EXPECT_EQ(j["message"], "store \"x\" down");
+}
+
+// Empty elements, n of them, in the top-level array `member`.
+std::string Amplified(const std::string& member, size_t n) {
+  std::string body = "{\"" + member + "\": [";
+  for (size_t i = 0; i < n; ++i) body += i == 0 ? "{}" : ",{}";
+  return body + "]}";
+}
+
+constexpr JsonBudget kCalls{1000 * 16 + 64, "calls", 1000};
+
+TEST(CheckJsonShapeTest, CountsTheElementsOfTheCountedArray) {
+  EXPECT_TRUE(CheckJsonShape(Amplified("calls", 1000), kCalls).ok());
+  const absl::Status over = CheckJsonShape(Amplified("calls", 1001), kCalls);
+  EXPECT_EQ(over.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.message(),
+            "calls: at most 1000 per request, got 1001; none was handled");
+  // 1.4 million empty calls (4 MiB): counted to the end, one error.
+  const absl::Status huge =
+      CheckJsonShape(Amplified("calls", 1400000), kCalls);
+  EXPECT_THAT(std::string(huge.message()),
+              HasSubstr("at most 1000 per request, got 1400000"));
+}
+
+TEST(CheckJsonShapeTest, OnlyDirectElementsOfTheTopLevelMemberCount) {
+  // Nested arrays and strings that look like the member do not count.
+  EXPECT_TRUE(CheckJsonShape(
+                  R"({"calls": [{"acquire": {"dependency": "calls",
+                      "key": "[1,2,3]"}}, [[1,2],[3,4]]],
+                      "x": {"calls": [1,2,3,4,5]}})",
+                  JsonBudget{64, "calls", 2})
+                  .ok());
+  EXPECT_FALSE(CheckJsonShape(R"({"calls": [1,2,3]})",
+                              JsonBudget{64, "calls", 2})
+                   .ok());
+  // Escaped quotes inside strings do not end them.
+  EXPECT_TRUE(CheckJsonShape(R"({"k": "a\"],[", "calls": [1,2]})",
+                             JsonBudget{64, "calls", 2})
+                  .ok());
+}
+
+TEST(CheckJsonShapeTest, BoundsValuesAtEveryDepthAndTheNesting) {
+  // Elements hidden in a member that is not counted still count as values.
+  std::string many = "{\"other\": [";
+  for (int i = 0; i < 100; ++i) many += i == 0 ? "0" : ",0";
+  many += "]}";
+  EXPECT_TRUE(CheckJsonShape(many, JsonBudget{102, "", 0}).ok());
+  const absl::Status values = CheckJsonShape(many, JsonBudget{101, "", 0});
+  EXPECT_THAT(std::string(values.message()),
+              HasSubstr("more than 101 JSON values"));
+  const std::string deep = std::string(kMaxJsonDepth, '[') +
+                           std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(CheckJsonShape(deep, JsonBudget{1000, "", 0}).ok());
+  const std::string deeper = "[" + deep + "]";
+  EXPECT_THAT(std::string(
+                  CheckJsonShape(deeper, JsonBudget{1000, "", 0}).message()),
+              HasSubstr("deeper than 32 levels"));
+}
+
+TEST(CheckJsonShapeTest, LeavesSyntaxErrorsToTheParser) {
+  // A form feed or vertical tab is neither JSON whitespace nor a value:
+  // the scan still moves on (it once looped forever on "\f", found by
+  // fuzz/json_codec_fuzzer).
+  for (const char* broken :
+       {"", "}", "]]]", "{\"calls\": [", "{\"calls\": \"unterminated",
+        "{\"a\" 1}", "\\", "\f", "\v", "[\f\f]", "{\"calls\":[1\v]}"}) {
+    EXPECT_TRUE(CheckJsonShape(broken, kCalls).ok()) << broken;
+  }
+  // Counts up to the error are checked all the same.
+  std::string cut = Amplified("calls", 4000);
+  cut.resize(cut.size() / 2);
+  EXPECT_FALSE(CheckJsonShape(cut, kCalls).ok());
+}
+
+TEST(ParseJsonTest, ABudgetIsCheckedBeforeParsing) {
+  v1::DecideRequest request;
+  const absl::Status s =
+      ParseJson(Amplified("calls", 1001), kCalls, &request);
+  EXPECT_FALSE(s.ok());
+  // Refused before anything was built.
+  EXPECT_EQ(request.calls_size(), 0);
+  ASSERT_TRUE(ParseJson(Amplified("calls", 3), kCalls, &request).ok());
+  EXPECT_EQ(request.calls_size(), 3);
+}
+
+TEST(ParseJsonTest, SyntaxErrorsQuoteWholeCharactersOnly) {
+  // Protobuf's context line after the error ends in half of the first
+  // "\xc3\xa9"; the message quoting it must still be valid UTF-8.
+  v1::AcquireRequest request;
+  const std::string body =
+      "{\"dependency\": 1 " + std::string(19, 'x') + "\xc3\xa9\xc3\xa9}";
+  const absl::Status s = ParseJson(body, &request);
+  ASSERT_FALSE(s.ok());
+  const std::string message(s.message());
+  for (size_t i = 0; i < message.size();) {
+    const size_t n = wire::Utf8SequenceLength(message, i);
+    ASSERT_NE(n, 0u) << "invalid UTF-8 at byte " << i << ": " << message;
+    i += n;
+  }
 }
 
 }  // namespace

@@ -419,6 +419,32 @@ TEST_F(RateLimitServiceTest, MalformedRequestsAreInvalidArgumentNamingTheField) 
   }
 }
 
+TEST_F(RateLimitServiceTest, CountAmplifiedRequestsAreRefusedBeforeParsing) {
+  // 30,000 empty descriptors in 60 kB: refused for the count, on the raw
+  // bytes, not built and then refused.
+  RateLimitRequest many;
+  many.set_domain("edge");
+  for (int i = 0; i < 30000; ++i) many.add_descriptors();
+  RateLimitResponse response;
+  grpc::Status s = Call(many, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "descriptors: at most 64 per RateLimitRequest, got 30000; none "
+            "was handled");
+  // Above the method's 64 KiB: refused for its size.
+  for (int i = 0; i < 10000; ++i) many.add_descriptors();
+  s = Call(many, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("the limit is 65536 bytes"));
+  // 1.1 million (2.2 MB): above the port's 2 MiB, refused by gRPC itself.
+  for (int i = 0; i < 1100000; ++i) many.add_descriptors();
+  s = Call(many, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // A valid request is served as usual afterwards.
+  EXPECT_EQ(Overall(Request({{{"header_match", "api"}}})),
+            RateLimitResponse::OK);
+}
+
 TEST_F(RateLimitServiceTest, PolicyChangesRemapAtOnce) {
   const RateLimitRequest r = Request({{{"destination_cluster", "orders"}}});
   EXPECT_EQ(OkCount(r, 3), 3);  // nothing maps it yet

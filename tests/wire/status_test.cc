@@ -64,5 +64,12 @@ TEST(GrpcStatusTest, KeepsCodeAndMessageBothWays) {
             grpc::StatusCode::UNKNOWN);
 }
 
+TEST(StatusTest, ToGrpcStatusSendsOnlyValidUtf8) {
+  // A message that quotes client bytes cut inside a character.
+  const grpc::Status g = ToGrpcStatus(
+      absl::InvalidArgumentError("got \"ab\xe2\x82\""));
+  EXPECT_EQ(g.error_message(), "got \"ab\xef\xbf\xbd\xef\xbf\xbd\"");
+}
+
 }  // namespace
 }  // namespace sluice::wire
