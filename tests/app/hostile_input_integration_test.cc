@@ -2,7 +2,7 @@
 // /proc/<pid>/status: a Decide message of a million empty calls, a client
 // that never reads its Decide responses, count-amplified HTTP and RLS
 // bodies six at once, and a permit id cut inside a character. Each figure
-// is what issue 25's acceptance table asks for.
+// are the bounds docs/operations.md states.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

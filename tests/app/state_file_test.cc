@@ -438,7 +438,7 @@ TEST(StateFileTest, FifoIsRefusedWithoutWaiting) {
 // with values out of range lose those values.
 TEST(StateFileTest, SeedCorpusDecodesAsItsNamesSay) {
   const std::filesystem::path dir =
-      std::filesystem::path(testing::kSourceDir) / "fuzz/corpus/state_file";
+      std::filesystem::path(testing::kSourceDir) / "fuzz/corpus/state_file_fuzzer";
   int seen = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
