@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -125,6 +127,59 @@ std::string RawPost(int port, const std::string& path,
   while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, n);
   close(fd);
   return answer;
+}
+
+// Opens a connection to 127.0.0.1:<port>, starts a request and sends up to
+// `header_bytes` of tiny header fields ("a:b"), reading as it goes: the
+// status line of the answer, or "" if none came within 10 s.
+std::string FloodHeaders(int port, int64_t header_bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string chunk = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  std::string fields;
+  for (int i = 0; i < 13107; ++i) fields += "a:b\r\n";  // 64 kB
+  int64_t sent = 0;
+  size_t offset = 0;
+  std::string answer;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (answer.find("\r\n") == std::string::npos && absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (sent < header_bytes) p.events |= POLLOUT;
+    if (poll(&p, 1, 100) < 0) break;
+    if (p.revents & POLLIN) {
+      char buf[512];
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      answer.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (p.revents & POLLOUT) {
+      const ssize_t n = send(fd, chunk.data() + offset, chunk.size() - offset,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        sent = header_bytes;  // refused: only the answer is left to read
+        continue;
+      }
+      sent += n;
+      offset += static_cast<size_t>(n);
+      if (offset == chunk.size()) {
+        chunk = fields;
+        offset = 0;
+      }
+    } else if (p.revents & (POLLERR | POLLHUP)) {
+      break;
+    }
+  }
+  close(fd);
+  return answer.substr(0, answer.find("\r\n"));
 }
 
 // `n` empty objects in the top-level array `member`.
@@ -332,6 +387,43 @@ TEST_F(HostileInputTest, SixCountAmplifiedBodiesAtOnce) {
                                 "RateLimitRequest, got 30000"));
   EXPECT_LE(peak, 32 * kMiB);
   EXPECT_LE(after, 8 * kMiB) << "memory stayed held after the answers";
+  sluiced_.Acquire("inventory");
+}
+
+// 16 MB of tiny header fields on one connection, then on 128 at once: each
+// is answered 431 once its head passes the 64 KiB the server reads, and
+// the server's memory grows by the heads it holds, not by what was sent.
+TEST_F(HostileInputTest, SixteenMegabytesOfHeadersAreRefusedAt64KiB) {
+  Start(kPolicies, {"--http-listen=127.0.0.1:0"});
+  const int http = testing::PortOf(sluiced_.listener("http"));
+  ASSERT_GT(http, 0);
+  WarmUp();
+  for (const int connections : {1, 128}) {
+    ResetPeak(pid_);
+    const int64_t before = Rss();
+    std::vector<std::future<std::string>> answers;
+    for (int i = 0; i < connections; ++i) {
+      answers.push_back(std::async(std::launch::async, [http] {
+        return FloodHeaders(http, int64_t{16} << 20);
+      }));
+    }
+    int refused = 0;
+    std::string other;
+    for (auto& a : answers) {
+      const std::string status = a.get();
+      if (absl::StrContains(status, " 431 ")) {
+        ++refused;
+      } else {
+        other = status;
+      }
+    }
+    const int64_t peak = Peak() - before;
+    std::printf("%d connection(s) x 16 MB of headers: %d answered 431, peak "
+                "RSS growth %.1f MB\n",
+                connections, refused, peak / 1e6);
+    EXPECT_EQ(refused, connections) << "one answer was: \"" << other << "\"";
+    EXPECT_LE(peak, 32 * kMiB);
+  }
   sluiced_.Acquire("inventory");
 }
 
