@@ -9,12 +9,12 @@
 // direct decoder takes must parse with protobuf's converter too, into an
 // equal message, and print the same way.
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-
-#include <google/protobuf/util/message_differencer.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -51,8 +51,7 @@ bool FastDecode(absl::string_view body,
 
 template <typename Request>
 void Decode(absl::string_view body, sluice::http::Endpoint endpoint) {
-  const sluice::http::JsonBudget budget =
-      sluice::http::JsonBudgetFor(endpoint);
+  const sluice::http::JsonBudget budget = sluice::http::JsonBudgetFor(endpoint);
   const absl::Status shape = sluice::http::CheckJsonShape(body, budget);
   Request request;
   const absl::Status status = sluice::http::ParseJson(body, budget, &request);
@@ -92,13 +91,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   response.set_permit_id(std::string(body.substr(0, 64)));
   response.set_remaining(static_cast<int64_t>(size) - 32);
   if (size > 8) {
-    response.mutable_retry_after()->set_nanos(
-        static_cast<int32_t>(data[0]) * 1000003 % 1000000000);
+    response.mutable_retry_after()->set_nanos(static_cast<int32_t>(data[0]) *
+                                              1000003 % 1000000000);
   }
   std::string fast;
   if (sluice::http::FastPrintJson(response, &fast)) {
-    const absl::StatusOr<std::string> slow =
-        sluice::http::PrintJson(response);
+    const absl::StatusOr<std::string> slow = sluice::http::PrintJson(response);
     Check(slow.ok() && *slow == fast);
   }
   Check(IsValidUtf8(sluice::http::JsonQuote(body)));

@@ -134,8 +134,9 @@ bool ParseDuration(absl::string_view text, google::protobuf::Duration* out) {
   if (negative) text.remove_prefix(1);
   const size_t dot = text.find('.');
   const absl::string_view whole = text.substr(0, dot);
-  const absl::string_view fraction =
-      dot == absl::string_view::npos ? absl::string_view() : text.substr(dot + 1);
+  const absl::string_view fraction = dot == absl::string_view::npos
+                                         ? absl::string_view()
+                                         : text.substr(dot + 1);
   if (whole.empty() || whole.size() > 12) return false;
   if (dot != absl::string_view::npos &&
       (fraction.empty() || fraction.size() > 9)) {
@@ -234,7 +235,8 @@ bool FastParseJson(absl::string_view json, v1::AcquireRequest* request) {
   uint32_t seen = 0;
   return ReadObject(json, [&](const std::string& name, Reader& reader) {
     if (name == "dependency") {
-      return FirstTime(0, &seen) && reader.String(request->mutable_dependency());
+      return FirstTime(0, &seen) &&
+             reader.String(request->mutable_dependency());
     }
     if (name == "key") {
       return FirstTime(1, &seen) && reader.String(request->mutable_key());
@@ -261,7 +263,8 @@ bool FastParseJson(absl::string_view json, v1::ReportResultRequest* request) {
   std::string text;
   return ReadObject(json, [&](const std::string& name, Reader& reader) {
     if (name == "dependency") {
-      return FirstTime(0, &seen) && reader.String(request->mutable_dependency());
+      return FirstTime(0, &seen) &&
+             reader.String(request->mutable_dependency());
     }
     if (name == "key") {
       return FirstTime(1, &seen) && reader.String(request->mutable_key());

@@ -23,10 +23,20 @@ using google::protobuf::util::MessageDifferencer;
 // Strings a response may carry: empty, every printable ASCII byte alone,
 // escapes, non-ASCII and invalid UTF-8.
 std::vector<std::string> SampleStrings() {
-  std::vector<std::string> out = {"", "p-1", "7f3a9c", "a\"b", "a\\b",
-                                  "line\nbreak", "tab\t", "\x01", "\x7f",
-                                  "caf\xc3\xa9", "\xe2\x80\xa8", "\xff",
-                                  "\xf0\x9f\x98\x80", "<&>='"};
+  std::vector<std::string> out = {"",
+                                  "p-1",
+                                  "7f3a9c",
+                                  "a\"b",
+                                  "a\\b",
+                                  "line\nbreak",
+                                  "tab\t",
+                                  "\x01",
+                                  "\x7f",
+                                  "caf\xc3\xa9",
+                                  "\xe2\x80\xa8",
+                                  "\xff",
+                                  "\xf0\x9f\x98\x80",
+                                  "<&>='"};
   for (int c = 0x20; c < 0x7f; ++c) out.push_back(std::string(1, char(c)));
   return out;
 }
@@ -34,10 +44,21 @@ std::vector<std::string> SampleStrings() {
 // Durations as (seconds, nanos): whole, 3, 6 and 9 digits, limits, and
 // some protobuf refuses to print.
 std::vector<std::pair<int64_t, int32_t>> SampleDurations() {
-  return {{0, 0},         {0, 1},           {0, 1000},      {0, 1000000},
-          {0, 250000000}, {0, 999999999},   {1, 0},         {1, 500000000},
-          {12, 345678},   {315576000000, 0}, {315576000001, 0},
-          {-1, 0},        {0, -5},           {-2, -500000000}, {3, 1000000000}};
+  return {{0, 0},
+          {0, 1},
+          {0, 1000},
+          {0, 1000000},
+          {0, 250000000},
+          {0, 999999999},
+          {1, 0},
+          {1, 500000000},
+          {12, 345678},
+          {315576000000, 0},
+          {315576000001, 0},
+          {-1, 0},
+          {0, -5},
+          {-2, -500000000},
+          {3, 1000000000}};
 }
 
 void ExpectPrintsAsProtobuf(const google::protobuf::Message& message,
@@ -185,15 +206,34 @@ TEST(FastParseJsonTest, TakesWhatClientsSendAsProtobufReadsIt) {
 TEST(FastParseJsonTest, LeavesEverythingElseToProtobuf) {
   // Each of these is either refused by ParseJson or uses a form the fast
   // decoder does not read; it must decline all of them.
-  for (const std::string& json : std::vector<std::string>{
-           "", "[]", "null", "{", "{}x", "{} {}", R"({"permits":1,})",
-           R"({"permits":"1"})", R"({"permits":1.0})", R"({"permits":1e0})",
-           R"({"permits":-1})", R"({"permits":01})", R"({"permits":4294967296})",
-           R"({"permits":null})", R"({"key":null})", R"({"key":1})",
-           R"({"key":"a","key":"b"})", R"({"bogus":1})", R"({"Key":"a"})",
-           R"({"key":"\u0041"})", "{\"key\":\"a\x01\"}", "{\"key\":\"\xff\"}",
-           R"({"key":"a\x"})", R"({"key":"unterminated})", "\f{}",
-           R"({'key':'a'})", R"({"permits":true})"}) {
+  for (const std::string& json :
+       std::vector<std::string>{"",
+                                "[]",
+                                "null",
+                                "{",
+                                "{}x",
+                                "{} {}",
+                                R"({"permits":1,})",
+                                R"({"permits":"1"})",
+                                R"({"permits":1.0})",
+                                R"({"permits":1e0})",
+                                R"({"permits":-1})",
+                                R"({"permits":01})",
+                                R"({"permits":4294967296})",
+                                R"({"permits":null})",
+                                R"({"key":null})",
+                                R"({"key":1})",
+                                R"({"key":"a","key":"b"})",
+                                R"({"bogus":1})",
+                                R"({"Key":"a"})",
+                                R"({"key":"\u0041"})",
+                                "{\"key\":\"a\x01\"}",
+                                "{\"key\":\"\xff\"}",
+                                R"({"key":"a\x"})",
+                                R"({"key":"unterminated})",
+                                "\f{}",
+                                R"({'key':'a'})",
+                                R"({"permits":true})"}) {
     SCOPED_TRACE(json);
     EXPECT_FALSE(FastAgrees<v1::AcquireRequest>(json));
   }
