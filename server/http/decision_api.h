@@ -54,12 +54,13 @@ struct Reply {
 };
 
 // What the API needs of a request before its body is read.
+// Views of the request's own strings, valid while it is handled.
 struct RequestHead {
-  std::string method;
+  absl::string_view method;
   // Without the query string.
-  std::string path;
+  absl::string_view path;
   // The Content-Type header, if given.
-  std::optional<std::string> content_type;
+  std::optional<absl::string_view> content_type;
   // The Content-Length header, if given and a number.
   std::optional<uint64_t> content_length;
 };

@@ -84,7 +84,8 @@ class RequestParser::Beast final : public beast_http::basic_parser<true> {
         break;
       }
     }
-    head.path = std::string(path.substr(0, path.find('?')));
+    const absl::string_view bare = path.substr(0, path.find('?'));
+    head.path.assign(bare.data(), bare.size());
   }
 
   void on_response_impl(int, boost::beast::string_view, int,
@@ -206,6 +207,10 @@ class RequestParser::Beast final : public beast_http::basic_parser<true> {
 
 namespace {
 
+// The largest body whose storage a connection keeps for its next request:
+// an acquire or a report is a few hundred bytes.
+constexpr size_t kKeptBodyBytes = 1024;
+
 // The status for an error Beast found by itself.
 int StatusForBeastError(const error_code& ec) {
   if (ec == beast_http::error::header_limit) return 431;
@@ -226,8 +231,23 @@ void RequestParser::Reset() {
   lines_ = 0;
   head_end_ = 0;
   beast_.reset();
+  // The strings keep their storage for the connection's next request (a
+  // body only while small), so a keep-alive request allocates little.
+  std::string method = std::move(head_.method);
+  std::string target = std::move(head_.target);
+  std::string path = std::move(head_.path);
   head_ = ParsedHead();
-  std::string().swap(body_);
+  method.clear();
+  target.clear();
+  path.clear();
+  head_.method = std::move(method);
+  head_.target = std::move(target);
+  head_.path = std::move(path);
+  if (body_.capacity() > kKeptBodyBytes) {
+    std::string().swap(body_);
+  } else {
+    body_.clear();
+  }
   error_status_ = 0;
   error_.clear();
 }
