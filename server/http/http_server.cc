@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/http/decision_api.h"
 #include "spdlog/spdlog.h"
@@ -270,9 +271,10 @@ class Loop {
   }
 
   // From another thread: stop accepting, close the idle connections, and
-  // close the others after their answer.
-  void BeginStop() {
-    asio::post(io_, [this] {
+  // close the others after their answer. `done` is notified once this loop
+  // has done so (its listening descriptor is closed by then).
+  void BeginStop(absl::Notification* done) {
+    asio::post(io_, [this, done] {
       stopping_ = true;
       error_code ignored;
       acceptor_.close(ignored);
@@ -283,6 +285,7 @@ class Loop {
           c.StopServing();
         }
       }
+      done->Notify();
     });
   }
   // From another thread: close every connection now.
@@ -976,7 +979,14 @@ class HttpServerImpl final : public HttpServer {
     stopped_ = true;
     shared_.serving.store(false, std::memory_order_relaxed);
     shared_.stopping.store(true);
-    for (const std::unique_ptr<Loop>& loop : loops_) loop->BeginStop();
+    // Every loop closes its listening descriptor before Stop can return:
+    // once the connections are gone, Join stops the loops, and a handler
+    // still queued then would never run, leaving the port open.
+    std::vector<absl::Notification> stopped(loops_.size());
+    for (size_t i = 0; i < loops_.size(); ++i) {
+      loops_[i]->BeginStop(&stopped[i]);
+    }
+    for (absl::Notification& n : stopped) n.WaitForNotification();
     if (!shared_.AwaitNoConnections(deadline)) {
       for (const std::unique_ptr<Loop>& loop : loops_) loop->CutAll();
       // Cutting is immediate on each loop; the wait is for the loops to

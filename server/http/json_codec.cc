@@ -444,28 +444,8 @@ std::string JsonQuote(absl::string_view text) {
     }
     // A multi-byte UTF-8 sequence: copied when well formed (no overlong
     // forms, no surrogates, at most U+10FFFF), else one U+FFFD per byte.
-    size_t length = 0;
-    uint32_t min = 0;
-    if ((c & 0xe0) == 0xc0) {
-      length = 2;
-      min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      length = 3;
-      min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      length = 4;
-      min = 0x10000;
-    }
-    bool valid = length > 0 && i + length <= text.size();
-    uint32_t code = valid ? c & (0x7f >> length) : 0;
-    for (size_t k = 1; valid && k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      valid = (next & 0xc0) == 0x80;
-      code = (code << 6) | (next & 0x3f);
-    }
-    valid = valid && code >= min && code <= 0x10ffff &&
-            !(code >= 0xd800 && code <= 0xdfff);
-    if (valid) {
+    const size_t length = wire::Utf8SequenceLength(text, i);
+    if (length > 0) {
       out.append(text.data() + i, length);
       i += length;
     } else {
