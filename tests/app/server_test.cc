@@ -388,7 +388,7 @@ TEST(ValidateOptionsTest, RedisAccessFlags) {
   missing.redis_password_file = "/nonexistent/redis-password";
   EXPECT_THAT(ValidateOptions(missing).message(),
               HasSubstr("--redis-password-file: cannot read the password "
-                        "file /nonexistent/redis-password"));
+                        "file: /nonexistent/redis-password does not exist"));
 }
 
 TEST(ValidateOptionsTest, RedisClusterSeeds) {
