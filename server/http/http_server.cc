@@ -274,6 +274,12 @@ class Loop {
   // close the others after their answer. `done` is notified once this loop
   // has done so (its listening descriptor is closed by then).
   void BeginStop(absl::Notification* done) {
+    if (!thread_.joinable()) {  // never run (Start failed): nothing to stop
+      error_code ignored;
+      acceptor_.close(ignored);
+      done->Notify();
+      return;
+    }
     asio::post(io_, [this, done] {
       stopping_ = true;
       error_code ignored;
