@@ -92,23 +92,30 @@ grpc::Status RawUnary(const std::shared_ptr<grpc::Channel>& channel,
   return done.get_future().get();
 }
 
-// POST `body` to http://127.0.0.1:<port><path> on a connection of its own;
-// the status line and body of the answer ("" if none came).
-std::string RawPost(int port, const std::string& path,
-                    const std::string& body) {
+// A TCP connection to 127.0.0.1:<port>, or -1.
+int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// POST `body` to http://127.0.0.1:<port><path> on a connection of its own;
+// the status line and body of the answer ("" if none came).
+std::string RawPost(int port, const std::string& path,
+                    const std::string& body) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return "";
   timeval tv{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
   const std::string request = absl::StrCat(
       "POST ", path,
       " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -133,16 +140,8 @@ std::string RawPost(int port, const std::string& path,
 // `header_bytes` of tiny header fields ("a:b"), reading as it goes: the
 // status line of the answer, or "" if none came within 10 s.
 std::string FloodHeaders(int port, int64_t header_bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectLoopback(port);
   if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
   std::string chunk = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
   std::string fields;
   for (int i = 0; i < 13107; ++i) fields += "a:b\r\n";  // 64 kB
