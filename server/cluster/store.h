@@ -63,6 +63,11 @@ struct StoreGrant {
   // False for a per_key key sent back to its static share.
   bool granted = true;
   core::Units units{};
+  // How long the grant may be applied, counted from the start of the tick
+  // that asked for it (the caller's clock). A Redis grant lasts the stale
+  // period; a lease from a central replica (see LeaseLedger) ends before
+  // that replica's own grant does, so it may be shorter.
+  absl::Duration valid_for = absl::InfiniteDuration();
 };
 
 // What the store answers for one policy.
@@ -121,6 +126,16 @@ struct ConfigWrite {
 
 struct TickRequest {
   std::string replica_id;
+  // Identifies this process's life (random at start) and orders its ticks:
+  // a request older than one the store already applied for the same
+  // incarnation is ignored, so a delayed or retried tick cannot overwrite a
+  // newer entry, and a late leave cannot remove a restarted process's one.
+  uint64_t incarnation = 0;
+  uint64_t sequence = 0;
+  // How many sluiced processes this entry stands for: 1, or for a central
+  // replica 1 + the leaves it serves (their share of static shares and of
+  // fair splits).
+  uint32_t weight = 1;
   // A replica (and its grants, outcomes and leases) not heard from for this
   // long is gone. Also how long grants last.
   absl::Duration stale_after = absl::Seconds(3);

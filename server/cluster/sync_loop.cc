@@ -1,6 +1,7 @@
 #include "server/cluster/sync_loop.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "server/cluster/warm_view.h"
@@ -23,6 +24,13 @@ core::OutcomeWindow Delta(const core::OutcomeTotals& now,
   return d;
 }
 
+// A random id for this loop's life; never 0 (0 means "not sent").
+uint64_t NewIncarnation() {
+  std::random_device rd;
+  const uint64_t id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return id == 0 ? 1 : id;
+}
+
 }  // namespace
 
 SyncLoop::SyncLoop(core::Engine* engine, Store* store, core::Clock* clock,
@@ -30,7 +38,8 @@ SyncLoop::SyncLoop(core::Engine* engine, Store* store, core::Clock* clock,
     : engine_(engine),
       store_(store),
       clock_(clock),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      incarnation_(NewIncarnation()) {}
 
 SyncLoop::~SyncLoop() { Stop(); }
 
@@ -261,6 +270,8 @@ SyncLoop::Round SyncLoop::BuildRequest(bool leaving) {
   round.ticks = engine_->CollectTick(since);
   TickRequest& request = round.request;
   request.replica_id = options_.replica_id;
+  request.incarnation = incarnation_;
+  request.sequence = ++sequence_;
   request.stale_after = stale_after();
   request.key_ttl = options_.key_ttl;
   request.live_replicas = live_replicas_;
@@ -369,7 +380,8 @@ void SyncLoop::ApplyGrants(const Round& round, const PolicyPush& push,
     grant.key = push.keys[k].key;
     grant.granted = pull.grants[k].granted;
     grant.units = pull.grants[k].units;
-    grant.valid_until = valid_until;
+    grant.valid_until =
+        std::min(valid_until, round.start + pull.grants[k].valid_for);
     update->grants.push_back(std::move(grant));
   }
 }

@@ -200,6 +200,9 @@ class SyncLoop {
   // publishing this replica's own.
   bool adopt_first_ ABSL_GUARDED_BY(tick_mu_) = true;
   uint32_t live_replicas_ ABSL_GUARDED_BY(tick_mu_) = 1;
+  // This loop's life and tick order (TickRequest::incarnation, sequence).
+  const uint64_t incarnation_;
+  uint64_t sequence_ ABSL_GUARDED_BY(tick_mu_) = 0;
   absl::Duration offset_ ABSL_GUARDED_BY(tick_mu_) = absl::ZeroDuration();
   // The config version applied (via on_config), the seed to send, and the
   // config last applied, to rebuild a store that lost it.
