@@ -170,6 +170,10 @@ struct TickReply {
   bool config_lost = false;
   // Live replicas, this one included.
   std::vector<std::string> replicas;
+  // The sum of the live replicas' weights (TickRequest::weight): how many
+  // sluiced processes share static shares. 0 when the store does not know;
+  // then replicas.size() counts.
+  uint32_t live_weight = 0;
   // One entry per pushed policy, in push order.
   std::vector<PolicyPull> policies;
   // Present when the store's config version differs from config_seen.
