@@ -15,6 +15,11 @@
 #   server/cluster   -> policy, core; the only code that knows Redis.
 #   server/rpc       sluice_rpc   -> core, proto, gRPC (thin handlers).
 #                    sluice_admin -> rpc, policy, core, proto, gRPC.
+#   server/tree      sluice_tree -> cluster, rpc (message bounds), wire,
+#                    the lease proto (sluice_lease_proto), gRPC: the grant
+#                    tree's wire (the lease codec, a leaf's UpstreamStore,
+#                    a central replica's LeaseServiceImpl). cluster does not
+#                    see it; server/app composes it.
 #   server/metrics   -> core, prometheus-cpp.
 #   server/http      sluice_http -> rpc, proto: the HTTP/JSON decision API,
 #                    which calls DecisionServiceImpl's per-call handlers and

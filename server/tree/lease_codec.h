@@ -70,6 +70,12 @@ void EncodeTickReply(const cluster::TickReply& reply, v1::LeaseTickReply* out);
 absl::StatusOr<cluster::TickReply> DecodeTickReply(
     const v1::LeaseTickReply& reply);
 
+// Whether `reply` answers `request`: one pull per pushed policy and one
+// grant per pushed key, in push order. INVALID_ARGUMENT naming the first
+// mismatch.
+absl::Status CheckReplyAnswers(const cluster::TickRequest& request,
+                               const cluster::TickReply& reply);
+
 }  // namespace sluice::tree
 
 #endif  // SLUICE_SERVER_TREE_LEASE_CODEC_H_

@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/time/time.h"
 #include "server/cluster/leaf_server.h"
 #include "sluice/v1/lease.grpc.pb.h"
 
@@ -21,6 +22,14 @@ using RawLeaseService =
 // concurrent use. `leaf_server` must outlive the service. The server's
 // maximum receive size must be at least kMaxLeaseMessageBytes
 // (lease_codec.h) for the largest valid tick to reach the handler.
+// What a server that registers LeaseServiceImpl must allow on its
+// listener: leaves' keepalive pings (UpstreamStore::Options::keepalive_time)
+// at their pace, with or without a call in flight, instead of answering
+// them with GOAWAY "too_many_pings", and messages of kMaxLeaseMessageBytes.
+// `min_ping_interval` is the shortest keepalive_time a leaf may use.
+void AddLeaseServerArguments(grpc::ServerBuilder* builder,
+                             absl::Duration min_ping_interval);
+
 class LeaseServiceImpl final : public RawLeaseService {
  public:
   explicit LeaseServiceImpl(cluster::LeafServer* leaf_server);

@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_TREE_UPSTREAM_STORE_H_
 #define SLUICE_SERVER_TREE_UPSTREAM_STORE_H_
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
@@ -13,7 +14,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/cluster/store.h"
-#include "sluice/v1/lease.grpc.pb.h"
 #include "wire/tls.h"
 
 namespace sluice::tree {
@@ -55,6 +55,10 @@ class UpstreamStore final : public cluster::Store {
     // TLS to the central replicas, as the SDK and sluicectl take it; all
     // empty: plaintext.
     wire::ClientTlsFiles tls;
+    // How errors about `tls` name its settings.
+    wire::ClientTlsNames tls_names = {"--upstream-tls-ca", "--upstream-tls-cert",
+                                      "--upstream-tls-key",
+                                      "--upstream-tls-server-name"};
     // Deadline of one tick's call. The sync loop's tick must not hang: keep
     // it at most the tick interval.
     absl::Duration timeout = absl::Seconds(1);
@@ -97,12 +101,16 @@ class UpstreamStore final : public cluster::Store {
  private:
   UpstreamStore(Options options, std::shared_ptr<grpc::Channel> channel);
 
+  // FAILED_PRECONDITION's message for an admin write.
+  std::string AdminRefusal() const;
   // Counts a failed tick under `kind`.
   void Failed(const std::string& kind) ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   const std::shared_ptr<grpc::Channel> channel_;
-  const std::unique_ptr<v1::Lease::Stub> stub_;
+  // Raw bytes both ways, so the reply's size and counts are checked before
+  // protobuf builds it (kLeaseTickBudget), as the central replica does.
+  grpc::GenericStub stub_;
 
   mutable absl::Mutex mu_;
   UpstreamStats stats_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,48 @@
+#include "server/tree/lease_service.h"
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "server/rpc/message_bounds.h"
+#include "server/tree/lease_codec.h"
+#include "wire/status.h"
+
+namespace sluice::tree {
+
+void AddLeaseServerArguments(grpc::ServerBuilder* builder,
+                             absl::Duration min_ping_interval) {
+  builder->SetMaxReceiveMessageSize(static_cast<int>(kMaxLeaseMessageBytes));
+  // gRPC's server refuses pings closer than 5 minutes apart while no call
+  // is in flight (two strikes, then GOAWAY): a leaf pings every
+  // keepalive_time so that it notices a central replica that stopped
+  // answering within the grace period.
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder->AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(min_ping_interval)));
+}
+
+LeaseServiceImpl::LeaseServiceImpl(cluster::LeafServer* leaf_server)
+    : leaf_server_(leaf_server) {}
+
+grpc::ServerUnaryReactor* LeaseServiceImpl::Tick(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  absl::Status status = [&]() -> absl::Status {
+    v1::LeaseTickRequest proto;
+    SLUICE_RETURN_IF_ERROR(
+        rpc::ParseBounded(*request, kLeaseTickBudget, &proto));
+    SLUICE_ASSIGN_OR_RETURN(cluster::TickRequest tick,
+                            DecodeTickRequest(proto));
+    SLUICE_ASSIGN_OR_RETURN(cluster::TickReply reply,
+                            leaf_server_->ServeLeaf(tick));
+    v1::LeaseTickReply out;
+    EncodeTickReply(reply, &out);
+    return rpc::SerializeToBuffer(out, response);
+  }();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(wire::ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace sluice::tree
