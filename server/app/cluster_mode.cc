@@ -1,5 +1,9 @@
 #include "server/app/cluster_mode.h"
 
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,12 +20,16 @@ namespace {
 class ClusterAdminBackend final : public rpc::AdminBackend {
  public:
   // All must outlive the backend.
+  // Adds where the grants come from to a ClusterView.
+  using Describe = std::function<void(rpc::ClusterView*)>;
+
   ClusterAdminBackend(cluster::ClusterConfig* config,
                       const cluster::SyncLoop* sync_loop,
-                      const ModeContext& ctx)
+                      const ModeContext& ctx, Describe describe)
       : config_(config),
         sync_loop_(sync_loop),
-        local_(ctx.policies, ctx.engine, ctx.events) {}
+        local_(ctx.policies, ctx.engine, ctx.events),
+        describe_(std::move(describe)) {}
 
   absl::StatusOr<policy::PolicyChange> PutPolicy(
       const v1::Policy& policy, uint64_t expected_version) override {
@@ -48,6 +56,7 @@ class ClusterAdminBackend final : public rpc::AdminBackend {
     const cluster::SyncStats stats = sync_loop_->stats();
     view.store_status = stats.store_up ? "up" : "down";
     view.live_replicas = stats.live_replicas;
+    describe_(&view);
     return view;
   }
 
@@ -55,20 +64,105 @@ class ClusterAdminBackend final : public rpc::AdminBackend {
   cluster::ClusterConfig* const config_;
   const cluster::SyncLoop* const sync_loop_;
   rpc::LocalAdminBackend local_;
+  const Describe describe_;
 };
+
+// A central replica's ledger, unless it serves no leaves (--max-leaves 0)
+// or has no store to wrap.
+std::unique_ptr<cluster::LeaseLedger> MakeLedger(
+    const ServerOptions& options, cluster::Store* store, core::Clock* clock,
+    const std::string& replica_id, std::function<void()> nudge) {
+  if (!CentralReplica(options) || options.max_leaves == 0 || store == nullptr) {
+    return nullptr;
+  }
+  cluster::LeaseLedger::Options ledger;
+  ledger.replica_id = replica_id;
+  // The sync loop's stale period (SyncLoop::Options::stale_ticks intervals).
+  ledger.stale_after =
+      options.sync_interval * cluster::SyncLoop::Options().stale_ticks;
+  // The margin covers a leaf's round trip and the clocks' drift; with a
+  // short tick it may not eat most of the central's grant.
+  ledger.margin = std::min(ledger.margin, options.sync_interval / 2);
+  ledger.max_leaves = options.max_leaves;
+  ledger.nudge = std::move(nudge);
+  return std::make_unique<cluster::LeaseLedger>(store, clock,
+                                                std::move(ledger));
+}
 
 }  // namespace
 
-ClusterMode::ClusterMode(const ServerOptions& options,
-                         std::unique_ptr<cluster::Store> store,
+ClusterMode::ClusterMode(const ServerOptions& options, StoreParts store,
                          core::Clock* clock, std::string replica_id,
                          bool sync_thread)
     : sync_interval_(options.sync_interval),
       expected_replicas_(options.expected_replicas),
-      store_(std::move(store)),
+      store_(std::move(store.store)),
+      store_error_(store_ == nullptr && store.error.ok()
+                       ? absl::InternalError("no cluster store was made")
+                       : std::move(store.error)),
+      upstream_(store.upstream),
+      upstream_target_(options.upstream),
       clock_(clock),
       replica_id_(std::move(replica_id)),
-      sync_thread_(sync_thread) {}
+      sync_thread_(sync_thread),
+      // A leaf's breaker report or first demand: tick soon. The lease
+      // service that calls it starts serving after Start set sync_loop_.
+      ledger_(MakeLedger(options, store_.get(), clock, replica_id_, [this] {
+        if (sync_thread_ && sync_loop_ != nullptr) sync_loop_->Nudge();
+      })) {}
+
+ClusterMode::~ClusterMode() = default;
+
+cluster::Store* ClusterMode::tick_store() const {
+  if (ledger_ != nullptr) return ledger_.get();
+  return store_.get();
+}
+
+void ClusterMode::AddDataServices(grpc::ServerBuilder* builder) {
+  if (lease_service_ == nullptr) return;
+  // Half the leaves' keepalive interval: a ping a little early is no
+  // strike.
+  tree::AddLeaseServerArguments(
+      builder, tree::UpstreamStore::Options().keepalive_time / 2);
+  builder->RegisterService(lease_service_.get());
+}
+
+std::string ClusterMode::GrantSource() const {
+  if (upstream_ != nullptr) {
+    const tree::UpstreamStats stats = upstream_->stats();
+    return absl::StrCat(store_->Describe(), " (peer ",
+                        stats.peer.empty() ? "none yet" : stats.peer, ")");
+  }
+  return store_ != nullptr ? store_->Describe() : "";
+}
+
+metrics::LeavesSnapshot ClusterMode::LeavesMetrics() const {
+  const cluster::LedgerStats stats = ledger_->stats();
+  metrics::LeavesSnapshot s;
+  s.leaves = stats.leaves;
+  s.ticks = {{"ok", stats.leaf_ticks},
+             {"stale", stats.refused_stale},
+             {"unavailable", stats.refused_unavailable},
+             {"too_many", stats.refused_too_many},
+             {"invalid", stats.refused_invalid}};
+  for (const auto& [resource, index] :
+       {std::pair<const char*, int>{"rate", core::kRateUnits},
+        {"slots", core::kSlotUnits}}) {
+    metrics::LeavesSnapshot::Units u;
+    u.resource = resource;
+    u.granted = stats.pool_units[index];
+    u.leaves = stats.leaf_units[index];
+    u.self = stats.self_units[index];
+    s.units.push_back(std::move(u));
+  }
+  s.breaker_reports = {{"accepted", stats.breaker_accepted},
+                       {"refused", stats.breaker_refused},
+                       {"upstream_refused", stats.breaker_upstream_refused}};
+  s.forwarded = {{"delivered", stats.forwarded_delivered},
+                 {"upstream", stats.forwarded_upstream},
+                 {"dropped", stats.forwarded_dropped}};
+  return s;
+}
 
 void ClusterMode::ConfigureEngine(core::Engine::Options* options) const {
   options->cluster = true;
@@ -79,6 +173,7 @@ void ClusterMode::ConfigureEngine(core::Engine::Options* options) const {
 
 absl::Status ClusterMode::Start(const ModeContext& ctx,
                                 const std::vector<v1::Policy>& file_policies) {
+  if (store_ == nullptr) return store_error_;
   cluster::ClusterConfig::Options config_options;
   config_options.nudge = [this] { OnConfigWritten(); };
   config_options.on_policy_change = [events = ctx.events](
@@ -97,11 +192,17 @@ absl::Status ClusterMode::Start(const ModeContext& ctx,
     events->Publish(rpc::OverrideEvent(dependency, override, cause));
   };
   config_ = std::make_unique<cluster::ClusterConfig>(
-      store_.get(), ctx.policies, ctx.engine, config_options);
-  sync_loop_ = std::make_unique<cluster::SyncLoop>(ctx.engine, store_.get(),
+      tick_store(), ctx.policies, ctx.engine, config_options);
+  sync_loop_ = std::make_unique<cluster::SyncLoop>(ctx.engine, tick_store(),
                                                    clock_, LoopOptions(ctx));
-  admin_backend_ = std::make_unique<ClusterAdminBackend>(config_.get(),
-                                                         sync_loop_.get(), ctx);
+  admin_backend_ = std::make_unique<ClusterAdminBackend>(
+      config_.get(), sync_loop_.get(), ctx, [this](rpc::ClusterView* view) {
+        view->grant_source = GrantSource();
+        if (ledger_ != nullptr) view->leaves = ledger_->stats().leaves;
+      });
+  if (ledger_ != nullptr) {
+    lease_service_ = std::make_unique<tree::LeaseServiceImpl>(ledger_.get());
+  }
 
   // The policies file seeds the cluster with the policies it does not have.
   absl::StatusOr<std::vector<cluster::StoredPolicy>> seed =
@@ -190,6 +291,16 @@ std::optional<metrics::SyncSnapshot> ClusterMode::sync_snapshot() const {
   s.store_endpoint = status.endpoint;
   s.store_errors.assign(status.errors.begin(), status.errors.end());
   s.store_events.assign(status.events.begin(), status.events.end());
+  if (upstream_ != nullptr) {
+    const tree::UpstreamStats upstream = upstream_->stats();
+    metrics::UpstreamSnapshot u;
+    u.target = upstream_target_;
+    u.peer = upstream.peer;
+    u.moves = upstream.moves;
+    u.last_round_trip = upstream.last_round_trip;
+    s.upstream = std::move(u);
+  }
+  if (ledger_ != nullptr) s.leaves = LeavesMetrics();
   return s;
 }
 

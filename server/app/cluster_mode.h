@@ -9,9 +9,12 @@
 #include "server/app/mode.h"
 #include "server/app/options.h"
 #include "server/cluster/cluster_config.h"
+#include "server/cluster/lease_ledger.h"
 #include "server/cluster/store.h"
 #include "server/cluster/sync_loop.h"
 #include "server/core/clock.h"
+#include "server/tree/lease_service.h"
+#include "server/tree/upstream_store.h"
 
 namespace sluice::app {
 
@@ -20,15 +23,32 @@ namespace sluice::app {
 // at a time. The store holds the config: the policies file only seeds the
 // policies the cluster does not have, and admin writes go to the store
 // (compare-and-set) and return once this replica has applied them.
+//
+// The grant tree has two kinds of replica, both this mode. A central
+// replica's store is Redis; unless --max-leaves is 0 its sync loop ticks
+// through a LeaseLedger wrapped around it, and the lease service on the
+// data port answers its leaves from that ledger. A leaf's store is an
+// UpstreamStore (--upstream): its ticks are lease calls to a central
+// replica, and its admin writes are refused naming the upstream.
 // Thread-safety as Mode.
 class ClusterMode final : public Mode {
  public:
+  // The store a mode ticks through, as MakeMode builds it.
+  struct StoreParts {
+    // Redis (a central replica), the upstream (a leaf), or a test's store;
+    // null with `error` set when it could not be made.
+    std::unique_ptr<cluster::Store> store;
+    absl::Status error;
+    // A leaf's store again, for its upstream metrics; null otherwise.
+    tree::UpstreamStore* upstream = nullptr;
+  };
+
   // `clock` must outlive the mode. Without `sync_thread` nothing ticks
   // unless SyncNow is called, except that an admin write runs the tick it
   // waits for on its own thread (tests drive the cluster that way).
-  ClusterMode(const ServerOptions& options,
-              std::unique_ptr<cluster::Store> store, core::Clock* clock,
-              std::string replica_id, bool sync_thread);
+  ClusterMode(const ServerOptions& options, StoreParts store,
+              core::Clock* clock, std::string replica_id, bool sync_thread);
+  ~ClusterMode() override;
 
   void ConfigureEngine(core::Engine::Options* options) const override;
   // Builds the shared config and the sync loop, seeds the store with the
@@ -36,6 +56,9 @@ class ClusterMode final : public Mode {
   absl::Status Start(const ModeContext& ctx,
                      const std::vector<v1::Policy>& file_policies) override;
   rpc::AdminBackend* admin_backend() override { return admin_backend_.get(); }
+  // A central replica's lease service; none on a leaf or with
+  // --max-leaves 0.
+  void AddDataServices(grpc::ServerBuilder* builder) override;
   std::string admin_note() const override { return ""; }
   void OnPoliciesFileChanged(const std::string& path,
                              const std::string& contents) override;
@@ -55,13 +78,28 @@ class ClusterMode final : public Mode {
   cluster::SyncLoop::Options LoopOptions(const ModeContext& ctx);
   // ClusterConfig asks for a tick: it waits for its write to be applied.
   void OnConfigWritten();
+  // What the sync loop and the config tick through: the ledger on a
+  // central replica that serves leaves, else the store itself.
+  cluster::Store* tick_store() const;
+  // Where the grants come from, for GetState: "redis HOST:PORT" or
+  // "upstream TARGET (peer ADDRESS)".
+  std::string GrantSource() const;
+  // The ledger's leaves as the metrics see them.
+  metrics::LeavesSnapshot LeavesMetrics() const;
 
   const absl::Duration sync_interval_;
   const uint32_t expected_replicas_;
   const std::unique_ptr<cluster::Store> store_;
+  const absl::Status store_error_;
+  tree::UpstreamStore* const upstream_;
+  const std::string upstream_target_;
   core::Clock* const clock_;
   const std::string replica_id_;
   const bool sync_thread_;
+  // A central replica serving leaves: the ledger around store_, and the
+  // lease service on the data port that answers from it.
+  const std::unique_ptr<cluster::LeaseLedger> ledger_;
+  std::unique_ptr<tree::LeaseServiceImpl> lease_service_;
 
   // Set by Start, before the server serves: breaker transitions come from
   // RPCs, the housekeeping and the sync thread, all started later, or from

@@ -218,6 +218,55 @@ void AddFlags(CLI::App& app, Flags* flags) {
           "state goes to the master of its slot; MOVED and ASK are followed.\n"
           "Excludes --redis and --redis-sentinels; see docs/cluster.md.",
           StoreString(&options.redis_cluster));
+  AddFlag(app, "upstream", "TARGET", options.upstream,
+          "Run as a leaf of the grant tree: lease cluster-scope grants,\n"
+          "breakers and the operator config from the central replicas\n"
+          "(sluiced with --redis, --redis-sentinels or --redis-cluster)\n"
+          "instead of from Redis, once per --sync-interval and never on the\n"
+          "request path. TARGET is a gRPC target of their --listen port:\n"
+          "HOST:PORT, unix:PATH, dns:///NAME:PORT or ipv4:A:PORT,B:PORT; with\n"
+          "several replicas behind it the leaf follows one and moves to\n"
+          "another when it stops answering. Excludes the --redis* flags and\n"
+          "--policies (a leaf takes its policies from upstream); admin writes\n"
+          "go to a central replica. See docs/cluster.md.",
+          StoreString(&options.upstream));
+  AddFlag(app, "upstream-tls-ca", "PATH", options.upstream_tls.ca_file,
+          "PEM CA bundle that signed the central replicas' certificate\n"
+          "(their --tls-cert): lease over TLS. Empty, with neither\n"
+          "--upstream-tls-cert nor --upstream-tls-key: plaintext.",
+          StoreString(&options.upstream_tls.ca_file));
+  AddFlag(app, "upstream-tls-cert", "PATH", options.upstream_tls.cert_file,
+          "Client certificate chain for central replicas that require one\n"
+          "(--tls-client-ca); needs --upstream-tls-key. Read at start.",
+          StoreString(&options.upstream_tls.cert_file));
+  AddFlag(app, "upstream-tls-key", "PATH", options.upstream_tls.key_file,
+          "PEM private key of --upstream-tls-cert (unencrypted).",
+          StoreString(&options.upstream_tls.key_file));
+  AddFlag(app, "upstream-tls-server-name", "NAME",
+          options.upstream_tls.server_name,
+          "Name the central replicas' certificate must carry when it is not\n"
+          "the target's host (e.g. an ipv4: target). Needs TLS.",
+          StoreString(&options.upstream_tls.server_name));
+  AddFlag(app, "upstream-timeout", "DURATION",
+          absl::FormatDuration(options.upstream_timeout),
+          "Deadline of each lease round trip to the upstream; a slower\n"
+          "central replica counts as not answering (leaves only).",
+          StoreDuration(&options.upstream_timeout));
+  AddFlag(app, "max-leaves", "N", std::to_string(options.max_leaves),
+          "Central replicas: most leaves (sluiced --upstream) served at once\n"
+          "through --listen; one more is refused and tries another replica.\n"
+          "0 serves none (the lease service is not offered). At most 100000.",
+          [&options](const std::string& value) {
+            uint32_t n = 0;
+            if (!absl::SimpleAtoi(value, &n) ||
+                n > sluice::app::kMaxLeavesLimit) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "expected a whole number in [0, ",
+                  sluice::app::kMaxLeavesLimit, "]"));
+            }
+            options.max_leaves = n;
+            return absl::OkStatus();
+          });
   AddFlag(app, "sync-interval", "DURATION",
           absl::FormatDuration(options.sync_interval),
           "Cluster sync tick, e.g. 1s or 500ms (cluster mode only).",

@@ -7,6 +7,7 @@
 #include "server/app/standalone_mode.h"
 #include "server/cluster/redis_sentinel.h"
 #include "server/cluster/redis_store.h"
+#include "server/tree/upstream_store.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::app {
@@ -38,6 +39,25 @@ std::unique_ptr<cluster::Store> RedisStoreFor(const ServerOptions& options) {
   return std::make_unique<cluster::RedisStore>(store_options);
 }
 
+// A leaf's store: lease calls to the central replicas of --upstream.
+ClusterMode::StoreParts UpstreamStoreFor(const ServerOptions& options) {
+  tree::UpstreamStore::Options upstream;
+  upstream.target = options.upstream;
+  upstream.tls = options.upstream_tls;
+  // A tick must not outlast its interval: the next one would queue behind.
+  upstream.timeout = std::min(options.upstream_timeout, options.sync_interval);
+  ClusterMode::StoreParts parts;
+  absl::StatusOr<std::unique_ptr<tree::UpstreamStore>> store =
+      tree::UpstreamStore::Create(std::move(upstream));
+  if (!store.ok()) {
+    parts.error = store.status();
+    return parts;
+  }
+  parts.upstream = store->get();
+  parts.store = *std::move(store);
+  return parts;
+}
+
 }  // namespace
 
 std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,
@@ -53,9 +73,16 @@ std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,
         "the cluster store",
         options.state_file);
   }
-  return std::make_unique<ClusterMode>(
-      options, store_factory ? store_factory() : RedisStoreFor(options), clock,
-      replica_id, sync_thread);
+  ClusterMode::StoreParts store;
+  if (store_factory) {
+    store.store = store_factory();
+  } else if (LeafReplica(options)) {
+    store = UpstreamStoreFor(options);
+  } else {
+    store.store = RedisStoreFor(options);
+  }
+  return std::make_unique<ClusterMode>(options, std::move(store), clock,
+                                       replica_id, sync_thread);
 }
 
 }  // namespace sluice::app

@@ -20,6 +20,10 @@
 #include "server/rpc/decision_service.h"
 #include "sluice/v1/policy.pb.h"
 
+namespace grpc {
+class ServerBuilder;
+}  // namespace grpc
+
 namespace sluice::app {
 
 // What Server has built when it starts a mode. Everything outlives the mode's
@@ -52,6 +56,11 @@ class Mode : public core::EventSink {
 
   // Where admin writes go; set by Start.
   virtual rpc::AdminBackend* admin_backend() = 0;
+  // Adds what the mode serves on the data port (--listen) beside
+  // DecisionService, with the listener settings it needs: a central
+  // replica's lease service for its leaves. Called once, after Start; what
+  // it registers outlives the gRPC server (Stop comes after its shutdown).
+  virtual void AddDataServices(grpc::ServerBuilder* builder) {}
   // Said after "serving AdminService on HOST:PORT (token ..." in the log.
   virtual std::string admin_note() const = 0;
 
@@ -79,9 +88,12 @@ class Mode : public core::EventSink {
 // Makes cluster mode's store.
 using StoreFactory = std::function<std::unique_ptr<cluster::Store>()>;
 
-// The mode `options` ask for: standalone without --redis, else cluster with
-// the store `store_factory` makes (a RedisStore for --redis when empty) and
-// the sync thread unless `sync_thread` is false. Options that fail
+// The mode `options` ask for: standalone without --redis nor --upstream,
+// else cluster with the store `store_factory` makes (when empty: a
+// RedisStore for the --redis* flags, an UpstreamStore for --upstream) and
+// the sync thread unless `sync_thread` is false. A central replica (any
+// --redis* flag) wraps its store in a LeaseLedger and serves its leaves,
+// unless --max-leaves is 0. Options that fail
 // ValidateOptions make a mode that must not be started (Server::BuildAndStart
 // refuses them first); `clock` must outlive the mode.
 std::unique_ptr<Mode> MakeMode(const ServerOptions& options, core::Clock* clock,

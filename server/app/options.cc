@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "server/app/unix_socket.h"
@@ -26,6 +27,25 @@ namespace {
 absl::Status ValidateRedisAccess(const ServerOptions& options) {
   const int stores = !options.redis.empty() + !options.redis_sentinels.empty() +
                      !options.redis_cluster.empty();
+  if (!options.upstream.empty()) {
+    for (const auto& [flag, set] :
+         {std::pair<const char*, bool>{"--redis", !options.redis.empty()},
+          {"--redis-sentinels", !options.redis_sentinels.empty()},
+          {"--redis-cluster", !options.redis_cluster.empty()},
+          {"--redis-master", !options.redis_master.empty()},
+          {"--redis-user", !options.redis_user.empty()},
+          {"--redis-password-file", !options.redis_password_file.empty()},
+          {"--redis-db", options.redis_db != 0}}) {
+      if (set) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--upstream and ", flag,
+            " exclude each other: a leaf (--upstream) leases its grants from "
+            "the central replicas and never talks to Redis; give the Redis "
+            "flags to the central replicas only"));
+      }
+    }
+    return absl::OkStatus();
+  }
   if (stores > 1) {
     return absl::InvalidArgumentError(
         "--redis, --redis-sentinels and --redis-cluster exclude each other: "
@@ -90,6 +110,57 @@ absl::Status ValidateRedisAccess(const ServerOptions& options) {
       return absl::InvalidArgumentError(
           absl::StrCat("--redis-password-file: ", s.message()));
     }
+  }
+  return absl::OkStatus();
+}
+
+// --upstream, its TLS files and timeout, --max-leaves, and what a leaf
+// refuses.
+absl::Status ValidateTreeOptions(const ServerOptions& options) {
+  if (options.max_leaves > kMaxLeavesLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-leaves must be in [0, ", kMaxLeavesLimit, "], got ",
+                     options.max_leaves));
+  }
+  if (options.upstream_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--upstream-timeout must be > 0, got ",
+                     absl::FormatDuration(options.upstream_timeout)));
+  }
+  const wire::ClientTlsNames names = UpstreamTlsNames();
+  if (options.upstream.empty()) {
+    const wire::ClientTlsFiles& tls = options.upstream_tls;
+    for (const auto& [flag, set] :
+         {std::pair<const char*, bool>{names.ca_file, !tls.ca_file.empty()},
+          {names.cert_file, !tls.cert_file.empty()},
+          {names.key_file, !tls.key_file.empty()},
+          {names.server_name, !tls.server_name.empty()}}) {
+      if (set) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, " needs --upstream (it is the TLS of a leaf's "
+                               "connection to the central replicas)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (absl::Status s = ValidateUpstreamTarget(options.upstream); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--upstream: ", s.message()));
+  }
+  if (!options.policies_path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--policies ", options.policies_path,
+        " cannot be used with --upstream ", options.upstream,
+        ": a leaf takes its policies and overrides from the central "
+        "replicas; give the file to them (it seeds the cluster) and leave "
+        "--policies out here"));
+  }
+  // Reads the files now: a missing or swapped file is a startup error, not
+  // a handshake failure at every tick.
+  if (absl::Status s =
+          wire::MakeChannelCredentials(options.upstream_tls, names).status();
+      !s.ok()) {
+    return s;
   }
   return absl::OkStatus();
 }
@@ -161,6 +232,7 @@ absl::Status ValidateOptions(const ServerOptions& options) {
     }
   }
   if (absl::Status s = ValidateRedisAccess(options); !s.ok()) return s;
+  if (absl::Status s = ValidateTreeOptions(options); !s.ok()) return s;
   if (options.sync_interval < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync-interval must be at least 10ms, got ",
@@ -234,8 +306,70 @@ absl::Status ValidateRedisAddress(const std::string& address) {
 }
 
 bool ClusterModeEnabled(const ServerOptions& options) {
+  return CentralReplica(options) || LeafReplica(options);
+}
+
+bool CentralReplica(const ServerOptions& options) {
   return !options.redis.empty() || !options.redis_sentinels.empty() ||
          !options.redis_cluster.empty();
+}
+
+bool LeafReplica(const ServerOptions& options) {
+  return !options.upstream.empty();
+}
+
+absl::Status ValidateUpstreamTarget(const std::string& target) {
+  if (target.size() > kMaxUpstreamTargetBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a gRPC target of at most ", kMaxUpstreamTargetBytes,
+        " bytes, got ", target.size()));
+  }
+  for (const char c : target) {
+    if (c <= ' ' || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a gRPC target has no spaces or control characters, got \"",
+          target, "\""));
+    }
+  }
+  if (absl::StartsWith(target, "unix:")) {
+    if (target.size() == 5) {
+      return absl::InvalidArgumentError("unix: needs a socket path");
+    }
+    return absl::OkStatus();
+  }
+  for (const absl::string_view scheme : {"dns:", "ipv4:", "ipv6:"}) {
+    if (!absl::StartsWith(target, scheme)) continue;
+    absl::string_view rest = absl::string_view(target).substr(scheme.size());
+    while (absl::ConsumePrefix(&rest, "/")) {
+    }
+    if (rest.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          scheme, " needs something to resolve, e.g. ", scheme,
+          scheme == "dns:" ? "///sluice-central:50051" : "10.0.0.1:50051"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<wire::HostPort> address = wire::ParseHostPort(target);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        address.status().message(),
+        " (or unix:PATH, dns:///NAME:PORT, ipv4:A:PORT,B:PORT)"));
+  }
+  if (address->port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "port must be 1-65535 (the central replicas' --listen port), got \"",
+        target, "\""));
+  }
+  return absl::OkStatus();
+}
+
+wire::ClientTlsNames UpstreamTlsNames() {
+  wire::ClientTlsNames names;
+  names.ca_file = "--upstream-tls-ca";
+  names.cert_file = "--upstream-tls-cert";
+  names.key_file = "--upstream-tls-key";
+  names.server_name = "--upstream-tls-server-name";
+  return names;
 }
 
 tls::ServerTlsFiles TlsFiles(const ServerOptions& options) {
@@ -304,9 +438,37 @@ void LogConfiguration(const ServerOptions& options,
   spdlog::info("  redis-cluster        {}",
                options.redis_cluster.empty() ? "(none)"
                                              : options.redis_cluster);
+  spdlog::info("  upstream             {}",
+               options.upstream.empty()
+                   ? std::string("(none)")
+                   : absl::StrCat(options.upstream,
+                                  " (a leaf: grants leased from the central "
+                                  "replicas; timeout ",
+                                  absl::FormatDuration(options.upstream_timeout),
+                                  ")"));
+  if (!options.upstream.empty()) {
+    const wire::ClientTlsFiles& tls = options.upstream_tls;
+    spdlog::info(
+        "  upstream-tls         {}",
+        !tls.enabled()
+            ? std::string("(none: plaintext)")
+            : absl::StrCat(
+                  "ca ", tls.ca_file.empty() ? "(system)" : tls.ca_file,
+                  tls.cert_file.empty()
+                      ? std::string()
+                      : absl::StrCat(", client cert ", tls.cert_file),
+                  tls.server_name.empty()
+                      ? std::string()
+                      : absl::StrCat(", server name ", tls.server_name)));
+  } else if (CentralReplica(options)) {
+    spdlog::info("  max-leaves           {}{}", options.max_leaves,
+                 options.max_leaves == 0
+                     ? " (serves no leaves)"
+                     : " (leaves leasing through --listen)");
+  }
   if (!ClusterModeEnabled(options)) {
-    spdlog::info("  (no --redis, --redis-sentinels nor --redis-cluster: "
-                 "standalone)");
+    spdlog::info("  (no --redis, --redis-sentinels, --redis-cluster nor "
+                 "--upstream: standalone)");
   }
   spdlog::info("  redis-user           {}",
                options.redis_user.empty() ? "(none)" : options.redis_user);

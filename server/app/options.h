@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "server/core/types.h"
 #include "server/tls/server_tls.h"
+#include "wire/tls.h"
 
 namespace sluice::app {
 
@@ -53,6 +54,18 @@ struct ServerOptions {
   // Redis Cluster seed nodes "host:port,host:port,..." for cluster mode,
   // instead of --redis; "" for none.
   std::string redis_cluster;
+  // A leaf of the grant tree: the central replicas (sluiced with a --redis*
+  // store) to lease from, as a gRPC target: "HOST:PORT", "unix:PATH",
+  // "dns:///NAME:PORT" or "ipv4:A:PORT,B:PORT" naming several. "" for none.
+  // Excludes redis, redis_sentinels and redis_cluster.
+  std::string upstream;
+  // TLS to the upstream (--upstream-tls-*); all empty: plaintext.
+  wire::ClientTlsFiles upstream_tls;
+  // Deadline of each lease round trip to the upstream; > 0.
+  absl::Duration upstream_timeout = absl::Milliseconds(250);
+  // A central replica: most leaves it serves at once; 0 serves none (the
+  // lease service is not registered). At most kMaxLeavesLimit.
+  uint32_t max_leaves = 4096;
   // Cluster sync tick (cluster mode only); at least 10ms.
   absl::Duration sync_interval = absl::Seconds(1);
   // This replica's name in the cluster; "" means HOSTNAME-PID.
@@ -90,6 +103,10 @@ struct ServerOptions {
 inline constexpr int kMaxHttpThreads = 256;
 // Most HTTP connections open at once.
 inline constexpr int kMaxHttpConnections = 1000000;
+// Largest --max-leaves.
+inline constexpr uint32_t kMaxLeavesLimit = 100000;
+// Longest gRPC target --upstream takes.
+inline constexpr size_t kMaxUpstreamTargetBytes = 1024;
 
 // The one check of a ServerOptions: INVALID_ARGUMENT naming the flag, e.g.
 // "--listen: expected HOST:PORT, got \"nowhere\"".
@@ -125,9 +142,20 @@ absl::Status CheckSocketMode(uint32_t mode);
 absl::StatusOr<uint32_t> ParseSocketMode(const std::string& text);
 // "host:port" (or "host") for --redis.
 absl::Status ValidateRedisAddress(const std::string& address);
-// Whether sluiced runs in cluster mode (--redis, --redis-sentinels or
-// --redis-cluster).
+// Whether sluiced runs in cluster mode: a central replica (--redis,
+// --redis-sentinels or --redis-cluster) or a leaf (--upstream).
 bool ClusterModeEnabled(const ServerOptions& options);
+// Whether sluiced is a central replica: it keeps its grants in a Redis
+// store (any --redis* flag).
+bool CentralReplica(const ServerOptions& options);
+// Whether sluiced is a leaf of the grant tree (--upstream).
+bool LeafReplica(const ServerOptions& options);
+// A gRPC target for --upstream: "HOST:PORT" (port 1-65535), "unix:PATH",
+// or a resolver scheme ("dns:", "ipv4:", "ipv6:") with something after it.
+// INVALID_ARGUMENT naming the rule otherwise.
+absl::Status ValidateUpstreamTarget(const std::string& target);
+// How --upstream-tls-* name themselves in errors.
+wire::ClientTlsNames UpstreamTlsNames();
 
 }  // namespace sluice::app
 

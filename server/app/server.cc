@@ -261,6 +261,9 @@ absl::Status Server::BindDecisionService() {
                            &port_);
   builder.RegisterService(&decision_service_);
   builder.RegisterService(&rate_limit_service_);
+  // A central replica's lease service: it raises the receive limit to a
+  // leaf's largest tick (each method still checks its own budget first).
+  mode_->AddDataServices(&builder);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     grpc_server_.reset();

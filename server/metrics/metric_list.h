@@ -43,6 +43,14 @@ enum class MetricId : int {
   kStoreErrors,
   kStoreEvents,
   kStoreEndpoint,
+  kUpstreamInfo,
+  kUpstreamMoves,
+  kUpstreamRoundTrip,
+  kLeaves,
+  kLeafTicks,
+  kLeaseUnits,
+  kLeafBreakerReports,
+  kLeafForwardedReports,
   kAcquireDuration,
   kEventsDropped,
   kWatchers,
@@ -194,6 +202,52 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "Always 1; the endpoint label says where the store is now (host:port, "
          "the master Sentinel named, or the masters of a Redis Cluster). "
          "Cluster mode only."},
+        {MetricId::kUpstreamInfo, "sluice_upstream_info", MetricType::kGauge,
+         {"target", "peer", nullptr},
+         "Always 1 on a leaf (--upstream): target is the --upstream target, "
+         "peer the central replica that answered last (empty before the "
+         "first answer). Whether it answers is sluice_store_up. Leaves "
+         "only."},
+        {MetricId::kUpstreamMoves, "sluice_upstream_moves_total",
+         MetricType::kCounter, {nullptr},
+         "Times a leaf's answering central replica changed (the one it "
+         "followed stopped answering, or the target resolved elsewhere). "
+         "Leaves only."},
+        {MetricId::kUpstreamRoundTrip, "sluice_upstream_round_trip_seconds",
+         MetricType::kGauge, {nullptr},
+         "Round trip of a leaf's last answered lease tick (sluice.v1.Lease/"
+         "Tick to a central replica), which a central replica answers from "
+         "memory. Leaves only."},
+        {MetricId::kLeaves, "sluice_leaves", MetricType::kGauge, {nullptr},
+         "Leaves (sluiced --upstream) this central replica serves: heard "
+         "from within the stale period. Central replicas only."},
+        {MetricId::kLeafTicks, "sluice_leaf_ticks_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Lease ticks of leaves this central replica answered, by result: ok, "
+         "stale (an older sequence than one applied, ABORTED), unavailable "
+         "(no good Redis tick within the stale period), too_many "
+         "(--max-leaves reached) or invalid (over a bound). Central replicas "
+         "only."},
+        {MetricId::kLeaseUnits, "sluice_lease_units", MetricType::kGauge,
+         {"resource", "holder", nullptr},
+         "Cluster units under this central replica now, by resource (rate: "
+         "token refill or window count, slots: max_in_flight) and holder: "
+         "granted (what Redis granted this replica for itself and its leaves "
+         "and still in force), leaves (leased to its leaves), self (in force "
+         "on this replica). Summed over policies and keys. Central replicas "
+         "only."},
+        {MetricId::kLeafBreakerReports, "sluice_leaf_breaker_reports_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Breaker transitions reported by leaves, by result: accepted (passed "
+         "on to Redis), refused (older than the record held), "
+         "upstream_refused (Redis held a newer one). Central replicas only."},
+        {MetricId::kLeafForwardedReports,
+         "sluice_leaf_forwarded_reports_total", MetricType::kCounter,
+         {"route", nullptr},
+         "Reports for permits of another sluiced received from leaves, by "
+         "route: delivered (to a leaf or this replica, in memory), upstream "
+         "(passed on through Redis), dropped (issuer unknown or its inbox "
+         "full). Central replicas only."},
         {MetricId::kAcquireDuration, "sluice_acquire_duration_seconds",
          MetricType::kHistogram, {nullptr},
          "Time to handle one Acquire, from handler entry to the answer: a "

@@ -277,6 +277,40 @@ std::vector<MetricFamily> Metrics::Collect() const {
       Add(family(MetricId::kStoreEndpoint), MetricId::kStoreEndpoint,
           {sync->store_endpoint}, 1);
     }
+    if (sync->upstream) {
+      const UpstreamSnapshot& u = *sync->upstream;
+      Add(family(MetricId::kUpstreamInfo), MetricId::kUpstreamInfo,
+          {u.target, u.peer}, 1);
+      Add(family(MetricId::kUpstreamMoves), MetricId::kUpstreamMoves, {},
+          static_cast<double>(u.moves));
+      Add(family(MetricId::kUpstreamRoundTrip), MetricId::kUpstreamRoundTrip,
+          {}, absl::ToDoubleSeconds(u.last_round_trip));
+    }
+    if (sync->leaves) {
+      const LeavesSnapshot& l = *sync->leaves;
+      Add(family(MetricId::kLeaves), MetricId::kLeaves, {}, l.leaves);
+      for (const auto& [result, n] : l.ticks) {
+        Add(family(MetricId::kLeafTicks), MetricId::kLeafTicks, {result},
+            static_cast<double>(n));
+      }
+      for (const LeavesSnapshot::Units& u : l.units) {
+        for (const auto& [holder, n] :
+             {std::pair<const char*, int64_t>{"granted", u.granted},
+              {"leaves", u.leaves},
+              {"self", u.self}}) {
+          Add(family(MetricId::kLeaseUnits), MetricId::kLeaseUnits,
+              {u.resource, holder}, static_cast<double>(n));
+        }
+      }
+      for (const auto& [result, n] : l.breaker_reports) {
+        Add(family(MetricId::kLeafBreakerReports),
+            MetricId::kLeafBreakerReports, {result}, static_cast<double>(n));
+      }
+      for (const auto& [route, n] : l.forwarded) {
+        Add(family(MetricId::kLeafForwardedReports),
+            MetricId::kLeafForwardedReports, {route}, static_cast<double>(n));
+      }
+    }
   }
   family(MetricId::kAcquireDuration)->metric.push_back(acquire_.Collect());
   Add(family(MetricId::kEventsDropped), MetricId::kEventsDropped, {},

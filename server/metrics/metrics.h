@@ -27,6 +27,44 @@ class Exposer;
 
 namespace sluice::metrics {
 
+// A leaf's upstream (a copy of tree::UpstreamStats' fields, so that this
+// library does not depend on server/tree). Whether it answers is
+// SyncSnapshot::store_up: for a leaf the store is its upstream.
+struct UpstreamSnapshot {
+  // The --upstream target, and the central replica that answered last (""
+  // before the first answer).
+  std::string target;
+  std::string peer;
+  // Times the answering central replica changed.
+  uint64_t moves = 0;
+  // Round trip of the last answered lease tick.
+  absl::Duration last_round_trip = absl::ZeroDuration();
+};
+
+// A central replica's leaves (a copy of cluster::LedgerStats' fields).
+struct LeavesSnapshot {
+  uint32_t leaves = 0;
+  // Leaf ticks by result: "ok", "stale", "unavailable", "too_many",
+  // "invalid".
+  std::vector<std::pair<std::string, uint64_t>> ticks;
+  // Units by resource ("rate", "slots") and holder: "granted" (what Redis
+  // granted this replica for itself and its leaves, still in force),
+  // "leaves" (leased to leaves) and "self" (in force here).
+  struct Units {
+    std::string resource;
+    int64_t granted = 0;
+    int64_t leaves = 0;
+    int64_t self = 0;
+  };
+  std::vector<Units> units;
+  // Breaker transitions reported by leaves, by result: "accepted",
+  // "refused", "upstream_refused".
+  std::vector<std::pair<std::string, uint64_t>> breaker_reports;
+  // Reports forwarded between leaves, by route: "delivered" (in memory),
+  // "upstream", "dropped".
+  std::vector<std::pair<std::string, uint64_t>> forwarded;
+};
+
 // The cluster sync loop as metrics see it (a copy of cluster::SyncStats'
 // fields, so that this library does not depend on server/cluster).
 struct SyncSnapshot {
@@ -45,6 +83,11 @@ struct SyncSnapshot {
   std::string store_endpoint;
   std::vector<std::pair<std::string, uint64_t>> store_errors;
   std::vector<std::pair<std::string, uint64_t>> store_events;
+  // A leaf of the grant tree: its upstream. Absent on a central replica.
+  std::optional<UpstreamSnapshot> upstream;
+  // A central replica serving leaves. Absent on a leaf, and with
+  // --max-leaves 0.
+  std::optional<LeavesSnapshot> leaves;
 };
 
 // Envoy rate-limit service totals since start.

@@ -22,6 +22,11 @@ struct ClusterView {
   std::string store_status = "standalone";
   uint32_t live_replicas = 1;
   bool cluster = false;
+  // Where the grants come from: "redis HOST:PORT", "upstream TARGET (peer
+  // ADDRESS)"; "" standalone.
+  std::string grant_source;
+  // A central replica: leaves served now.
+  uint32_t leaves = 0;
 };
 
 // Where the admin writes go: straight into this replica's memory

@@ -171,6 +171,8 @@ void DependencyStateToProto(const core::DependencyStatus& status,
   d->set_shadow_refused(c.shadow_refused);
   out->set_store_status(cluster.store_status);
   out->set_live_replicas(cluster.live_replicas);
+  out->set_grant_source(cluster.grant_source);
+  out->set_leaves(cluster.leaves);
   if (!status.gates) {
     out->set_tokens_available(-1);
     return;

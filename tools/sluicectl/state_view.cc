@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/sluicectl/output_format.h"
@@ -67,6 +68,17 @@ std::string BaselineRow(const v1::DependencyState& st) {
                           : "");
 }
 
+// Where this replica's grants come from, and a central replica's leaves.
+std::string GrantSourceRow(const v1::DependencyState& st) {
+  if (st.store_status() == "standalone") return "- (standalone)";
+  if (st.grant_source().empty()) return "-";
+  if (absl::StartsWith(st.grant_source(), "upstream")) {
+    return st.grant_source();
+  }
+  return absl::StrCat(st.grant_source(), ", serving ", st.leaves(),
+                      st.leaves() == 1 ? " leaf" : " leaves");
+}
+
 }  // namespace
 
 std::vector<std::vector<std::string>> StateRows(const v1::DependencyState& st) {
@@ -81,6 +93,7 @@ std::vector<std::vector<std::string>> StateRows(const v1::DependencyState& st) {
                              standalone ? ""
                                         : absl::StrCat(", ", st.live_replicas(),
                                                        " live replicas"))},
+      {"grants from", GrantSourceRow(st)},
       {"tokens available",
        st.tokens_available() < 0
            ? "- (no rate limit)"
