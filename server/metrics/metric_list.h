@@ -157,8 +157,9 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          {nullptr}, "Policies in force."},
         {MetricId::kStoreUp, "sluice_store_up", MetricType::kGauge,
          {nullptr},
-         "1 while the cluster store (Redis) answers, 0 while it does not. "
-         "Cluster mode only."},
+         "1 while the cluster store answers (Redis; for a leaf, its "
+         "upstream central replica), 0 while it does not. Cluster mode "
+         "only."},
         {MetricId::kLiveReplicas, "sluice_live_replicas", MetricType::kGauge,
          {nullptr},
          "Live replicas at the last successful sync. Cluster mode only."},
@@ -196,7 +197,8 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
         {MetricId::kStoreEvents, "sluice_store_events_total",
          MetricType::kCounter, {"kind", nullptr},
          "Store topology changes followed, by kind: master_changed (Redis "
-         "Sentinel failover). Cluster mode only."},
+         "Sentinel failover), moved (a leaf's upstream central replica "
+         "changed). Cluster mode only."},
         {MetricId::kStoreEndpoint, "sluice_store_endpoint_info",
          MetricType::kGauge, {"endpoint", nullptr},
          "Always 1; the endpoint label says where the store is now (host:port, "

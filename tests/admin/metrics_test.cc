@@ -291,6 +291,70 @@ TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
             5);
 }
 
+// The grant tree: a leaf's upstream and a central replica's leaves, each
+// shown only where the snapshot has it, and valid for promtool.
+TEST_F(MetricsTest, GrantTreeMetricsShowTheUpstreamAndTheLeaves) {
+  SyncSnapshot leaf;
+  leaf.store_up = true;
+  leaf.store_endpoint = "ipv4:10.0.0.7:50051";
+  leaf.store_events = {{"moved", 3}};
+  UpstreamSnapshot upstream;
+  upstream.target = "dns:///sluice-central:50051";
+  upstream.peer = "ipv4:10.0.0.7:50051";
+  upstream.moves = 3;
+  upstream.last_round_trip = absl::Microseconds(1500);
+  leaf.upstream = upstream;
+  SyncSnapshot central;
+  central.store_up = true;
+  LeavesSnapshot leaves;
+  leaves.leaves = 12;
+  leaves.ticks = {{"ok", 40}, {"stale", 2}, {"too_many", 1}};
+  leaves.units = {{"rate", 100, 60, 30}, {"slots", 10, 4, 2}};
+  leaves.breaker_reports = {{"accepted", 5}};
+  leaves.forwarded = {{"delivered", 7}, {"dropped", 1}};
+  central.leaves = leaves;
+  std::optional<SyncSnapshot> snapshot = leaf;
+  Sources sources{&engine_, [&] { return snapshot; }, nullptr, nullptr,
+                  nullptr, nullptr};
+  Metrics metrics(sources);
+
+  std::string body = metrics.Render();
+  EXPECT_EQ(Promtool(body), "") << body;
+  std::vector<Sample> s = Parse(body);
+  EXPECT_EQ(Sum(s, "sluice_upstream_info",
+                {{"target", "dns:///sluice-central:50051"},
+                 {"peer", "ipv4:10.0.0.7:50051"}}),
+            1);
+  EXPECT_EQ(Sum(s, "sluice_upstream_moves_total"), 3);
+  EXPECT_DOUBLE_EQ(Sum(s, "sluice_upstream_round_trip_seconds"), 0.0015);
+  EXPECT_THAT(body, Not(HasSubstr("sluice_leaves")));
+  EXPECT_THAT(body, Not(HasSubstr("sluice_lease_units")));
+
+  snapshot = central;
+  body = metrics.Render();
+  EXPECT_EQ(Promtool(body), "") << body;
+  s = Parse(body);
+  EXPECT_THAT(body, Not(HasSubstr("sluice_upstream_")));
+  EXPECT_EQ(Sum(s, "sluice_leaves"), 12);
+  EXPECT_EQ(Sum(s, "sluice_leaf_ticks_total", {{"result", "ok"}}), 40);
+  EXPECT_EQ(Sum(s, "sluice_leaf_ticks_total", {{"result", "too_many"}}), 1);
+  EXPECT_EQ(Sum(s, "sluice_lease_units",
+                {{"resource", "rate"}, {"holder", "granted"}}),
+            100);
+  EXPECT_EQ(Sum(s, "sluice_lease_units",
+                {{"resource", "rate"}, {"holder", "leaves"}}),
+            60);
+  EXPECT_EQ(Sum(s, "sluice_lease_units",
+                {{"resource", "slots"}, {"holder", "self"}}),
+            2);
+  EXPECT_EQ(Sum(s, "sluice_leaf_breaker_reports_total",
+                {{"result", "accepted"}}),
+            5);
+  EXPECT_EQ(Sum(s, "sluice_leaf_forwarded_reports_total",
+                {{"route", "delivered"}}),
+            7);
+}
+
 TEST_F(MetricsTest, WatchersAreTheOpenWatchStreams) {
   Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
   uint64_t open = 2;

@@ -87,6 +87,23 @@ TEST(StateRowsTest, AdaptiveBlocksTheDependencyLacksShowADash) {
   EXPECT_EQ(Row(st, "dependency"), "inventory");
 }
 
+TEST(StateRowsTest, GrantsFromNamesTheStoreOrTheUpstream) {
+  v1::DependencyState st;
+  st.set_store_status("standalone");
+  EXPECT_EQ(Row(st, "grants from"), "- (standalone)");
+  st.set_store_status("up");
+  st.set_grant_source("redis 10.0.0.5:6379");
+  st.set_leaves(412);
+  EXPECT_EQ(Row(st, "grants from"), "redis 10.0.0.5:6379, serving 412 leaves");
+  st.set_leaves(1);
+  EXPECT_EQ(Row(st, "grants from"), "redis 10.0.0.5:6379, serving 1 leaf");
+  st.set_leaves(0);
+  st.set_grant_source(
+      "upstream dns:///sluice-central:50051 (peer ipv4:10.0.3.7:50051)");
+  EXPECT_EQ(Row(st, "grants from"),
+            "upstream dns:///sluice-central:50051 (peer ipv4:10.0.3.7:50051)");
+}
+
 TEST(StateRowsTest, ShowsTheAdaptiveLimitThrottleAndBaseline) {
   v1::DependencyState st;
   v1::AdaptiveLimitState* a = st.mutable_adaptive_limit();

@@ -1,0 +1,323 @@
+// The grant tree's flags (--upstream, --upstream-tls-*, --upstream-timeout,
+// --max-leaves) and their wiring in app::Server: a central replica on the
+// in-memory store serving a leaf over a real loopback gRPC connection. The
+// engines run on a fake clock and the test drives every sync tick.
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/app/options.h"
+#include "server/app/server.h"
+#include "sluice/v1/admin.grpc.pb.h"
+#include "sluice/v1/decision.grpc.pb.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_store.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certs.h"
+
+namespace sluice::app {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+ServerOptions Leaf(const std::string& upstream) {
+  ServerOptions options;
+  options.upstream = upstream;
+  return options;
+}
+
+TEST(TreeOptionsTest, UpstreamExcludesEveryRedisFlag) {
+  struct Case {
+    const char* flag;
+    void (*set)(ServerOptions*);
+  };
+  const Case cases[] = {
+      {"--redis", [](ServerOptions* o) { o->redis = "127.0.0.1:6379"; }},
+      {"--redis-sentinels",
+       [](ServerOptions* o) { o->redis_sentinels = "127.0.0.1:26379"; }},
+      {"--redis-cluster",
+       [](ServerOptions* o) { o->redis_cluster = "127.0.0.1:7000"; }},
+      {"--redis-master", [](ServerOptions* o) { o->redis_master = "m"; }},
+      {"--redis-user", [](ServerOptions* o) { o->redis_user = "u"; }},
+      {"--redis-password-file",
+       [](ServerOptions* o) { o->redis_password_file = "/run/pw"; }},
+      {"--redis-db", [](ServerOptions* o) { o->redis_db = 2; }},
+  };
+  for (const Case& c : cases) {
+    ServerOptions options = Leaf("127.0.0.1:50051");
+    c.set(&options);
+    const absl::Status s = ValidateOptions(options);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.flag;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("--upstream and ", c.flag,
+                                                    " exclude each other")))
+        << c.flag;
+  }
+  EXPECT_TRUE(ValidateOptions(Leaf("127.0.0.1:50051")).ok());
+}
+
+TEST(TreeOptionsTest, ALeafRefusesAPoliciesFile) {
+  ServerOptions options = Leaf("sluice-central:50051");
+  options.policies_path = "/etc/sluice/policies.yaml";
+  EXPECT_THAT(ValidateOptions(options).message(),
+              HasSubstr("--policies /etc/sluice/policies.yaml cannot be used "
+                        "with --upstream sluice-central:50051: a leaf takes "
+                        "its policies"));
+}
+
+TEST(TreeOptionsTest, UpstreamTargets) {
+  for (const char* good :
+       {"127.0.0.1:50051", "sluice-central:50051", "[::1]:50051",
+        "unix:/run/sluice/central.sock", "dns:///sluice-central:50051",
+        "dns:sluice-central:50051", "ipv4:10.0.0.1:50051,10.0.0.2:50051",
+        "ipv6:[::1]:50051"}) {
+    EXPECT_TRUE(ValidateUpstreamTarget(good).ok()) << good;
+    EXPECT_TRUE(ValidateOptions(Leaf(good)).ok()) << good;
+  }
+  struct Bad {
+    const char* target;
+    const char* message;
+  };
+  for (const Bad& bad : {
+           Bad{"sluice-central", "expected HOST:PORT"},
+           Bad{"sluice-central:0", "port must be 1-65535"},
+           Bad{"unix:", "unix: needs a socket path"},
+           Bad{"dns:///", "dns: needs something to resolve"},
+           Bad{"ipv4:", "ipv4: needs something to resolve"},
+           Bad{"a b:1", "no spaces or control characters"},
+       }) {
+    const absl::Status s = ValidateOptions(Leaf(bad.target));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.target;
+    EXPECT_THAT(s.message(), HasSubstr("--upstream: ")) << bad.target;
+    EXPECT_THAT(s.message(), HasSubstr(bad.message)) << bad.target;
+  }
+  EXPECT_THAT(
+      ValidateUpstreamTarget(std::string(kMaxUpstreamTargetBytes + 1, 'a'))
+          .message(),
+      HasSubstr("at most 1024 bytes"));
+}
+
+TEST(TreeOptionsTest, UpstreamTlsFlags) {
+  testing::TempDir dir("tree_options_tls");
+  testing::TestCerts certs(dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.error();
+
+  ServerOptions no_upstream;
+  no_upstream.upstream_tls.ca_file = certs.ca_cert();
+  EXPECT_THAT(ValidateOptions(no_upstream).message(),
+              HasSubstr("--upstream-tls-ca needs --upstream"));
+  no_upstream.upstream_tls = {};
+  no_upstream.upstream_tls.server_name = "sluice-central";
+  EXPECT_THAT(ValidateOptions(no_upstream).message(),
+              HasSubstr("--upstream-tls-server-name needs --upstream"));
+
+  ServerOptions tls = Leaf("10.0.0.7:50051");
+  tls.upstream_tls.ca_file = certs.ca_cert();
+  tls.upstream_tls.cert_file = certs.client_cert();
+  tls.upstream_tls.key_file = certs.client_key();
+  tls.upstream_tls.server_name = "localhost";
+  EXPECT_TRUE(ValidateOptions(tls).ok()) << ValidateOptions(tls);
+
+  ServerOptions no_key = tls;
+  no_key.upstream_tls.key_file.clear();
+  EXPECT_THAT(ValidateOptions(no_key).message(),
+              HasSubstr("--upstream-tls-cert needs --upstream-tls-key"));
+  ServerOptions missing = tls;
+  missing.upstream_tls.ca_file = dir.File("nope.crt");
+  EXPECT_THAT(ValidateOptions(missing).message(),
+              HasSubstr("--upstream-tls-ca " + dir.File("nope.crt") +
+                        ": cannot read it"));
+  ServerOptions swapped = tls;
+  swapped.upstream_tls.key_file = certs.client_cert();
+  EXPECT_THAT(ValidateOptions(swapped).message(),
+              HasSubstr("--upstream-tls-key"));
+  ServerOptions name_only = Leaf("10.0.0.7:50051");
+  name_only.upstream_tls.server_name = "localhost";
+  EXPECT_THAT(ValidateOptions(name_only).message(),
+              HasSubstr("--upstream-tls-server-name needs TLS"));
+}
+
+TEST(TreeOptionsTest, TimeoutAndMaxLeaves) {
+  ServerOptions timeout = Leaf("127.0.0.1:50051");
+  timeout.upstream_timeout = absl::ZeroDuration();
+  EXPECT_THAT(ValidateOptions(timeout).message(),
+              HasSubstr("--upstream-timeout must be > 0"));
+  ServerOptions leaves;
+  leaves.redis = "127.0.0.1:6379";
+  leaves.max_leaves = kMaxLeavesLimit + 1;
+  EXPECT_THAT(ValidateOptions(leaves).message(),
+              HasSubstr("--max-leaves must be in [0, 100000]"));
+  leaves.max_leaves = 0;
+  EXPECT_TRUE(ValidateOptions(leaves).ok());
+}
+
+TEST(TreeOptionsTest, WhichKindOfReplica) {
+  const ServerOptions standalone;
+  EXPECT_FALSE(ClusterModeEnabled(standalone));
+  EXPECT_FALSE(CentralReplica(standalone));
+  EXPECT_FALSE(LeafReplica(standalone));
+  const ServerOptions leaf = Leaf("127.0.0.1:50051");
+  EXPECT_TRUE(ClusterModeEnabled(leaf));
+  EXPECT_FALSE(CentralReplica(leaf));
+  EXPECT_TRUE(LeafReplica(leaf));
+  ServerOptions central;
+  central.redis_cluster = "127.0.0.1:7000";
+  EXPECT_TRUE(ClusterModeEnabled(central));
+  EXPECT_TRUE(CentralReplica(central));
+  EXPECT_FALSE(LeafReplica(central));
+}
+
+// ---- A central replica and a leaf, in process.
+
+// Passes every call to a store the test owns.
+class SharedStore final : public cluster::Store {
+ public:
+  explicit SharedStore(cluster::Store* store) : store_(store) {}
+  absl::StatusOr<cluster::TickReply> Tick(
+      const cluster::TickRequest& request) override {
+    return store_->Tick(request);
+  }
+  absl::StatusOr<cluster::ConfigWrite> PutPolicy(
+      const cluster::StoredPolicy& policy, uint64_t expected_version) override {
+    return store_->PutPolicy(policy, expected_version);
+  }
+  absl::StatusOr<cluster::ConfigWrite> DeletePolicy(
+      const std::string& name, uint64_t expected_version) override {
+    return store_->DeletePolicy(name, expected_version);
+  }
+  absl::StatusOr<cluster::ConfigWrite> SetOverride(
+      const cluster::StoredOverride& override) override {
+    return store_->SetOverride(override);
+  }
+  std::string Describe() const override { return store_->Describe(); }
+
+ private:
+  cluster::Store* const store_;
+};
+
+constexpr char kPolicies[] = R"(policies:
+  - name: payments
+    rate_limit: {rate: 100, per: 1s, burst: 10, scope: CLUSTER}
+)";
+
+class TreeServerTest : public ::testing::Test {
+ protected:
+  TreeServerTest() : dir_("tree_server") {}
+
+  ServerOptions Loopback() const {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.admin_listen = "127.0.0.1:0";
+    options.metrics_listen = "127.0.0.1:0";
+    return options;
+  }
+
+  // A central replica on the shared in-memory store, seeded with
+  // kPolicies.
+  std::unique_ptr<Server> StartCentral(uint32_t max_leaves) {
+    std::ofstream(dir_.File("policies.yaml")) << kPolicies;
+    ServerOptions options = Loopback();
+    options.redis = "in-memory:6379";  // a central replica
+    options.replica_id = "central";
+    options.policies_path = dir_.File("policies.yaml");
+    options.max_leaves = max_leaves;
+    Server::Dependencies deps;
+    deps.clock = &clock_;
+    deps.store_factory = [this] {
+      return std::make_unique<SharedStore>(&store_);
+    };
+    deps.sync_thread = false;
+    deps.metrics_listener = false;
+    auto server = std::make_unique<Server>(std::move(options), deps);
+    const absl::Status s = server->BuildAndStart();
+    EXPECT_TRUE(s.ok()) << s;
+    return server;
+  }
+
+  // A leaf of `central` over a real loopback connection.
+  std::unique_ptr<Server> StartLeaf(const Server& central) {
+    ServerOptions options = Loopback();
+    options.upstream = central.target();
+    options.replica_id = "leaf";
+    // Real time on the wire: a generous deadline for a loaded machine.
+    options.upstream_timeout = absl::Seconds(2);
+    options.sync_interval = absl::Seconds(2);
+    Server::Dependencies deps;
+    deps.clock = &clock_;
+    deps.sync_thread = false;
+    deps.metrics_listener = false;
+    auto server = std::make_unique<Server>(std::move(options), deps);
+    const absl::Status s = server->BuildAndStart();
+    EXPECT_TRUE(s.ok()) << s;
+    return server;
+  }
+
+  static v1::DependencyState State(Server& server, const std::string& dep) {
+    auto admin = v1::AdminService::NewStub(server.AdminInProcessChannel());
+    v1::GetStateRequest request;
+    request.set_dependency(dep);
+    v1::DependencyState state;
+    grpc::ClientContext context;
+    const grpc::Status s = admin->GetState(&context, request, &state);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return state;
+  }
+
+  testing::TempDir dir_;
+  testing::FakeClock clock_;
+  testing::FakeStore store_{&clock_};
+};
+
+TEST_F(TreeServerTest, ALeafLeasesFromItsCentralReplicaAndRefusesAdminWrites) {
+  std::unique_ptr<Server> central = StartCentral(/*max_leaves=*/16);
+  ASSERT_TRUE(central->SyncNow().ok());
+  std::unique_ptr<Server> leaf = StartLeaf(*central);
+  // The leaf learns the policy from upstream (it has no file), then the
+  // central replica counts it.
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    ASSERT_TRUE(central->SyncNow().ok());
+    const absl::Status s = leaf->SyncNow();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  const v1::DependencyState on_leaf = State(*leaf, "payments");
+  EXPECT_EQ(on_leaf.store_status(), "up");
+  EXPECT_THAT(on_leaf.grant_source(),
+              StartsWith(absl::StrCat("upstream ", central->target(), " (peer ")));
+  EXPECT_EQ(on_leaf.leaves(), 0u);
+  const v1::DependencyState on_central = State(*central, "payments");
+  EXPECT_EQ(on_central.grant_source(), "fake store");
+  EXPECT_EQ(on_central.leaves(), 1u);
+
+  // An admin write on the leaf is refused, naming where to make it.
+  auto admin = v1::AdminService::NewStub(leaf->AdminInProcessChannel());
+  v1::PutPolicyRequest put;
+  put.mutable_policy()->set_name("search");
+  v1::PutPolicyResponse response;
+  grpc::ClientContext context;
+  const grpc::Status refused = admin->PutPolicy(&context, put, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr(central->target()));
+}
+
+TEST_F(TreeServerTest, MaxLeavesZeroServesNoLeaves) {
+  std::unique_ptr<Server> central = StartCentral(/*max_leaves=*/0);
+  ASSERT_TRUE(central->SyncNow().ok());
+  std::unique_ptr<Server> leaf = StartLeaf(*central);
+  const absl::Status s = leaf->SyncNow();
+  EXPECT_FALSE(s.ok());
+  // No lease service on the central replica's port.
+  EXPECT_THAT(s.ToString(), HasSubstr("UNIMPLEMENTED"));
+  EXPECT_EQ(State(*central, "payments").leaves(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::app
