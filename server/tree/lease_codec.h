@@ -27,7 +27,8 @@ namespace sluice::tree {
 
 // The largest serialized LeaseTickRequest or LeaseTickReply either side
 // takes. The gRPC channel (leaf) and the service's budget (central) use it.
-inline constexpr size_t kMaxLeaseMessageBytes = size_t{8} << 20;
+// 50,000 keys of 100 bytes take about 11 MB.
+inline constexpr size_t kMaxLeaseMessageBytes = size_t{16} << 20;
 // Fields at every depth of one message (see rpc::MessageBudget): 50,000
 // keys of about 20 fields each, with room for the rest.
 inline constexpr int64_t kMaxLeaseFields = 1'500'000;
@@ -50,10 +51,14 @@ inline constexpr size_t kMaxLeasePolicyBlobBytes = size_t{1} << 20;
 // Store epochs, breaker causes and override notes.
 inline constexpr size_t kMaxLeaseTextBytes = 1024;
 
-// The budget LeaseServiceImpl checks a request's raw bytes against before
-// parsing it.
+// The budgets a request's and a reply's raw bytes are checked against
+// before protobuf builds them (LeaseServiceImpl, UpstreamStore); the
+// counted field is `policies` in both.
 inline constexpr rpc::MessageBudget kLeaseTickBudget{
     kMaxLeaseMessageBytes, kMaxLeaseFields, 9, "policies",
+    static_cast<int64_t>(kMaxLeasePolicies)};
+inline constexpr rpc::MessageBudget kLeaseReplyBudget{
+    kMaxLeaseMessageBytes, kMaxLeaseFields, 6, "policies",
     static_cast<int64_t>(kMaxLeasePolicies)};
 
 // Leaf -> central. The request is written as it is: callers that may exceed

@@ -141,7 +141,7 @@ absl::StatusOr<cluster::TickReply> UpstreamStore::Tick(
       -> absl::StatusOr<cluster::TickReply> {
     v1::LeaseTickReply reply_proto;
     SLUICE_RETURN_IF_ERROR(
-        rpc::ParseBounded(reply_bytes, kLeaseTickBudget, &reply_proto));
+        rpc::ParseBounded(reply_bytes, kLeaseReplyBudget, &reply_proto));
     SLUICE_ASSIGN_OR_RETURN(cluster::TickReply decoded,
                             DecodeTickReply(reply_proto));
     SLUICE_RETURN_IF_ERROR(CheckReplyAnswers(request, decoded));
