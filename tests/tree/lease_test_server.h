@@ -93,10 +93,14 @@ class FakeLeafServer final : public cluster::LeafServer {
 // LeaseServiceImpl over a FakeLeafServer on 127.0.0.1:<port 0>.
 class LeaseTestServer {
  public:
-  explicit LeaseTestServer(std::string name)
+  // Without `lease_arguments` the server keeps gRPC's defaults (which
+  // refuse leaves' keepalive pings).
+  explicit LeaseTestServer(std::string name, bool lease_arguments = true)
       : leaf_server_(std::move(name)), service_(&leaf_server_) {
     grpc::ServerBuilder builder;
-    AddLeaseServerArguments(&builder, absl::Milliseconds(100));
+    if (lease_arguments) {
+      AddLeaseServerArguments(&builder, absl::Milliseconds(100));
+    }
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port_);
     builder.RegisterService(&service_);
