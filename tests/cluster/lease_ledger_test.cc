@@ -686,7 +686,7 @@ TEST_P(LeaseInvariantTest, GrantsInForceNeverExceedTheCentralsGrant) {
     }
     const bool lose = chance(0.05), fail = chance(0.05);
     // The round trip to Redis takes time, during which leaves tick.
-    const int before = between(0, 15), after = between(0, 15);
+    const int before = between(0, 40), after = between(0, 40);
     upstream.before = [&, before, lose, fail] {
       for (int i = 0; i < before; ++i) step();
       if (lose) store.LoseNextReplies(1);
@@ -730,20 +730,24 @@ TEST_P(LeaseInvariantTest, GrantsInForceNeverExceedTheCentralsGrant) {
   step = [&] {
     clock.Advance(absl::Milliseconds(1));
     const absl::Time now = clock.Now();
-    // Demands move now and then; the other replica grows after 10 s and
-    // shrinks again after 20 s (the pool is lowered, then raised).
+    // Demands move now and then. Between 10 s and 20 s the other replica's
+    // demand jumps up and down (the pool is lowered and raised again).
     if (chance(0.002)) central.demand = between(0, 80);
     for (auto& [id, p] : leaves) {
       if (chance(0.002)) p.demand = between(0, 80);
       if (now >= p.next) {
-        p.next = now + absl::Milliseconds(between(50, 200));
+        p.next = now + absl::Milliseconds(between(20, 200));
         // One leaf goes quiet for a while now and then.
         if (!chance(0.05)) leaf_tick(id, p);
       }
     }
-    other.demand = now > end - absl::Seconds(20) && now < end - absl::Seconds(10)
-                       ? 90
-                       : 5;
+    const bool churn =
+        now > end - absl::Seconds(20) && now < end - absl::Seconds(10);
+    if (!churn) {
+      other.demand = 5;
+    } else if (chance(0.003)) {
+      other.demand = other.demand > 50 ? 5 : 95;
+    }
     if (now >= other_next) {
       other_next = now + absl::Milliseconds(100);
       other_tick();
