@@ -986,9 +986,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
         StoreGrant mine = Issue(&pool, options_.replica_id, now, pool.until,
                                 request.policies[i].keys[k]);
         mine.valid_for = pool.until - round->start;
-        if (!mine.granted || !got.granted) {
-          mine.granted = got.granted && mine.granted;
-        }
+        mine.granted = mine.granted && got.granted;
         pull.grants[k] = mine;
       }
     }
