@@ -270,6 +270,15 @@ TEST_F(TreeProcessTest, TwelveLeavesUnderTwoCentralReplicas) {
       static_cast<long long>(during.worst_second),
       static_cast<long long>(after.total),
       static_cast<long long>(after.worst_second), (kRate + kBurst) * 11 / 10);
+  // Each second from the start of the load (the kill at "|").
+  std::string seconds;
+  for (absl::Time t = start; t + absl::Seconds(1) <= after_to;
+       t += absl::Seconds(1)) {
+    if (t <= killed && killed < t + absl::Seconds(1)) seconds += " |";
+    absl::StrAppend(&seconds, " ",
+                    Measure(all, t, t + absl::Seconds(1)).total);
+  }
+  std::printf("[tree] admitted each second:%s\n", seconds.c_str());
   EXPECT_EQ(errors, 0);
   EXPECT_LE(before.total, (kRate * 5 + kBurst) * 11 / 10);
   EXPECT_GE(before.total, kRate * 5 * 8 / 10);
