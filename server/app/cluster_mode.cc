@@ -113,6 +113,12 @@ ClusterMode::ClusterMode(const ServerOptions& options, StoreParts store,
 
 ClusterMode::~ClusterMode() = default;
 
+std::string ClusterMode::admin_note() const {
+  if (upstream_target_.empty()) return "";
+  return absl::StrCat("; a leaf of ", upstream_target_,
+                      ": reads only, admin writes go to a central replica");
+}
+
 cluster::Store* ClusterMode::tick_store() const {
   if (ledger_ != nullptr) return ledger_.get();
   return store_.get();

@@ -59,7 +59,8 @@ class ClusterMode final : public Mode {
   // A central replica's lease service; none on a leaf or with
   // --max-leaves 0.
   void AddDataServices(grpc::ServerBuilder* builder) override;
-  std::string admin_note() const override { return ""; }
+  // A leaf's admin writes are refused (they belong on a central replica).
+  std::string admin_note() const override;
   void OnPoliciesFileChanged(const std::string& path,
                              const std::string& contents) override;
   std::optional<metrics::SyncSnapshot> sync_snapshot() const override;
