@@ -220,10 +220,16 @@ class TreeServerTest : public ::testing::Test {
   }
 
   // A central replica on the shared in-memory store, seeded with
-  // kPolicies.
-  std::unique_ptr<Server> StartCentral(uint32_t max_leaves) {
+  // kPolicies; TLS on its listeners with `tls`.
+  std::unique_ptr<Server> StartCentral(
+      uint32_t max_leaves, const testing::TestCerts* tls = nullptr) {
     std::ofstream(dir_.File("policies.yaml")) << kPolicies;
     ServerOptions options = Loopback();
+    if (tls != nullptr) {
+      options.tls_cert_file = tls->server_cert();
+      options.tls_key_file = tls->server_key();
+      options.tls_client_ca_file = tls->ca_cert();
+    }
     options.redis = "in-memory:6379";  // a central replica
     options.replica_id = "central";
     options.policies_path = dir_.File("policies.yaml");
@@ -241,10 +247,13 @@ class TreeServerTest : public ::testing::Test {
     return server;
   }
 
-  // A leaf of `central` over a real loopback connection.
-  std::unique_ptr<Server> StartLeaf(const Server& central) {
+  // A leaf of `central` over a real loopback connection, with `tls` as
+  // its upstream TLS.
+  std::unique_ptr<Server> StartLeaf(const Server& central,
+                                    wire::ClientTlsFiles tls = {}) {
     ServerOptions options = Loopback();
     options.upstream = central.target();
+    options.upstream_tls = std::move(tls);
     options.replica_id = "leaf";
     // Real time on the wire: a generous deadline for a loaded machine.
     options.upstream_timeout = absl::Seconds(2);
@@ -306,6 +315,39 @@ TEST_F(TreeServerTest, ALeafLeasesFromItsCentralReplicaAndRefusesAdminWrites) {
   const grpc::Status refused = admin->PutPolicy(&context, put, &response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(refused.error_message(), HasSubstr(central->target()));
+}
+
+// A central replica with --tls-cert and --tls-client-ca serves its leaves
+// over mutual TLS on its data port; a leaf without a client certificate
+// is refused in the handshake.
+TEST_F(TreeServerTest, LeasesOverMutualTls) {
+  testing::TempDir certs_dir("tree_server_tls");
+  testing::TestCerts certs(certs_dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.error();
+  std::unique_ptr<Server> central = StartCentral(16, &certs);
+  ASSERT_TRUE(central->SyncNow().ok());
+
+  wire::ClientTlsFiles tls;
+  tls.ca_file = certs.ca_cert();
+  tls.cert_file = certs.client_cert();
+  tls.key_file = certs.client_key();
+  tls.server_name = "localhost";
+  std::unique_ptr<Server> leaf = StartLeaf(*central, tls);
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    ASSERT_TRUE(central->SyncNow().ok());
+    const absl::Status s = leaf->SyncNow();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(State(*leaf, "payments").store_status(), "up");
+  EXPECT_EQ(State(*central, "payments").leaves(), 1u);
+
+  wire::ClientTlsFiles no_cert;
+  no_cert.ca_file = certs.ca_cert();
+  no_cert.server_name = "localhost";
+  std::unique_ptr<Server> stranger = StartLeaf(*central, no_cert);
+  EXPECT_FALSE(stranger->SyncNow().ok());
+  EXPECT_EQ(State(*central, "payments").leaves(), 1u);
 }
 
 TEST_F(TreeServerTest, MaxLeavesZeroServesNoLeaves) {
