@@ -237,6 +237,19 @@ TEST(LeaseService, AReplyThatDoesNotAnswerTheRequestIsAProtocolError) {
   EXPECT_FALSE(store->stats().up);
 }
 
+TEST(LeaseService, ReportsForTheLeafPastTheBoundLoseTheOldestNotTheTick) {
+  LeaseTestServer central("central-a");
+  ASSERT_TRUE(central.started());
+  central.leaf_server().ForwardToLeaf(kMaxLeaseForwarded + 3);
+  std::unique_ptr<UpstreamStore> store = Store(central.address());
+  absl::StatusOr<cluster::TickReply> reply = store->Tick(LeafTick(1));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->forwarded_to_me.size(), kMaxLeaseForwarded);
+  EXPECT_EQ(reply->forwarded_to_me.front().permit_id.serial, 4u);
+  EXPECT_EQ(reply->forwarded_to_me.back().permit_id.serial,
+            kMaxLeaseForwarded + 3);
+}
+
 // Raw bytes to the service, as a hostile leaf would send them.
 grpc::Status CallRaw(const std::string& address, const std::string& bytes) {
   std::shared_ptr<grpc::Channel> channel =
