@@ -109,14 +109,20 @@ class LeaseTestServer {
  public:
   // Without `lease_arguments` the server keeps gRPC's defaults (which
   // refuse leaves' keepalive pings).
-  explicit LeaseTestServer(std::string name, bool lease_arguments = true)
+  // `credentials` null: plaintext.
+  explicit LeaseTestServer(
+      std::string name, bool lease_arguments = true,
+      std::shared_ptr<grpc::ServerCredentials> credentials = nullptr)
       : leaf_server_(std::move(name)), service_(&leaf_server_) {
     grpc::ServerBuilder builder;
     if (lease_arguments) {
       AddLeaseServerArguments(&builder, absl::Milliseconds(100));
     }
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
+    builder.AddListeningPort(
+        "127.0.0.1:0",
+        credentials != nullptr ? credentials
+                               : grpc::InsecureServerCredentials(),
+        &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
   }
