@@ -43,7 +43,7 @@ inline constexpr size_t kMaxLeaseKeys = 50000;
 inline constexpr size_t kMaxLeaseForwarded = 20000;
 // Replicas named in a reply: the live list, and per policy the outcomes
 // and warm entries.
-inline constexpr size_t kMaxLeaseReplicas = 10000;
+inline constexpr size_t kMaxLeaseReplicas = 100000;
 // Policies, overrides and deletions in one config snapshot or seed.
 inline constexpr size_t kMaxLeaseConfigEntries = 10000;
 // A serialized policy (the policies file takes 16 MiB for all of them).

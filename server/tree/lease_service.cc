@@ -36,6 +36,15 @@ grpc::ServerUnaryReactor* LeaseServiceImpl::Tick(
                             DecodeTickRequest(proto));
     SLUICE_ASSIGN_OR_RETURN(cluster::TickReply reply,
                             leaf_server_->ServeLeaf(tick));
+    // A leaf refuses a reply past the bound; rather than fail its every
+    // tick, the oldest reports beyond it go (they expire at the issuer as
+    // TIMEOUT, as from a full inbox). The ledger is meant to hand at most
+    // kMaxLeaseForwarded a tick.
+    if (reply.forwarded_to_me.size() > kMaxLeaseForwarded) {
+      reply.forwarded_to_me.erase(
+          reply.forwarded_to_me.begin(),
+          reply.forwarded_to_me.end() - kMaxLeaseForwarded);
+    }
     v1::LeaseTickReply out;
     EncodeTickReply(reply, &out);
     return rpc::SerializeToBuffer(out, response);

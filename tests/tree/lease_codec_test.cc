@@ -569,7 +569,7 @@ TEST(LeaseCodecHostile, ReplyFieldsOutOfRangeAreNamed) {
   {
     v1::LeaseTickReply p = GoldenReply();
     for (size_t i = 0; i < kMaxLeaseReplicas; ++i) p.add_replicas("x");
-    ExpectReplyRefused(p, "replicas must hold at most 10000 entries");
+    ExpectReplyRefused(p, "replicas must hold at most 100000 entries");
   }
   {
     v1::LeaseTickReply p = GoldenReply();

@@ -5,7 +5,9 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,8 @@
 #include "server/rpc/message_bounds.h"
 #include "server/tree/lease_codec.h"
 #include "server/tree/upstream_store.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certs.h"
 #include "tests/tree/lease_test_server.h"
 #include "wire/quote.h"
 
@@ -198,6 +202,69 @@ TEST(UpstreamStore, CreateRefusesAnEmptyTargetAndBadTlsFiles) {
               HasSubstr("--upstream-tls-ca"));
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(UpstreamStore, MutualTlsWithTheSdksClientSettings) {
+  sluice::testing::TempDir dir("sluice_lease_tls");
+  sluice::testing::TestCerts certs(dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.error();
+  grpc::SslServerCredentialsOptions server_tls(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  server_tls.pem_root_certs = ReadFile(certs.ca_cert());
+  server_tls.pem_key_cert_pairs.push_back(
+      {ReadFile(certs.server_key()), ReadFile(certs.server_cert())});
+  LeaseTestServer central("central-a", true,
+                          grpc::SslServerCredentials(server_tls));
+  ASSERT_TRUE(central.started());
+
+  // The certificate names localhost; the target is an IP address.
+  UpstreamStore::Options options;
+  options.target = central.address();
+  options.timeout = absl::Seconds(5);
+  options.tls.ca_file = certs.ca_cert();
+  options.tls.cert_file = certs.client_cert();
+  options.tls.key_file = certs.client_key();
+  options.tls.server_name = "localhost";
+  absl::StatusOr<std::unique_ptr<UpstreamStore>> store =
+      UpstreamStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<cluster::TickReply> reply = (*store)->Tick(LeafTick(1));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->policies[0].grants[0].units, (core::Units{50, 5}));
+
+  // Without a client certificate the central replica refuses the leaf.
+  options.tls.cert_file.clear();
+  options.tls.key_file.clear();
+  store = UpstreamStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  reply = (*store)->Tick(LeafTick(1));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
+
+  // Plaintext to a TLS listener gets nowhere either.
+  std::unique_ptr<UpstreamStore> plain =
+      Store(central.address(), absl::Seconds(2));
+  EXPECT_FALSE(plain->Tick(LeafTick(1)).ok());
+  EXPECT_EQ(central.leaf_server().requests().size(), 1u);
+}
+
+TEST(UpstreamStore, ARequestPastTheMessageBoundFailsBeforeTheCall) {
+  std::unique_ptr<UpstreamStore> store = Store("127.0.0.1:1");
+  cluster::TickRequest request = LeafTick(1);
+  request.seed.resize(20, {"p", std::string(kMaxLeasePolicyBlobBytes, 'b'), 0});
+  absl::StatusOr<cluster::TickReply> reply = store->Tick(request);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(reply.status().message()),
+              HasSubstr("the lease protocol takes at most 16777216"));
+  EXPECT_EQ(store->status().errors.at("too_large"), 1u);
+}
+
 TEST(LeaseService, TheLeafServersCodesReachTheLeafAsTheyAre) {
   LeaseTestServer central("central-a");
   ASSERT_TRUE(central.started());
@@ -235,6 +302,19 @@ TEST(LeaseService, AReplyThatDoesNotAnswerTheRequestIsAProtocolError) {
               HasSubstr("policies[0].grants: the reply answers 0 keys"));
   EXPECT_EQ(store->status().errors.at("protocol"), 1u);
   EXPECT_FALSE(store->stats().up);
+}
+
+TEST(LeaseService, ReportsForTheLeafPastTheBoundLoseTheOldestNotTheTick) {
+  LeaseTestServer central("central-a");
+  ASSERT_TRUE(central.started());
+  central.leaf_server().ForwardToLeaf(kMaxLeaseForwarded + 3);
+  std::unique_ptr<UpstreamStore> store = Store(central.address());
+  absl::StatusOr<cluster::TickReply> reply = store->Tick(LeafTick(1));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->forwarded_to_me.size(), kMaxLeaseForwarded);
+  EXPECT_EQ(reply->forwarded_to_me.front().permit_id.serial, 4u);
+  EXPECT_EQ(reply->forwarded_to_me.back().permit_id.serial,
+            kMaxLeaseForwarded + 3);
 }
 
 // Raw bytes to the service, as a hostile leaf would send them.

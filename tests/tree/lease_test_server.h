@@ -54,6 +54,14 @@ class FakeLeafServer final : public cluster::LeafServer {
       if (drop_grants_) pull.grants.clear();
       reply.policies.push_back(std::move(pull));
     }
+    for (uint64_t i = 1; i <= forwarded_to_me_; ++i) {
+      core::ForwardedReport f;
+      f.issuer = request.replica_id;
+      f.dependency = "inventory";
+      f.permit_id = {i, 0};
+      f.outcome = core::Outcome::kSuccess;
+      reply.forwarded_to_me.push_back(std::move(f));
+    }
     return reply;
   }
 
@@ -75,6 +83,11 @@ class FakeLeafServer final : public cluster::LeafServer {
     absl::MutexLock lock(&mu_);
     drop_grants_ = true;
   }
+  // Replies carry this many reports for the leaf's permits (serials 1..n).
+  void ForwardToLeaf(uint64_t n) {
+    absl::MutexLock lock(&mu_);
+    forwarded_to_me_ = n;
+  }
   std::vector<cluster::TickRequest> requests() const {
     absl::MutexLock lock(&mu_);
     return requests_;
@@ -88,6 +101,7 @@ class FakeLeafServer final : public cluster::LeafServer {
   absl::Status fail_with_ ABSL_GUARDED_BY(mu_);
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   bool drop_grants_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t forwarded_to_me_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // LeaseServiceImpl over a FakeLeafServer on 127.0.0.1:<port 0>.
@@ -95,14 +109,20 @@ class LeaseTestServer {
  public:
   // Without `lease_arguments` the server keeps gRPC's defaults (which
   // refuse leaves' keepalive pings).
-  explicit LeaseTestServer(std::string name, bool lease_arguments = true)
+  // `credentials` null: plaintext.
+  explicit LeaseTestServer(
+      std::string name, bool lease_arguments = true,
+      std::shared_ptr<grpc::ServerCredentials> credentials = nullptr)
       : leaf_server_(std::move(name)), service_(&leaf_server_) {
     grpc::ServerBuilder builder;
     if (lease_arguments) {
       AddLeaseServerArguments(&builder, absl::Milliseconds(100));
     }
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
+    builder.AddListeningPort(
+        "127.0.0.1:0",
+        credentials != nullptr ? credentials
+                               : grpc::InsecureServerCredentials(),
+        &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
   }
