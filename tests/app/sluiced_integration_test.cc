@@ -806,7 +806,9 @@ TEST(SluicedCommandLineTest, HelpListsEveryFlagOnStdout) {
         "metrics-listen", "http-listen", "http-threads", "http-max-connections",
         "policies", "redis", "sync-interval", "replica-id", "redis-timeout",
         "expected-replicas", "unknown-dependency", "log-level", "port-file",
-        "state-file"}) {
+        "state-file", "upstream", "upstream-tls-ca", "upstream-tls-cert",
+        "upstream-tls-key", "upstream-tls-server-name", "upstream-timeout",
+        "max-leaves"}) {
     std::string env = absl::StrCat("SLUICE_", flag);
     for (char& c : env) c = c == '-' ? '_' : absl::ascii_toupper(c);
     EXPECT_THAT(exited.out, HasSubstr(absl::StrCat("--", flag, " ")));
@@ -814,6 +816,29 @@ TEST(SluicedCommandLineTest, HelpListsEveryFlagOnStdout) {
   }
   EXPECT_THAT(exited.out, HasSubstr("250ms"));  // --redis-timeout's default
   EXPECT_THAT(exited.out, HasSubstr("Exit codes"));
+}
+
+// A leaf's flags: the command line and the environment name both flags of
+// a conflict, and the exit code is the usage error's.
+TEST(SluicedCommandLineTest, UpstreamConflictsNameBothFlags) {
+  Exited exited = RunToExit({"--upstream", "127.0.0.1:50051",
+                             "--redis-sentinels", "127.0.0.1:26379",
+                             "--redis-master", "m"});
+  EXPECT_EQ(exited.code, 2);
+  EXPECT_THAT(exited.err,
+              HasSubstr("--upstream and --redis-sentinels exclude each other"));
+  exited = RunToExit({"--policies", "/etc/sluice/policies.yaml"},
+                     {"SLUICE_UPSTREAM=dns:///sluice-central:50051"});
+  EXPECT_EQ(exited.code, 2);
+  EXPECT_THAT(exited.err,
+              HasSubstr("--policies /etc/sluice/policies.yaml cannot be used "
+                        "with --upstream dns:///sluice-central:50051"));
+  exited = RunToExit({}, {"SLUICE_UPSTREAM=sluice-central"});
+  EXPECT_EQ(exited.code, 2);
+  EXPECT_THAT(exited.err, HasSubstr("--upstream: expected HOST:PORT"));
+  exited = RunToExit({"--max-leaves", "100001"});
+  EXPECT_EQ(exited.code, 2);
+  EXPECT_THAT(exited.err, HasSubstr("bad value for --max-leaves=\"100001\""));
 }
 
 // "--flag value" as well as "--flag=value", and abseil's underscore
