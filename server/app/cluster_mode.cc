@@ -19,10 +19,10 @@ namespace {
 // concurrent use.
 class ClusterAdminBackend final : public rpc::AdminBackend {
  public:
-  // All must outlive the backend.
   // Adds where the grants come from to a ClusterView.
   using Describe = std::function<void(rpc::ClusterView*)>;
 
+  // All must outlive the backend.
   ClusterAdminBackend(cluster::ClusterConfig* config,
                       const cluster::SyncLoop* sync_loop,
                       const ModeContext& ctx, Describe describe)
