@@ -67,12 +67,16 @@ class UpstreamStore final : public cluster::Store {
     // channel moves to another address. gRPC 1.51 delays a ping to 1 s
     // after the previous one, so pings go every 0.5-1 s. Measured
     // (tests/tree/lease_move_test, 1 s deadline, 200 ms retries): a leaf
-    // moves 1.3-1.8 s after its central replica stops answering (1 s
-    // keepalive_time: 1.8 s), and within 20 ms after it closes.
+    // moves 1.45-1.98 s after its central replica stops answering, and
+    // within 45 ms after it closes.
     absl::Duration keepalive_time = absl::Milliseconds(500);
     absl::Duration keepalive_timeout = absl::Milliseconds(500);
-    // Reconnect backoff after a failed connect: from min up to max.
-    absl::Duration min_reconnect_backoff = absl::Milliseconds(100);
+    // Reconnect backoff after a failed connect: from min up to max. gRPC
+    // also gives each connect attempt (TCP and TLS handshakes) at least the
+    // minimum, so it bounds what an address that accepts TCP but never
+    // answers costs a move (100 ms here moved in 1.3-1.8 s instead), and
+    // must leave room for a TLS handshake.
+    absl::Duration min_reconnect_backoff = absl::Milliseconds(250);
     absl::Duration max_reconnect_backoff = absl::Seconds(1);
     // Use this channel instead of making one from target and tls (tests).
     std::shared_ptr<grpc::Channel> channel;
