@@ -56,9 +56,9 @@ class UpstreamStore final : public cluster::Store {
     // empty: plaintext.
     wire::ClientTlsFiles tls;
     // How errors about `tls` name its settings.
-    wire::ClientTlsNames tls_names = {"--upstream-tls-ca", "--upstream-tls-cert",
-                                      "--upstream-tls-key",
-                                      "--upstream-tls-server-name"};
+    wire::ClientTlsNames tls_names = {
+        "--upstream-tls-ca", "--upstream-tls-cert", "--upstream-tls-key",
+        "--upstream-tls-server-name"};
     // Deadline of one tick's call. The sync loop's tick must not hang: keep
     // it at most the tick interval.
     absl::Duration timeout = absl::Seconds(1);
@@ -84,8 +84,7 @@ class UpstreamStore final : public cluster::Store {
 
   // INVALID_ARGUMENT for an empty target or unusable TLS files (naming the
   // flag).
-  static absl::StatusOr<std::unique_ptr<UpstreamStore>> Create(
-      Options options);
+  static absl::StatusOr<std::unique_ptr<UpstreamStore>> Create(Options options);
 
   ~UpstreamStore() override;
 
