@@ -358,6 +358,7 @@ TEST(LeaseCodecRoundTrip, TheLargestValidRequestFitsTheBudget) {
       rpc::ParseBounded(bytes, kLeaseTickBudget, &parsed);
   EXPECT_TRUE(parse.ok()) << parse << " (" << bytes.size() << " bytes)";
   EXPECT_TRUE(DecodeTickRequest(parsed).ok());
+  ::testing::Test::RecordProperty("bytes", std::to_string(bytes.size()));
 }
 
 // --- Hostile input --------------------------------------------------------
