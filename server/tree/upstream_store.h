@@ -41,10 +41,9 @@ struct UpstreamStats {
 // One gRPC channel, pick_first: for a target naming several central
 // replicas (dns:///NAME:PORT, ipv4:A:P,B:P) the channel keeps to one and
 // moves to the next when its connection breaks or stops answering
-// keepalive pings. Every call has a deadline (min(timeout, what the caller
-// allows)), so a central replica that hangs costs one tick, never a stuck
-// sync loop. Tick is called from one thread (the sync loop's); everything
-// else is safe from any thread.
+// keepalive pings. Every call has a deadline (`timeout`), so a central
+// replica that hangs costs one tick, never a stuck sync loop. Tick is called
+// from one thread (the sync loop's); everything else is safe from any thread.
 class UpstreamStore final : public cluster::Store {
  public:
   struct Options {
