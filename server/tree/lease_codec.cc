@@ -44,12 +44,11 @@ absl::Status Invalid(const Path& path, absl::string_view rule) {
 
 absl::Status CheckCount(const Path& path, size_t count, size_t max) {
   if (count <= max) return absl::OkStatus();
-  return Invalid(path, absl::StrCat("must hold at most ", max,
-                                    " entries, got ", count));
+  return Invalid(
+      path, absl::StrCat("must hold at most ", max, " entries, got ", count));
 }
 
-absl::Status CheckBytes(const Path& path, absl::string_view value,
-                        size_t max) {
+absl::Status CheckBytes(const Path& path, absl::string_view value, size_t max) {
   if (value.size() <= max) return absl::OkStatus();
   return Invalid(path, absl::StrCat("must be at most ", max, " bytes, got ",
                                     value.size()));
@@ -110,7 +109,8 @@ v1::BreakerState PutState(core::BreakerState s) {
 
 absl::StatusOr<core::BreakerState> GetState(int value, const Path& path) {
   // UNSPECIFIED is the record's default, CLOSED.
-  if (value == v1::BREAKER_STATE_UNSPECIFIED) return core::BreakerState::kClosed;
+  if (value == v1::BREAKER_STATE_UNSPECIFIED)
+    return core::BreakerState::kClosed;
   if (value < v1::CLOSED || value > v1::FORCED_CLOSED) {
     return Invalid(path, absl::StrCat("must be a BreakerState, got ", value));
   }
@@ -124,8 +124,7 @@ absl::StatusOr<core::Outcome> GetOutcome(int value, const Path& path) {
   return static_cast<core::Outcome>(value);
 }
 
-absl::StatusOr<core::BreakerOverride> GetOverride(int value,
-                                                  const Path& path) {
+absl::StatusOr<core::BreakerOverride> GetOverride(int value, const Path& path) {
   if (value < v1::AUTO || value > v1::FORCE_CLOSED) {
     return Invalid(path,
                    absl::StrCat("must be a BreakerOverride, got ", value));
@@ -179,16 +178,17 @@ absl::StatusOr<core::BreakerRecord> GetBreaker(
   core::BreakerRecord r;
   r.generation = proto.generation();
   r.base = proto.base();
-  SLUICE_ASSIGN_OR_RETURN(r.state, GetState(proto.state(), path.Field("state")));
-  SLUICE_ASSIGN_OR_RETURN(
-      r.open_until, GetTime(proto.open_until_ms(), path.Field("open_until_ms")));
+  SLUICE_ASSIGN_OR_RETURN(r.state,
+                          GetState(proto.state(), path.Field("state")));
+  SLUICE_ASSIGN_OR_RETURN(r.open_until, GetTime(proto.open_until_ms(),
+                                                path.Field("open_until_ms")));
   SLUICE_ASSIGN_OR_RETURN(
       r.open_duration,
       GetDuration(proto.open_duration(), path.Field("open_duration")));
   SLUICE_RETURN_IF_ERROR(
       CheckBytes(path.Field("cause"), proto.cause(), kMaxLeaseTextBytes));
-  SLUICE_RETURN_IF_ERROR(CheckBytes(path.Field("replica"), proto.replica(),
-                                    wire::kMaxNameBytes));
+  SLUICE_RETURN_IF_ERROR(
+      CheckBytes(path.Field("replica"), proto.replica(), wire::kMaxNameBytes));
   r.cause = proto.cause();
   r.replica = proto.replica();
   return r;
@@ -207,8 +207,8 @@ absl::StatusOr<core::AdaptiveLimitState> GetAdaptive(
   core::AdaptiveLimitState a;
   a.steady_limit = proto.steady_limit();
   if (proto.has_baseline()) {
-    SLUICE_ASSIGN_OR_RETURN(a.baseline,
-                            GetDuration(proto.baseline(), path.Field("baseline")));
+    SLUICE_ASSIGN_OR_RETURN(
+        a.baseline, GetDuration(proto.baseline(), path.Field("baseline")));
   }
   return a;
 }
@@ -341,9 +341,8 @@ absl::StatusOr<cluster::ConfigSnapshot> GetConfig(
   c.version = proto.version();
   SLUICE_RETURN_IF_ERROR(
       GetPolicyList(proto.policies(), path, "policies", &c.policies));
-  SLUICE_RETURN_IF_ERROR(CheckCount(path.Field("overrides"),
-                                    proto.overrides_size(),
-                                    kMaxLeaseConfigEntries));
+  SLUICE_RETURN_IF_ERROR(CheckCount(
+      path.Field("overrides"), proto.overrides_size(), kMaxLeaseConfigEntries));
   c.overrides.reserve(proto.overrides_size());
   for (int i = 0; i < proto.overrides_size(); ++i) {
     const v1::LeaseStoredOverride& po = proto.overrides(i);
@@ -358,8 +357,7 @@ absl::StatusOr<cluster::ConfigSnapshot> GetConfig(
     o.note = po.note();
     c.overrides.push_back(std::move(o));
   }
-  SLUICE_RETURN_IF_ERROR(CheckCount(path.Field("deleted"),
-                                    proto.deleted_size(),
+  SLUICE_RETURN_IF_ERROR(CheckCount(path.Field("deleted"), proto.deleted_size(),
                                     kMaxLeaseConfigEntries));
   c.deleted.reserve(proto.deleted_size());
   for (int i = 0; i < proto.deleted_size(); ++i) {
@@ -390,7 +388,8 @@ absl::StatusOr<core::KeyTick> GetKey(const v1::LeaseKeyTick& proto,
       CheckBytes(path.Field("key"), proto.key(), wire::kMaxKeyBytes));
   core::KeyTick k;
   k.key = proto.key();
-  SLUICE_ASSIGN_OR_RETURN(k.limit, GetUnits(proto.limit(), path.Field("limit")));
+  SLUICE_ASSIGN_OR_RETURN(k.limit,
+                          GetUnits(proto.limit(), path.Field("limit")));
   const Path demand = path.Field("demand");
   SLUICE_RETURN_IF_ERROR(
       CheckAmount(demand.Field("rate"), proto.demand().rate()));
@@ -398,7 +397,8 @@ absl::StatusOr<core::KeyTick> GetKey(const v1::LeaseKeyTick& proto,
       CheckAmount(demand.Field("slots"), proto.demand().slots()));
   k.demand[core::kRateUnits] = proto.demand().rate();
   k.demand[core::kSlotUnits] = proto.demand().slots();
-  SLUICE_ASSIGN_OR_RETURN(k.usage, GetUnits(proto.usage(), path.Field("usage")));
+  SLUICE_ASSIGN_OR_RETURN(k.usage,
+                          GetUnits(proto.usage(), path.Field("usage")));
   SLUICE_ASSIGN_OR_RETURN(k.applied,
                           GetUnits(proto.applied(), path.Field("applied")));
   SLUICE_ASSIGN_OR_RETURN(
@@ -440,9 +440,9 @@ absl::StatusOr<cluster::PolicyPush> GetPush(const v1::LeasePolicyPush& proto,
   SLUICE_RETURN_IF_ERROR(
       CheckCount(path.Field("keys"), nkeys, kMaxLeaseKeysPerPolicy));
   if (nkeys > *keys_left) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the request pushes more than ", kMaxLeaseKeys,
-        " keys in all (at ", path.Field("keys").Render(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request pushes more than ", kMaxLeaseKeys,
+                     " keys in all (at ", path.Field("keys").Render(), ")"));
   }
   *keys_left -= nkeys;
   cluster::PolicyPush p;
@@ -567,8 +567,8 @@ absl::StatusOr<cluster::PolicyPull> GetPull(const v1::LeasePolicyPull& proto,
                             GetAdaptive(pw.adaptive(), item.Field("adaptive")));
     SLUICE_ASSIGN_OR_RETURN(w.baseline,
                             GetBaseline(pw.baseline(), item.Field("baseline")));
-    SLUICE_ASSIGN_OR_RETURN(
-        w.updated, GetTime(pw.updated_ms(), item.Field("updated_ms")));
+    SLUICE_ASSIGN_OR_RETURN(w.updated,
+                            GetTime(pw.updated_ms(), item.Field("updated_ms")));
     p.warm.push_back(std::move(w));
   }
   return p;
@@ -596,8 +596,7 @@ void EncodeTickRequest(const cluster::TickRequest& request,
     PutPolicy(p, out->add_seed());
   }
   if (request.restore) PutConfig(*request.restore, out->mutable_restore());
-  out->mutable_forwarded()->Reserve(
-      static_cast<int>(request.forwarded.size()));
+  out->mutable_forwarded()->Reserve(static_cast<int>(request.forwarded.size()));
   for (const core::ForwardedReport& f : request.forwarded) {
     PutForwarded(f, out->add_forwarded());
   }
@@ -642,9 +641,9 @@ absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
     SLUICE_ASSIGN_OR_RETURN(cluster::PolicyPush p,
                             GetPush(proto.policies(i), item, &keys_left));
     if (!seen.insert(proto.policies(i).policy()).second) {
-      return Invalid(item.Field("policy"),
-                     absl::StrCat(wire::QuoteUntrusted(p.policy),
-                                  " is pushed twice"));
+      return Invalid(
+          item.Field("policy"),
+          absl::StrCat(wire::QuoteUntrusted(p.policy), " is pushed twice"));
     }
     r.policies.push_back(std::move(p));
   }
@@ -660,8 +659,7 @@ absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
   return r;
 }
 
-void EncodeTickReply(const cluster::TickReply& reply,
-                     v1::LeaseTickReply* out) {
+void EncodeTickReply(const cluster::TickReply& reply, v1::LeaseTickReply* out) {
   out->set_store_now_ms(PutTime(reply.store_now));
   out->set_config_epoch(reply.config_epoch);
   out->set_config_lost(reply.config_lost);
@@ -712,9 +710,8 @@ absl::StatusOr<cluster::TickReply> DecodeTickReply(
     SLUICE_ASSIGN_OR_RETURN(r.config,
                             GetConfig(proto.config(), root.Field("config")));
   }
-  SLUICE_RETURN_IF_ERROR(GetForwardedList(proto.forwarded_to_me(), root,
-                                          "forwarded_to_me",
-                                          &r.forwarded_to_me));
+  SLUICE_RETURN_IF_ERROR(GetForwardedList(
+      proto.forwarded_to_me(), root, "forwarded_to_me", &r.forwarded_to_me));
   r.inbox_dropped = proto.inbox_dropped();
   return r;
 }
@@ -730,9 +727,9 @@ absl::Status CheckReplyAnswers(const cluster::TickRequest& request,
     const size_t got = reply.policies[i].grants.size();
     const size_t want = request.policies[i].keys.size();
     if (got != want) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "policies[", i, "].grants: the reply answers ", got,
-          " keys, the request pushed ", want));
+      return absl::InvalidArgumentError(
+          absl::StrCat("policies[", i, "].grants: the reply answers ", got,
+                       " keys, the request pushed ", want));
     }
   }
   return absl::OkStatus();

@@ -27,7 +27,7 @@ namespace sluice::tree {
 
 // The largest serialized LeaseTickRequest or LeaseTickReply either side
 // takes. The gRPC channel (leaf) and the service's budget (central) use it.
-// 50,000 keys of 100 bytes take about 11 MB.
+// 50,000 keys of 100 bytes take 8.9 MB (lease_codec_test).
 inline constexpr size_t kMaxLeaseMessageBytes = size_t{16} << 20;
 // Fields at every depth of one message (see rpc::MessageBudget): 50,000
 // keys of about 20 fields each, with room for the rest.

@@ -114,8 +114,7 @@ absl::StatusOr<cluster::TickReply> UpstreamStore::Tick(
         " bytes; the lease protocol takes at most ", kMaxLeaseMessageBytes));
   }
   grpc::ByteBuffer request_bytes;
-  if (absl::Status s = rpc::SerializeToBuffer(proto, &request_bytes);
-      !s.ok()) {
+  if (absl::Status s = rpc::SerializeToBuffer(proto, &request_bytes); !s.ok()) {
     Failed("encode");
     return s;
   }
@@ -138,13 +137,13 @@ absl::StatusOr<cluster::TickReply> UpstreamStore::Tick(
     absl::Status failed = wire::FromGrpcStatus(call_status);
     Failed(ErrorKind(failed.code()));
     std::string message(failed.message().substr(0, kMaxPeerMessageBytes));
-    return absl::Status(failed.code(),
-                        absl::StrCat(Describe(), ": ",
-                                     wire::ToValidUtf8(message)));
+    return absl::Status(
+        failed.code(),
+        absl::StrCat(Describe(), ": ", wire::ToValidUtf8(message)));
   }
   const std::string peer = context.peer();
-  absl::StatusOr<cluster::TickReply> reply = [&]()
-      -> absl::StatusOr<cluster::TickReply> {
+  absl::StatusOr<cluster::TickReply> reply =
+      [&]() -> absl::StatusOr<cluster::TickReply> {
     v1::LeaseTickReply reply_proto;
     SLUICE_RETURN_IF_ERROR(
         rpc::ParseBounded(reply_bytes, kLeaseReplyBudget, &reply_proto));
@@ -157,9 +156,11 @@ absl::StatusOr<cluster::TickReply> UpstreamStore::Tick(
     Failed("protocol");
     // A central replica that answers what this leaf cannot read is as good
     // as none; the sync loop retries, and the operator sees the reason.
-    return absl::InternalError(absl::StrCat(
-        "upstream ", wire::QuoteUntrusted(peer), " answered a reply this leaf "
-        "cannot use: ", reply.status().message()));
+    return absl::InternalError(absl::StrCat("upstream ",
+                                            wire::QuoteUntrusted(peer),
+                                            " answered a reply this leaf "
+                                            "cannot use: ",
+                                            reply.status().message()));
   }
   reply->inbox_dropped += dropped;
   absl::MutexLock lock(&mu_);

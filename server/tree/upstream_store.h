@@ -41,10 +41,9 @@ struct UpstreamStats {
 // One gRPC channel, pick_first: for a target naming several central
 // replicas (dns:///NAME:PORT, ipv4:A:P,B:P) the channel keeps to one and
 // moves to the next when its connection breaks or stops answering
-// keepalive pings. Every call has a deadline (min(timeout, what the caller
-// allows)), so a central replica that hangs costs one tick, never a stuck
-// sync loop. Tick is called from one thread (the sync loop's); everything
-// else is safe from any thread.
+// keepalive pings. Every call has a deadline (`timeout`), so a central
+// replica that hangs costs one tick, never a stuck sync loop. Tick is called
+// from one thread (the sync loop's); everything else is safe from any thread.
 class UpstreamStore final : public cluster::Store {
  public:
   struct Options {
@@ -56,9 +55,9 @@ class UpstreamStore final : public cluster::Store {
     // empty: plaintext.
     wire::ClientTlsFiles tls;
     // How errors about `tls` name its settings.
-    wire::ClientTlsNames tls_names = {"--upstream-tls-ca", "--upstream-tls-cert",
-                                      "--upstream-tls-key",
-                                      "--upstream-tls-server-name"};
+    wire::ClientTlsNames tls_names = {
+        "--upstream-tls-ca", "--upstream-tls-cert", "--upstream-tls-key",
+        "--upstream-tls-server-name"};
     // Deadline of one tick's call. The sync loop's tick must not hang: keep
     // it at most the tick interval.
     absl::Duration timeout = absl::Seconds(1);
@@ -67,12 +66,16 @@ class UpstreamStore final : public cluster::Store {
     // channel moves to another address. gRPC 1.51 delays a ping to 1 s
     // after the previous one, so pings go every 0.5-1 s. Measured
     // (tests/tree/lease_move_test, 1 s deadline, 200 ms retries): a leaf
-    // moves 1.3-1.8 s after its central replica stops answering (1 s
-    // keepalive_time: 1.8 s), and within 20 ms after it closes.
+    // moves 1.45-1.98 s after its central replica stops answering, and
+    // within 45 ms after it closes.
     absl::Duration keepalive_time = absl::Milliseconds(500);
     absl::Duration keepalive_timeout = absl::Milliseconds(500);
-    // Reconnect backoff after a failed connect: from min up to max.
-    absl::Duration min_reconnect_backoff = absl::Milliseconds(100);
+    // Reconnect backoff after a failed connect: from min up to max. gRPC
+    // also gives each connect attempt (TCP and TLS handshakes) at least the
+    // minimum, so it bounds what an address that accepts TCP but never
+    // answers costs a move (100 ms here moved in 1.3-1.8 s instead), and
+    // must leave room for a TLS handshake.
+    absl::Duration min_reconnect_backoff = absl::Milliseconds(250);
     absl::Duration max_reconnect_backoff = absl::Seconds(1);
     // Use this channel instead of making one from target and tls (tests).
     std::shared_ptr<grpc::Channel> channel;
@@ -80,8 +83,7 @@ class UpstreamStore final : public cluster::Store {
 
   // INVALID_ARGUMENT for an empty target or unusable TLS files (naming the
   // flag).
-  static absl::StatusOr<std::unique_ptr<UpstreamStore>> Create(
-      Options options);
+  static absl::StatusOr<std::unique_ptr<UpstreamStore>> Create(Options options);
 
   ~UpstreamStore() override;
 

@@ -175,8 +175,8 @@ Message ReadGolden(const std::string& name) {
   text << in.rdbuf();
   Message message;
   EXPECT_TRUE(in.good() || in.eof()) << "cannot read " << path;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text.str(),
-                                                            &message))
+  EXPECT_TRUE(
+      google::protobuf::TextFormat::ParseFromString(text.str(), &message))
       << path;
   return message;
 }
@@ -186,8 +186,8 @@ void ExpectEqualProto(const Message& want, const Message& got) {
   std::string diff;
   google::protobuf::util::MessageDifferencer differ;
   differ.ReportDifferencesToString(&diff);
-  EXPECT_TRUE(differ.Compare(want, got))
-      << diff << "\ngot:\n" << got.DebugString();
+  EXPECT_TRUE(differ.Compare(want, got)) << diff << "\ngot:\n"
+                                         << got.DebugString();
 }
 
 bool ValidUtf8(absl::string_view text) {
@@ -249,8 +249,8 @@ TEST(LeaseCodecGolden, GoldenRequestDecodesToTheRequest) {
 }
 
 TEST(LeaseCodecGolden, GoldenReplyDecodesToTheReply) {
-  absl::StatusOr<cluster::TickReply> r = DecodeTickReply(
-      ReadGolden<v1::LeaseTickReply>("tick_reply.textproto"));
+  absl::StatusOr<cluster::TickReply> r =
+      DecodeTickReply(ReadGolden<v1::LeaseTickReply>("tick_reply.textproto"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->store_now, StoreMs(1700000000123));
   EXPECT_EQ(r->live_weight, 9u);
@@ -267,8 +267,7 @@ TEST(LeaseCodecGolden, GoldenReplyDecodesToTheReply) {
   EXPECT_EQ(p.warm[0].updated, StoreMs(1699999999000));
   EXPECT_FALSE(r->policies[1].breaker.has_value());
   ASSERT_TRUE(r->config.has_value());
-  EXPECT_EQ(r->config->overrides[0].mode,
-            core::BreakerOverride::kForceClosed);
+  EXPECT_EQ(r->config->overrides[0].mode, core::BreakerOverride::kForceClosed);
   EXPECT_EQ(r->inbox_dropped, 3u);
 
   v1::LeaseTickReply again;
@@ -355,9 +354,11 @@ TEST(LeaseCodecRoundTrip, TheLargestValidRequestFitsTheBudget) {
   std::string bytes;
   ASSERT_TRUE(proto.SerializeToString(&bytes));
   v1::LeaseTickRequest parsed;
-  const absl::Status parse = rpc::ParseBounded(bytes, kLeaseTickBudget, &parsed);
+  const absl::Status parse =
+      rpc::ParseBounded(bytes, kLeaseTickBudget, &parsed);
   EXPECT_TRUE(parse.ok()) << parse << " (" << bytes.size() << " bytes)";
   EXPECT_TRUE(DecodeTickRequest(parsed).ok());
+  ::testing::Test::RecordProperty("bytes", std::to_string(bytes.size()));
 }
 
 // --- Hostile input --------------------------------------------------------
@@ -426,15 +427,17 @@ TEST(LeaseCodecHostile, RequestFieldsOutOfRangeAreNamed) {
     v1::LeaseTickRequest p = GoldenRequest();
     p.mutable_policies(0)->mutable_keys(0)->mutable_demand()->set_slots(
         std::numeric_limits<double>::quiet_NaN());
-    ExpectRequestRefused(p, "policies[0].keys[0].demand.slots must be a finite");
+    ExpectRequestRefused(p,
+                         "policies[0].keys[0].demand.slots must be a finite");
   }
   {
     v1::LeaseTickRequest p = GoldenRequest();
     p.mutable_policies(0)->mutable_keys(0)->mutable_applied_left()->set_seconds(
         -1);
-    p.mutable_policies(0)->mutable_keys(0)->mutable_applied_left()->set_nanos(0);
-    ExpectRequestRefused(p,
-                         "policies[0].keys[0].applied_left must not be negative");
+    p.mutable_policies(0)->mutable_keys(0)->mutable_applied_left()->set_nanos(
+        0);
+    ExpectRequestRefused(
+        p, "policies[0].keys[0].applied_left must not be negative");
   }
   {
     v1::LeaseTickRequest p = GoldenRequest();
@@ -446,8 +449,8 @@ TEST(LeaseCodecHostile, RequestFieldsOutOfRangeAreNamed) {
     v1::LeaseTickRequest p = GoldenRequest();
     p.mutable_policies(0)->mutable_breaker()->set_state(
         static_cast<v1::BreakerState>(9));
-    ExpectRequestRefused(p,
-                         "policies[0].breaker.state must be a BreakerState, got 9");
+    ExpectRequestRefused(
+        p, "policies[0].breaker.state must be a BreakerState, got 9");
   }
   {
     v1::LeaseTickRequest p = GoldenRequest();
@@ -505,7 +508,8 @@ TEST(LeaseCodecHostile, CountsAreBoundedBeforeBuilding) {
     p.set_replica_id("r");
     p.set_weight(1);
     for (size_t i = 0; i <= kMaxLeasePolicies; ++i) p.add_policies();
-    ExpectRequestRefused(p, "policies must hold at most 4096 entries, got 4097");
+    ExpectRequestRefused(p,
+                         "policies must hold at most 4096 entries, got 4097");
   }
   {
     v1::LeaseTickRequest p = GoldenRequest();
@@ -527,7 +531,8 @@ TEST(LeaseCodecHostile, CountsAreBoundedBeforeBuilding) {
         push->add_keys()->set_key(absl::StrCat(i));
       }
     }
-    ExpectRequestRefused(p, "more than 50000 keys in all (at policies[5].keys)");
+    ExpectRequestRefused(p,
+                         "more than 50000 keys in all (at policies[5].keys)");
   }
   {
     v1::LeaseTickRequest p = GoldenRequest();

@@ -87,8 +87,8 @@ class FreezableProxy {
       addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       addr.sin_port = htons(static_cast<uint16_t>(backend_port_));
       fds_.push_back(backend);
-      if (connect(backend, reinterpret_cast<sockaddr*>(&addr),
-                  sizeof(addr)) != 0) {
+      if (connect(backend, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+          0) {
         continue;
       }
       pumps_.emplace_back([this, client, backend] { Pump(client, backend); });
@@ -183,8 +183,8 @@ TEST(UpstreamMove, ALeafMovesWhenItsCentralReplicaCloses) {
       TickUntilAnswered(*store, &sequence, stopped, absl::Seconds(10));
   std::cout << "moved after the central replica closed: "
             << absl::FormatDuration(move) << "\n";
-  ::testing::Test::RecordProperty("move_ms",
-                                  std::to_string(absl::ToInt64Milliseconds(move)));
+  ::testing::Test::RecordProperty(
+      "move_ms", std::to_string(absl::ToInt64Milliseconds(move)));
   EXPECT_LT(move, absl::Seconds(2));
   EXPECT_EQ(store->stats().peer, absl::StrCat("ipv4:", b.address()));
   EXPECT_EQ(store->stats().moves, 1u);
@@ -212,8 +212,8 @@ TEST(UpstreamMove, ALeafMovesWhenItsCentralReplicaStopsAnswering) {
       TickUntilAnswered(*store, &sequence, frozen, absl::Seconds(20));
   std::cout << "moved after the central replica stopped answering: "
             << absl::FormatDuration(move) << "\n";
-  ::testing::Test::RecordProperty("move_ms",
-                                  std::to_string(absl::ToInt64Milliseconds(move)));
+  ::testing::Test::RecordProperty(
+      "move_ms", std::to_string(absl::ToInt64Milliseconds(move)));
   // Within the grace period: a leaf's grants last the stale period (3 s
   // at a 1 s tick).
   EXPECT_LT(move, absl::Seconds(3));
@@ -249,8 +249,8 @@ TEST(UpstreamMove, ADnsTargetReachesTheCentralReplica) {
   std::unique_ptr<UpstreamStore> store =
       Store(absl::StrCat("dns:///localhost:", a.port()));
   uint64_t sequence = 0;
-  const absl::Duration took = TickUntilAnswered(*store, &sequence, absl::Now(),
-                                                absl::Seconds(10));
+  const absl::Duration took =
+      TickUntilAnswered(*store, &sequence, absl::Now(), absl::Seconds(10));
   EXPECT_LT(took, absl::Seconds(10));
   EXPECT_EQ(store->stats().peer, absl::StrCat("ipv4:", a.address()));
 }

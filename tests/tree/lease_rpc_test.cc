@@ -52,8 +52,8 @@ cluster::TickRequest LeafTick(uint64_t sequence) {
   return r;
 }
 
-std::unique_ptr<UpstreamStore> Store(const std::string& target,
-                                     absl::Duration timeout = absl::Seconds(5)) {
+std::unique_ptr<UpstreamStore> Store(
+    const std::string& target, absl::Duration timeout = absl::Seconds(5)) {
   UpstreamStore::Options options;
   options.target = target;
   options.timeout = timeout;
@@ -279,7 +279,8 @@ TEST(LeaseService, TheLeafServersCodesReachTheLeafAsTheyAre) {
         std::pair{absl::ResourceExhaustedError("serving 2000 leaves already"),
                   "refused"}}) {
     central.leaf_server().FailWith(status);
-    absl::StatusOr<cluster::TickReply> reply = store->Tick(LeafTick(++sequence));
+    absl::StatusOr<cluster::TickReply> reply =
+        store->Tick(LeafTick(++sequence));
     ASSERT_FALSE(reply.ok());
     EXPECT_EQ(reply.status().code(), status.code());
     EXPECT_THAT(std::string(reply.status().message()),
@@ -371,7 +372,8 @@ TEST(LeaseService, ABadRequestIsInvalidArgumentAndNeverReachesTheLedger) {
 
   // Policies past the bound: refused on the raw bytes.
   std::string flood;
-  for (size_t i = 0; i <= kMaxLeasePolicies; ++i) flood += std::string("\x4a\x00", 2);
+  for (size_t i = 0; i <= kMaxLeasePolicies; ++i)
+    flood += std::string("\x4a\x00", 2);
   s = CallRaw(central.address(), flood);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("policies: at most 4096"));

@@ -118,11 +118,11 @@ class LeaseTestServer {
     if (lease_arguments) {
       AddLeaseServerArguments(&builder, absl::Milliseconds(100));
     }
-    builder.AddListeningPort(
-        "127.0.0.1:0",
-        credentials != nullptr ? credentials
-                               : grpc::InsecureServerCredentials(),
-        &port_);
+    builder.AddListeningPort("127.0.0.1:0",
+                             credentials != nullptr
+                                 ? credentials
+                                 : grpc::InsecureServerCredentials(),
+                             &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
   }
