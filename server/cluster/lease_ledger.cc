@@ -486,6 +486,7 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   for (int r = 0; r < kR; ++r) {
     const int64_t base = pool->per_key ? pool->limit[r] / (tree + 1) : 0;
     pool->fair_total[r] = pool->units[r] - cold * base;
+    if (pool->limit[r] <= 0) continue;  // not cluster-scope: nothing to split
     std::vector<double> demand(names.size());
     for (size_t j = 0; j < names.size(); ++j) demand[j] = asking[j]->demand[r];
     const std::vector<int64_t> split =
@@ -509,9 +510,9 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     return grant;
   }
   // The split is computed again when the pool changed, a party joined, or
-  // a refresh period passed (demands move; what ended is let go).
-  const absl::Duration refresh =
-      std::min(options_.stale_after / 10, absl::Milliseconds(100));
+  // a sixth of the stale period passed (demands move; what ended is let
+  // go): a leaf's tick is O(its keys) otherwise.
+  const absl::Duration refresh = options_.stale_after / 6;
   auto fair = pool->fair.find(party);
   if (fair == pool->fair.end() || pool->split_units != pool->units ||
       now >= pool->split_at + refresh || now < pool->split_at) {

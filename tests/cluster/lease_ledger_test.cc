@@ -141,6 +141,26 @@ TEST(FairSplitTest, SmallDemandsGetWhatTheyAskAndTheRestIsShared) {
   EXPECT_EQ(FairSplit(0, {"a"}, {5}, now), std::vector<int64_t>{0});
 }
 
+TEST(FairSplitTest, TheOrderOfTheNamesDoesNotMatter) {
+  // Sorted names take a shortcut (indices stand for names); the split by
+  // name must be the same either way, ties and rotation included.
+  const absl::Time now = testing::FakeClock::DefaultStart() + absl::Seconds(37);
+  const std::vector<std::string> sorted = {"a", "b", "c", "d", "e"};
+  const std::vector<double> demand = {3, 3, 0.2, 3, 0.2};
+  const std::vector<int64_t> in_order = FairSplit(7, sorted, demand, now);
+  const std::vector<size_t> perm = {3, 0, 4, 1, 2};
+  std::vector<std::string> names;
+  std::vector<double> shuffled;
+  for (size_t j : perm) {
+    names.push_back(sorted[j]);
+    shuffled.push_back(demand[j]);
+  }
+  const std::vector<int64_t> out = FairSplit(7, names, shuffled, now);
+  for (size_t k = 0; k < perm.size(); ++k) {
+    EXPECT_EQ(out[k], in_order[perm[k]]) << names[k];
+  }
+}
+
 TEST_F(LeaseLedgerTest, LeavesAreRefusedUntilTheCentralHasAGrant) {
   absl::StatusOr<TickReply> r = Leaf("leaf1", {Push("api", {Key("", 100, 10)})});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
