@@ -123,7 +123,7 @@ class LeaseLedgerTest : public ::testing::Test {
   std::unique_ptr<LeaseLedger> ledger_;
   uint64_t central_seq_ = 0;
   std::map<std::string, uint64_t> leaf_seq_;
-  int nudges_ = 0;
+  std::atomic<int> nudges_{0};  // nudge is called from any thread
 };
 
 TEST(FairSplitTest, SmallDemandsGetWhatTheyAskAndTheRestIsShared) {
