@@ -597,6 +597,59 @@ TEST_F(LeaseLedgerTest, PerKeyStaticSharesAreBudgetedForTheWholeTree) {
   EXPECT_EQ(recorder_.last.weight, 3u);
 }
 
+TEST_F(LeaseLedgerTest, ACentralThatStopsKeepsItsEntryWhileLeasesAreInForce) {
+  int64_t mine = 0;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<TickReply> c =
+        Central({Push("api", {Key("", 100, 10, mine, kStale)})});
+    ASSERT_TRUE(c.ok());
+    mine = c->policies[0].grants[0].units[0];
+    ASSERT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 50)})}).ok());
+  }
+  ASSERT_GT(ledger_->stats().leaf_units[0], 0);
+  TickRequest leave = Request(kCentral, 1, ++central_seq_,
+                              {Push("api", {Key("", 100, 0, mine, kStale)})});
+  leave.leaving = true;
+  ASSERT_TRUE(ledger_->Tick(leave).ok());
+  // Redis was not told to give the entry back: the leaf's lease is still
+  // counted there until it ends.
+  EXPECT_FALSE(recorder_.last.leaving);
+  EXPECT_GE(store_.Held("api", "", 0), ledger_->stats().leaf_units[0]);
+  EXPECT_EQ(Leaf("leaf1", {Push("api", {Key("", 100, 50)})}).status().code(),
+            absl::StatusCode::kUnavailable);
+  // Once nothing is leased, a stopping central gives its entry back.
+  Make();
+  central_seq_ = 0;
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  leave.sequence = ++central_seq_;
+  ASSERT_TRUE(ledger_->Tick(leave).ok());
+  EXPECT_TRUE(recorder_.last.leaving);
+}
+
+TEST_F(LeaseLedgerTest, LeavesGetTheWarmStateTheCentralLastSaw) {
+  PolicyPush warm = Push("api", {});
+  warm.has_warm = true;
+  warm.digest = 42;
+  warm.adaptive.steady_limit = 80;
+  warm.adaptive.baseline = absl::Milliseconds(12);
+  ASSERT_TRUE(Central({warm}).ok());
+  ASSERT_TRUE(Central({warm}).ok());  // the store answers entries stored before
+  PolicyPush ask = Push("api", {});
+  ask.has_warm = true;
+  ask.digest = 42;
+  absl::StatusOr<TickReply> l = Leaf("leaf1", {ask});
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->policies[0].warm.size(), 1u);
+  EXPECT_EQ(l->policies[0].warm[0].replica, kCentral);
+  EXPECT_EQ(l->policies[0].warm[0].adaptive.steady_limit, 80u);
+  // A leaf's own warm state does not go upstream.
+  ask.adaptive.steady_limit = 7;
+  ask.adaptive.baseline = absl::Milliseconds(1);
+  ASSERT_TRUE(Leaf("leaf1", {ask}).ok());
+  ASSERT_TRUE(Central({warm}).ok());
+  EXPECT_EQ(recorder_.last.policies[0].adaptive.steady_limit, 80u);
+}
+
 TEST_F(LeaseLedgerTest, LeavesAreServedWhileTheCentralTicks) {
   // Leaves on four threads while the central ticks: no lock is held across
   // the upstream call (a leaf is served from inside it), and the books add
