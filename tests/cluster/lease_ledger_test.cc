@@ -303,6 +303,11 @@ TEST_F(LeaseLedgerTest, OldOrRepeatedRequestsAreAbortedAndChangeNothing) {
   r.incarnation = 6;
   r.sequence = 1;
   EXPECT_TRUE(ledger_->ServeLeaf(r).ok());
+  // A late request of the earlier life is refused too.
+  r.incarnation = 5;
+  r.sequence = 9;
+  EXPECT_EQ(ledger_->ServeLeaf(r).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(ledger_->stats().refused_stale, 3u);
 }
 
 TEST_F(LeaseLedgerTest, ARestartedLeafsOldGrantStaysCountedUntilItEnds) {
