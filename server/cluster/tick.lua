@@ -9,6 +9,7 @@
 --
 -- ARGV: replica, stale_ms, ttl_ms, live (replicas this one knows of),
 --   leaving ("1": give everything back), epoch_seen ("" if none), per_key,
+--   incarnation (the replica process's life), sequence (its tick count),
 --   nkeys, and per key:
 --     key, limit1, limit2, demand1, demand2, usage1, usage2,
 --     applied1, applied2, applied_left_ms, admitted_total;
@@ -58,10 +59,34 @@ local live = math.max(1, tonumber(ARGV[4]))
 local leaving = ARGV[5] == '1'
 local epoch_seen = ARGV[6]
 local per_key = ARGV[7] == '1'
+local incarnation = ARGV[8]
+local sequence = tonumber(ARGV[9])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local headroom = 1.05
-local i = 8
+local i = 10
+
+-- Each replica's life and last sequence ("incarnation sequence"): a request
+-- older than one applied for the same life is refused, so a delayed or
+-- retried tick never puts back an older entry; a leave of another life
+-- (the process restarted under this name since) leaves the new one's
+-- entries alone.
+local lkey = prefix .. ':lives'
+local other_life = false
+do
+  local stored = redis.call('HGET', lkey, replica)
+  if stored then
+    local inc, seq = string.match(stored, '^(%S+) (%S+)$')
+    if inc == incarnation and tonumber(seq) > sequence then
+      return redis.error_reply('STALE tick request: a newer one was applied')
+    end
+    other_life = leaving and inc ~= incarnation
+  end
+  if not other_life then
+    redis.call('HSET', lkey, replica, incarnation .. ' ' .. sequence)
+    redis.call('PEXPIRE', lkey, ttl)
+  end
+end
 
 -- The policy's epoch: created with its first state. A replica that knew an
 -- older one sees that Redis lost the data (restart without persistence,
@@ -193,7 +218,7 @@ for k = 1, nkeys do
   local granted = 1
   local units = {0, 0}
   if leaving then
-    redis.call('HDEL', h, replica)
+    if not other_life then redis.call('HDEL', h, replica) end
     granted = 0
   else
     local back_to_static = per_key
@@ -264,8 +289,10 @@ if has_breaker then
   local b = prefix .. ':breaker'
   local l = prefix .. ':probes'
   if leaving then
-    redis.call('HDEL', o, replica)
-    redis.call('HDEL', l, replica)
+    if not other_life then
+      redis.call('HDEL', o, replica)
+      redis.call('HDEL', l, replica)
+    end
   else
     redis.call('HSET', o, replica,
                ARGV[i] .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2] .. ' ' .. now)
@@ -334,7 +361,7 @@ if has_breaker then
     redis.call('HSET', l, replica, table.concat(
         {current, leases, now + lease_ttl, now + stale}, ' '))
     redis.call('PEXPIRE', l, ttl)
-  else
+  elseif not other_life then
     redis.call('HDEL', l, replica)
   end
 end

@@ -574,5 +574,54 @@ TEST_P(ClusterScenarioTest, AReplicaRestartedUnderItsNameTakesBackItsOwn) {
   EXPECT_EQ(AdaptiveLimitOf(0, "search"), learned);
 }
 
+// Issue 24, hole 7: a tick request delivered after a newer one of the same
+// process is ignored; it would put back the older, smaller grant it
+// carried, and the store would hand the difference to another replica.
+TEST_P(ClusterScenarioTest, ADelayedTickRequestDeliveredAfterANewerOneIsIgnored) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 100, 100));
+  Converge();
+  ASSERT_EQ(InForce("inv"), 100);
+  paths_[0]->HoldNext();
+  R(0).loop.TickOnce().IgnoreError();  // held back: it carries 50 applied
+  std::optional<TickRequest> late = paths_[0]->TakeHeld();
+  ASSERT_TRUE(late.has_value());
+  Stop(1);
+  clock_.Advance(absl::Milliseconds(100));
+  R(0).loop.TickOnce().IgnoreError();  // alone: the whole 100
+  EXPECT_EQ(InForce("inv"), 100);
+  AddReplicas(1);  // r2 finds r0 holding everything
+  Install(ClusterBucket("inv", 100, 100));
+  R(2).loop.TickOnce().IgnoreError();
+  clock_.Advance(absl::Milliseconds(100));
+  paths_[0]->Deliver(*late);
+  R(2).loop.TickOnce().IgnoreError();
+  EXPECT_LE(InForce("inv"), 100);
+}
+
+// Issue 24, hole 7: a leave that arrives late, after the process restarted
+// under the same name, must not remove the new process's entry (nor its
+// membership): the others would take what it still applies.
+TEST_P(ClusterScenarioTest, ALateLeaveDoesNotRemoveARestartedProcessEntry) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 100, 100));
+  Converge();
+  paths_[0]->HoldNext();
+  Stop(0);  // its leave is held back
+  std::optional<TickRequest> leave = paths_[0]->TakeHeld();
+  ASSERT_TRUE(leave.has_value());
+  ASSERT_TRUE(leave->leaving);
+  clock_.Advance(absl::Seconds(4));  // the old entry has expired
+  Restart(0, "r0");
+  R(0).engine.PutPolicy(ClusterBucket("inv", 100, 100));
+  Converge();
+  ASSERT_GT(R(0).engine.Inspect("inv")->gates->granted[0], 0);
+  paths_[0]->Deliver(*leave);
+  clock_.Advance(absl::Milliseconds(100));
+  R(1).loop.TickOnce().IgnoreError();
+  EXPECT_LE(InForce("inv"), 100);
+  EXPECT_EQ(R(1).loop.stats().live_replicas, 2u);
+}
+
 }  // namespace
 }  // namespace sluice::cluster

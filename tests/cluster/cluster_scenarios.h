@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,28 @@ class CuttableStore final : public Store {
   explicit CuttableStore(Store* store) : store_(store) {}
   void set_cut(bool cut) { cut_ = cut; }
 
+  // The next tick request is held back, not sent (the caller sees a
+  // timeout), until Deliver() sends it late: a request delayed in the
+  // network or retried after a newer one.
+  void HoldNext() { hold_next_ = true; }
+  std::optional<TickRequest> TakeHeld() {
+    absl::MutexLock lock(&mu_);
+    std::optional<TickRequest> held = std::move(held_);
+    held_.reset();
+    return held;
+  }
+  // Sends `request` now; its reply goes nowhere.
+  void Deliver(const TickRequest& request) {
+    store_->Tick(request).IgnoreError();
+  }
+
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
     if (cut_) return absl::UnavailableError("cut off from the store");
+    if (hold_next_.exchange(false)) {
+      absl::MutexLock lock(&mu_);
+      held_ = request;
+      return absl::DeadlineExceededError("tick request held back");
+    }
     return store_->Tick(request);
   }
   absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& policy,
@@ -50,6 +71,9 @@ class CuttableStore final : public Store {
  private:
   Store* const store_;
   std::atomic<bool> cut_{false};
+  std::atomic<bool> hold_next_{false};
+  absl::Mutex mu_;
+  std::optional<TickRequest> held_ ABSL_GUARDED_BY(mu_);
 };
 
 // One sluiced replica: an engine in cluster mode and its sync loop, sharing
@@ -203,6 +227,19 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   }
 
   Replica& R(int i) { return *replicas_[i]; }
+  // Units of cluster resource `r` of `dep` that running replicas apply now
+  // from their grants (the grants in force).
+  int64_t InForce(const std::string& dep, int r = 0) {
+    int64_t sum = 0;
+    for (auto& rep : replicas_) {
+      if (!rep) continue;
+      absl::StatusOr<core::DependencyStatus> s = rep->engine.Inspect(dep);
+      if (s.ok() && s->gates && s->gates->has_grant) {
+        sum += s->gates->granted[r];
+      }
+    }
+    return sum;
+  }
   // Cuts replica `i` off from the store, or lets it through again.
   void Cut(int i, bool cut) { paths_[i]->set_cut(cut); }
   // `n` calls on replica `r`, each reported as a failure.

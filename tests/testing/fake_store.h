@@ -78,6 +78,7 @@ class FakeStore final : public cluster::Store {
   void WipeAll() {
     absl::MutexLock lock(&mu_);
     members_.clear();
+    lives_.clear();
     grants_.clear();
     admitted_.clear();
     outcomes_.clear();
@@ -114,21 +115,31 @@ class FakeStore final : public cluster::Store {
     const absl::Time now = clock_->Now();
     const std::string& me = request.replica_id;
     const absl::Duration stale = request.stale_after;
+    // A request older than one already applied for the same process life is
+    // ignored as a whole (config.lua and tick.lua refuse it alike).
+    if (Stale(request, now)) {
+      return absl::AbortedError("stale tick request: a newer one was applied");
+    }
+    // A leave of another life of this replica (the process restarted under
+    // the same name meanwhile) gives back nothing of the new one's.
+    const bool other_life = OtherLife(request, now);
     cluster::TickReply reply;
     reply.store_now = absl::FromUnixMillis(absl::ToUnixMillis(now));
     if (request.restore) Restore(*request.restore);
 
     // config.lua read: membership, epoch, seeds, config.
     if (request.leaving) {
-      members_.erase(me);
+      if (!other_life) members_.erase(me);
     } else {
-      members_[me] = now + stale;
+      members_[me] = {now + stale, request.incarnation, request.sequence,
+                      std::max<uint32_t>(1, request.weight)};
     }
     for (auto it = members_.begin(); it != members_.end();) {
-      if (it->second < now) {
+      if (it->second.expiry < now) {
         it = members_.erase(it);
       } else {
         reply.replicas.push_back(it->first);
+        reply.live_weight += it->second.weight;
         ++it;
       }
     }
@@ -152,7 +163,7 @@ class FakeStore final : public cluster::Store {
     }
 
     for (const cluster::PolicyPush& push : request.policies) {
-      reply.policies.push_back(TickPolicy(request, push, now));
+      reply.policies.push_back(TickPolicy(request, push, now, other_life));
     }
     for (const core::ForwardedReport& f : request.forwarded) {
       auto& inbox = inboxes_[f.issuer];
@@ -236,6 +247,50 @@ class FakeStore final : public cluster::Store {
     return w;
   }
  private:
+  struct Member {
+    absl::Time expiry;
+    uint64_t incarnation = 0;
+    uint64_t sequence = 0;
+    uint32_t weight = 1;
+  };
+  // tick.lua's per-policy record of each replica's life and last sequence.
+  struct Life {
+    uint64_t incarnation = 0;
+    uint64_t sequence = 0;
+    absl::Time until;
+  };
+
+  // Whether the membership or any pushed policy already applied a newer
+  // request of the same life.
+  bool Stale(const cluster::TickRequest& request, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto m = members_.find(request.replica_id);
+    if (m != members_.end() && m->second.expiry >= now &&
+        m->second.incarnation == request.incarnation &&
+        m->second.sequence > request.sequence) {
+      return true;
+    }
+    for (const cluster::PolicyPush& push : request.policies) {
+      auto p = lives_.find(push.policy);
+      if (p == lives_.end()) continue;
+      auto l = p->second.find(request.replica_id);
+      if (l != p->second.end() && l->second.until >= now &&
+          l->second.incarnation == request.incarnation &&
+          l->second.sequence > request.sequence) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // A leave whose replica id is live under another life.
+  bool OtherLife(const cluster::TickRequest& request, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!request.leaving) return false;
+    auto m = members_.find(request.replica_id);
+    return m != members_.end() && m->second.expiry >= now &&
+           m->second.incarnation != request.incarnation;
+  }
+
   struct GrantEntry {
     core::Units grant{};
     absl::Time expiry;
@@ -360,9 +415,21 @@ class FakeStore final : public cluster::Store {
 
   cluster::PolicyPull TickPolicy(const cluster::TickRequest& request,
                                  const cluster::PolicyPush& push,
-                                 absl::Time now)
+                                 absl::Time now, bool other_life)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string& me = request.replica_id;
+    {
+      auto& lives = lives_[push.policy];
+      auto l = lives.find(me);
+      if (l != lives.end() && l->second.until >= now &&
+          l->second.incarnation != request.incarnation && request.leaving) {
+        other_life = true;
+      }
+      if (!other_life) {
+        lives[me] = {request.incarnation, request.sequence,
+                     now + request.key_ttl};
+      }
+    }
     const absl::Duration stale = request.stale_after;
     const int64_t live = std::max<uint32_t>(1, request.live_replicas);
     cluster::PolicyPull pull;
@@ -409,7 +476,7 @@ class FakeStore final : public cluster::Store {
       const int64_t cold = std::max<int64_t>(0, live - others - 1);
       cluster::StoreGrant grant;
       if (request.leaving) {
-        entries.erase(me);
+        if (!other_life) entries.erase(me);
         grant.granted = false;
       } else {
         bool back_to_static = push.per_key;
@@ -455,7 +522,7 @@ class FakeStore final : public cluster::Store {
     if (!push.has_breaker) return pull;
     auto& outcomes = outcomes_[push.policy];
     if (request.leaving) {
-      outcomes.erase(me);
+      if (!other_life) outcomes.erase(me);
     } else {
       outcomes[me] = {push.outcomes, now};
     }
@@ -513,7 +580,7 @@ class FakeStore final : public cluster::Store {
     if (pull.leases_granted > 0) {
       leases[me] = {current, pull.leases_granted, now + push.lease_ttl,
                     now + stale};
-    } else {
+    } else if (!other_life) {
       leases.erase(me);
     }
     return pull;
@@ -525,7 +592,8 @@ class FakeStore final : public cluster::Store {
   int fail_before_ = 0;
   int fail_after_ = 0;
   uint64_t applied_ = 0;
-  std::map<std::string, absl::Time> members_;
+  std::map<std::string, Member> members_;
+  std::map<std::string, std::map<std::string, Life>> lives_;
   std::map<std::pair<std::string, std::string>,
            std::map<std::string, GrantEntry>>
       grants_;
