@@ -380,6 +380,8 @@ void SyncLoop::ApplyGrants(const Round& round, const PolicyPush& push,
     grant.key = push.keys[k].key;
     grant.granted = pull.grants[k].granted;
     grant.units = pull.grants[k].units;
+    grant.limit = push.keys[k].limit;
+    grant.per_key = push.per_key;
     grant.valid_until =
         std::min(valid_until, round.start + pull.grants[k].valid_for);
     update->grants.push_back(std::move(grant));

@@ -87,6 +87,12 @@ struct KeyGrant {
   // (floor(limit / (replicas + 1)) of each resource, no store entry).
   bool granted = true;
   Units units{};
+  // The cluster limits the store split to make this grant (the pushed
+  // KeyTick::limit), and whether it was split as a per_key key. A replica
+  // whose policy changed meanwhile scales the units down to its new limit
+  // and drops a grant split under the other per_key setting.
+  Units limit{};
+  bool per_key = false;
   // Until when the grant holds, on this replica's clock. Past it the store
   // may have handed the capacity to another replica.
   absl::Time valid_until = absl::InfinitePast();

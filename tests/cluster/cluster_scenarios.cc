@@ -623,5 +623,60 @@ TEST_P(ClusterScenarioTest, ALateLeaveDoesNotRemoveARestartedProcessEntry) {
   EXPECT_EQ(R(1).loop.stats().live_replicas, 2u);
 }
 
+// Issue 24, hole 1: an operator lowers a cluster limit 10x under load. A
+// replica installs the new policy within a tick whose grant the store split
+// from the old limit; applied as it came, that grant would refill at the
+// new rate x old units / new limit (10x) until the next tick.
+TEST_P(ClusterScenarioTest, ALoweredLimitHoldsFromTheNextTick) {
+  Pod("r0", ClusterBucket("inv", 1000, 1000));
+  Pod("r1", ClusterBucket("inv", 1000, 1000));
+  RunSplitLoad("inv", 5, 4000);
+  // Both tick at the first ms of every second: the write at 0.5 s reaches
+  // them at 1.001 s.
+  const std::vector<int64_t> seconds =
+      RunSplitLoad("inv", 6, 4000, [&](int64_t ms) {
+        if (ms == 500) AdminWrite(ClusterBucket("inv", 100, 100));
+      });
+  // From the second that starts 0.5 s after the write (every replica has
+  // had its tick by 1.001 s).
+  const int64_t worst = *std::max_element(seconds.begin() + 1, seconds.end());
+  std::printf("lowered 1000/s -> 100/s: admitted per second after the write:");
+  for (int64_t n : seconds) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  EXPECT_LE(worst, 220);  // 1.10 x (new limit + new burst)
+  EXPECT_GE(seconds.back(), 80);
+}
+
+// Issue 24, hole 1: per_key switched off. The tick that brings the new
+// policy carries grants of per-key keys, each a share of its own key's
+// limit; none of them is the dependency's share.
+// Each replica hammers a key of its own: its grant there is the limit less
+// the others' static shares, 34 of 100 with three replicas.
+TEST_P(ClusterScenarioTest, SwitchingPerKeyOffAppliesNoPerKeyGrant) {
+  AddReplicas(3);
+  PolicyConfig keyed = ClusterBucket("inv", 100, 100);
+  keyed.per_key = true;
+  Install(keyed);
+  const std::string keys[] = {"a", "b", "c"};
+  for (int s = 0; s < 4; ++s) {
+    for (int i = 0; i < 200; ++i) {
+      for (int r = 0; r < 3; ++r) {
+        R(r).engine.Acquire("inv", keys[r], 1).IgnoreError();
+      }
+    }
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  ASSERT_EQ(R(0).engine.Inspect("inv", "a")->gates->granted[0], 34);
+  for (int i = 0; i < 200; ++i) {
+    for (int r = 0; r < 3; ++r) {
+      R(r).engine.Acquire("inv", keys[r], 1).IgnoreError();
+    }
+  }
+  AdminWrite(ClusterBucket("inv", 100, 100));
+  TickAll();  // each installs the policy within this tick
+  EXPECT_LE(InForce("inv"), 100);
+}
+
 }  // namespace
 }  // namespace sluice::cluster

@@ -81,16 +81,25 @@ class CuttableStore final : public Store {
 struct Replica {
   Replica(const std::string& id, core::Clock* clock, Store* store)
       : engine(clock, EngineOptions()),
-        loop(&engine, store, clock, LoopOptions(id)) {}
+        loop(&engine, store, clock, LoopOptions(id, this)) {}
 
   static core::Engine::Options EngineOptions() {
     core::Engine::Options o;
     o.cluster = true;
     return o;
   }
-  static SyncLoop::Options LoopOptions(const std::string& id) {
+  static SyncLoop::Options LoopOptions(const std::string& id, Replica* self) {
     SyncLoop::Options o;
     o.replica_id = id;
+    // An admin write reaches the replica within its tick, as through
+    // ClusterConfig: the policy set aside in `on_next_config` is installed
+    // when the store's config version moves.
+    o.on_config = [self](const ConfigSnapshot&) {
+      if (self->on_next_config) {
+        self->engine.PutPolicy(*self->on_next_config);
+        self->on_next_config.reset();
+      }
+    };
     return o;
   }
 
@@ -101,6 +110,7 @@ struct Replica {
   }
 
   core::Engine engine;
+  std::optional<PolicyConfig> on_next_config;
   SyncLoop loop;
 };
 
@@ -227,6 +237,17 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   }
 
   Replica& R(int i) { return *replicas_[i]; }
+  // An admin write of `p` (the store's config version moves): each running
+  // replica installs it within the tick that brings the new version.
+  void AdminWrite(const PolicyConfig& p) {
+    for (auto& r : replicas_) {
+      if (r) r->on_next_config = p;
+    }
+    StoredPolicy stored;
+    stored.name = p.name;
+    stored.blob = "v" + std::to_string(++admin_writes_);
+    ASSERT_TRUE(paths_.front()->PutPolicy(stored, 0).ok());
+  }
   // Units of cluster resource `r` of `dep` that running replicas apply now
   // from their grants (the grants in force).
   int64_t InForce(const std::string& dep, int r = 0) {
@@ -318,6 +339,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   std::vector<std::unique_ptr<Store>> redis_stores_;
   std::vector<std::unique_ptr<CuttableStore>> paths_;
   std::vector<std::unique_ptr<Replica>> replicas_;
+  int admin_writes_ = 0;
   // For Pod() and RunSplitLoad().
   int64_t ms_ = 0;
   std::vector<int> tick_at_;
