@@ -494,6 +494,11 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       for (int64_t v : key.usage) args.push_back(absl::StrCat(v));
       for (int64_t v : key.applied) args.push_back(absl::StrCat(v));
       args.push_back(Ms(std::min(key.applied_left, request.stale_after)));
+      // A usage's life is bounded (a day), so a hostile duration cannot
+      // pin an entry for ever.
+      for (absl::Duration d : key.usage_left) {
+        args.push_back(Ms(std::clamp(d, absl::ZeroDuration(), absl::Hours(24))));
+      }
       args.push_back(absl::StrCat(key.admitted_total));
     }
     args.push_back(push.has_breaker ? "1" : "0");

@@ -12,7 +12,8 @@
 --   incarnation (the replica process's life), sequence (its tick count),
 --   nkeys, and per key:
 --     key, limit1, limit2, demand1, demand2, usage1, usage2,
---     applied1, applied2, applied_left_ms, admitted_total;
+--     applied1, applied2, applied_left_ms, usage_left1_ms, usage_left2_ms,
+--     admitted_total;
 --   has_breaker ("1" or "0"), and if "1":
 --     calls, failures, slow (cumulative outcome totals),
 --     publish ("1" may store a transition), base, generation,
@@ -39,16 +40,23 @@
 --             success updated_ms", younger than ttl; {} without has_warm
 --
 -- Grants: the hash <prefix>:g:<key> holds, per replica,
---   "exp g1 d1 u1 g2 d2 u2 h1 h2 hexp": the grant's expiry, then per
---   resource the grant, the demand and the usage (window count, calls in
---   flight), then the grant it applied before (held until that one's
+--   "exp g1 d1 u1 g2 d2 u2 h1 h2 hexp uexp life": the grant's expiry, then
+--   per resource the grant, the demand and the usage (window count, calls
+--   in flight), then the grant it applied before (held until that one's
 --   expiry, in case this reply is lost; 0 when it is not above the new
---   grant). Times are milliseconds since the policy's epoch was created, and
---   trailing zeros are left out, so an entry of a plain token bucket is
---   three short numbers: memory per key matters with many keys. A
---   replica may be granted only what no live entry of another replica holds
---   (max of grant, previous grant, usage), so the grants in force never add
---   up to more than the limit, whatever the timing of ticks and replies.
+--   grant), then until when grant and usage may still be in use (held that
+--   long even after the replica left, restarted or died: a window count for
+--   the window, a call until its permit expires), then a tag of the process
+--   life that wrote it (the incarnation's last six digits). Times are
+--   milliseconds since the policy's epoch was created, and trailing zeros
+--   are left out: memory per key matters with many keys. An entry is live
+--   (a competitor, with a demand) until exp; it holds until the last of
+--   its times. A replica may be granted only what no entry of another
+--   replica holds (max of grant, previous grant, usage, each while its time
+--   lasts), so the grants in force never add up to more than the limit,
+--   whatever the timing of ticks and replies. An entry of another life of
+--   this replica (a restart under the same name) moves to the field
+--   "<replica>\0prev" and keeps holding; a leave leaves its usage.
 
 local ekey = KEYS[1]
 local prefix = string.sub(ekey, 1, -7)  -- without ":epoch"
@@ -73,6 +81,10 @@ local i = 10
 -- entries alone.
 local lkey = prefix .. ':lives'
 local other_life = false
+-- The tag of this life in grant entries, and where an entry of another
+-- life of this replica is kept.
+local life = tonumber(string.sub(incarnation, -6)) or 0
+local prev_field = replica .. '\0prev'
 do
   local stored = redis.call('HGET', lkey, replica)
   if stored then
@@ -110,10 +122,10 @@ local recovering = redis.call('EXISTS', rkey) == 1
 -- created: shorter than Redis's full time, which matters per key.
 local base = tonumber(string.match(epoch, '^(%d+)')) * 1000
 
--- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp}, with the
--- fields left out as zeros.
+-- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp, uexp,
+-- life}, with the fields left out as zeros.
 local function fields(v)
-  local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
   local n = 0
   for x in string.gmatch(v, '%S+') do
     n = n + 1
@@ -180,9 +192,21 @@ for k = 1, nkeys do
   local usage = {tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])}
   local applied = {tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
   local applied_left = tonumber(ARGV[i + 9])
-  local admitted = ARGV[i + 10]
-  i = i + 11
+  local usage_left = {tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])}
+  local admitted = ARGV[i + 12]
+  i = i + 13
   local h = prefix .. ':g:' .. key
+  -- Units taken stay in use after the grant they were taken under ends
+  -- (a window count for the window, a call until its permit expires): an
+  -- entry keeps holding its grant and usage that much longer (uexp), so a
+  -- replica that dies, or is cut off, has nothing it may still use handed
+  -- to another. A leave reports its usage as it is, for that long.
+  local keep = 0
+  for r = 1, 2 do
+    if limit[r] > 0 then keep = math.max(keep, usage_left[r]) end
+  end
+  local uexp = 0
+  if keep > 0 then uexp = now + stale + keep - base end
 
   -- Every live replica may use a per_key key's static share without asking
   -- (see below); an entry's grant comes on top of it.
@@ -190,35 +214,68 @@ for k = 1, nkeys do
   if per_key then
     each = {math.floor(limit[1] / live), math.floor(limit[2] / live)}
   end
-  -- Live entries of the other replicas: what each holds, and its demand.
+  -- Entries of the other replicas (and of this one's other lives): what
+  -- each holds, and the live ones' demand.
   local all = redis.call('HGETALL', h)
   local held = {0, 0}
   local names, wants = {{}, {}}, {{}, {}}
   local others = 0
+  -- Where this life's own entry is (for a leave), and another life's entry
+  -- found in this replica's field (moved to prev_field below).
+  local own_field, moved = nil, nil
   for j = 1, #all, 2 do
-    local e = fields(all[j + 1])
-    if e[1] == nil or e[1] + base < now then
-      redis.call('HDEL', h, all[j])
-    elseif all[j] ~= replica then
-      others = others + 1
-      for r = 1, 2 do
-        if limit[r] > 0 then
-          local at = 3 * r - 1  -- grant, demand, usage of resource r
-          local held_r = math.max(e[at], e[at + 2], each[r])
-          if e[10] + base >= now then held_r = math.max(held_r, e[7 + r]) end
-          held[r] = held[r] + held_r
-          names[r][#names[r] + 1] = all[j]
-          wants[r][#wants[r] + 1] = e[at + 1]
+    local name, e = all[j], fields(all[j + 1])
+    if e[1] == nil or math.max(e[1], e[10], e[11]) + base < now then
+      redis.call('HDEL', h, name)
+    else
+      if e[12] == life and (name == replica or name == prev_field) then
+        own_field = name
+      end
+      if name == replica and e[12] ~= life then
+        moved = all[j + 1]
+        name = prev_field
+      end
+      if name ~= replica then
+        local alive = e[1] + base >= now
+        if alive then others = others + 1 end
+        for r = 1, 2 do
+          if limit[r] > 0 then
+            local at = 3 * r - 1  -- grant, demand, usage of resource r
+            local held_r = 0
+            if alive then held_r = math.max(e[at], e[at + 2], each[r]) end
+            if e[10] + base >= now then held_r = math.max(held_r, e[7 + r]) end
+            if e[11] + base >= now then
+              held_r = math.max(held_r, e[at], e[at + 2])
+            end
+            held[r] = held[r] + held_r
+            if alive then
+              names[r][#names[r] + 1] = name
+              wants[r][#wants[r] + 1] = e[at + 1]
+            end
+          end
         end
       end
     end
+  end
+  if moved and not leaving then
+    redis.call('HSET', h, prev_field, moved)
   end
   -- Live replicas without an entry hold the static share.
   local cold = math.max(0, live - others - 1)
   local granted = 1
   local units = {0, 0}
   if leaving then
-    if not other_life then redis.call('HDEL', h, replica) end
+    -- The grant goes back; the usage stays held while it may be in use.
+    if own_field then
+      uexp = 0
+      if usage[1] > 0 or usage[2] > 0 then uexp = now + keep - base end
+      if uexp + base > now then
+        redis.call('HSET', h, own_field, table.concat(
+            {0, 0, 0, usage[1], 0, 0, usage[2], 0, 0, 0, uexp, life}, ' '))
+      else
+        redis.call('HDEL', h, own_field)
+      end
+    end
     granted = 0
   else
     local back_to_static = per_key
@@ -245,7 +302,8 @@ for k = 1, nkeys do
     else
       local entry = {now + stale - base, units[1],
                      string.format('%.4g', demand[1]), usage[1], units[2],
-                     string.format('%.4g', demand[2]), usage[2], 0, 0, 0}
+                     string.format('%.4g', demand[2]), usage[2], 0, 0, 0,
+                     uexp, life}
       if applied[1] > units[1] or applied[2] > units[2] then
         entry[8], entry[9] = applied[1], applied[2]
         entry[10] = now + math.min(applied_left, stale) - base

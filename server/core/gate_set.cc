@@ -490,6 +490,7 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
   out->limit = share.limit;
   out->demand = {};
   out->usage = {};
+  out->usage_left = {};
   if (share.limit[kRateUnits] > 0) {
     const RateLimitConfig& rate = *rate_config();
     const double per = absl::ToDoubleSeconds(rate.per);
@@ -500,6 +501,7 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
     } else {
       out->demand[kRateUnits] = asked_per_second * per;
       out->usage[kRateUnits] = window_->Count(now);
+      out->usage_left[kRateUnits] = rate.per;
     }
   }
   if (share.limit[kSlotUnits] > 0) {
@@ -507,6 +509,7 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
         std::max(share.tick_peak_in_flight, in_flight) +
         static_cast<double>(share.tick_concurrency_refused);
     out->usage[kSlotUnits] = in_flight;
+    out->usage_left[kSlotUnits] = permit_expiry();
   }
   out->applied = {};
   out->applied_left = absl::ZeroDuration();

@@ -43,6 +43,11 @@ struct KeyTick {
   // Units in use now that outlive a smaller grant: the sliding window's
   // count, the calls in flight.
   Units usage{};
+  // How long that usage may still be in use if this replica stopped now:
+  // a window count until the window has slid past it (`per`), a call in
+  // flight until its permit expires. The store holds it that long after
+  // the replica leaves, restarts or dies.
+  std::array<absl::Duration, kClusterResources> usage_left{};
   // The grant this replica applies now, and how much longer it may (0 when
   // it has none). The store keeps counting it against the others until this
   // replica reports a newer one, so a lost reply never frees capacity that

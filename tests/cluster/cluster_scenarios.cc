@@ -678,5 +678,98 @@ TEST_P(ClusterScenarioTest, SwitchingPerKeyOffAppliesNoPerKeyGrant) {
   EXPECT_LE(InForce("inv"), 100);
 }
 
+// Issue 24, hole 5: window counts outlive their replica's entry. A 3/s
+// window on four replicas; r0 holds the three units, admits 3 and leaves
+// (SIGTERM) at once. Its 3 stay in the window for a second, so the others,
+// flat out and ticking at once, admit nothing more within it.
+TEST_P(ClusterScenarioTest, AWindowCountOutlivesAGracefulLeave) {
+  AddReplicas(4);
+  Install(ClusterWindow("inv", 3));
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 10; ++i) R(0).Acquire("inv");
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {
+    admitted += R(0).Acquire("inv").verdict == Verdict::kAllow;
+  }
+  ASSERT_EQ(admitted, 3);
+  Stop(0);
+  // The others tick at once and then every 300 ms (more often than a real
+  // replica), flat out between ticks.
+  int64_t more = 0;
+  for (int step = 0; step < 3; ++step) {
+    TickAll();
+    more += FlatOut("inv", -1, 300, 2);
+  }
+  EXPECT_EQ(admitted + more, 3) << "admitted within one second";
+}
+
+// The same window count when the replica restarts under its name (a new
+// process life) instead: the old life's count stays held.
+TEST_P(ClusterScenarioTest, AWindowCountOutlivesARestartUnderTheSameName) {
+  AddReplicas(4);
+  Install(ClusterWindow("inv", 3));
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 10; ++i) R(0).Acquire("inv");
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {
+    admitted += R(0).Acquire("inv").verdict == Verdict::kAllow;
+  }
+  ASSERT_EQ(admitted, 3);
+  R(0).loop.TickOnce().IgnoreError();  // its count reaches the store
+  Kill(0);
+  Restart(0, "r0");
+  R(0).engine.PutPolicy(ClusterWindow("inv", 3));
+  int64_t more = 0;
+  for (int step = 0; step < 3; ++step) {
+    TickAll();
+    more += FlatOut("inv", -1, 300, 2);
+  }
+  EXPECT_EQ(admitted + more, 3) << "admitted within one second";
+}
+
+// Calls in flight outlive a killed replica's entry: it expires after the
+// stale period (3 s), but its calls may run until their timeout.
+TEST_P(ClusterScenarioTest, CallsInFlightOutliveAKilledReplicasEntry) {
+  AddReplicas(2);
+  PolicyConfig p;
+  p.name = "pool";
+  p.call_timeout = absl::Seconds(30);
+  core::ConcurrencyConfig c;
+  c.max_in_flight = 4;
+  c.scope = core::Scope::kCluster;
+  p.concurrency = c;
+  Install(p);
+  TickAll();
+  std::vector<core::Decision> held;
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 10; ++i) {
+      core::Decision d = R(0).Acquire("pool");
+      // Never reported: in flight until they time out.
+      if (d.verdict == Verdict::kAllow) held.push_back(d);
+    }
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  ASSERT_EQ(held.size(), 4u);
+  R(0).loop.TickOnce().IgnoreError();
+  Kill(0);
+  clock_.Advance(absl::Seconds(5));  // its entry is past the stale period
+  int in_flight = 0;
+  for (int s = 0; s < 3; ++s) {
+    R(1).loop.TickOnce().IgnoreError();
+    for (int i = 0; i < 10; ++i) {
+      in_flight += R(1).Acquire("pool").verdict == Verdict::kAllow;
+    }
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(in_flight, 0) << "r0's 4 calls may still run";
+}
+
 }  // namespace
 }  // namespace sluice::cluster

@@ -283,6 +283,31 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     p.rate_limit = rl;
     return p;
   }
+  static PolicyConfig ClusterWindow(const std::string& name, double rate) {
+    PolicyConfig p;
+    p.name = name;
+    core::RateLimitConfig rl;
+    rl.algorithm = core::RateAlgorithm::kSlidingWindow;
+    rl.rate = rate;
+    rl.scope = core::Scope::kCluster;
+    p.rate_limit = rl;
+    return p;
+  }
+  // Calls admitted by the running replicas but `skip`, each flat out
+  // (`calls` tries each), over `ms` of 1 ms steps.
+  int64_t FlatOut(const std::string& dep, int skip, int64_t ms, int calls) {
+    int64_t admitted = 0;
+    for (int64_t t = 0; t < ms; ++t) {
+      clock_.Advance(absl::Milliseconds(1));
+      for (size_t r = 0; r < replicas_.size(); ++r) {
+        if (!replicas_[r] || static_cast<int>(r) == skip) continue;
+        for (int c = 0; c < calls; ++c) {
+          admitted += replicas_[r]->Acquire(dep).verdict == Verdict::kAllow;
+        }
+      }
+    }
+    return admitted;
+  }
   // An adaptive in-flight limit from 5 (no cluster-scope gate: the limit
   // is each replica's own; only its warm state goes through the store).
   static PolicyConfig Adaptive(const std::string& name, uint64_t digest = 7) {

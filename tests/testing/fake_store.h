@@ -69,9 +69,7 @@ class FakeStore final : public cluster::Store {
     int64_t sum = 0;
     auto it = grants_.find({policy, key});
     if (it == grants_.end()) return 0;
-    for (const auto& [replica, e] : it->second) {
-      if (e.expiry >= now) sum += HeldBy(e, r, now);
-    }
+    for (const auto& [replica, e] : it->second) sum += HeldBy(e, r, now);
     return sum;
   }
   // Forgets everything, as a Redis restarted without persistence.
@@ -293,10 +291,15 @@ class FakeStore final : public cluster::Store {
 
   struct GrantEntry {
     core::Units grant{};
+    // Live (a competitor with a demand) until then.
     absl::Time expiry;
     core::Units hold{};
     absl::Time hold_until;
     core::Units usage{};
+    // Grant and usage may be in use until then (KeyTick::usage_left).
+    absl::Time usage_until;
+    // The process life that wrote it.
+    uint64_t incarnation = 0;
     std::array<double, core::kClusterResources> demand{};
   };
   struct Outcomes {
@@ -310,10 +313,18 @@ class FakeStore final : public cluster::Store {
     absl::Time alive_until;
   };
 
-  static int64_t HeldBy(const GrantEntry& e, int r, absl::Time now) {
-    int64_t held = std::max(e.grant[r], e.usage[r]);
+  // What an entry holds of resource `r` now (a live one also its static
+  // share `each`).
+  static int64_t HeldBy(const GrantEntry& e, int r, absl::Time now,
+                        int64_t each = 0) {
+    int64_t held = 0;
+    if (e.expiry >= now) held = std::max({e.grant[r], e.usage[r], each});
     if (e.hold_until >= now) held = std::max(held, e.hold[r]);
+    if (e.usage_until >= now) held = std::max({held, e.grant[r], e.usage[r]});
     return held;
+  }
+  static absl::Time LastOf(const GrantEntry& e) {
+    return std::max({e.expiry, e.hold_until, e.usage_until});
   }
   static std::string NewEpoch(absl::Time now) {
     static uint64_t serial = 0;
@@ -454,21 +465,48 @@ class FakeStore final : public cluster::Store {
           each[r] = key.limit[r] / live;
         }
       }
+      // tick.lua's uexp: units taken under a grant stay in use this much
+      // longer than the grant.
+      absl::Duration keep = absl::ZeroDuration();
+      for (int r = 0; r < core::kClusterResources; ++r) {
+        if (key.limit[r] > 0) keep = std::max(keep, key.usage_left[r]);
+      }
+      absl::Time usage_until = keep > absl::ZeroDuration()
+                                   ? now + stale + keep
+                                   : absl::InfinitePast();
+      if (request.leaving) {
+        usage_until = key.usage[0] > 0 || key.usage[1] > 0
+                          ? now + keep
+                          : absl::InfinitePast();
+      }
+      // An entry of another life of this replica keeps holding, as
+      // another replica's would, under its own name.
+      const std::string prev = me + std::string(1, '\0') + "prev";
+      auto mine = entries.find(me);
+      if (mine != entries.end() &&
+          mine->second.incarnation != request.incarnation &&
+          !request.leaving) {
+        entries[prev] = mine->second;
+        entries.erase(me);
+      }
       core::Units held{};
       std::array<std::vector<std::string>, core::kClusterResources> names;
       std::array<std::vector<double>, core::kClusterResources> wants;
       int64_t others = 0;
       for (auto e = entries.begin(); e != entries.end();) {
-        if (e->second.expiry < now) {
+        if (LastOf(e->second) < now) {
           e = entries.erase(e);
           continue;
         }
         if (e->first != me) {
-          ++others;
+          const bool alive = e->second.expiry >= now;
+          others += alive;
           for (int r = 0; r < core::kClusterResources; ++r) {
-            held[r] += std::max(HeldBy(e->second, r, now), each[r]);
-            names[r].push_back(e->first);
-            wants[r].push_back(e->second.demand[r]);
+            held[r] += HeldBy(e->second, r, now, each[r]);
+            if (alive) {
+              names[r].push_back(e->first);
+              wants[r].push_back(e->second.demand[r]);
+            }
           }
         }
         ++e;
@@ -476,7 +514,25 @@ class FakeStore final : public cluster::Store {
       const int64_t cold = std::max<int64_t>(0, live - others - 1);
       cluster::StoreGrant grant;
       if (request.leaving) {
-        if (!other_life) entries.erase(me);
+        // The grant goes back; the usage stays held while it may be in use.
+        for (const std::string& field : {me, prev}) {
+          auto own = entries.find(field);
+          if (own == entries.end() ||
+              own->second.incarnation != request.incarnation) {
+            continue;
+          }
+          if (usage_until > now) {
+            GrantEntry left;
+            left.expiry = absl::InfinitePast();
+            left.hold_until = absl::InfinitePast();
+            left.usage = key.usage;
+            left.usage_until = usage_until;
+            left.incarnation = request.incarnation;
+            own->second = left;
+          } else {
+            entries.erase(own);
+          }
+        }
         grant.granted = false;
       } else {
         bool back_to_static = push.per_key;
@@ -510,6 +566,8 @@ class FakeStore final : public cluster::Store {
           e.hold = key.applied;
           e.hold_until = now + std::min(key.applied_left, stale);
           e.usage = key.usage;
+          e.usage_until = usage_until;
+          e.incarnation = request.incarnation;
           e.demand = key.demand;
           entries[me] = e;
         }
