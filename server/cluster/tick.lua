@@ -296,7 +296,16 @@ for k = 1, nkeys do
       end
     end
     if back_to_static then
-      redis.call('HDEL', h, replica)
+      -- No longer live, but the grant applied now stays held until it
+      -- ends: until this reply arrives, or for good if it is lost.
+      local hexp = now + math.min(applied_left, stale) - base
+      if (applied[1] > 0 or applied[2] > 0) and hexp + base >= now then
+        redis.call('HSET', h, replica, table.concat(
+            {0, 0, 0, 0, 0, 0, 0, applied[1], applied[2], hexp, 0, life}, ' '))
+        redis.call('PEXPIRE', h, ttl)
+      else
+        redis.call('HDEL', h, replica)
+      end
       granted = 0
       units = {0, 0}
     else

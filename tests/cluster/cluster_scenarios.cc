@@ -771,5 +771,44 @@ TEST_P(ClusterScenarioTest, CallsInFlightOutliveAKilledReplicasEntry) {
   EXPECT_EQ(in_flight, 0) << "r0's 4 calls may still run";
 }
 
+// Issue 24, hole 6: a per_key key sent back to its static share still has
+// its grant applied until the reply arrives, or until the grant ends if the
+// reply is lost. The grant was split while two replicas were live (50 of
+// 100); with three, a replica on its static share counts as 33.
+TEST_P(ClusterScenarioTest, AKeyBackOnItsStaticShareIsHeldUntilItsGrantEnds) {
+  AddReplicas(2);
+  PolicyConfig keyed = ClusterBucket("inv", 100, 100);
+  keyed.per_key = true;
+  Install(keyed);
+  auto hot = [&](int r) {
+    for (int i = 0; i < 200; ++i) R(r).engine.Acquire("inv", "k", 1).IgnoreError();
+  };
+  TickAll();
+  for (int s = 0; s < 3; ++s) {
+    hot(0);
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  AddReplicas(1);
+  R(2).engine.PutPolicy(keyed);
+  hot(0);
+  TickAll();
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_EQ(R(0).engine.Inspect("inv", "k")->gates->effective_rate, 50);
+  // r0 goes quiet: its next tick sends the key back, and the reply is lost.
+  clock_.Advance(absl::Milliseconds(900));
+  paths_[0]->LoseNextReply();
+  R(0).loop.TickOnce().IgnoreError();
+  R(1).loop.TickOnce().IgnoreError();
+  R(2).loop.TickOnce().IgnoreError();
+  for (int s = 0; s < 2; ++s) {
+    hot(1);
+    clock_.Advance(absl::Milliseconds(100));
+    R(1).loop.TickOnce().IgnoreError();
+  }
+  R(2).engine.Acquire("inv", "k", 1).IgnoreError();  // on its static share
+  EXPECT_LE(RateInForce("inv", "k"), 100);
+}
+
 }  // namespace
 }  // namespace sluice::cluster

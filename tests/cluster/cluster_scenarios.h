@@ -34,6 +34,8 @@ class CuttableStore final : public Store {
   // timeout), until Deliver() sends it late: a request delayed in the
   // network or retried after a newer one.
   void HoldNext() { hold_next_ = true; }
+  // The next tick is applied, but its reply is lost (a timeout).
+  void LoseNextReply() { lose_next_ = true; }
   std::optional<TickRequest> TakeHeld() {
     absl::MutexLock lock(&mu_);
     std::optional<TickRequest> held = std::move(held_);
@@ -52,7 +54,11 @@ class CuttableStore final : public Store {
       held_ = request;
       return absl::DeadlineExceededError("tick request held back");
     }
-    return store_->Tick(request);
+    absl::StatusOr<TickReply> reply = store_->Tick(request);
+    if (lose_next_.exchange(false)) {
+      return absl::DeadlineExceededError("tick reply lost");
+    }
+    return reply;
   }
   absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& policy,
                                         uint64_t expected_version) override {
@@ -72,6 +78,7 @@ class CuttableStore final : public Store {
   Store* const store_;
   std::atomic<bool> cut_{false};
   std::atomic<bool> hold_next_{false};
+  std::atomic<bool> lose_next_{false};
   absl::Mutex mu_;
   std::optional<TickRequest> held_ ABSL_GUARDED_BY(mu_);
 };
@@ -237,6 +244,18 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   }
 
   Replica& R(int i) { return *replicas_[i]; }
+  // The rate of `dep`'s key `key` that running replicas apply now (their
+  // grant or static share; with rate == burst, the units). A replica that
+  // has not seen the key yet is not counted: touch it first.
+  double RateInForce(const std::string& dep, const std::string& key) {
+    double sum = 0;
+    for (auto& rep : replicas_) {
+      if (!rep) continue;
+      absl::StatusOr<core::DependencyStatus> s = rep->engine.Inspect(dep, key);
+      if (s.ok() && s->gates) sum += s->gates->effective_rate;
+    }
+    return sum;
+  }
   // An admin write of `p` (the store's config version moves): each running
   // replica installs it within the tick that brings the new version.
   void AdminWrite(const PolicyConfig& p) {

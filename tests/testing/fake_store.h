@@ -556,7 +556,14 @@ class FakeStore final : public cluster::Store {
           }
         }
         if (back_to_static) {
-          entries.erase(me);
+          // Not live, but what it applies stays held until it ends.
+          GrantEntry e;
+          e.expiry = absl::InfinitePast();
+          e.hold = key.applied;
+          e.hold_until = now + std::min(key.applied_left, stale);
+          e.usage_until = absl::InfinitePast();
+          e.incarnation = request.incarnation;
+          entries[me] = e;
           grant.granted = false;
           grant.units = {};
         } else {
