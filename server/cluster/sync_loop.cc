@@ -337,7 +337,11 @@ uint32_t SyncLoop::AcceptMembership(const Round& round,
                                     const TickReply& reply) {
   failed_in_a_row_ = 0;
   last_success_ = round.start;
-  offset_ = reply.store_now - (round.start + round.took / 2);
+  const absl::Duration offset = reply.store_now - (round.start + round.took / 2);
+  drift_ = offset_known_ ? absl::AbsDuration(offset - offset_)
+                        : absl::ZeroDuration();
+  offset_ = offset;
+  offset_known_ = true;
   const uint32_t live =
       std::max<uint32_t>(1, static_cast<uint32_t>(reply.replicas.size()));
   live_replicas_ = live;
@@ -374,7 +378,15 @@ void SyncLoop::ReportLostPolicy(const std::string& policy) {
 void SyncLoop::ApplyGrants(const Round& round, const PolicyPush& push,
                            const PolicyPull& pull,
                            core::DependencyUpdate* update) {
-  const absl::Time valid_until = round.start + round.request.stale_after;
+  // The store holds a grant for the stale period from when it ran the tick,
+  // which is after round.start on its own clock; this replica stops
+  // applying it a safety margin earlier: the store keeps whole
+  // milliseconds, and the two clocks may drift apart (the change of the
+  // measured offset since the last tick), so it ends at least
+  // max(kGrantMargin, drift) before the store frees it.
+  const absl::Duration margin = std::max(kGrantMargin, drift_);
+  const absl::Time valid_until =
+      round.start + round.request.stale_after - margin;
   for (size_t k = 0; k < push.keys.size() && k < pull.grants.size(); ++k) {
     core::KeyGrant grant;
     grant.key = push.keys[k].key;

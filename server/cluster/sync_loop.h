@@ -204,6 +204,12 @@ class SyncLoop {
   const uint64_t incarnation_;
   uint64_t sequence_ ABSL_GUARDED_BY(tick_mu_) = 0;
   absl::Duration offset_ ABSL_GUARDED_BY(tick_mu_) = absl::ZeroDuration();
+  bool offset_known_ ABSL_GUARDED_BY(tick_mu_) = false;
+  // How much the offset moved at the last good tick (the clocks' drift
+  // over a tick, plus the round trip's jitter).
+  absl::Duration drift_ ABSL_GUARDED_BY(tick_mu_) = absl::ZeroDuration();
+  // The least a grant ends before the store frees it (see ApplyGrants).
+  static constexpr absl::Duration kGrantMargin = absl::Milliseconds(50);
   // The config version applied (via on_config), the seed to send, and the
   // config last applied, to rebuild a store that lost it.
   uint64_t config_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;

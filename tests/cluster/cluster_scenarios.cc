@@ -810,5 +810,19 @@ TEST_P(ClusterScenarioTest, AKeyBackOnItsStaticShareIsHeldUntilItsGrantEnds) {
   EXPECT_LE(RateInForce("inv", "k"), 100);
 }
 
+// Issue 24, hole 8: a replica stops applying a grant at least 50 ms before
+// the store frees it (the store keeps whole milliseconds, and its clock is
+// not this replica's).
+TEST_P(ClusterScenarioTest, AGrantEndsBeforeTheStoreFreesIt) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 100, 100));
+  Converge();
+  R(0).loop.TickOnce().IgnoreError();
+  ASSERT_TRUE(R(0).engine.Inspect("inv")->gates->has_grant);
+  Cut(0, true);  // no tick of r0 gets through from here on
+  clock_.Advance(absl::Seconds(3) - absl::Milliseconds(49));
+  EXPECT_FALSE(R(0).engine.Inspect("inv")->gates->has_grant);
+}
+
 }  // namespace
 }  // namespace sluice::cluster
