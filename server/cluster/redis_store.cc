@@ -30,6 +30,13 @@ std::string Ms(absl::Duration d) {
 }
 std::string Num(double v) { return absl::StrFormat("%.17g", v); }
 
+// Whether the replica applies a grant of `key` now (CollectTick leaves
+// applied_left infinite without one, zero while the store is down).
+bool InForce(const core::KeyTick& key) {
+  return key.applied_left > absl::ZeroDuration() &&
+         key.applied_left != absl::InfiniteDuration();
+}
+
 absl::string_view Str(const redisReply* r) {
   if (r == nullptr) return {};
   if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
@@ -499,6 +506,7 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       for (absl::Duration d : key.usage_left) {
         args.push_back(Ms(std::clamp(d, absl::ZeroDuration(), absl::Hours(24))));
       }
+      args.push_back(InForce(key) ? "1" : "0");
       args.push_back(absl::StrCat(key.admitted_total));
     }
     args.push_back(push.has_breaker ? "1" : "0");

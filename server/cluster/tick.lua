@@ -13,6 +13,7 @@
 --   nkeys, and per key:
 --     key, limit1, limit2, demand1, demand2, usage1, usage2,
 --     applied1, applied2, applied_left_ms, usage_left1_ms, usage_left2_ms,
+--     in_force ("1": the replica applies a grant of this key now),
 --     admitted_total;
 --   has_breaker ("1" or "0"), and if "1":
 --     calls, failures, slow (cumulative outcome totals),
@@ -193,8 +194,9 @@ for k = 1, nkeys do
   local applied = {tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
   local applied_left = tonumber(ARGV[i + 9])
   local usage_left = {tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])}
-  local admitted = ARGV[i + 12]
-  i = i + 13
+  local in_force = ARGV[i + 12] == '1'
+  local admitted = ARGV[i + 13]
+  i = i + 14
   local h = prefix .. ':g:' .. key
   -- Units taken stay in use after the grant they were taken under ends
   -- (a window count for the window, a call until its permit expires): an
@@ -223,11 +225,13 @@ for k = 1, nkeys do
   -- Where this life's own entry is (for a leave), and another life's entry
   -- found in this replica's field (moved to prev_field below).
   local own_field, moved = nil, nil
+  local own_found = false
   for j = 1, #all, 2 do
     local name, e = all[j], fields(all[j + 1])
     if e[1] == nil or math.max(e[1], e[10], e[11]) + base < now then
       redis.call('HDEL', h, name)
     else
+      if name == replica and e[12] == life then own_found = true end
       if e[12] == life and (name == replica or name == prev_field) then
         own_field = name
       end
@@ -259,6 +263,17 @@ for k = 1, nkeys do
   end
   if moved and not leaving then
     redis.call('HSET', h, prev_field, moved)
+  end
+  -- A replica that applies a grant of this key always has its entry here:
+  -- the store keeps it longer than the replica applies the grant. Without
+  -- it, the store lost data (restored from an older snapshot, a failover to
+  -- a lagging replica, an evicted key, its clock stepped forward) and the
+  -- others' entries may be gone too: for one stale period nobody is
+  -- granted more than it already applies, while every replica rebuilds
+  -- its entries.
+  if in_force and not leaving and not own_found then
+    if redis.call('SET', rkey, '1', 'PX', stale, 'NX') then lost = 1 end
+    recovering = true
   end
   -- Live replicas without an entry hold the static share.
   local cold = math.max(0, live - others - 1)

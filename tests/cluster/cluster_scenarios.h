@@ -256,6 +256,9 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     }
     return sum;
   }
+  // The store loses every grant entry of `policy`'s key "" (Redis evicts
+  // the key, or comes back from an older snapshot), its epoch kept.
+  void EvictGrants(const std::string& policy);
   // An admin write of `p` (the store's config version moves): each running
   // replica installs it within the tick that brings the new version.
   void AdminWrite(const PolicyConfig& p) {

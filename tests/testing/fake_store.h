@@ -92,6 +92,12 @@ class FakeStore final : public cluster::Store {
     config_epoch_.clear();
     inboxes_.clear();
   }
+  // Forgets every replica's grant entry of `policy`/`key`, as Redis evicting
+  // the key, or restored from a snapshot taken before they were written.
+  void EvictGrants(const std::string& policy, const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    grants_.erase({policy, key});
+  }
   // Forgets the whole config, as a Redis restarted without persistence.
   void WipeConfig() {
     absl::MutexLock lock(&mu_);
@@ -454,8 +460,7 @@ class FakeStore final : public cluster::Store {
     pull.epoch = epoch;
     pull.lost = !push.epoch_seen.empty() && push.epoch_seen != epoch;
     auto rec = recovering_until_.find(push.policy);
-    const bool recovering =
-        rec != recovering_until_.end() && now < rec->second;
+    bool recovering = rec != recovering_until_.end() && now < rec->second;
 
     for (const core::KeyTick& key : push.keys) {
       auto& entries = grants_[{push.policy, key.key}];
@@ -510,6 +515,21 @@ class FakeStore final : public cluster::Store {
           }
         }
         ++e;
+      }
+      // tick.lua: a replica that applies a grant always has its entry; one
+      // that is missing means lost data, and a recovery window.
+      auto own = entries.find(me);
+      const bool in_force = key.applied_left > absl::ZeroDuration() &&
+                            key.applied_left != absl::InfiniteDuration();
+      if (in_force && !request.leaving &&
+          (own == entries.end() ||
+           own->second.incarnation != request.incarnation)) {
+        auto& until = recovering_until_[push.policy];
+        if (until <= now) {
+          until = now + stale;
+          pull.lost = true;
+        }
+        recovering = true;
       }
       const int64_t cold = std::max<int64_t>(0, live - others - 1);
       cluster::StoreGrant grant;
