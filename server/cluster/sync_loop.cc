@@ -344,9 +344,21 @@ uint32_t SyncLoop::AcceptMembership(const Round& round,
   offset_known_ = true;
   const uint32_t live =
       std::max<uint32_t>(1, static_cast<uint32_t>(reply.replicas.size()));
-  live_replicas_ = live;
+  // Static shares (and LOCAL splits) count the processes the store knows
+  // (weights), and never fewer than it counted over the last stale period:
+  // after the store lost its membership, replicas come back one a tick, and
+  // the k-th to tick would otherwise see k and take limit / (k + 1) while
+  // the others still apply theirs.
+  const uint32_t weight = std::max<uint32_t>(live, reply.live_weight);
+  recent_live_.emplace_back(round.start, weight);
+  while (recent_live_.front().first < round.start - stale_after()) {
+    recent_live_.pop_front();
+  }
+  uint32_t counted = 1;
+  for (const auto& [at, n] : recent_live_) counted = std::max(counted, n);
+  live_replicas_ = counted;
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
-  engine_->SetStoreState(true, live);
+  engine_->SetStoreState(true, counted);
   absl::MutexLock lock(&forward_mu_);
   live_.clear();
   live_.insert(reply.replicas.begin(), reply.replicas.end());

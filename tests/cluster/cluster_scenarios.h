@@ -259,6 +259,10 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   // The store loses every grant entry of `policy`'s key "" (Redis evicts
   // the key, or comes back from an older snapshot), its epoch kept.
   void EvictGrants(const std::string& policy);
+  // The store loses its membership (the config itself kept).
+  void WipeMembership();
+  // Deletes `key` (after the test's key prefix) from the real Redis.
+  void RedisDel(const std::string& key);
   // An admin write of `p` (the store's config version moves): each running
   // replica installs it within the tick that brings the new version.
   void AdminWrite(const PolicyConfig& p) {

@@ -98,6 +98,12 @@ class FakeStore final : public cluster::Store {
     absl::MutexLock lock(&mu_);
     grants_.erase({policy, key});
   }
+  // Forgets the membership alone (its keys evicted, or restored from an
+  // older snapshot).
+  void WipeMembership() {
+    absl::MutexLock lock(&mu_);
+    members_.clear();
+  }
   // Forgets the whole config, as a Redis restarted without persistence.
   void WipeConfig() {
     absl::MutexLock lock(&mu_);
