@@ -10,17 +10,25 @@
 --   <prefix>:overrides  hash dependency -> "FORCE_OPEN <note>" | "FORCE_CLOSED <note>"
 --   <prefix>:epoch      when this store's config was created (Redis TIME)
 --   <prefix>:replicas   zset replica id -> expiry (ms, Redis TIME)
+--   <prefix>:lives      hash replica id -> "incarnation sequence weight" of
+--                       the live replicas
 -- These keys have no TTL (but replicas): they are the cluster's
 -- configuration, like the policies file, and are only changed by operators.
 --
 -- ARGV[1] is the operation:
---   read REPLICA STALE_MS LEAVING SEEN EPOCH_SEEN NSEED [NAME BLOB]...
---       refreshes REPLICA's membership (or removes it when LEAVING is "1");
+--   read REPLICA STALE_MS LEAVING SEEN EPOCH_SEEN INCARNATION SEQUENCE WEIGHT
+--       NSEED [NAME BLOB]...
+--       refreshes REPLICA's membership (or removes it when LEAVING is "1",
+--       unless the id is live under another INCARNATION: a late leave of a
+--       process that restarted since); refuses (STALE) a request whose
+--       SEQUENCE is below the one stored for the same INCARNATION;
 --       stores each seed policy whose name is neither stored nor deleted;
---       then {now_ms, epoch, lost, live, version} when version == SEEN, else
---       {now_ms, epoch, lost, live, version, policies, pversions, overrides,
---       deleted} (flat HGETALL lists). lost is 1 when EPOCH_SEEN is set and
---       differs: the store lost its config since this replica last looked.
+--       then {now_ms, epoch, lost, live, live_weight, version} when version
+--       == SEEN, else {now_ms, epoch, lost, live, live_weight, version,
+--       policies, pversions, overrides, deleted} (flat HGETALL lists). lost
+--       is 1 when EPOCH_SEEN is set and differs: the store lost its config
+--       since this replica last looked. live_weight sums the live replicas'
+--       WEIGHTs.
 --   restore VERSION NP [NAME PVERSION BLOB]... ND [NAME DVERSION]...
 --       NO [DEP VALUE]...   rebuilds a config lost by the store from a
 --       replica's memory: every policy, tombstone and override the store
@@ -48,16 +56,45 @@ end
 if op == 'read' then
   local replica, stale, leaving = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
   local seen, epoch_seen = ARGV[5], ARGV[6]
+  local incarnation, sequence = ARGV[7], tonumber(ARGV[8])
+  local weight = math.max(1, tonumber(ARGV[9]) or 1)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local members = prefix .. ':replicas'
+  local lives = prefix .. ':lives'
+  local gone = redis.call('ZRANGEBYSCORE', members, '-inf', '(' .. now)
+  for _, name in ipairs(gone) do redis.call('HDEL', lives, name) end
+  redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+  local stored = redis.call('HGET', lives, replica)
+  local other_life = false
+  if stored then
+    local inc, seq = string.match(stored, '^(%S+) (%S+)')
+    if inc == incarnation and tonumber(seq) > sequence then
+      return redis.error_reply('STALE tick request: a newer one was applied')
+    end
+    other_life = inc ~= incarnation
+  end
   if leaving then
-    redis.call('ZREM', members, replica)
+    if not other_life then
+      redis.call('ZREM', members, replica)
+      redis.call('HDEL', lives, replica)
+    end
   else
     redis.call('ZADD', members, now + stale, replica)
+    redis.call('HSET', lives, replica,
+               incarnation .. ' ' .. sequence .. ' ' .. weight)
   end
-  redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
   local live = redis.call('ZRANGEBYSCORE', members, now, '+inf')
+  local live_weight = 0
+  -- In slices: unpack() is bounded by Lua's stack.
+  for first = 1, #live, 1000 do
+    local last = math.min(#live, first + 999)
+    local entries = redis.call('HMGET', lives, unpack(live, first, last))
+    for _, e in ipairs(entries) do
+      live_weight = live_weight +
+                    (tonumber(e and string.match(e, '(%S+)$')) or 1)
+    end
+  end
   local ekey = KEYS[1]
   local epoch = redis.call('GET', ekey)
   if not epoch then
@@ -65,9 +102,9 @@ if op == 'read' then
     redis.call('SET', ekey, epoch)
   end
   local lost = (epoch_seen ~= '' and epoch_seen ~= epoch) and 1 or 0
-  local n = tonumber(ARGV[7])
+  local n = tonumber(ARGV[10])
   for j = 0, n - 1 do
-    local name, blob = ARGV[8 + 2 * j], ARGV[9 + 2 * j]
+    local name, blob = ARGV[11 + 2 * j], ARGV[12 + 2 * j]
     if redis.call('HEXISTS', pkey, name) == 0 and
        redis.call('HEXISTS', dkey, name) == 0 then
       local v = redis.call('INCR', vkey)
@@ -76,8 +113,11 @@ if op == 'read' then
     end
   end
   local version = current()
-  if version == seen then return {now, epoch, lost, live, version} end
-  return {now, epoch, lost, live, version, redis.call('HGETALL', pkey),
+  if version == seen then
+    return {now, epoch, lost, live, live_weight, version}
+  end
+  return {now, epoch, lost, live, live_weight, version,
+          redis.call('HGETALL', pkey),
           redis.call('HGETALL', verkey), redis.call('HGETALL', okey),
           redis.call('HGETALL', dkey)}
 end

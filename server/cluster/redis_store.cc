@@ -30,6 +30,13 @@ std::string Ms(absl::Duration d) {
 }
 std::string Num(double v) { return absl::StrFormat("%.17g", v); }
 
+// Whether the replica applies a grant of `key` now (CollectTick leaves
+// applied_left infinite without one, zero while the store is down).
+bool InForce(const core::KeyTick& key) {
+  return key.applied_left > absl::ZeroDuration() &&
+         key.applied_left != absl::InfiniteDuration();
+}
+
 absl::string_view Str(const redisReply* r) {
   if (r == nullptr) return {};
   if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
@@ -88,7 +95,17 @@ std::optional<ReplicaWarm> DecodeWarm(absl::string_view replica,
   return w;
 }
 
+// A script's refusal of a request older than one it applied (tick.lua and
+// config.lua answer "STALE ...").
+bool IsStale(const redisReply* r) {
+  return r->type == REDIS_REPLY_ERROR &&
+         absl::StartsWith(absl::string_view(r->str, r->len), "STALE");
+}
+
 absl::StatusOr<PolicyPull> ParsePull(const redisReply* r, size_t nkeys) {
+  if (IsStale(r)) {
+    return absl::AbortedError(absl::string_view(r->str, r->len));
+  }
   if (r->type == REDIS_REPLY_ERROR) {
     return absl::InternalError(
         absl::StrCat("tick script failed: ", absl::string_view(r->str, r->len)));
@@ -196,9 +213,12 @@ std::vector<std::pair<std::string, std::string>> Pairs(const redisReply* r) {
   return out;
 }
 
-// config.lua's read answer: {now, epoch, lost, live, version} when the
-// version is unchanged, else also the config.
+// config.lua's read answer: {now, epoch, lost, live, live_weight, version}
+// when the version is unchanged, else also the config.
 absl::Status ParseConfig(const redisReply* r, TickReply* out) {
+  if (IsStale(r)) {
+    return absl::AbortedError(absl::string_view(r->str, r->len));
+  }
   if (r->type == REDIS_REPLY_ERROR) {
     const absl::string_view error(r->str, r->len);
     if (absl::StartsWith(error, "NOSCRIPT")) {
@@ -206,8 +226,8 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
     }
     return absl::InternalError(absl::StrCat("config script failed: ", error));
   }
-  if (!IsArray(r, 5) || !IsArray(r->element[3], 0) ||
-      (r->elements != 5 && r->elements != 9)) {
+  if (!IsArray(r, 6) || !IsArray(r->element[3], 0) ||
+      (r->elements != 6 && r->elements != 10)) {
     return absl::InternalError("config script answered in an unexpected shape");
   }
   out->store_now = FromMs(r->element[0]);
@@ -217,11 +237,13 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
   for (size_t i = 0; i < live->elements; ++i) {
     out->replicas.emplace_back(Str(live->element[i]));
   }
-  if (r->elements == 5) return absl::OkStatus();
+  out->live_weight = static_cast<uint32_t>(
+      std::min<uint64_t>(ToU64(r->element[4]), UINT32_MAX));
+  if (r->elements == 6) return absl::OkStatus();
   ConfigSnapshot snapshot;
-  snapshot.version = ToU64(r->element[4]);
+  snapshot.version = ToU64(r->element[5]);
   absl::flat_hash_map<std::string, uint64_t> versions;
-  for (auto& [name, v] : Pairs(r->element[6])) {
+  for (auto& [name, v] : Pairs(r->element[7])) {
     uint64_t n = 0;
     if (!absl::SimpleAtoi(v, &n)) {
       return absl::InternalError(absl::StrCat(
@@ -230,14 +252,14 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
     }
     versions[name] = n;
   }
-  for (auto& [name, blob] : Pairs(r->element[5])) {
+  for (auto& [name, blob] : Pairs(r->element[6])) {
     StoredPolicy p;
     p.name = name;
     p.blob = std::move(blob);
     p.version = versions[name];
     snapshot.policies.push_back(std::move(p));
   }
-  for (auto& [dep, value] : Pairs(r->element[7])) {
+  for (auto& [dep, value] : Pairs(r->element[8])) {
     StoredOverride o;
     o.dependency = dep;
     const size_t space = value.find(' ');
@@ -250,7 +272,7 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
     o.note = space == std::string::npos ? "" : value.substr(space + 1);
     snapshot.overrides.push_back(std::move(o));
   }
-  for (auto& [name, v] : Pairs(r->element[8])) {
+  for (auto& [name, v] : Pairs(r->element[9])) {
     uint64_t n = 0;
     if (!absl::SimpleAtoi(v, &n)) {
       return absl::InternalError(absl::StrCat(
@@ -447,7 +469,8 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
         "read",             request.replica_id,
         stale_ms,           request.leaving ? "1" : "0",
         absl::StrCat(request.config_seen), request.config_epoch_seen,
-        absl::StrCat(request.seed.size())};
+        absl::StrCat(request.incarnation), absl::StrCat(request.sequence),
+        absl::StrCat(request.weight), absl::StrCat(request.seed.size())};
     for (const StoredPolicy& p : request.seed) {
       args.push_back(p.name);
       args.push_back(p.blob);
@@ -468,6 +491,8 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
         request.leaving ? "1" : "0",
         push.epoch_seen,
         push.per_key ? "1" : "0",
+        absl::StrCat(request.incarnation),
+        absl::StrCat(request.sequence),
         absl::StrCat(push.keys.size())};
     for (const core::KeyTick& key : push.keys) {
       args.push_back(key.key);
@@ -476,6 +501,12 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
       for (int64_t v : key.usage) args.push_back(absl::StrCat(v));
       for (int64_t v : key.applied) args.push_back(absl::StrCat(v));
       args.push_back(Ms(std::min(key.applied_left, request.stale_after)));
+      // A usage's life is bounded (a day), so a hostile duration cannot
+      // pin an entry for ever.
+      for (absl::Duration d : key.usage_left) {
+        args.push_back(Ms(std::clamp(d, absl::ZeroDuration(), absl::Hours(24))));
+      }
+      args.push_back(InForce(key) ? "1" : "0");
       args.push_back(absl::StrCat(key.admitted_total));
     }
     args.push_back(push.has_breaker ? "1" : "0");

@@ -337,12 +337,28 @@ uint32_t SyncLoop::AcceptMembership(const Round& round,
                                     const TickReply& reply) {
   failed_in_a_row_ = 0;
   last_success_ = round.start;
-  offset_ = reply.store_now - (round.start + round.took / 2);
+  const absl::Duration offset = reply.store_now - (round.start + round.took / 2);
+  drift_ = offset_known_ ? absl::AbsDuration(offset - offset_)
+                        : absl::ZeroDuration();
+  offset_ = offset;
+  offset_known_ = true;
   const uint32_t live =
       std::max<uint32_t>(1, static_cast<uint32_t>(reply.replicas.size()));
-  live_replicas_ = live;
+  // Static shares (and LOCAL splits) count the processes the store knows
+  // (weights), and never fewer than it counted over the last stale period:
+  // after the store lost its membership, replicas come back one a tick, and
+  // the k-th to tick would otherwise see k and take limit / (k + 1) while
+  // the others still apply theirs.
+  const uint32_t weight = std::max<uint32_t>(live, reply.live_weight);
+  recent_live_.emplace_back(round.start, weight);
+  while (recent_live_.front().first < round.start - stale_after()) {
+    recent_live_.pop_front();
+  }
+  uint32_t counted = 1;
+  for (const auto& [at, n] : recent_live_) counted = std::max(counted, n);
+  live_replicas_ = counted;
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
-  engine_->SetStoreState(true, live);
+  engine_->SetStoreState(true, counted);
   absl::MutexLock lock(&forward_mu_);
   live_.clear();
   live_.insert(reply.replicas.begin(), reply.replicas.end());
@@ -374,12 +390,22 @@ void SyncLoop::ReportLostPolicy(const std::string& policy) {
 void SyncLoop::ApplyGrants(const Round& round, const PolicyPush& push,
                            const PolicyPull& pull,
                            core::DependencyUpdate* update) {
-  const absl::Time valid_until = round.start + round.request.stale_after;
+  // The store holds a grant for the stale period from when it ran the tick,
+  // which is after round.start on its own clock; this replica stops
+  // applying it a safety margin earlier: the store keeps whole
+  // milliseconds, and the two clocks may drift apart (the change of the
+  // measured offset since the last tick), so it ends at least
+  // max(kGrantMargin, drift) before the store frees it.
+  const absl::Duration margin = std::max(kGrantMargin, drift_);
+  const absl::Time valid_until =
+      round.start + round.request.stale_after - margin;
   for (size_t k = 0; k < push.keys.size() && k < pull.grants.size(); ++k) {
     core::KeyGrant grant;
     grant.key = push.keys[k].key;
     grant.granted = pull.grants[k].granted;
     grant.units = pull.grants[k].units;
+    grant.limit = push.keys[k].limit;
+    grant.per_key = push.per_key;
     grant.valid_until =
         std::min(valid_until, round.start + pull.grants[k].valid_for);
     update->grants.push_back(std::move(grant));

@@ -2,10 +2,12 @@
 #define SLUICE_SERVER_CLUSTER_SYNC_LOOP_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -199,11 +201,21 @@ class SyncLoop {
   // After the store was unreachable, adopt its breaker state before
   // publishing this replica's own.
   bool adopt_first_ ABSL_GUARDED_BY(tick_mu_) = true;
+  // The live weight counted for static shares: the most the store reported
+  // over the last stale period (recent_live_, by tick start).
   uint32_t live_replicas_ ABSL_GUARDED_BY(tick_mu_) = 1;
+  std::deque<std::pair<absl::Time, uint32_t>> recent_live_
+      ABSL_GUARDED_BY(tick_mu_);
   // This loop's life and tick order (TickRequest::incarnation, sequence).
   const uint64_t incarnation_;
   uint64_t sequence_ ABSL_GUARDED_BY(tick_mu_) = 0;
   absl::Duration offset_ ABSL_GUARDED_BY(tick_mu_) = absl::ZeroDuration();
+  bool offset_known_ ABSL_GUARDED_BY(tick_mu_) = false;
+  // How much the offset moved at the last good tick (the clocks' drift
+  // over a tick, plus the round trip's jitter).
+  absl::Duration drift_ ABSL_GUARDED_BY(tick_mu_) = absl::ZeroDuration();
+  // The least a grant ends before the store frees it (see ApplyGrants).
+  static constexpr absl::Duration kGrantMargin = absl::Milliseconds(50);
   // The config version applied (via on_config), the seed to send, and the
   // config last applied, to rebuild a store that lost it.
   uint64_t config_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;

@@ -9,9 +9,12 @@
 --
 -- ARGV: replica, stale_ms, ttl_ms, live (replicas this one knows of),
 --   leaving ("1": give everything back), epoch_seen ("" if none), per_key,
+--   incarnation (the replica process's life), sequence (its tick count),
 --   nkeys, and per key:
 --     key, limit1, limit2, demand1, demand2, usage1, usage2,
---     applied1, applied2, applied_left_ms, admitted_total;
+--     applied1, applied2, applied_left_ms, usage_left1_ms, usage_left2_ms,
+--     in_force ("1": the replica applies a grant of this key now),
+--     admitted_total;
 --   has_breaker ("1" or "0"), and if "1":
 --     calls, failures, slow (cumulative outcome totals),
 --     publish ("1" may store a transition), base, generation,
@@ -38,16 +41,23 @@
 --             success updated_ms", younger than ttl; {} without has_warm
 --
 -- Grants: the hash <prefix>:g:<key> holds, per replica,
---   "exp g1 d1 u1 g2 d2 u2 h1 h2 hexp": the grant's expiry, then per
---   resource the grant, the demand and the usage (window count, calls in
---   flight), then the grant it applied before (held until that one's
+--   "exp g1 d1 u1 g2 d2 u2 h1 h2 hexp uexp life": the grant's expiry, then
+--   per resource the grant, the demand and the usage (window count, calls
+--   in flight), then the grant it applied before (held until that one's
 --   expiry, in case this reply is lost; 0 when it is not above the new
---   grant). Times are milliseconds since the policy's epoch was created, and
---   trailing zeros are left out, so an entry of a plain token bucket is
---   three short numbers: memory per key matters with many keys. A
---   replica may be granted only what no live entry of another replica holds
---   (max of grant, previous grant, usage), so the grants in force never add
---   up to more than the limit, whatever the timing of ticks and replies.
+--   grant), then until when grant and usage may still be in use (held that
+--   long even after the replica left, restarted or died: a window count for
+--   the window, a call until its permit expires), then a tag of the process
+--   life that wrote it (the incarnation's last six digits). Times are
+--   milliseconds since the policy's epoch was created, and trailing zeros
+--   are left out: memory per key matters with many keys. An entry is live
+--   (a competitor, with a demand) until exp; it holds until the last of
+--   its times. A replica may be granted only what no entry of another
+--   replica holds (max of grant, previous grant, usage, each while its time
+--   lasts), so the grants in force never add up to more than the limit,
+--   whatever the timing of ticks and replies. An entry of another life of
+--   this replica (a restart under the same name) moves to the field
+--   "<replica>\0prev" and keeps holding; a leave leaves its usage.
 
 local ekey = KEYS[1]
 local prefix = string.sub(ekey, 1, -7)  -- without ":epoch"
@@ -58,10 +68,38 @@ local live = math.max(1, tonumber(ARGV[4]))
 local leaving = ARGV[5] == '1'
 local epoch_seen = ARGV[6]
 local per_key = ARGV[7] == '1'
+local incarnation = ARGV[8]
+local sequence = tonumber(ARGV[9])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local headroom = 1.05
-local i = 8
+local i = 10
+
+-- Each replica's life and last sequence ("incarnation sequence"): a request
+-- older than one applied for the same life is refused, so a delayed or
+-- retried tick never puts back an older entry; a leave of another life
+-- (the process restarted under this name since) leaves the new one's
+-- entries alone.
+local lkey = prefix .. ':lives'
+local other_life = false
+-- The tag of this life in grant entries, and where an entry of another
+-- life of this replica is kept.
+local life = tonumber(string.sub(incarnation, -6)) or 0
+local prev_field = replica .. '\0prev'
+do
+  local stored = redis.call('HGET', lkey, replica)
+  if stored then
+    local inc, seq = string.match(stored, '^(%S+) (%S+)$')
+    if inc == incarnation and tonumber(seq) > sequence then
+      return redis.error_reply('STALE tick request: a newer one was applied')
+    end
+    other_life = leaving and inc ~= incarnation
+  end
+  if not other_life then
+    redis.call('HSET', lkey, replica, incarnation .. ' ' .. sequence)
+    redis.call('PEXPIRE', lkey, ttl)
+  end
+end
 
 -- The policy's epoch: created with its first state. A replica that knew an
 -- older one sees that Redis lost the data (restart without persistence,
@@ -85,10 +123,10 @@ local recovering = redis.call('EXISTS', rkey) == 1
 -- created: shorter than Redis's full time, which matters per key.
 local base = tonumber(string.match(epoch, '^(%d+)')) * 1000
 
--- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp}, with the
--- fields left out as zeros.
+-- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp, uexp,
+-- life}, with the fields left out as zeros.
 local function fields(v)
-  local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
   local n = 0
   for x in string.gmatch(v, '%S+') do
     n = n + 1
@@ -155,9 +193,22 @@ for k = 1, nkeys do
   local usage = {tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])}
   local applied = {tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
   local applied_left = tonumber(ARGV[i + 9])
-  local admitted = ARGV[i + 10]
-  i = i + 11
+  local usage_left = {tonumber(ARGV[i + 10]), tonumber(ARGV[i + 11])}
+  local in_force = ARGV[i + 12] == '1'
+  local admitted = ARGV[i + 13]
+  i = i + 14
   local h = prefix .. ':g:' .. key
+  -- Units taken stay in use after the grant they were taken under ends
+  -- (a window count for the window, a call until its permit expires): an
+  -- entry keeps holding its grant and usage that much longer (uexp), so a
+  -- replica that dies, or is cut off, has nothing it may still use handed
+  -- to another. A leave reports its usage as it is, for that long.
+  local keep = 0
+  for r = 1, 2 do
+    if limit[r] > 0 then keep = math.max(keep, usage_left[r]) end
+  end
+  local uexp = 0
+  if keep > 0 then uexp = now + stale + keep - base end
 
   -- Every live replica may use a per_key key's static share without asking
   -- (see below); an entry's grant comes on top of it.
@@ -165,35 +216,81 @@ for k = 1, nkeys do
   if per_key then
     each = {math.floor(limit[1] / live), math.floor(limit[2] / live)}
   end
-  -- Live entries of the other replicas: what each holds, and its demand.
+  -- Entries of the other replicas (and of this one's other lives): what
+  -- each holds, and the live ones' demand.
   local all = redis.call('HGETALL', h)
   local held = {0, 0}
   local names, wants = {{}, {}}, {{}, {}}
   local others = 0
+  -- Where this life's own entry is (for a leave), and another life's entry
+  -- found in this replica's field (moved to prev_field below).
+  local own_field, moved = nil, nil
+  local own_found = false
   for j = 1, #all, 2 do
-    local e = fields(all[j + 1])
-    if e[1] == nil or e[1] + base < now then
-      redis.call('HDEL', h, all[j])
-    elseif all[j] ~= replica then
-      others = others + 1
-      for r = 1, 2 do
-        if limit[r] > 0 then
-          local at = 3 * r - 1  -- grant, demand, usage of resource r
-          local held_r = math.max(e[at], e[at + 2], each[r])
-          if e[10] + base >= now then held_r = math.max(held_r, e[7 + r]) end
-          held[r] = held[r] + held_r
-          names[r][#names[r] + 1] = all[j]
-          wants[r][#wants[r] + 1] = e[at + 1]
+    local name, e = all[j], fields(all[j + 1])
+    if e[1] == nil or math.max(e[1], e[10], e[11]) + base < now then
+      redis.call('HDEL', h, name)
+    else
+      if name == replica and e[12] == life then own_found = true end
+      if e[12] == life and (name == replica or name == prev_field) then
+        own_field = name
+      end
+      if name == replica and e[12] ~= life then
+        moved = all[j + 1]
+        name = prev_field
+      end
+      if name ~= replica then
+        local alive = e[1] + base >= now
+        if alive then others = others + 1 end
+        for r = 1, 2 do
+          if limit[r] > 0 then
+            local at = 3 * r - 1  -- grant, demand, usage of resource r
+            local held_r = 0
+            if alive then held_r = math.max(e[at], e[at + 2], each[r]) end
+            if e[10] + base >= now then held_r = math.max(held_r, e[7 + r]) end
+            if e[11] + base >= now then
+              held_r = math.max(held_r, e[at], e[at + 2])
+            end
+            held[r] = held[r] + held_r
+            if alive then
+              names[r][#names[r] + 1] = name
+              wants[r][#wants[r] + 1] = e[at + 1]
+            end
+          end
         end
       end
     end
+  end
+  if moved and not leaving then
+    redis.call('HSET', h, prev_field, moved)
+  end
+  -- A replica that applies a grant of this key always has its entry here:
+  -- the store keeps it longer than the replica applies the grant. Without
+  -- it, the store lost data (restored from an older snapshot, a failover to
+  -- a lagging replica, an evicted key, its clock stepped forward) and the
+  -- others' entries may be gone too: for one stale period nobody is
+  -- granted more than it already applies, while every replica rebuilds
+  -- its entries.
+  if in_force and not leaving and not own_found then
+    if redis.call('SET', rkey, '1', 'PX', stale, 'NX') then lost = 1 end
+    recovering = true
   end
   -- Live replicas without an entry hold the static share.
   local cold = math.max(0, live - others - 1)
   local granted = 1
   local units = {0, 0}
   if leaving then
-    redis.call('HDEL', h, replica)
+    -- The grant goes back; the usage stays held while it may be in use.
+    if own_field then
+      uexp = 0
+      if usage[1] > 0 or usage[2] > 0 then uexp = now + keep - base end
+      if uexp + base > now then
+        redis.call('HSET', h, own_field, table.concat(
+            {0, 0, 0, usage[1], 0, 0, usage[2], 0, 0, 0, uexp, life}, ' '))
+      else
+        redis.call('HDEL', h, own_field)
+      end
+    end
     granted = 0
   else
     local back_to_static = per_key
@@ -214,13 +311,23 @@ for k = 1, nkeys do
       end
     end
     if back_to_static then
-      redis.call('HDEL', h, replica)
+      -- No longer live, but the grant applied now stays held until it
+      -- ends: until this reply arrives, or for good if it is lost.
+      local hexp = now + math.min(applied_left, stale) - base
+      if (applied[1] > 0 or applied[2] > 0) and hexp + base >= now then
+        redis.call('HSET', h, replica, table.concat(
+            {0, 0, 0, 0, 0, 0, 0, applied[1], applied[2], hexp, 0, life}, ' '))
+        redis.call('PEXPIRE', h, ttl)
+      else
+        redis.call('HDEL', h, replica)
+      end
       granted = 0
       units = {0, 0}
     else
       local entry = {now + stale - base, units[1],
                      string.format('%.4g', demand[1]), usage[1], units[2],
-                     string.format('%.4g', demand[2]), usage[2], 0, 0, 0}
+                     string.format('%.4g', demand[2]), usage[2], 0, 0, 0,
+                     uexp, life}
       if applied[1] > units[1] or applied[2] > units[2] then
         entry[8], entry[9] = applied[1], applied[2]
         entry[10] = now + math.min(applied_left, stale) - base
@@ -264,8 +371,10 @@ if has_breaker then
   local b = prefix .. ':breaker'
   local l = prefix .. ':probes'
   if leaving then
-    redis.call('HDEL', o, replica)
-    redis.call('HDEL', l, replica)
+    if not other_life then
+      redis.call('HDEL', o, replica)
+      redis.call('HDEL', l, replica)
+    end
   else
     redis.call('HSET', o, replica,
                ARGV[i] .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2] .. ' ' .. now)
@@ -334,7 +443,7 @@ if has_breaker then
     redis.call('HSET', l, replica, table.concat(
         {current, leases, now + lease_ttl, now + stale}, ' '))
     redis.call('PEXPIRE', l, ttl)
-  else
+  elseif not other_life then
     redis.call('HDEL', l, replica)
   end
 end

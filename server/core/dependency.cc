@@ -156,9 +156,13 @@ class alignas(64) Dependency::Shard {
   }
 
   absl::Status Acquire(absl::string_view key, uint32_t permits,
-                       Unreported unreported, absl::Time now, Decision* out)
+                       Unreported unreported, Clock* clock, Decision* out)
       ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
+    // Read under the lock: a time read before it could be older than one
+    // a grant was applied at meanwhile, and the grant's end is checked
+    // against it.
+    const absl::Time now = clock->Now();
     if (policy_->rate_limit) {
       const RateLimitConfig& rate = *policy_->rate_limit;
       const double most = rate.algorithm == RateAlgorithm::kTokenBucket
@@ -656,7 +660,7 @@ std::shared_ptr<const PolicyConfig> Dependency::policy() const {
 
 absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
                                  Unreported unreported, Decision* out) {
-  return ShardFor(key).Acquire(key, permits, unreported, clock_->Now(), out);
+  return ShardFor(key).Acquire(key, permits, unreported, clock_, out);
 }
 
 BreakerState Dependency::Report(absl::string_view key, uint64_t permit_id,

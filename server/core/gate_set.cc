@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_format.h"
 
 namespace sluice::core {
@@ -75,7 +76,15 @@ int64_t GateSet::ClusterUnits(int r, absl::Time now) const {
   // for one replica joining before the others hear of it; a grant for a hot
   // key comes on top. A new replica starts with nothing else and asks.
   const int64_t base = policy_->per_key ? limit / (live + 1) : 0;
-  return granted ? std::max(base, share_->grant[r]) : base;
+  return granted ? std::max(base, GrantUnits(r)) : base;
+}
+
+int64_t GateSet::GrantUnits(int r) const {
+  const int64_t units = share_->grant[r];
+  const int64_t limit = share_->limit[r];
+  const int64_t from = share_->grant_limit[r];
+  if (from <= limit || units <= 0) return std::min(units, limit);
+  return static_cast<int64_t>(absl::int128(units) * limit / from);
 }
 
 void GateSet::ApplyLimits(absl::Time now) {
@@ -424,7 +433,9 @@ GateStatus GateSet::Status(absl::Time now) {
     s.rate_fraction = s.effective_rate / rate_config()->rate;
   }
   s.has_grant = share_ && share_->has_grant && now < share_->grant_until;
-  if (s.has_grant) s.granted = share_->grant;
+  if (s.has_grant) {
+    for (int r = 0; r < kClusterResources; ++r) s.granted[r] = GrantUnits(r);
+  }
   if (concurrency_) {
     s.in_flight = concurrency_->in_flight();
     s.effective_max_in_flight = concurrency_->max();
@@ -479,6 +490,7 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
   out->limit = share.limit;
   out->demand = {};
   out->usage = {};
+  out->usage_left = {};
   if (share.limit[kRateUnits] > 0) {
     const RateLimitConfig& rate = *rate_config();
     const double per = absl::ToDoubleSeconds(rate.per);
@@ -489,6 +501,7 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
     } else {
       out->demand[kRateUnits] = asked_per_second * per;
       out->usage[kRateUnits] = window_->Count(now);
+      out->usage_left[kRateUnits] = rate.per;
     }
   }
   if (share.limit[kSlotUnits] > 0) {
@@ -496,6 +509,7 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
         std::max(share.tick_peak_in_flight, in_flight) +
         static_cast<double>(share.tick_concurrency_refused);
     out->usage[kSlotUnits] = in_flight;
+    out->usage_left[kSlotUnits] = permit_expiry();
   }
   out->applied = {};
   out->applied_left = absl::ZeroDuration();
@@ -516,8 +530,13 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
 
 void GateSet::ApplyGrant(const KeyGrant& grant, absl::Time now) {
   if (!share_) return;  // the policy lost its cluster scope meanwhile
-  share_->has_grant = grant.granted;
-  if (grant.granted) share_->grant = grant.units;
+  // A grant split while the policy had the other per_key setting belongs to
+  // gates this one is not (a per-key grant is not the dependency's share).
+  share_->has_grant = grant.granted && grant.per_key == policy_->per_key;
+  if (share_->has_grant) {
+    share_->grant = grant.units;
+    share_->grant_limit = grant.limit;
+  }
   share_->grant_until = grant.valid_until;
   ApplyLimits(now);
 }

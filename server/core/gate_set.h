@@ -228,6 +228,10 @@ class GateSet final : public BreakerListener {
   // Units of cluster resource `r` this replica may use while the store is
   // up (or, LOCAL, down).
   int64_t ClusterUnits(int r, absl::Time now) const;
+  // The grant of resource `r`, scaled down to the policy's limit when the
+  // store split it from a higher one: the grants in force add up to at
+  // most the old limit, so scaled they add up to at most the new one.
+  int64_t GrantUnits(int r) const;
   // The policy's limits as written, before any cluster share.
   const RateLimitConfig* rate_config() const {
     return policy_->rate_limit ? &*policy_->rate_limit : nullptr;
@@ -288,6 +292,8 @@ class GateSet final : public BreakerListener {
     // The store's grant; valid until grant_until on this replica's clock.
     bool has_grant = false;
     Units grant{};
+    // The limits the grant is a share of (KeyGrant::limit).
+    Units grant_limit{};
     absl::Time grant_until = absl::InfinitePast();
     // A cluster-scope gate refused a call since the last tick.
     bool refused_by_cluster = false;

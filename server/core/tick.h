@@ -43,6 +43,11 @@ struct KeyTick {
   // Units in use now that outlive a smaller grant: the sliding window's
   // count, the calls in flight.
   Units usage{};
+  // How long that usage may still be in use if this replica stopped now:
+  // a window count until the window has slid past it (`per`), a call in
+  // flight until its permit expires. The store holds it that long after
+  // the replica leaves, restarts or dies.
+  std::array<absl::Duration, kClusterResources> usage_left{};
   // The grant this replica applies now, and how much longer it may (0 when
   // it has none). The store keeps counting it against the others until this
   // replica reports a newer one, so a lost reply never frees capacity that
@@ -87,6 +92,12 @@ struct KeyGrant {
   // (floor(limit / (replicas + 1)) of each resource, no store entry).
   bool granted = true;
   Units units{};
+  // The cluster limits the store split to make this grant (the pushed
+  // KeyTick::limit), and whether it was split as a per_key key. A replica
+  // whose policy changed meanwhile scales the units down to its new limit
+  // and drops a grant split under the other per_key setting.
+  Units limit{};
+  bool per_key = false;
   // Until when the grant holds, on this replica's clock. Past it the store
   // may have handed the capacity to another replica.
   absl::Time valid_until = absl::InfinitePast();

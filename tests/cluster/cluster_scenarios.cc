@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "server/cluster/redis_store.h"
 
@@ -35,6 +36,41 @@ Store* ClusterScenarioTest::StoreFor(const std::string& replica) {
                         ":";
   redis_stores_.push_back(std::make_unique<RedisStore>(*options));
   return redis_stores_.back().get();
+}
+
+void ClusterScenarioTest::EvictGrants(const std::string& policy) {
+  if (GetParam() == "fake") {
+    fake_.EvictGrants(policy, "");
+    return;
+  }
+  RedisDel("{" + policy + "}:g:");
+}
+
+void ClusterScenarioTest::WipeMembership() {
+  if (GetParam() == "fake") {
+    fake_.WipeMembership();
+    return;
+  }
+  RedisDel("{config}:replicas");
+  RedisDel("{config}:lives");
+}
+
+void ClusterScenarioTest::RedisDel(const std::string& suffix) {
+  // The first seed of a cluster will do: redis-cli -c follows MOVED.
+  std::string address = GetParam() == "redis-cluster"
+                            ? *redis_cluster_seeds
+                            : *redis_address;
+  address = address.substr(0, address.find(','));
+  const size_t colon = address.rfind(':');
+  const std::string key = std::string("sluice-test:") +
+                          ::testing::UnitTest::GetInstance()
+                              ->current_test_info()
+                              ->name() +
+                          ":" + suffix;
+  const std::string command =
+      "redis-cli -c -h " + address.substr(0, colon) + " -p " +
+      address.substr(colon + 1) + " DEL '" + key + "' > /dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
 }
 
 namespace {
@@ -572,6 +608,302 @@ TEST_P(ClusterScenarioTest, AReplicaRestartedUnderItsNameTakesBackItsOwn) {
   R(0).engine.PutPolicy(Adaptive("search"));
   R(0).loop.TickOnce().IgnoreError();
   EXPECT_EQ(AdaptiveLimitOf(0, "search"), learned);
+}
+
+// Issue 24, hole 7: a tick request delivered after a newer one of the same
+// process is ignored; it would put back the older, smaller grant it
+// carried, and the store would hand the difference to another replica.
+TEST_P(ClusterScenarioTest, ADelayedTickRequestDeliveredAfterANewerOneIsIgnored) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 100, 100));
+  Converge();
+  ASSERT_EQ(InForce("inv"), 100);
+  paths_[0]->HoldNext();
+  R(0).loop.TickOnce().IgnoreError();  // held back: it carries 50 applied
+  std::optional<TickRequest> late = paths_[0]->TakeHeld();
+  ASSERT_TRUE(late.has_value());
+  Stop(1);
+  clock_.Advance(absl::Milliseconds(100));
+  R(0).loop.TickOnce().IgnoreError();  // alone: the whole 100
+  EXPECT_EQ(InForce("inv"), 100);
+  AddReplicas(1);  // r2 finds r0 holding everything
+  Install(ClusterBucket("inv", 100, 100));
+  R(2).loop.TickOnce().IgnoreError();
+  clock_.Advance(absl::Milliseconds(100));
+  paths_[0]->Deliver(*late);
+  R(2).loop.TickOnce().IgnoreError();
+  EXPECT_LE(InForce("inv"), 100);
+}
+
+// Issue 24, hole 7: a leave that arrives late, after the process restarted
+// under the same name, must not remove the new process's entry (nor its
+// membership): the others would take what it still applies.
+TEST_P(ClusterScenarioTest, ALateLeaveDoesNotRemoveARestartedProcessEntry) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 100, 100));
+  Converge();
+  paths_[0]->HoldNext();
+  Stop(0);  // its leave is held back
+  std::optional<TickRequest> leave = paths_[0]->TakeHeld();
+  ASSERT_TRUE(leave.has_value());
+  ASSERT_TRUE(leave->leaving);
+  clock_.Advance(absl::Seconds(4));  // the old entry has expired
+  Restart(0, "r0");
+  R(0).engine.PutPolicy(ClusterBucket("inv", 100, 100));
+  Converge();
+  ASSERT_GT(R(0).engine.Inspect("inv")->gates->granted[0], 0);
+  paths_[0]->Deliver(*leave);
+  clock_.Advance(absl::Milliseconds(100));
+  R(1).loop.TickOnce().IgnoreError();
+  EXPECT_LE(InForce("inv"), 100);
+  EXPECT_EQ(R(1).loop.stats().live_replicas, 2u);
+}
+
+// Issue 24, hole 1: an operator lowers a cluster limit 10x under load. A
+// replica installs the new policy within a tick whose grant the store split
+// from the old limit; applied as it came, that grant would refill at the
+// new rate x old units / new limit (10x) until the next tick.
+TEST_P(ClusterScenarioTest, ALoweredLimitHoldsFromTheNextTick) {
+  Pod("r0", ClusterBucket("inv", 1000, 1000));
+  Pod("r1", ClusterBucket("inv", 1000, 1000));
+  RunSplitLoad("inv", 5, 4000);
+  // Both tick at the first ms of every second: the write at 0.5 s reaches
+  // them at 1.001 s.
+  const std::vector<int64_t> seconds =
+      RunSplitLoad("inv", 6, 4000, [&](int64_t ms) {
+        if (ms == 500) AdminWrite(ClusterBucket("inv", 100, 100));
+      });
+  // From the second that starts 0.5 s after the write (every replica has
+  // had its tick by 1.001 s).
+  const int64_t worst = *std::max_element(seconds.begin() + 1, seconds.end());
+  std::printf("lowered 1000/s -> 100/s: admitted per second after the write:");
+  for (int64_t n : seconds) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  EXPECT_LE(worst, 220);  // 1.10 x (new limit + new burst)
+  EXPECT_GE(seconds.back(), 80);
+}
+
+// Issue 24, hole 1: per_key switched off. The tick that brings the new
+// policy carries grants of per-key keys, each a share of its own key's
+// limit; none of them is the dependency's share.
+// Each replica hammers a key of its own: its grant there is the limit less
+// the others' static shares, 34 of 100 with three replicas.
+TEST_P(ClusterScenarioTest, SwitchingPerKeyOffAppliesNoPerKeyGrant) {
+  AddReplicas(3);
+  PolicyConfig keyed = ClusterBucket("inv", 100, 100);
+  keyed.per_key = true;
+  Install(keyed);
+  const std::string keys[] = {"a", "b", "c"};
+  for (int s = 0; s < 4; ++s) {
+    for (int i = 0; i < 200; ++i) {
+      for (int r = 0; r < 3; ++r) {
+        R(r).engine.Acquire("inv", keys[r], 1).IgnoreError();
+      }
+    }
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  ASSERT_EQ(R(0).engine.Inspect("inv", "a")->gates->granted[0], 34);
+  for (int i = 0; i < 200; ++i) {
+    for (int r = 0; r < 3; ++r) {
+      R(r).engine.Acquire("inv", keys[r], 1).IgnoreError();
+    }
+  }
+  AdminWrite(ClusterBucket("inv", 100, 100));
+  TickAll();  // each installs the policy within this tick
+  EXPECT_LE(InForce("inv"), 100);
+}
+
+// Issue 24, hole 5: window counts outlive their replica's entry. A 3/s
+// window on four replicas; r0 holds the three units, admits 3 and leaves
+// (SIGTERM) at once. Its 3 stay in the window for a second, so the others,
+// flat out and ticking at once, admit nothing more within it.
+TEST_P(ClusterScenarioTest, AWindowCountOutlivesAGracefulLeave) {
+  AddReplicas(4);
+  Install(ClusterWindow("inv", 3));
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 10; ++i) R(0).Acquire("inv");
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {
+    admitted += R(0).Acquire("inv").verdict == Verdict::kAllow;
+  }
+  ASSERT_EQ(admitted, 3);
+  Stop(0);
+  // The others tick at once and then every 300 ms (more often than a real
+  // replica), flat out between ticks.
+  int64_t more = 0;
+  for (int step = 0; step < 3; ++step) {
+    TickAll();
+    more += FlatOut("inv", -1, 300, 2);
+  }
+  EXPECT_EQ(admitted + more, 3) << "admitted within one second";
+}
+
+// The same window count when the replica restarts under its name (a new
+// process life) instead: the old life's count stays held.
+TEST_P(ClusterScenarioTest, AWindowCountOutlivesARestartUnderTheSameName) {
+  AddReplicas(4);
+  Install(ClusterWindow("inv", 3));
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 10; ++i) R(0).Acquire("inv");
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {
+    admitted += R(0).Acquire("inv").verdict == Verdict::kAllow;
+  }
+  ASSERT_EQ(admitted, 3);
+  R(0).loop.TickOnce().IgnoreError();  // its count reaches the store
+  Kill(0);
+  Restart(0, "r0");
+  R(0).engine.PutPolicy(ClusterWindow("inv", 3));
+  int64_t more = 0;
+  for (int step = 0; step < 3; ++step) {
+    TickAll();
+    more += FlatOut("inv", -1, 300, 2);
+  }
+  EXPECT_EQ(admitted + more, 3) << "admitted within one second";
+}
+
+// Calls in flight outlive a killed replica's entry: it expires after the
+// stale period (3 s), but its calls may run until their timeout.
+TEST_P(ClusterScenarioTest, CallsInFlightOutliveAKilledReplicasEntry) {
+  AddReplicas(2);
+  PolicyConfig p;
+  p.name = "pool";
+  p.call_timeout = absl::Seconds(30);
+  core::ConcurrencyConfig c;
+  c.max_in_flight = 4;
+  c.scope = core::Scope::kCluster;
+  p.concurrency = c;
+  Install(p);
+  TickAll();
+  std::vector<core::Decision> held;
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 10; ++i) {
+      core::Decision d = R(0).Acquire("pool");
+      // Never reported: in flight until they time out.
+      if (d.verdict == Verdict::kAllow) held.push_back(d);
+    }
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  ASSERT_EQ(held.size(), 4u);
+  R(0).loop.TickOnce().IgnoreError();
+  Kill(0);
+  clock_.Advance(absl::Seconds(5));  // its entry is past the stale period
+  int in_flight = 0;
+  for (int s = 0; s < 3; ++s) {
+    R(1).loop.TickOnce().IgnoreError();
+    for (int i = 0; i < 10; ++i) {
+      in_flight += R(1).Acquire("pool").verdict == Verdict::kAllow;
+    }
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(in_flight, 0) << "r0's 4 calls may still run";
+}
+
+// Issue 24, hole 6: a per_key key sent back to its static share still has
+// its grant applied until the reply arrives, or until the grant ends if the
+// reply is lost. The grant was split while two replicas were live (50 of
+// 100); with three, a replica on its static share counts as 33.
+TEST_P(ClusterScenarioTest, AKeyBackOnItsStaticShareIsHeldUntilItsGrantEnds) {
+  AddReplicas(2);
+  PolicyConfig keyed = ClusterBucket("inv", 100, 100);
+  keyed.per_key = true;
+  Install(keyed);
+  auto hot = [&](int r) {
+    for (int i = 0; i < 200; ++i) R(r).engine.Acquire("inv", "k", 1).IgnoreError();
+  };
+  TickAll();
+  for (int s = 0; s < 3; ++s) {
+    hot(0);
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  AddReplicas(1);
+  R(2).engine.PutPolicy(keyed);
+  hot(0);
+  TickAll();
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_EQ(R(0).engine.Inspect("inv", "k")->gates->effective_rate, 50);
+  // r0 goes quiet: its next tick sends the key back, and the reply is lost.
+  clock_.Advance(absl::Milliseconds(900));
+  paths_[0]->LoseNextReply();
+  R(0).loop.TickOnce().IgnoreError();
+  R(1).loop.TickOnce().IgnoreError();
+  R(2).loop.TickOnce().IgnoreError();
+  for (int s = 0; s < 2; ++s) {
+    hot(1);
+    clock_.Advance(absl::Milliseconds(100));
+    R(1).loop.TickOnce().IgnoreError();
+  }
+  R(2).engine.Acquire("inv", "k", 1).IgnoreError();  // on its static share
+  EXPECT_LE(RateInForce("inv", "k"), 100);
+}
+
+// Issue 24, hole 8: a replica stops applying a grant at least 50 ms before
+// the store frees it (the store keeps whole milliseconds, and its clock is
+// not this replica's).
+TEST_P(ClusterScenarioTest, AGrantEndsBeforeTheStoreFreesIt) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 100, 100));
+  Converge();
+  R(0).loop.TickOnce().IgnoreError();
+  ASSERT_TRUE(R(0).engine.Inspect("inv")->gates->has_grant);
+  Cut(0, true);  // no tick of r0 gets through from here on
+  clock_.Advance(absl::Seconds(3) - absl::Milliseconds(49));
+  EXPECT_FALSE(R(0).engine.Inspect("inv")->gates->has_grant);
+}
+
+// Issue 24, hole 2: the store loses grant entries without an epoch change
+// (an evicted key, a restore from an older snapshot, a failover to a
+// lagging replica, its clock stepped forward). The first replica to tick
+// finds its own entry missing while it applies a grant: nobody is granted
+// more than it applies until every replica has rebuilt its entry.
+TEST_P(ClusterScenarioTest, GrantEntriesLostWithoutAnEpochChangeHoldTheLimit) {
+  AddReplicas(2);
+  Install(ClusterBucket("inv", 100, 100));
+  Converge();
+  ASSERT_EQ(InForce("inv"), 100);
+  EvictGrants("inv");
+  clock_.Advance(absl::Milliseconds(100));
+  R(1).loop.TickOnce().IgnoreError();  // finds nothing of r0's
+  EXPECT_LE(InForce("inv"), 100);
+  for (int s = 0; s < 5; ++s) {
+    TickAll();
+    EXPECT_LE(InForce("inv"), 100);
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(InForce("inv"), 100);  // and back to the whole limit
+}
+
+// Issue 24, hole 4: per_key static shares after the store lost its
+// membership. Ten replicas come back one a tick; the k-th would count k
+// live and take limit / (k + 1) of every cold key while the others still
+// apply theirs (2.0x the limit in all).
+TEST_P(ClusterScenarioTest, StaticSharesHoldWhenTheMembershipIsWiped) {
+  AddReplicas(10);
+  PolicyConfig keyed = ClusterBucket("inv", 100, 100);
+  keyed.per_key = true;
+  Install(keyed);
+  Converge();
+  for (int r = 0; r < 10; ++r) R(r).engine.Acquire("inv", "cold", 1).IgnoreError();
+  ASSERT_LE(RateInForce("inv", "cold"), 100);
+  WipeMembership();
+  double worst = 0;
+  for (int r = 0; r < 10; ++r) {
+    clock_.Advance(absl::Milliseconds(50));
+    R(r).loop.TickOnce().IgnoreError();
+    worst = std::max(worst, RateInForce("inv", "cold"));
+  }
+  std::printf("per_key cold key after a membership wipe at 10 replicas: "
+              "%.0f of 100 in force at worst\n", worst);
+  EXPECT_LE(worst, 110);
 }
 
 }  // namespace

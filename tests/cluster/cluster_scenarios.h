@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,35 @@ class CuttableStore final : public Store {
   explicit CuttableStore(Store* store) : store_(store) {}
   void set_cut(bool cut) { cut_ = cut; }
 
+  // The next tick request is held back, not sent (the caller sees a
+  // timeout), until Deliver() sends it late: a request delayed in the
+  // network or retried after a newer one.
+  void HoldNext() { hold_next_ = true; }
+  // The next tick is applied, but its reply is lost (a timeout).
+  void LoseNextReply() { lose_next_ = true; }
+  std::optional<TickRequest> TakeHeld() {
+    absl::MutexLock lock(&mu_);
+    std::optional<TickRequest> held = std::move(held_);
+    held_.reset();
+    return held;
+  }
+  // Sends `request` now; its reply goes nowhere.
+  void Deliver(const TickRequest& request) {
+    store_->Tick(request).IgnoreError();
+  }
+
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
     if (cut_) return absl::UnavailableError("cut off from the store");
-    return store_->Tick(request);
+    if (hold_next_.exchange(false)) {
+      absl::MutexLock lock(&mu_);
+      held_ = request;
+      return absl::DeadlineExceededError("tick request held back");
+    }
+    absl::StatusOr<TickReply> reply = store_->Tick(request);
+    if (lose_next_.exchange(false)) {
+      return absl::DeadlineExceededError("tick reply lost");
+    }
+    return reply;
   }
   absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& policy,
                                         uint64_t expected_version) override {
@@ -50,6 +77,10 @@ class CuttableStore final : public Store {
  private:
   Store* const store_;
   std::atomic<bool> cut_{false};
+  std::atomic<bool> hold_next_{false};
+  std::atomic<bool> lose_next_{false};
+  absl::Mutex mu_;
+  std::optional<TickRequest> held_ ABSL_GUARDED_BY(mu_);
 };
 
 // One sluiced replica: an engine in cluster mode and its sync loop, sharing
@@ -57,16 +88,25 @@ class CuttableStore final : public Store {
 struct Replica {
   Replica(const std::string& id, core::Clock* clock, Store* store)
       : engine(clock, EngineOptions()),
-        loop(&engine, store, clock, LoopOptions(id)) {}
+        loop(&engine, store, clock, LoopOptions(id, this)) {}
 
   static core::Engine::Options EngineOptions() {
     core::Engine::Options o;
     o.cluster = true;
     return o;
   }
-  static SyncLoop::Options LoopOptions(const std::string& id) {
+  static SyncLoop::Options LoopOptions(const std::string& id, Replica* self) {
     SyncLoop::Options o;
     o.replica_id = id;
+    // An admin write reaches the replica within its tick, as through
+    // ClusterConfig: the policy set aside in `on_next_config` is installed
+    // when the store's config version moves.
+    o.on_config = [self](const ConfigSnapshot&) {
+      if (self->on_next_config) {
+        self->engine.PutPolicy(*self->on_next_config);
+        self->on_next_config.reset();
+      }
+    };
     return o;
   }
 
@@ -77,6 +117,7 @@ struct Replica {
   }
 
   core::Engine engine;
+  std::optional<PolicyConfig> on_next_config;
   SyncLoop loop;
 };
 
@@ -203,6 +244,49 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   }
 
   Replica& R(int i) { return *replicas_[i]; }
+  // The rate of `dep`'s key `key` that running replicas apply now (their
+  // grant or static share; with rate == burst, the units). A replica that
+  // has not seen the key yet is not counted: touch it first.
+  double RateInForce(const std::string& dep, const std::string& key) {
+    double sum = 0;
+    for (auto& rep : replicas_) {
+      if (!rep) continue;
+      absl::StatusOr<core::DependencyStatus> s = rep->engine.Inspect(dep, key);
+      if (s.ok() && s->gates) sum += s->gates->effective_rate;
+    }
+    return sum;
+  }
+  // The store loses every grant entry of `policy`'s key "" (Redis evicts
+  // the key, or comes back from an older snapshot), its epoch kept.
+  void EvictGrants(const std::string& policy);
+  // The store loses its membership (the config itself kept).
+  void WipeMembership();
+  // Deletes `key` (after the test's key prefix) from the real Redis.
+  void RedisDel(const std::string& key);
+  // An admin write of `p` (the store's config version moves): each running
+  // replica installs it within the tick that brings the new version.
+  void AdminWrite(const PolicyConfig& p) {
+    for (auto& r : replicas_) {
+      if (r) r->on_next_config = p;
+    }
+    StoredPolicy stored;
+    stored.name = p.name;
+    stored.blob = "v" + std::to_string(++admin_writes_);
+    ASSERT_TRUE(paths_.front()->PutPolicy(stored, 0).ok());
+  }
+  // Units of cluster resource `r` of `dep` that running replicas apply now
+  // from their grants (the grants in force).
+  int64_t InForce(const std::string& dep, int r = 0) {
+    int64_t sum = 0;
+    for (auto& rep : replicas_) {
+      if (!rep) continue;
+      absl::StatusOr<core::DependencyStatus> s = rep->engine.Inspect(dep);
+      if (s.ok() && s->gates && s->gates->has_grant) {
+        sum += s->gates->granted[r];
+      }
+    }
+    return sum;
+  }
   // Cuts replica `i` off from the store, or lets it through again.
   void Cut(int i, bool cut) { paths_[i]->set_cut(cut); }
   // `n` calls on replica `r`, each reported as a failure.
@@ -224,6 +308,31 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     rl.scope = core::Scope::kCluster;
     p.rate_limit = rl;
     return p;
+  }
+  static PolicyConfig ClusterWindow(const std::string& name, double rate) {
+    PolicyConfig p;
+    p.name = name;
+    core::RateLimitConfig rl;
+    rl.algorithm = core::RateAlgorithm::kSlidingWindow;
+    rl.rate = rate;
+    rl.scope = core::Scope::kCluster;
+    p.rate_limit = rl;
+    return p;
+  }
+  // Calls admitted by the running replicas but `skip`, each flat out
+  // (`calls` tries each), over `ms` of 1 ms steps.
+  int64_t FlatOut(const std::string& dep, int skip, int64_t ms, int calls) {
+    int64_t admitted = 0;
+    for (int64_t t = 0; t < ms; ++t) {
+      clock_.Advance(absl::Milliseconds(1));
+      for (size_t r = 0; r < replicas_.size(); ++r) {
+        if (!replicas_[r] || static_cast<int>(r) == skip) continue;
+        for (int c = 0; c < calls; ++c) {
+          admitted += replicas_[r]->Acquire(dep).verdict == Verdict::kAllow;
+        }
+      }
+    }
+    return admitted;
   }
   // An adaptive in-flight limit from 5 (no cluster-scope gate: the limit
   // is each replica's own; only its warm state goes through the store).
@@ -281,6 +390,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   std::vector<std::unique_ptr<Store>> redis_stores_;
   std::vector<std::unique_ptr<CuttableStore>> paths_;
   std::vector<std::unique_ptr<Replica>> replicas_;
+  int admin_writes_ = 0;
   // For Pod() and RunSplitLoad().
   int64_t ms_ = 0;
   std::vector<int> tick_at_;

@@ -167,10 +167,12 @@ TEST(RedisStoreTest, CommandsPerTickStayFlatWhenTheRequestRateGrows) {
   const int64_t slow = run(100);
   const int64_t fast = run(1000);
   // One round trip per tick: four membership commands and one EVALSHA, plus
-  // the commands the script itself runs, whatever the request rate.
+  // the commands the script itself runs, whatever the request rate. The
+  // scripts' record of each replica's life and sequence (a stale request is
+  // refused) costs a few O(1) commands a tick.
   EXPECT_EQ(slow, fast);
   EXPECT_GT(slow, 0);
-  EXPECT_LE(slow / 10, 30) << "commands per tick";
+  EXPECT_LE(slow / 10, 40) << "commands per tick";
 }
 
 

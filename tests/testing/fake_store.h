@@ -69,15 +69,14 @@ class FakeStore final : public cluster::Store {
     int64_t sum = 0;
     auto it = grants_.find({policy, key});
     if (it == grants_.end()) return 0;
-    for (const auto& [replica, e] : it->second) {
-      if (e.expiry >= now) sum += HeldBy(e, r, now);
-    }
+    for (const auto& [replica, e] : it->second) sum += HeldBy(e, r, now);
     return sum;
   }
   // Forgets everything, as a Redis restarted without persistence.
   void WipeAll() {
     absl::MutexLock lock(&mu_);
     members_.clear();
+    lives_.clear();
     grants_.clear();
     admitted_.clear();
     outcomes_.clear();
@@ -92,6 +91,18 @@ class FakeStore final : public cluster::Store {
     config_version_ = 0;
     config_epoch_.clear();
     inboxes_.clear();
+  }
+  // Forgets every replica's grant entry of `policy`/`key`, as Redis evicting
+  // the key, or restored from a snapshot taken before they were written.
+  void EvictGrants(const std::string& policy, const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    grants_.erase({policy, key});
+  }
+  // Forgets the membership alone (its keys evicted, or restored from an
+  // older snapshot).
+  void WipeMembership() {
+    absl::MutexLock lock(&mu_);
+    members_.clear();
   }
   // Forgets the whole config, as a Redis restarted without persistence.
   void WipeConfig() {
@@ -114,21 +125,31 @@ class FakeStore final : public cluster::Store {
     const absl::Time now = clock_->Now();
     const std::string& me = request.replica_id;
     const absl::Duration stale = request.stale_after;
+    // A request older than one already applied for the same process life is
+    // ignored as a whole (config.lua and tick.lua refuse it alike).
+    if (Stale(request, now)) {
+      return absl::AbortedError("stale tick request: a newer one was applied");
+    }
+    // A leave of another life of this replica (the process restarted under
+    // the same name meanwhile) gives back nothing of the new one's.
+    const bool other_life = OtherLife(request, now);
     cluster::TickReply reply;
     reply.store_now = absl::FromUnixMillis(absl::ToUnixMillis(now));
     if (request.restore) Restore(*request.restore);
 
     // config.lua read: membership, epoch, seeds, config.
     if (request.leaving) {
-      members_.erase(me);
+      if (!other_life) members_.erase(me);
     } else {
-      members_[me] = now + stale;
+      members_[me] = {now + stale, request.incarnation, request.sequence,
+                      std::max<uint32_t>(1, request.weight)};
     }
     for (auto it = members_.begin(); it != members_.end();) {
-      if (it->second < now) {
+      if (it->second.expiry < now) {
         it = members_.erase(it);
       } else {
         reply.replicas.push_back(it->first);
+        reply.live_weight += it->second.weight;
         ++it;
       }
     }
@@ -152,7 +173,7 @@ class FakeStore final : public cluster::Store {
     }
 
     for (const cluster::PolicyPush& push : request.policies) {
-      reply.policies.push_back(TickPolicy(request, push, now));
+      reply.policies.push_back(TickPolicy(request, push, now, other_life));
     }
     for (const core::ForwardedReport& f : request.forwarded) {
       auto& inbox = inboxes_[f.issuer];
@@ -236,12 +257,61 @@ class FakeStore final : public cluster::Store {
     return w;
   }
  private:
+  struct Member {
+    absl::Time expiry;
+    uint64_t incarnation = 0;
+    uint64_t sequence = 0;
+    uint32_t weight = 1;
+  };
+  // tick.lua's per-policy record of each replica's life and last sequence.
+  struct Life {
+    uint64_t incarnation = 0;
+    uint64_t sequence = 0;
+    absl::Time until;
+  };
+
+  // Whether the membership or any pushed policy already applied a newer
+  // request of the same life.
+  bool Stale(const cluster::TickRequest& request, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto m = members_.find(request.replica_id);
+    if (m != members_.end() && m->second.expiry >= now &&
+        m->second.incarnation == request.incarnation &&
+        m->second.sequence > request.sequence) {
+      return true;
+    }
+    for (const cluster::PolicyPush& push : request.policies) {
+      auto p = lives_.find(push.policy);
+      if (p == lives_.end()) continue;
+      auto l = p->second.find(request.replica_id);
+      if (l != p->second.end() && l->second.until >= now &&
+          l->second.incarnation == request.incarnation &&
+          l->second.sequence > request.sequence) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // A leave whose replica id is live under another life.
+  bool OtherLife(const cluster::TickRequest& request, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!request.leaving) return false;
+    auto m = members_.find(request.replica_id);
+    return m != members_.end() && m->second.expiry >= now &&
+           m->second.incarnation != request.incarnation;
+  }
+
   struct GrantEntry {
     core::Units grant{};
+    // Live (a competitor with a demand) until then.
     absl::Time expiry;
     core::Units hold{};
     absl::Time hold_until;
     core::Units usage{};
+    // Grant and usage may be in use until then (KeyTick::usage_left).
+    absl::Time usage_until;
+    // The process life that wrote it.
+    uint64_t incarnation = 0;
     std::array<double, core::kClusterResources> demand{};
   };
   struct Outcomes {
@@ -255,10 +325,18 @@ class FakeStore final : public cluster::Store {
     absl::Time alive_until;
   };
 
-  static int64_t HeldBy(const GrantEntry& e, int r, absl::Time now) {
-    int64_t held = std::max(e.grant[r], e.usage[r]);
+  // What an entry holds of resource `r` now (a live one also its static
+  // share `each`).
+  static int64_t HeldBy(const GrantEntry& e, int r, absl::Time now,
+                        int64_t each = 0) {
+    int64_t held = 0;
+    if (e.expiry >= now) held = std::max({e.grant[r], e.usage[r], each});
     if (e.hold_until >= now) held = std::max(held, e.hold[r]);
+    if (e.usage_until >= now) held = std::max({held, e.grant[r], e.usage[r]});
     return held;
+  }
+  static absl::Time LastOf(const GrantEntry& e) {
+    return std::max({e.expiry, e.hold_until, e.usage_until});
   }
   static std::string NewEpoch(absl::Time now) {
     static uint64_t serial = 0;
@@ -360,9 +438,21 @@ class FakeStore final : public cluster::Store {
 
   cluster::PolicyPull TickPolicy(const cluster::TickRequest& request,
                                  const cluster::PolicyPush& push,
-                                 absl::Time now)
+                                 absl::Time now, bool other_life)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string& me = request.replica_id;
+    {
+      auto& lives = lives_[push.policy];
+      auto l = lives.find(me);
+      if (l != lives.end() && l->second.until >= now &&
+          l->second.incarnation != request.incarnation && request.leaving) {
+        other_life = true;
+      }
+      if (!other_life) {
+        lives[me] = {request.incarnation, request.sequence,
+                     now + request.key_ttl};
+      }
+    }
     const absl::Duration stale = request.stale_after;
     const int64_t live = std::max<uint32_t>(1, request.live_replicas);
     cluster::PolicyPull pull;
@@ -376,8 +466,7 @@ class FakeStore final : public cluster::Store {
     pull.epoch = epoch;
     pull.lost = !push.epoch_seen.empty() && push.epoch_seen != epoch;
     auto rec = recovering_until_.find(push.policy);
-    const bool recovering =
-        rec != recovering_until_.end() && now < rec->second;
+    bool recovering = rec != recovering_until_.end() && now < rec->second;
 
     for (const core::KeyTick& key : push.keys) {
       auto& entries = grants_[{push.policy, key.key}];
@@ -387,29 +476,89 @@ class FakeStore final : public cluster::Store {
           each[r] = key.limit[r] / live;
         }
       }
+      // tick.lua's uexp: units taken under a grant stay in use this much
+      // longer than the grant.
+      absl::Duration keep = absl::ZeroDuration();
+      for (int r = 0; r < core::kClusterResources; ++r) {
+        if (key.limit[r] > 0) keep = std::max(keep, key.usage_left[r]);
+      }
+      absl::Time usage_until = keep > absl::ZeroDuration()
+                                   ? now + stale + keep
+                                   : absl::InfinitePast();
+      if (request.leaving) {
+        usage_until = key.usage[0] > 0 || key.usage[1] > 0
+                          ? now + keep
+                          : absl::InfinitePast();
+      }
+      // An entry of another life of this replica keeps holding, as
+      // another replica's would, under its own name.
+      const std::string prev = me + std::string(1, '\0') + "prev";
+      auto mine = entries.find(me);
+      if (mine != entries.end() &&
+          mine->second.incarnation != request.incarnation &&
+          !request.leaving) {
+        entries[prev] = mine->second;
+        entries.erase(me);
+      }
       core::Units held{};
       std::array<std::vector<std::string>, core::kClusterResources> names;
       std::array<std::vector<double>, core::kClusterResources> wants;
       int64_t others = 0;
       for (auto e = entries.begin(); e != entries.end();) {
-        if (e->second.expiry < now) {
+        if (LastOf(e->second) < now) {
           e = entries.erase(e);
           continue;
         }
         if (e->first != me) {
-          ++others;
+          const bool alive = e->second.expiry >= now;
+          others += alive;
           for (int r = 0; r < core::kClusterResources; ++r) {
-            held[r] += std::max(HeldBy(e->second, r, now), each[r]);
-            names[r].push_back(e->first);
-            wants[r].push_back(e->second.demand[r]);
+            held[r] += HeldBy(e->second, r, now, each[r]);
+            if (alive) {
+              names[r].push_back(e->first);
+              wants[r].push_back(e->second.demand[r]);
+            }
           }
         }
         ++e;
       }
+      // tick.lua: a replica that applies a grant always has its entry; one
+      // that is missing means lost data, and a recovery window.
+      auto own = entries.find(me);
+      const bool in_force = key.applied_left > absl::ZeroDuration() &&
+                            key.applied_left != absl::InfiniteDuration();
+      if (in_force && !request.leaving &&
+          (own == entries.end() ||
+           own->second.incarnation != request.incarnation)) {
+        auto& until = recovering_until_[push.policy];
+        if (until <= now) {
+          until = now + stale;
+          pull.lost = true;
+        }
+        recovering = true;
+      }
       const int64_t cold = std::max<int64_t>(0, live - others - 1);
       cluster::StoreGrant grant;
       if (request.leaving) {
-        entries.erase(me);
+        // The grant goes back; the usage stays held while it may be in use.
+        for (const std::string& field : {me, prev}) {
+          auto own = entries.find(field);
+          if (own == entries.end() ||
+              own->second.incarnation != request.incarnation) {
+            continue;
+          }
+          if (usage_until > now) {
+            GrantEntry left;
+            left.expiry = absl::InfinitePast();
+            left.hold_until = absl::InfinitePast();
+            left.usage = key.usage;
+            left.usage_until = usage_until;
+            left.incarnation = request.incarnation;
+            own->second = left;
+          } else {
+            entries.erase(own);
+          }
+        }
         grant.granted = false;
       } else {
         bool back_to_static = push.per_key;
@@ -433,7 +582,14 @@ class FakeStore final : public cluster::Store {
           }
         }
         if (back_to_static) {
-          entries.erase(me);
+          // Not live, but what it applies stays held until it ends.
+          GrantEntry e;
+          e.expiry = absl::InfinitePast();
+          e.hold = key.applied;
+          e.hold_until = now + std::min(key.applied_left, stale);
+          e.usage_until = absl::InfinitePast();
+          e.incarnation = request.incarnation;
+          entries[me] = e;
           grant.granted = false;
           grant.units = {};
         } else {
@@ -443,6 +599,8 @@ class FakeStore final : public cluster::Store {
           e.hold = key.applied;
           e.hold_until = now + std::min(key.applied_left, stale);
           e.usage = key.usage;
+          e.usage_until = usage_until;
+          e.incarnation = request.incarnation;
           e.demand = key.demand;
           entries[me] = e;
         }
@@ -455,7 +613,7 @@ class FakeStore final : public cluster::Store {
     if (!push.has_breaker) return pull;
     auto& outcomes = outcomes_[push.policy];
     if (request.leaving) {
-      outcomes.erase(me);
+      if (!other_life) outcomes.erase(me);
     } else {
       outcomes[me] = {push.outcomes, now};
     }
@@ -513,7 +671,7 @@ class FakeStore final : public cluster::Store {
     if (pull.leases_granted > 0) {
       leases[me] = {current, pull.leases_granted, now + push.lease_ttl,
                     now + stale};
-    } else {
+    } else if (!other_life) {
       leases.erase(me);
     }
     return pull;
@@ -525,7 +683,8 @@ class FakeStore final : public cluster::Store {
   int fail_before_ = 0;
   int fail_after_ = 0;
   uint64_t applied_ = 0;
-  std::map<std::string, absl::Time> members_;
+  std::map<std::string, Member> members_;
+  std::map<std::string, std::map<std::string, Life>> lives_;
   std::map<std::pair<std::string, std::string>,
            std::map<std::string, GrantEntry>>
       grants_;
