@@ -55,6 +55,7 @@ class GrantTreeTest : public ::testing::Test {
   }
   void LoadAll(const std::string& dep, int64_t per_second,
                const std::string& key = "") {
+    unknown_mark_ = tree_->UnknownDecisions();
     for (int l = 0; l < tree_->leaves(); ++l) {
       tree_->SetLoad(l, {dep, key, per_second});
     }
@@ -92,6 +93,7 @@ class GrantTreeTest : public ::testing::Test {
   }
 
   std::unique_ptr<TreeHarness> tree_;
+  uint64_t unknown_mark_ = 0;
 };
 
 // Acceptance: 2 centrals, 12 leaves, all flat out on a 100/s limit (burst
@@ -113,6 +115,8 @@ TEST_F(GrantTreeTest, TwelveLeavesFlatOutHoldAHundredPerSecond) {
   EXPECT_LE(admitted, 660);
   EXPECT_GE(admitted, 400);
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)
+      << "calls decided by a leaf without its policy";
   ExpectInvariantHeld();
 }
 
@@ -150,6 +154,8 @@ TEST_F(GrantTreeTest, KillingACentralUnderLoadMovesItsLeavesAndHoldsTheLimit) {
   // The survivors get the limit back: the last 3 s average >= 80/s.
   EXPECT_GE(Admitted("api", end - 3, end), 240);
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)
+      << "calls decided by a leaf without its policy";
   ExpectInvariantHeld();
 }
 
@@ -438,6 +444,8 @@ TEST_F(GrantTreeTest, RedisLostWhileLeavesHoldLeases) {
   EXPECT_LE(worst, 220);
   EXPECT_GE(Admitted("api", wiped + 7, wiped + 10), 240);
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)
+      << "calls decided by a leaf without its policy";
   ExpectInvariantHeld();
 }
 
@@ -465,6 +473,8 @@ TEST_F(GrantTreeTest, CentralRestartedUnderTheSameIdWhileLeavesHoldLeases) {
   EXPECT_LE(worst, 220);
   EXPECT_GE(Admitted("api", restarted + 7, restarted + 10), 240);
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)
+      << "calls decided by a leaf without its policy";
   ExpectInvariantHeld();
 }
 
@@ -495,6 +505,8 @@ TEST_F(GrantTreeTest, RedisCutShorterThanTheGraceKeepsTheTreeLimited) {
   EXPECT_LE(worst, 220);
   EXPECT_GE(Admitted("api", cut + 4, cut + 7), 240);
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)
+      << "calls decided by a leaf without its policy";
   ExpectInvariantHeld();
 }
 
@@ -520,6 +532,8 @@ TEST_F(GrantTreeTest, ADelayedOrReplayedLeafRequestIsIgnored) {
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAborted) << again.status();
   tree_->Run(absl::Seconds(3));
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)
+      << "calls decided by a leaf without its policy";
   ExpectInvariantHeld();
 }
 

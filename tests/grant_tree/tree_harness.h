@@ -308,6 +308,11 @@ class TreeProcess final : public core::EventSink {
       last_error_ = d.status().ToString();
       return false;
     }
+    if (d->reason == core::Reason::kUnknownDependency) {
+      // No policy here (yet): allowed, but not by the tree.
+      ++unknown_;
+      return false;
+    }
     if (d->verdict != core::Verdict::kAllow) return false;
     ++admitted_;
     last_admit_ = clock_->Now();
@@ -348,6 +353,8 @@ class TreeProcess final : public core::EventSink {
   LeafPath* path() { return path_.get(); }
   uint64_t admitted() const { return admitted_; }
   uint64_t errors() const { return errors_; }
+  // Calls decided without a policy (allowed as an unknown dependency).
+  uint64_t unknown() const { return unknown_; }
   const std::string& last_error() const { return last_error_; }
   uint64_t ticks() const { return ticks_; }
   uint64_t failed_ticks() const { return failed_ticks_; }
@@ -384,6 +391,7 @@ class TreeProcess final : public core::EventSink {
   uint64_t nudges_ = 0;
   uint64_t admitted_ = 0;
   uint64_t errors_ = 0;
+  uint64_t unknown_ = 0;
   std::string last_error_;
   absl::Time first_admit_ = absl::InfinitePast();
   absl::Time last_admit_ = absl::InfinitePast();
@@ -546,6 +554,13 @@ class TreeHarness {
     uint64_t n = 0;
     for (const auto& l : leaves_) n += l ? l->errors() : 0;
     for (const auto& c : centrals_) n += c ? c->errors() : 0;
+    return n;
+  }
+
+  // Calls decided without a policy, over every process.
+  uint64_t UnknownDecisions() const {
+    uint64_t n = 0;
+    for (const auto& l : leaves_) n += l ? l->unknown() : 0;
     return n;
   }
 
