@@ -139,27 +139,32 @@ class RedisProbe {
     }
     return total;
   }
-  // The slowest EVALSHA/EVAL in the slow log (microseconds) and how many
-  // script entries it holds.
-  std::pair<int64_t, int64_t> SlowestScript() {
-    int64_t slowest = 0, entries = 0;
+  // Durations (microseconds) of every EVALSHA/EVAL in the slow log, which
+  // logs every command (slowlog-log-slower-than 0).
+  std::vector<int64_t> ScriptDurations() {
+    std::vector<int64_t> out;
     redisReply* r = Run({"SLOWLOG", "GET", "-1"});
-    if (r == nullptr) return {0, 0};
+    if (r == nullptr) return out;
     if (r->type == REDIS_REPLY_ARRAY) {
       for (size_t i = 0; i < r->elements; ++i) {
         const redisReply* e = r->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 4) continue;
         const redisReply* args = e->element[3];
-        if (args->type != REDIS_REPLY_ARRAY || args->elements == 0) continue;
+        if (args->type != REDIS_REPLY_ARRAY || args->elements == 0 ||
+            args->element[0]->type != REDIS_REPLY_STRING) {
+          continue;
+        }
         std::string cmd(args->element[0]->str, args->element[0]->len);
-        for (char& ch : cmd) ch = static_cast<char>(std::tolower(ch));
+        for (char& ch : cmd) {
+          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        }
         if (cmd != "evalsha" && cmd != "eval") continue;
-        ++entries;
-        slowest = std::max<int64_t>(slowest, e->element[2]->integer);
+        out.push_back(e->element[2]->integer);
       }
     }
     freeReplyObject(r);
-    return {slowest, entries};
+    std::sort(out.begin(), out.end());
+    return out;
   }
   void ResetStats() {
     Do({"CONFIG", "RESETSTAT"});
@@ -209,6 +214,10 @@ struct Figure {
   double usec_per_second = 0;
   double usec_per_script = 0;
   int64_t slowest_usec = 0;
+  int64_t p99_usec = 0;
+  // Scripts logged, and those over 1 ms.
+  int64_t logged = 0;
+  int64_t over_1ms = 0;
   double cpu_millicores = 0;
 };
 
@@ -225,7 +234,14 @@ Figure Measure(RedisProbe& probe, const std::function<void()>& wait,
   f.usec_per_script =
       s.calls > 0 ? static_cast<double>(s.usec) / static_cast<double>(s.calls)
                   : 0;
-  f.slowest_usec = probe.SlowestScript().first;
+  const std::vector<int64_t> d = probe.ScriptDurations();
+  if (!d.empty()) {
+    f.slowest_usec = d.back();
+    f.p99_usec = d[std::min(d.size() - 1, d.size() * 99 / 100)];
+    f.logged = static_cast<int64_t>(d.size());
+    f.over_1ms = static_cast<int64_t>(
+        d.end() - std::upper_bound(d.begin(), d.end(), int64_t{1000}));
+  }
   f.cpu_millicores = (cpu1 - cpu0) / seconds * 1000;
   return f;
 }
@@ -316,7 +332,7 @@ int PartA(const std::string& host, int port, double seconds) {
       "(a) real time, redis %s:%d, 5 idle cluster policies, 1 s tick, %.0f s "
       "measured after 3 s\n\n"
       "| shape | leaves | scripts/s | Redis µs in scripts per s | µs per "
-      "script | slowest script µs | Redis CPU millicores |\n"
+      "script | p99 / slowest script µs | Redis CPU millicores |\n"
       "|---|---|---|---|---|---|---|\n",
       host.c_str(), port, seconds);
   Figure fig[2][2];
@@ -325,9 +341,10 @@ int PartA(const std::string& host, int port, double seconds) {
       const int n = k == 0 ? 8 : 32;
       fig[shape][k] = RunLive(host, port, n, shape == 1, 5, seconds, probe);
       const Figure& f = fig[shape][k];
-      std::printf("| %s | %d | %.1f | %.0f | %.1f | %lld | %.1f |\n",
+      std::printf("| %s | %d | %.1f | %.0f | %.1f | %lld / %lld | %.1f |\n",
                   shape == 1 ? "tree (2 centrals)" : "flat (N + 2 direct)", n,
                   f.scripts_per_second, f.usec_per_second, f.usec_per_script,
+                  static_cast<long long>(f.p99_usec),
                   static_cast<long long>(f.slowest_usec), f.cpu_millicores);
       std::fflush(stdout);
     }
@@ -434,11 +451,13 @@ int PartB(const std::string& host, int port, int leaves, int policies,
   const absl::Duration real = absl::Now() - real1;
   const double per_thousand = f.usec_per_second / 1000.0 / (leaves / 1000.0);
   std::printf(
-      "| %d | %d | %d | %.1f | %.2f | %.2f | %.1f | %lld | %.1f | %llu of "
-      "%llu |\n",
+      "| %d | %d | %d | %.1f | %.2f | %.2f | %.1f | %lld / %lld (%lld of "
+      "%lld over 1 ms) | %.1f | %llu of %llu |\n",
       leaves, policies, seconds, f.scripts_per_second,
       f.usec_per_second / 1000.0, per_thousand, f.usec_per_script,
+      static_cast<long long>(f.p99_usec),
       static_cast<long long>(f.slowest_usec),
+      static_cast<long long>(f.over_1ms), static_cast<long long>(f.logged),
       absl::ToDoubleSeconds(real) / seconds,
       static_cast<unsigned long long>(leaf_failures),
       static_cast<unsigned long long>(leaf_ticks));
@@ -519,7 +538,7 @@ int main(int argc, char** argv) {
         "(b) simulated schedule (1 ms steps), 2 centrals on a real Redis, "
         "idle leaves; Redis time per simulated second\n\n"
         "| leaves | policies | simulated s | scripts/s | Redis ms in scripts "
-        "per s | per 1,000 leaves | µs per script | slowest script µs | real "
+        "per s | per 1,000 leaves | µs per script | p99 / slowest script µs | real "
         "s per simulated s | leaf ticks failed |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int n : leaf_counts) {
