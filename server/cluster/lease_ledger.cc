@@ -1,22 +1,1071 @@
 #include "server/cluster/lease_ledger.h"
 
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <optional>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/cluster/grant_book.h"
 
 namespace sluice::cluster {
+namespace {
 
-// A first version: the central's ticks pass through unchanged and leaves
-// are refused. The pool split replaces it.
+// Bounds on what one leaf may send (a leaf is a network peer).
+constexpr size_t kMaxLeafPolicies = 4096;
+constexpr size_t kMaxLeafKeys = 10000;  // per policy
+constexpr size_t kMaxNameBytes = 1024;  // replica ids, policies, keys, causes
+constexpr size_t kMaxLeafForwarded = 10000;
+// Bounds on what the ledger keeps.
+constexpr size_t kMaxPolicies = 10000;
+constexpr size_t kMaxPools = 1000000;  // (policy, key) pairs
+constexpr size_t kMaxLeafInbox = 10000;
+constexpr size_t kMaxUpstreamForwards = 100000;
+// Leaf ids listed in a reply's replicas at most.
+constexpr size_t kMaxListedLeaves = 1000;
+
+constexpr int kR = core::kClusterResources;
+
+absl::Time Later(absl::Time a, absl::Time b) { return a < b ? b : a; }
+
+// One party's (the central's or a leaf's) record in one pool.
+struct Holding {
+  // The grant last issued and when it ends (the ledger's clock).
+  core::Units grant{};
+  absl::Time grant_until = absl::InfinitePast();
+  // Older grants that may still be applied (a lost reply, a previous life
+  // of the leaf, what the party says it applies): the most of any of them,
+  // until the latest of their ends.
+  core::Units hold{};
+  absl::Time hold_until = absl::InfinitePast();
+  // What the party pushed last, and when.
+  core::Units usage{};
+  std::array<double, kR> demand{};
+  uint64_t admitted_total = 0;
+  absl::Time pushed = absl::InfinitePast();
+};
+
+// What Redis granted this central for one (policy, key), and who holds what
+// of it.
+struct Pool {
+  bool per_key = false;
+  core::Units limit{};
+  // The upstream grant in force: units until `until` (the central's clock).
+  // `granted` false: a per_key key Redis sent back to its static share.
+  bool have = false;
+  bool granted = true;
+  core::Units units{};
+  absl::Time until = absl::InfinitePast();
+  std::map<std::string, Holding> parties;
+};
+
+struct LeafLease {
+  uint64_t generation = 0;
+  uint32_t wanted = 0;
+  uint32_t count = 0;
+  absl::Time until = absl::InfinitePast();
+};
+
+struct PendingBreaker {
+  core::BreakerRecord record;  // generation and state to store; base below
+  uint64_t base = 0;
+  std::string leaf;
+  bool sent = false;
+};
+
+struct PolicyState {
+  bool per_key = false;
+  std::string epoch;
+  absl::flat_hash_map<std::string, Pool> pools;
+  // Breakers: the ledger's record (store clock) and a leaf's transition
+  // waiting to go upstream.
+  std::optional<core::BreakerRecord> record;
+  std::optional<PendingBreaker> pending;
+  std::vector<ReplicaOutcomes> upstream_outcomes;  // other centrals
+  core::OutcomeTotals central_totals;
+  bool central_has_totals = false;
+  std::map<std::string, core::OutcomeTotals> leaf_totals;
+  core::OutcomeTotals leaf_sum;  // monotonic sum of the leaves' deltas
+  // Probe leases Redis granted this central for `lease_generation`.
+  uint64_t lease_generation = 0;
+  uint32_t leases_held = 0;
+  uint32_t central_leases = 0;
+  std::map<std::string, LeafLease> leaf_leases;
+  // Warm state as the central last saw it.
+  std::vector<ReplicaWarm> warm;
+};
+
+struct LeafRecord {
+  uint64_t incarnation = 0;
+  uint64_t sequence = 0;
+  absl::Time seen = absl::InfinitePast();
+  std::deque<core::ForwardedReport> inbox;
+};
+
+// Units of resource r a holding keeps from others at `now`.
+int64_t HeldBy(const Holding& h, int r, absl::Time now,
+               absl::Duration stale) {
+  int64_t held = 0;
+  if (now < h.grant_until) held = std::max(held, h.grant[r]);
+  if (now < h.hold_until) held = std::max(held, h.hold[r]);
+  if (now <= h.pushed + stale) held = std::max(held, h.usage[r]);
+  return held;
+}
+
+absl::Time HeldUntil(const Holding& h, absl::Duration stale) {
+  return Later(Later(h.grant_until, h.hold_until), h.pushed + stale);
+}
+
+core::OutcomeTotals Plus(const core::OutcomeTotals& a,
+                         const core::OutcomeTotals& b) {
+  core::OutcomeTotals s;
+  s.calls = a.calls + b.calls;
+  s.failures = a.failures + b.failures;
+  s.slow = a.slow + b.slow;
+  return s;
+}
+
+absl::Status CheckName(const std::string& what, const std::string& s) {
+  if (s.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease request: ", what, " is ", s.size(), " bytes, at most ",
+        kMaxNameBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLeafRequest(const TickRequest& request) {
+  if (request.replica_id.empty()) {
+    return absl::InvalidArgumentError("lease request: replica_id is empty");
+  }
+  absl::Status s = CheckName("replica_id", request.replica_id);
+  if (!s.ok()) return s;
+  if (request.policies.size() > kMaxLeafPolicies) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease request: ", request.policies.size(),
+                     " policies, at most ", kMaxLeafPolicies));
+  }
+  if (request.forwarded.size() > kMaxLeafForwarded) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease request: ", request.forwarded.size(),
+                     " forwarded reports, at most ", kMaxLeafForwarded));
+  }
+  for (const PolicyPush& push : request.policies) {
+    if (!(s = CheckName("policy", push.policy)).ok()) return s;
+    if (!(s = CheckName("breaker cause", push.breaker.cause)).ok()) return s;
+    if (push.keys.size() > kMaxLeafKeys) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lease request: policy \"", push.policy, "\" pushes ",
+          push.keys.size(), " keys, at most ", kMaxLeafKeys));
+    }
+    for (const core::KeyTick& key : push.keys) {
+      if (!(s = CheckName("key", key.key)).ok()) return s;
+      for (int r = 0; r < kR; ++r) {
+        if (key.limit[r] < 0 || key.usage[r] < 0 || key.applied[r] < 0 ||
+            !(key.demand[r] >= 0) || key.demand[r] > 1e18) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "lease request: policy \"", push.policy,
+              "\": a key's limit, demand, usage and applied must be "
+              "finite and not negative"));
+        }
+      }
+    }
+  }
+  for (const core::ForwardedReport& f : request.forwarded) {
+    if (!(s = CheckName("forwarded issuer", f.issuer)).ok()) return s;
+    if (!(s = CheckName("forwarded dependency", f.dependency)).ok()) return s;
+    if (!(s = CheckName("forwarded key", f.key)).ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 class LeaseLedger::Impl {
  public:
   Impl(Store* upstream, core::Clock* clock, Options options)
       : upstream_(upstream), clock_(clock), options_(std::move(options)) {}
 
+  absl::StatusOr<TickReply> Tick(const TickRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<TickReply> ServeLeaf(const TickRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  LedgerStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
   Store* const upstream_;
   core::Clock* const clock_;
   const Options options_;
+
+ private:
+  // What one upstream round carries besides the central's own request.
+  struct Round {
+    absl::Time start;
+    TickRequest up;
+    size_t own_policies = 0;
+    std::vector<size_t> own_keys;  // per own policy
+    // The leaves' forwarded reports sent with this round.
+    std::vector<core::ForwardedReport> leaf_forwards;
+    bool leaving = false;
+  };
+
+  bool UpstreamGood(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !stopping_ && last_good_ != absl::InfinitePast() &&
+           now < last_good_ + options_.stale_after;
+  }
+  uint32_t LiveLeaves(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetLeaf(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many sluiced processes share static shares across the tree.
+  uint32_t TreeWeight(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> Replicas(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  PolicyState* FindOrAddPolicy(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Pool* FindOrAddPool(PolicyState* policy, const PolicyPush& push,
+                      const core::KeyTick& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a party's push of one key.
+  void Record(Pool* pool, const std::string& party, const core::KeyTick& key,
+              absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The party's grant from the pool, valid until `end` (at most), issued
+  // and recorded at `now`.
+  StoreGrant Issue(Pool* pool, const std::string& party, absl::Time now,
+                   absl::Time end, const core::KeyTick& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops expired holdings; true when the pool can go.
+  bool Prune(Pool* pool, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ServeLeaf's parts.
+  void ServeBreaker(const std::string& leaf, const PolicyPush& push,
+                    PolicyState* policy, absl::Time now, PolicyPull* pull)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RouteForwards(const TickRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeafConfig(const TickRequest& request, TickReply* reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Tick's parts.
+  Round BuildRound(const TickRequest& request, absl::Time start)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddSubtree(const PolicyPush* own, const std::string& name,
+                  PolicyState* policy, absl::Time start, PolicyPush* push)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TickReply> TakeReply(const TickRequest& request,
+                                      Round* round, TickReply reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeBreaker(const PolicyPush& push, PolicyState* policy,
+                   PolicyPull* pull) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  // The last upstream tick that succeeded (its start, the central's clock),
+  // and the store clock's offset from the central's then.
+  absl::Time last_good_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration offset_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> upstream_replicas_ ABSL_GUARDED_BY(mu_);
+  uint32_t upstream_weight_ ABSL_GUARDED_BY(mu_) = 0;
+  // The weight of the last push upstream answered.
+  uint32_t sent_weight_ ABSL_GUARDED_BY(mu_) = 1;
+  std::optional<ConfigSnapshot> config_ ABSL_GUARDED_BY(mu_);
+  std::string config_epoch_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, PolicyState> policies_ ABSL_GUARDED_BY(mu_);
+  size_t pools_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, LeafRecord> leaves_ ABSL_GUARDED_BY(mu_);
+  // Reports for the central itself (delivered with its next reply), and
+  // for processes outside this subtree (sent with its next push).
+  std::vector<core::ForwardedReport> to_central_ ABSL_GUARDED_BY(mu_);
+  std::vector<core::ForwardedReport> to_upstream_ ABSL_GUARDED_BY(mu_);
+  // A leaf's tick asked for an early central tick.
+  bool nudge_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  // The probe leases the central itself wished for at its last tick, by
+  // policy (the push upstream adds its leaves' wishes).
+  absl::flat_hash_map<std::string, uint32_t> central_wish_ ABSL_GUARDED_BY(mu_);
+  LedgerStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_purge_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Changes with the membership (upstream replicas, leaves); the replica
+  // list answered is rebuilt when it does.
+  uint64_t membership_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t replicas_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> replicas_ ABSL_GUARDED_BY(mu_);
 };
+
+uint32_t LeaseLedger::Impl::LiveLeaves(absl::Time now) {
+  // Silent leaves are dropped at most every tenth of a stale period, so a
+  // leaf tick does not scan every leaf.
+  if (now >= next_purge_) {
+    next_purge_ = now + options_.stale_after / 10;
+    for (auto it = leaves_.begin(); it != leaves_.end();) {
+      if (it->second.seen + options_.stale_after < now) {
+        // Gone. Its grants stay in the pools until they end.
+        ForgetLeaf(it->first);
+        it = leaves_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return static_cast<uint32_t>(leaves_.size());
+}
+
+void LeaseLedger::Impl::ForgetLeaf(const std::string& id) {
+  for (auto& [name, policy] : policies_) {
+    policy.leaf_leases.erase(id);
+    policy.leaf_totals.erase(id);
+  }
+  ++membership_;
+}
+
+uint32_t LeaseLedger::Impl::TreeWeight(absl::Time now) {
+  const uint32_t mine = 1 + LiveLeaves(now);
+  if (upstream_weight_ > 0) {
+    // Upstream counted this central with the weight of its last push;
+    // leaves that came since count too.
+    const uint32_t others =
+        upstream_weight_ > sent_weight_ ? upstream_weight_ - sent_weight_ : 0;
+    return others + std::max(mine, sent_weight_);
+  }
+  // The upstream store does not count weights: assume every central serves
+  // as many leaves as this one.
+  const uint32_t centrals =
+      std::max<uint32_t>(1, static_cast<uint32_t>(upstream_replicas_.size()));
+  return centrals * mine;
+}
+
+std::vector<std::string> LeaseLedger::Impl::Replicas(absl::Time now) {
+  LiveLeaves(now);
+  if (replicas_version_ != membership_) {
+    // Leaf ids are listed (so that reports can be forwarded between leaves
+    // of this central) while there are few; live_weight counts them all.
+    std::vector<std::string> out = upstream_replicas_;
+    out.push_back(options_.replica_id);
+    if (leaves_.size() <= kMaxListedLeaves) {
+      for (const auto& [id, leaf] : leaves_) out.push_back(id);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    replicas_ = std::move(out);
+    replicas_version_ = membership_;
+  }
+  return replicas_;
+}
+
+PolicyState* LeaseLedger::Impl::FindOrAddPolicy(const std::string& name) {
+  auto it = policies_.find(name);
+  if (it != policies_.end()) return &it->second;
+  if (policies_.size() >= kMaxPolicies) return nullptr;
+  return &policies_[name];
+}
+
+Pool* LeaseLedger::Impl::FindOrAddPool(PolicyState* policy,
+                                       const PolicyPush& push,
+                                       const core::KeyTick& key) {
+  auto it = policy->pools.find(key.key);
+  Pool* pool = nullptr;
+  if (it != policy->pools.end()) {
+    pool = &it->second;
+  } else {
+    if (pools_ >= kMaxPools) return nullptr;
+    ++pools_;
+    pool = &policy->pools[key.key];
+  }
+  pool->per_key = push.per_key;
+  policy->per_key = push.per_key;
+  pool->limit = key.limit;
+  return pool;
+}
+
+void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
+                               const core::KeyTick& key, absl::Time now) {
+  Holding& h = pool->parties[party];
+  h.demand = key.demand;
+  h.usage = key.usage;
+  h.admitted_total = key.admitted_total;
+  h.pushed = now;
+  // What the party says it applies counts until it says it ends (at most
+  // a stale period).
+  const absl::Duration left =
+      std::min(std::max(key.applied_left, absl::ZeroDuration()),
+               options_.stale_after);
+  if (left > absl::ZeroDuration()) {
+    bool any = false;
+    for (int r = 0; r < kR; ++r) any = any || key.applied[r] > 0;
+    if (any) {
+      if (now >= h.hold_until) h.hold = {};
+      for (int r = 0; r < kR; ++r) h.hold[r] = std::max(h.hold[r], key.applied[r]);
+      h.hold_until = Later(h.hold_until, now + left);
+    }
+  }
+}
+
+StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
+                                    absl::Time now, absl::Time end,
+                                    const core::KeyTick& key) {
+  StoreGrant grant;
+  const bool usable = pool->have && pool->granted && end > now;
+  if (!usable) {
+    // Nothing to lease from: a per_key key falls back to its static share,
+    // any other key has nothing until the pool is filled.
+    grant.granted = !pool->per_key;
+    grant.valid_for = absl::ZeroDuration();
+    return grant;
+  }
+  const absl::Duration stale = options_.stale_after;
+  // Parties still asking (pushed within the stale period) share the pool
+  // by demand; every holding counts against it.
+  std::vector<std::string> names;
+  std::vector<std::array<double, kR>> wants;
+  size_t me = 0;
+  for (const auto& [id, h] : pool->parties) {
+    if (now > h.pushed + stale) continue;
+    if (id == party) me = names.size();
+    names.push_back(id);
+    wants.push_back(h.demand);
+  }
+  int64_t base_each = 0;
+  int64_t cold = 0;
+  const uint32_t tree = TreeWeight(now);
+  if (pool->per_key) {
+    // Every process of the subtree that does not push this key uses its
+    // static share without asking, and every one that does uses at least
+    // that.
+    const int64_t subtree = 1 + LiveLeaves(now);
+    cold = std::max<int64_t>(0, subtree - static_cast<int64_t>(names.size()));
+  }
+  bool wants_more = false;
+  for (int r = 0; r < kR; ++r) {
+    if (pool->limit[r] <= 0) continue;
+    if (pool->per_key) base_each = pool->limit[r] / (int64_t{tree} + 1);
+    int64_t others = 0;
+    for (const auto& [id, h] : pool->parties) {
+      if (id == party) continue;
+      int64_t held = HeldBy(h, r, now, stale);
+      if (pool->per_key && now <= h.pushed + stale) held = std::max(held, base_each);
+      others += held;
+    }
+    const int64_t total = pool->units[r] - cold * base_each;
+    std::vector<double> demand(names.size());
+    for (size_t j = 0; j < names.size(); ++j) demand[j] = wants[j][r];
+    const std::vector<int64_t> split = FairSplit(total, names, demand, now);
+    const int64_t fair = me < split.size() ? split[me] : 0;
+    grant.units[r] = std::max<int64_t>(0, std::min(fair, total - others));
+    if (pool->per_key &&
+        (key.demand[r] * 1.05 > static_cast<double>(base_each) ||
+         key.usage[r] > base_each)) {
+      wants_more = true;
+    }
+  }
+  if (pool->per_key && !wants_more) {
+    // tick.lua's rule one level down: a per_key key this party does not
+    // need more than its static share of goes back to it.
+    grant.granted = false;
+    grant.units = {};
+  }
+  Holding& h = pool->parties[party];
+  // The grant it replaces may still be applied (a lost reply).
+  if (now < h.grant_until) {
+    if (now >= h.hold_until) h.hold = {};
+    for (int r = 0; r < kR; ++r) h.hold[r] = std::max(h.hold[r], h.grant[r]);
+    h.hold_until = Later(h.hold_until, h.grant_until);
+  }
+  h.grant = grant.units;
+  h.grant_until = end;
+  grant.valid_for = end - now;
+  return grant;
+}
+
+bool LeaseLedger::Impl::Prune(Pool* pool, absl::Time now) {
+  for (auto it = pool->parties.begin(); it != pool->parties.end();) {
+    if (HeldUntil(it->second, options_.stale_after) < now) {
+      it = pool->parties.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return pool->parties.empty() && !(pool->have && now < pool->until);
+}
+
+void LeaseLedger::Impl::LeafConfig(const TickRequest& request,
+                                   TickReply* reply) {
+  reply->config_epoch = config_epoch_;
+  reply->config_lost = !request.config_epoch_seen.empty() &&
+                       request.config_epoch_seen != config_epoch_;
+  if (config_ && config_->version != request.config_seen) {
+    reply->config = *config_;
+  }
+}
+
+void LeaseLedger::Impl::RouteForwards(const TickRequest& request) {
+  for (const core::ForwardedReport& f : request.forwarded) {
+    if (f.issuer == request.replica_id) {
+      ++stats_.forwarded_dropped;
+      continue;
+    }
+    auto leaf = leaves_.find(f.issuer);
+    if (leaf != leaves_.end()) {
+      if (leaf->second.inbox.size() >= kMaxLeafInbox) {
+        leaf->second.inbox.pop_front();
+        ++stats_.forwarded_dropped;
+      }
+      leaf->second.inbox.push_back(f);
+      ++stats_.forwarded_delivered;
+    } else if (f.issuer == options_.replica_id) {
+      if (to_central_.size() >= kMaxUpstreamForwards) {
+        ++stats_.forwarded_dropped;
+        continue;
+      }
+      to_central_.push_back(f);
+      ++stats_.forwarded_delivered;
+    } else {
+      if (to_upstream_.size() >= kMaxUpstreamForwards) {
+        ++stats_.forwarded_dropped;
+        continue;
+      }
+      to_upstream_.push_back(f);
+    }
+  }
+}
+
+void LeaseLedger::Impl::ServeBreaker(const std::string& leaf,
+                                     const PolicyPush& push,
+                                     PolicyState* policy, absl::Time now,
+                                     PolicyPull* pull) {
+  // Outcomes: the leaf's totals feed the monotonic sum that goes upstream.
+  auto seen = policy->leaf_totals.find(leaf);
+  core::OutcomeTotals delta = push.outcomes;
+  if (seen != policy->leaf_totals.end() &&
+      push.outcomes.calls >= seen->second.calls) {
+    delta.calls = push.outcomes.calls - seen->second.calls;
+    delta.failures = push.outcomes.failures >= seen->second.failures
+                         ? push.outcomes.failures - seen->second.failures
+                         : 0;
+    delta.slow = push.outcomes.slow >= seen->second.slow
+                     ? push.outcomes.slow - seen->second.slow
+                     : 0;
+  }
+  policy->leaf_sum = Plus(policy->leaf_sum, delta);
+  policy->leaf_totals[leaf] = push.outcomes;
+  // Everyone else's totals: other centrals', the central's, other leaves'.
+  pull->outcomes = policy->upstream_outcomes;
+  if (policy->central_has_totals) {
+    pull->outcomes.push_back({options_.replica_id, policy->central_totals});
+  }
+  for (const auto& [id, totals] : policy->leaf_totals) {
+    if (id != leaf) pull->outcomes.push_back({id, totals});
+  }
+
+  // A transition is compare-and-set against the ledger's record.
+  const core::BreakerRecord& mine = push.breaker;
+  if (push.publish && mine.generation != mine.base) {
+    const bool accept =
+        !policy->record || policy->record->generation == mine.base;
+    if (accept) {
+      core::BreakerRecord stored = mine;
+      const uint64_t before = policy->record ? policy->record->generation : 0;
+      stored.generation = std::max(mine.generation, before + 1);
+      stored.base = 0;
+      stored.replica = leaf;
+      PendingBreaker pending;
+      pending.record = stored;
+      pending.base = before;
+      pending.leaf = leaf;
+      policy->pending = std::move(pending);
+      policy->record = std::move(stored);
+      ++stats_.breaker_accepted;
+      nudge_wanted_ = true;
+    } else {
+      ++stats_.breaker_refused;
+    }
+  }
+  pull->breaker = policy->record;
+
+  // Probe leases: from what Redis granted this central for the current
+  // generation, never more than it holds.
+  const uint64_t generation = policy->record ? policy->record->generation : 0;
+  LeafLease& lease = policy->leaf_leases[leaf];
+  const uint32_t wished_before = lease.wanted;
+  lease.wanted = std::min(push.leases_wanted, push.lease_cap);
+  lease.count = 0;
+  uint32_t others = policy->central_leases;
+  for (const auto& [id, l] : policy->leaf_leases) {
+    if (id != leaf && l.generation == generation && now < l.until) {
+      others += l.count;
+    }
+  }
+  if (policy->lease_generation == generation &&
+      policy->leases_held > others) {
+    lease.count = std::min(lease.wanted, policy->leases_held - others);
+  }
+  lease.generation = generation;
+  lease.until = now + options_.stale_after;
+  // A new wish reaches Redis with the central's next tick; ask for it soon.
+  if (lease.wanted > lease.count && lease.wanted > wished_before) {
+    nudge_wanted_ = true;
+  }
+  pull->leases_granted = lease.count;
+}
+
+absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
+    const TickRequest& request) {
+  absl::Status valid = CheckLeafRequest(request);
+  bool nudge = false;
+  TickReply reply;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    if (!valid.ok()) {
+      ++stats_.leaf_ticks_refused;
+      ++stats_.refused_invalid;
+      return valid;
+    }
+    if (request.replica_id == options_.replica_id) {
+      ++stats_.leaf_ticks_refused;
+      ++stats_.refused_invalid;
+      return absl::InvalidArgumentError(
+          "lease request: replica_id is the central replica's own");
+    }
+    if (!UpstreamGood(now)) {
+      ++stats_.leaf_ticks_refused;
+      ++stats_.refused_unavailable;
+      return absl::UnavailableError(
+          stopping_ ? "central replica is stopping"
+                    : "central replica has no current grant from its store");
+    }
+    auto leaf = leaves_.find(request.replica_id);
+    if (leaf == leaves_.end()) {
+      if (request.leaving) {
+        ++stats_.leaf_ticks;
+        return reply;
+      }
+      if (LiveLeaves(now) >= options_.max_leaves) {
+        ++stats_.leaf_ticks_refused;
+        ++stats_.refused_too_many;
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "central replica serves ", options_.max_leaves,
+            " leaves already (max_leaves)"));
+      }
+      leaf = leaves_.emplace(request.replica_id, LeafRecord{}).first;
+      leaf->second.incarnation = request.incarnation;
+      ++membership_;
+      nudge = true;
+    } else if (request.incarnation == leaf->second.incarnation &&
+               request.sequence <= leaf->second.sequence) {
+      ++stats_.leaf_ticks_refused;
+      ++stats_.refused_stale;
+      return absl::AbortedError(absl::StrCat(
+          "lease request from \"", request.replica_id, "\": sequence ",
+          request.sequence, " is not newer than ", leaf->second.sequence));
+    } else if (request.incarnation != leaf->second.incarnation) {
+      // A new life under the same id: its old grants stay counted (in the
+      // pools) until they end; its outcome totals start again.
+      leaf->second.incarnation = request.incarnation;
+      leaf->second.inbox.clear();
+      for (auto& [name, policy] : policies_) {
+        policy.leaf_totals.erase(request.replica_id);
+        policy.leaf_leases.erase(request.replica_id);
+      }
+    }
+    LeafRecord& record = leaf->second;
+    record.sequence = request.sequence;
+    record.seen = now;
+    if (request.leaving) {
+      // It gives its leases and membership back; what it was granted stays
+      // counted until it ends (the leaf may still apply it until it stops).
+      ForgetLeaf(request.replica_id);
+      leaves_.erase(leaf);
+      ++stats_.leaf_ticks;
+      return reply;
+    }
+
+    reply.store_now = now + offset_;
+    LeafConfig(request, &reply);
+    reply.replicas = Replicas(now);
+    reply.live_weight = TreeWeight(now);
+    reply.policies.reserve(request.policies.size());
+    for (const PolicyPush& push : request.policies) {
+      PolicyPull pull;
+      PolicyState* policy = FindOrAddPolicy(push.policy);
+      if (policy == nullptr) {
+        // Past the ledger's bound: nothing to lease, static shares only.
+        for (size_t k = 0; k < push.keys.size(); ++k) {
+          StoreGrant g;
+          g.granted = !push.per_key;
+          g.valid_for = absl::ZeroDuration();
+          pull.grants.push_back(g);
+        }
+        reply.policies.push_back(std::move(pull));
+        continue;
+      }
+      pull.epoch = policy->epoch;
+      pull.lost = !push.epoch_seen.empty() && !policy->epoch.empty() &&
+                  push.epoch_seen != policy->epoch;
+      pull.grants.reserve(push.keys.size());
+      for (const core::KeyTick& key : push.keys) {
+        Pool* pool = FindOrAddPool(policy, push, key);
+        if (pool == nullptr) {
+          StoreGrant g;
+          g.granted = !push.per_key;
+          g.valid_for = absl::ZeroDuration();
+          pull.grants.push_back(g);
+          continue;
+        }
+        if (!pool->have && pool->parties.empty()) nudge = true;
+        Record(pool, request.replica_id, key, now);
+        // A leaf's lease ends `margin` before the central's grant does,
+        // and lasts a stale period at most.
+        const absl::Time end =
+            std::min(now + options_.stale_after,
+                     pool->until - options_.margin);
+        pull.grants.push_back(
+            Issue(pool, request.replica_id, now, end, key));
+      }
+      if (push.has_breaker) {
+        ServeBreaker(request.replica_id, push, policy, now, &pull);
+      }
+      if (push.has_warm) pull.warm = policy->warm;
+      reply.policies.push_back(std::move(pull));
+    }
+    RouteForwards(request);
+    reply.forwarded_to_me.assign(record.inbox.begin(), record.inbox.end());
+    record.inbox.clear();
+    ++stats_.leaf_ticks;
+    nudge = nudge || nudge_wanted_;
+    nudge_wanted_ = false;
+  }
+  if (nudge && options_.nudge) options_.nudge();
+  return reply;
+}
+
+void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
+                                   const std::string& name,
+                                   PolicyState* policy, absl::Time start,
+                                   PolicyPush* push) {
+  (void)name;
+  const absl::Duration stale = options_.stale_after;
+  const std::string& self = options_.replica_id;
+  absl::flat_hash_set<std::string> own_keys;
+  // Sums a pool's subtree into the key pushed upstream: the leaves' demand,
+  // usage and books on top of the central's, and as `applied` every grant
+  // in force under this central (with the pool itself while it lasts: the
+  // leases issued from it while this tick is under way are within it).
+  auto sum_into = [&](Pool* pool, core::KeyTick* key) {
+    core::Units applied{};
+    absl::Time latest = absl::InfinitePast();
+    for (const auto& [id, h] : pool->parties) {
+      for (int r = 0; r < kR; ++r) applied[r] += HeldBy(h, r, start, stale);
+      if (start < h.grant_until) latest = Later(latest, h.grant_until);
+      if (start < h.hold_until) latest = Later(latest, h.hold_until);
+      if (id == self || start > h.pushed + stale) continue;
+      for (int r = 0; r < kR; ++r) {
+        key->demand[r] += h.demand[r];
+        key->usage[r] += h.usage[r];
+      }
+      key->admitted_total += h.admitted_total;
+    }
+    if (pool->have && pool->granted && start < pool->until) {
+      for (int r = 0; r < kR; ++r) {
+        applied[r] = std::max(applied[r], pool->units[r]);
+      }
+      latest = Later(latest, pool->until);
+    }
+    key->applied = applied;
+    key->applied_left = latest > start ? latest - start : absl::ZeroDuration();
+  };
+  if (own != nullptr) {
+    for (core::KeyTick& key : push->keys) {
+      own_keys.insert(key.key);
+      Pool* pool = FindOrAddPool(policy, *push, key);
+      if (pool == nullptr) continue;
+      Record(pool, self, key, start);
+      sum_into(pool, &key);
+    }
+  }
+  for (auto& [key_name, pool] : policy->pools) {
+    if (own_keys.contains(key_name)) continue;
+    bool asked = false;
+    for (const auto& [id, h] : pool.parties) {
+      if (id != self && start <= h.pushed + stale) asked = true;
+    }
+    if (!asked) continue;
+    core::KeyTick key;
+    key.key = key_name;
+    key.limit = pool.limit;
+    sum_into(&pool, &key);
+    push->keys.push_back(std::move(key));
+  }
+  if (own == nullptr || !own->has_breaker) return;
+  policy->central_totals = own->outcomes;
+  policy->central_has_totals = true;
+  push->outcomes = Plus(own->outcomes, policy->leaf_sum);
+  uint64_t wanted = own->leases_wanted;
+  const uint64_t generation = policy->record ? policy->record->generation : 0;
+  for (const auto& [id, l] : policy->leaf_leases) {
+    if (l.generation == generation && start < l.until) wanted += l.wanted;
+  }
+  push->leases_wanted =
+      static_cast<uint32_t>(std::min<uint64_t>(wanted, own->lease_cap));
+  if (policy->pending && push->publish) {
+    // A leaf's transition the ledger accepted goes upstream in place of
+    // the central's own state (which then adopts it).
+    push->breaker = policy->pending->record;
+    push->breaker.base = policy->pending->base;
+    push->breaker.replica.clear();
+    policy->pending->sent = true;
+  }
+}
+
+LeaseLedger::Impl::Round LeaseLedger::Impl::BuildRound(
+    const TickRequest& request, absl::Time start) {
+  Round round;
+  round.start = start;
+  round.up = request;
+  round.leaving = request.leaving;
+  const uint32_t live = LiveLeaves(start);
+  round.up.weight = 1 + live;
+  if (request.leaving) {
+    stopping_ = true;
+    // Giving the central's entry back would free what its leaves may still
+    // apply: while any lease is in force, push as usual (Redis keeps
+    // counting it until it ends) and let the entry expire.
+    bool leased = false;
+    for (const auto& [name, policy] : policies_) {
+      for (const auto& [key, pool] : policy.pools) {
+        for (const auto& [id, h] : pool.parties) {
+          if (id != options_.replica_id &&
+              HeldUntil(h, options_.stale_after) >= start) {
+            leased = true;
+          }
+        }
+      }
+    }
+    if (leased) round.up.leaving = false;
+  }
+  const uint64_t known = config_ ? config_->version : 0;
+  round.up.config_seen = std::min(request.config_seen, known);
+  round.own_policies = request.policies.size();
+  absl::flat_hash_set<std::string> own;
+  for (size_t i = 0; i < round.own_policies; ++i) {
+    PolicyPush& push = round.up.policies[i];
+    round.own_keys.push_back(push.keys.size());
+    own.insert(push.policy);
+    PolicyState* policy = FindOrAddPolicy(push.policy);
+    if (policy == nullptr) continue;
+    AddSubtree(&request.policies[i], push.policy, policy, start, &push);
+  }
+  for (auto& [name, policy] : policies_) {
+    if (own.contains(name)) continue;
+    PolicyPush push;
+    push.policy = name;
+    push.per_key = policy.per_key;
+    push.epoch_seen = policy.epoch;
+    AddSubtree(nullptr, name, &policy, start, &push);
+    if (!push.keys.empty()) round.up.policies.push_back(std::move(push));
+  }
+  round.leaf_forwards = std::move(to_upstream_);
+  to_upstream_.clear();
+  round.up.forwarded.insert(round.up.forwarded.end(),
+                            round.leaf_forwards.begin(),
+                            round.leaf_forwards.end());
+  return round;
+}
+
+void LeaseLedger::Impl::TakeBreaker(const PolicyPush& push,
+                                    PolicyState* policy, PolicyPull* pull) {
+  const std::string& self = options_.replica_id;
+  policy->upstream_outcomes.clear();
+  for (const ReplicaOutcomes& o : pull->outcomes) {
+    if (o.replica != self) policy->upstream_outcomes.push_back(o);
+  }
+  if (pull->breaker) {
+    core::BreakerRecord record = *pull->breaker;
+    if (policy->pending && policy->pending->sent) {
+      if (record.generation == policy->pending->record.generation &&
+          record.replica == self) {
+        record.replica = policy->pending->leaf;
+      } else {
+        ++stats_.breaker_upstream_refused;
+      }
+      policy->pending.reset();
+    }
+    if (!policy->pending) {
+      policy->record = record;
+    }
+    pull->breaker = std::move(record);
+  }
+  // Probe leases: the central's share of what Redis granted it is what its
+  // leaves do not hold.
+  const uint64_t generation = policy->record ? policy->record->generation : 0;
+  policy->lease_generation = generation;
+  policy->leases_held = pull->leases_granted;
+  uint32_t leaves = 0;
+  const absl::Time now = clock_->Now();
+  for (const auto& [id, l] : policy->leaf_leases) {
+    if (l.generation == generation && now < l.until) leaves += l.count;
+  }
+  policy->central_leases = 0;
+  pull->leases_granted = 0;
+  // The central's own wish is the one it pushed before the leaves' were
+  // added (central_wish_).
+  auto wish = central_wish_.find(push.policy);
+  const uint32_t central_wanted = wish == central_wish_.end() ? 0 : wish->second;
+  if (policy->leases_held > leaves) {
+    policy->central_leases =
+        std::min(central_wanted, policy->leases_held - leaves);
+  }
+  pull->leases_granted = policy->central_leases;
+  // The central sees its leaves' outcomes as those of other replicas.
+  for (const auto& [id, totals] : policy->leaf_totals) {
+    pull->outcomes.push_back({id, totals});
+  }
+}
+
+absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
+    const TickRequest& request, Round* round, TickReply reply) {
+  const absl::Time now = clock_->Now();
+  const absl::Duration stale = options_.stale_after;
+  last_good_ = round->start;
+  offset_ = reply.store_now - (round->start + (now - round->start) / 2);
+  if (upstream_replicas_ != reply.replicas) {
+    upstream_replicas_ = reply.replicas;
+    ++membership_;
+  }
+  upstream_weight_ = reply.live_weight;
+  sent_weight_ = round->up.weight;
+  config_epoch_ = reply.config_epoch;
+  if (reply.config && !reply.config_lost) config_ = *reply.config;
+  for (size_t i = 0; i < round->up.policies.size(); ++i) {
+    const PolicyPush& push = round->up.policies[i];
+    PolicyPull& pull = reply.policies[i];
+    auto found = policies_.find(push.policy);
+    if (found == policies_.end()) continue;
+    PolicyState& policy = found->second;
+    policy.epoch = pull.epoch;
+    const size_t own_keys = i < round->own_policies ? round->own_keys[i] : 0;
+    for (size_t k = 0; k < push.keys.size() && k < pull.grants.size(); ++k) {
+      auto pool_it = policy.pools.find(push.keys[k].key);
+      if (pool_it == policy.pools.end()) continue;
+      Pool& pool = pool_it->second;
+      const StoreGrant& got = pull.grants[k];
+      pool.have = true;
+      pool.granted = got.granted;
+      pool.units = got.granted ? got.units : core::Units{};
+      pool.until = round->start + std::min(stale, got.valid_for);
+      if (k < own_keys) {
+        // The central's own share, computed as a leaf's is; it ends with
+        // the pool (same clock, same start).
+        StoreGrant mine = Issue(&pool, options_.replica_id, now, pool.until,
+                                request.policies[i].keys[k]);
+        mine.valid_for = pool.until - round->start;
+        if (!mine.granted || !got.granted) {
+          mine.granted = got.granted && mine.granted;
+        }
+        pull.grants[k] = mine;
+      }
+    }
+    if (i < round->own_policies && push.has_breaker) {
+      TakeBreaker(push, &policy, &pull);
+    }
+    if (push.has_warm) policy.warm = pull.warm;
+  }
+  // What goes back to the central's SyncLoop: its own policies and keys.
+  reply.policies.resize(round->own_policies);
+  for (size_t i = 0; i < round->own_policies; ++i) {
+    reply.policies[i].grants.resize(
+        std::min(reply.policies[i].grants.size(), round->own_keys[i]));
+  }
+  if (reply.config && reply.config->version == request.config_seen) {
+    reply.config.reset();
+  }
+  reply.replicas = Replicas(now);
+  reply.live_weight = TreeWeight(now);
+  for (core::ForwardedReport& f : to_central_) {
+    reply.forwarded_to_me.push_back(std::move(f));
+  }
+  to_central_.clear();
+  stats_.forwarded_upstream += round->leaf_forwards.size();
+  // Pools and holdings that ended.
+  for (auto& [name, policy] : policies_) {
+    for (auto it = policy.pools.begin(); it != policy.pools.end();) {
+      if (Prune(&it->second, now)) {
+        policy.pools.erase(it++);
+        --pools_;
+      } else {
+        ++it;
+      }
+    }
+  }
+  return reply;
+}
+
+absl::StatusOr<TickReply> LeaseLedger::Impl::Tick(const TickRequest& request) {
+  Round round;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time start = clock_->Now();
+    for (const PolicyPush& push : request.policies) {
+      central_wish_[push.policy] = push.leases_wanted;
+    }
+    round = BuildRound(request, start);
+  }
+  // Never under the lock: leaves are served from memory meanwhile.
+  absl::StatusOr<TickReply> reply = upstream_->Tick(round.up);
+  absl::MutexLock lock(&mu_);
+  ++stats_.upstream_ticks;
+  if (!reply.ok() || reply->policies.size() != round.up.policies.size()) {
+    ++stats_.upstream_failures;
+    // Leaves' reports go again with the next tick; a leaf transition too.
+    for (core::ForwardedReport& f : round.leaf_forwards) {
+      if (to_upstream_.size() >= kMaxUpstreamForwards) {
+        ++stats_.forwarded_dropped;
+        continue;
+      }
+      to_upstream_.push_back(std::move(f));
+    }
+    for (auto& [name, policy] : policies_) {
+      if (policy.pending) policy.pending->sent = false;
+    }
+    if (!reply.ok()) return reply.status();
+    return absl::UnavailableError(
+        "store answered for the wrong number of policies");
+  }
+  return TakeReply(request, &round, *std::move(reply));
+}
+
+LedgerStats LeaseLedger::Impl::stats() const {
+  absl::MutexLock lock(&mu_);
+  LedgerStats out = stats_;
+  const absl::Time now = clock_->Now();
+  for (const auto& [id, leaf] : leaves_) {
+    if (now <= leaf.seen + options_.stale_after) ++out.leaves;
+  }
+  out.leaf_ticks_refused = out.refused_stale + out.refused_unavailable +
+                           out.refused_too_many + out.refused_invalid;
+  out.pools = pools_;
+  for (const auto& [name, policy] : policies_) {
+    for (const auto& [key, pool] : policy.pools) {
+      for (int r = 0; r < kR; ++r) {
+        if (pool.have && pool.granted && now < pool.until) {
+          out.pool_units[r] += pool.units[r];
+        }
+        for (const auto& [id, h] : pool.parties) {
+          const int64_t held = HeldBy(h, r, now, options_.stale_after);
+          if (id == options_.replica_id) {
+            out.self_units[r] += held;
+          } else {
+            out.leaf_units[r] += held;
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
 
 LeaseLedger::LeaseLedger(Store* upstream, core::Clock* clock, Options options)
     : impl_(std::make_unique<Impl>(upstream, clock, std::move(options))) {}
@@ -24,11 +1073,11 @@ LeaseLedger::LeaseLedger(Store* upstream, core::Clock* clock, Options options)
 LeaseLedger::~LeaseLedger() = default;
 
 absl::StatusOr<TickReply> LeaseLedger::Tick(const TickRequest& request) {
-  return impl_->upstream_->Tick(request);
+  return impl_->Tick(request);
 }
 
-absl::StatusOr<TickReply> LeaseLedger::ServeLeaf(const TickRequest&) {
-  return absl::UnavailableError("lease ledger: not serving leaves yet");
+absl::StatusOr<TickReply> LeaseLedger::ServeLeaf(const TickRequest& request) {
+  return impl_->ServeLeaf(request);
 }
 
 absl::StatusOr<ConfigWrite> LeaseLedger::PutPolicy(const StoredPolicy& policy,
@@ -52,6 +1101,6 @@ std::string LeaseLedger::Describe() const {
 
 StoreStatus LeaseLedger::status() const { return impl_->upstream_->status(); }
 
-LedgerStats LeaseLedger::stats() const { return {}; }
+LedgerStats LeaseLedger::stats() const { return impl_->stats(); }
 
 }  // namespace sluice::cluster
