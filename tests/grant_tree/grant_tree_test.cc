@@ -20,6 +20,7 @@ namespace {
 constexpr char kBucket[] = R"(policies:
   - name: api
     rate_limit: { rate: 100, per: 1s, burst: 100, scope: CLUSTER }
+  - name: flaky
     breaker: { consecutive_failures: 3, open_duration: 30s }
 )";
 
@@ -32,6 +33,83 @@ std::string BucketPolicy(const std::string& name, int rate, int burst) {
 // The phase of leaf `i`: spread over the second, apart from the centrals'.
 absl::Duration LeafPhase(int i) {
   return absl::Milliseconds((137 + i * 281) % 1000);
+}
+
+// The checker itself: it must see what it is for.
+TickRequest OneKey(const std::string& id, int64_t limit, bool per_key = false) {
+  TickRequest r;
+  r.replica_id = id;
+  r.stale_after = absl::Seconds(3);
+  cluster::PolicyPush push;
+  push.policy = "p";
+  push.per_key = per_key;
+  core::KeyTick key;
+  key.key = per_key ? "k" : "";
+  key.limit = {limit, 0};
+  push.keys.push_back(key);
+  r.policies.push_back(push);
+  return r;
+}
+TickReply Granted(int64_t units, absl::Duration valid_for, int replicas = 2,
+                  bool granted = true) {
+  TickReply reply;
+  for (int i = 0; i < replicas; ++i) reply.replicas.push_back(absl::StrCat(i));
+  cluster::PolicyPull pull;
+  cluster::StoreGrant g;
+  g.granted = granted;
+  g.units = {units, 0};
+  g.valid_for = valid_for;
+  pull.grants.push_back(g);
+  reply.policies.push_back(pull);
+  return reply;
+}
+
+TEST(InForceCheckerTest, SeesGrantsOverTheLimitUntilTheyEnd) {
+  InForceChecker c;
+  const absl::Time t0 = testing::FakeClock::DefaultStart();
+  c.Note("a", t0, t0, OneKey("a", 100), Granted(60, absl::InfiniteDuration()));
+  c.Note("b", t0, t0, OneKey("b", 100), Granted(60, absl::Seconds(1)));
+  c.Check(t0 + absl::Milliseconds(999));
+  EXPECT_EQ(c.violating_checks(), 1u);
+  EXPECT_DOUBLE_EQ(c.worst_ratio(), 1.2);
+  // b's grant ended at valid_for; a's lasts the stale period.
+  c.Check(t0 + absl::Seconds(1));
+  EXPECT_EQ(c.violating_checks(), 1u);
+  EXPECT_EQ(c.UnitsOf("a", "p", "", 0, t0 + absl::Seconds(2)), 60);
+  EXPECT_EQ(c.UnitsOf("a", "p", "", 0, t0 + absl::Seconds(3)), 0);
+  // A newer reply replaces the older grant; a failed tick changes nothing.
+  c.Note("b", t0 + absl::Seconds(1), t0 + absl::Seconds(1), OneKey("b", 100),
+         Granted(50, absl::Seconds(3)));
+  c.Note("a", t0 + absl::Seconds(1), t0 + absl::Seconds(1), OneKey("a", 100),
+         absl::UnavailableError("down"));
+  c.Check(t0 + absl::Seconds(2));
+  EXPECT_EQ(c.violating_checks(), 2u);
+  c.Forget("a");
+  c.Check(t0 + absl::Seconds(2));
+  EXPECT_EQ(c.violating_checks(), 2u);
+}
+
+TEST(InForceCheckerTest, CountsStaticSharesOfPerKeyKeys) {
+  InForceChecker c;
+  const absl::Time t0 = testing::FakeClock::DefaultStart();
+  // Three processes each told of 2 live replicas: 33 each, 99 in all.
+  for (const char* id : {"a", "b", "c"}) {
+    c.Note(id, t0, t0, OneKey(id, 100, true),
+           Granted(0, absl::Seconds(3), 2, false));
+  }
+  c.Check(t0);
+  EXPECT_EQ(c.violating_checks(), 0u);
+  // A fourth makes 132.
+  c.Note("d", t0, t0, OneKey("d", 100, true),
+         Granted(0, absl::Seconds(3), 2, false));
+  c.Check(t0);
+  EXPECT_EQ(c.violating_checks(), 1u);
+  // A grant on top of the static share counts as the larger of the two.
+  c.Forget("d");
+  c.Note("a", t0, t0, OneKey("a", 100, true), Granted(40, absl::Seconds(3)));
+  c.Check(t0);
+  EXPECT_EQ(c.violating_checks(), 2u);
+  EXPECT_EQ(c.UnitsOf("a", "p", "k", 0, t0), 40);
 }
 
 class GrantTreeTest : public ::testing::Test {
@@ -162,7 +240,8 @@ TEST_F(GrantTreeTest, KillingACentralUnderLoadMovesItsLeavesAndHoldsTheLimit) {
 // Acceptance: a breaker trip on one leaf reaches every leaf under both
 // centrals within 2 ticks. With the nudges a real process makes (the leaf's
 // SyncLoop on the transition, the ledger's to its central), each nudge
-// costing SyncLoop's 50 ms gap. Tried at 10 phases of the trip.
+// costing SyncLoop's 50 ms gap. Tried at 10 phases of the trip. The
+// policy has a breaker only, so the figure does not depend on rate grants.
 TEST_F(GrantTreeTest, BreakerTripReachesEveryLeafWithinTwoTicks) {
   absl::Duration worst = absl::ZeroDuration();
   for (int phase = 0; phase < 10; ++phase) {
@@ -170,12 +249,12 @@ TEST_F(GrantTreeTest, BreakerTripReachesEveryLeafWithinTwoTicks) {
     tree_->RunToSecondBoundary();
     tree_->Run(absl::Milliseconds(phase * 100 + 7));
     TreeProcess* tripper = tree_->leaf(0);
-    tripper->Fail("api", 3);
-    ASSERT_EQ(tripper->engine().PeekBreaker("api"), core::BreakerState::kOpen);
+    tripper->Fail("flaky", 3);
+    ASSERT_EQ(tripper->engine().PeekBreaker("flaky"), core::BreakerState::kOpen);
     const absl::Duration took = tree_->RunUntil(
         [&] {
           return EveryLeaf([](TreeProcess& p) {
-            return p.engine().PeekBreaker("api") == core::BreakerState::kOpen;
+            return p.engine().PeekBreaker("flaky") == core::BreakerState::kOpen;
           });
         },
         absl::Seconds(10));
@@ -277,6 +356,9 @@ TEST_F(GrantTreeTest, LoweredLimitHoldsAcrossTheTree) {
   std::printf("\n  worst second from 1 s after the write: %lld (bound 220)\n",
               static_cast<long long>(worst));
   EXPECT_LE(worst, 220);
+  // The tree used the old limit, and uses the new one.
+  EXPECT_GE(tree_->AdmittedIn("api", written - 1), 800);
+  EXPECT_GE(Admitted("api", written + 5, written + 8), 240);
   ExpectInvariantHeld();
 }
 
