@@ -21,7 +21,9 @@
 //     single script over 1 ms (SLOWLOG with slowlog-log-slower-than 0).
 //
 // Usage: cluster_tree [--redis HOST:PORT] [--seconds S] [--part a|b|ab]
-//                     [--leaves 1000,10000]
+//                     [--leaves 1000,10000] [--leaf-policies 0..100]
+// --leaf-policies: how many of the 100 policies each leaf has in (b)
+// (default all; the centrals always have all 100).
 // Without --redis it starts its own redis-server on a free port.
 #include <hiredis/hiredis.h>
 
@@ -366,7 +368,7 @@ int PartA(const std::string& host, int port, double seconds) {
 // Part (b): a simulated schedule. Every process on one FakeClock; the
 // centrals' RedisStores talk to the real Redis.
 int PartB(const std::string& host, int port, int leaves, int policies,
-          int seconds) {
+          int leaf_policies, int seconds) {
   RedisProbe probe(host, port);
   probe.Do({"FLUSHALL"});
   probe.Do({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
@@ -408,7 +410,9 @@ int PartB(const std::string& host, int port, int leaves, int policies,
   for (int i = 0; i < leaves; ++i) {
     auto p = std::make_unique<Proc>();
     p->engine = std::make_unique<core::Engine>(&clock, ClusterEngine());
-    for (int k = 0; k < policies; ++k) p->engine->PutPolicy(IdlePolicy(k));
+    for (int k = 0; k < leaf_policies; ++k) {
+      p->engine->PutPolicy(IdlePolicy(k));
+    }
     p->path = std::make_unique<tree_testing::LeafPath>(
         [ledgers](int c) -> cluster::LeafServer* { return ledgers[c]; },
         [](int c) { return 1 - c; }, i % 2);
@@ -457,9 +461,9 @@ int PartB(const std::string& host, int port, int leaves, int policies,
   const absl::Duration real = absl::Now() - real1;
   const double per_thousand = f.usec_per_second / 1000.0 / (leaves / 1000.0);
   std::printf(
-      "| %d | %d | %d | %.1f | %.2f | %.2f | %.1f | %lld / %lld (%lld of "
-      "%lld over 1 ms) | %.1f | %llu of %llu |\n",
-      leaves, policies, seconds, f.scripts_per_second,
+      "| %d | %d (%d on each leaf) | %d | %.1f | %.2f | %.2f | %.1f | %lld / "
+      "%lld (%lld of %lld over 1 ms) | %.1f | %llu of %llu |\n",
+      leaves, policies, leaf_policies, seconds, f.scripts_per_second,
       f.usec_per_second / 1000.0, per_thousand, f.usec_per_script,
       static_cast<long long>(f.p99_usec),
       static_cast<long long>(f.slowest_usec),
@@ -498,6 +502,7 @@ int main(int argc, char** argv) {
   std::string part = "ab";
   double seconds = 10;
   std::vector<int> leaf_counts = {1000, 10000};
+  int leaf_policies = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -505,6 +510,8 @@ int main(int argc, char** argv) {
       redis = value;
     } else if (flag == "--seconds") {
       seconds = std::max(1.0, std::atof(value.c_str()));
+    } else if (flag == "--leaf-policies") {
+      leaf_policies = std::clamp(std::atoi(value.c_str()), 0, 100);
     } else if (flag == "--part") {
       part = value;
     } else if (flag == "--leaves") {
@@ -518,7 +525,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--redis HOST:PORT] [--seconds S] [--part "
-                   "a|b|ab] [--leaves 1000,10000]\n",
+                   "a|b|ab] [--leaves 1000,10000] [--leaf-policies 0..100]\n",
                    argv[0]);
       return 2;
     }
@@ -556,7 +563,7 @@ int main(int argc, char** argv) {
         "s per simulated s | leaf ticks failed |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int n : leaf_counts) {
-      failed += sluice::PartB(host, port, n, 100,
+      failed += sluice::PartB(host, port, n, 100, leaf_policies,
                               static_cast<int>(std::max(1.0, seconds)));
     }
     std::printf(
