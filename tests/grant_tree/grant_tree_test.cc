@@ -592,6 +592,46 @@ TEST_F(GrantTreeTest, RedisCutShorterThanTheGraceKeepsTheTreeLimited) {
   ExpectInvariantHeld();
 }
 
+// Every central down: the leaves' store is down, and each policy's
+// on_store_failure applies once the grace period (the stale period) has
+// passed since the last good tick, exactly as with Redis down today:
+// FAIL_CLOSED refuses with STORE_UNAVAILABLE then, never before.
+TEST_F(GrantTreeTest, AllCentralsDownLeavesFollowOnStoreFailureAfterTheGrace) {
+  constexpr char kClosed[] = R"(policies:
+  - name: api
+    on_store_failure: FAIL_CLOSED
+    rate_limit: { rate: 100, per: 1s, burst: 100, scope: CLUSTER }
+)";
+  Build(kClosed, 2, 6);
+  LoadAll("api", 50);
+  tree_->Run(absl::Seconds(4));
+  absl::Time last_good = absl::InfinitePast();
+  for (int l = 0; l < tree_->leaves(); ++l) {
+    EXPECT_EQ(tree_->leaf(l)->store_refused(), 0u) << "leaf " << l;
+  }
+  const absl::Time killed = tree_->clock().Now();
+  tree_->KillCentral(0);
+  tree_->KillCentral(1);
+  tree_->Run(absl::Seconds(5));
+  for (int l = 0; l < tree_->leaves(); ++l) {
+    TreeProcess* leaf = tree_->leaf(l);
+    last_good = leaf->loop().stats().last_success;
+    const absl::Time first = leaf->first_store_refusal();
+    std::printf("  leaf %d: last good tick %s before the kill, first "
+                "STORE_UNAVAILABLE %s after it\n",
+                l, absl::FormatDuration(killed - last_good).c_str(),
+                absl::FormatDuration(first - killed).c_str());
+    EXPECT_GT(leaf->store_refused(), 0u) << "leaf " << l;
+    // Not before the grace period from its last good tick; soon after it
+    // (its next retry, 200 ms apart).
+    EXPECT_GE(first, last_good + absl::Seconds(3)) << "leaf " << l;
+    EXPECT_LE(first, last_good + absl::Seconds(3) + absl::Milliseconds(250))
+        << "leaf " << l;
+  }
+  EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  ExpectInvariantHeld();
+}
+
 // Sequence numbers: a leaf's request delayed past a newer one, and a replay
 // of one already applied, are refused (ABORTED) and change nothing.
 TEST_F(GrantTreeTest, ADelayedOrReplayedLeafRequestIsIgnored) {

@@ -313,6 +313,13 @@ class TreeProcess final : public core::EventSink {
       ++unknown_;
       return false;
     }
+    if (d->reason == core::Reason::kStoreUnavailable) {
+      ++store_refused_;
+      last_store_refusal_ = clock_->Now();
+      if (first_store_refusal_ == absl::InfinitePast()) {
+        first_store_refusal_ = last_store_refusal_;
+      }
+    }
     if (d->verdict != core::Verdict::kAllow) return false;
     ++admitted_;
     last_admit_ = clock_->Now();
@@ -355,6 +362,9 @@ class TreeProcess final : public core::EventSink {
   uint64_t errors() const { return errors_; }
   // Calls decided without a policy (allowed as an unknown dependency).
   uint64_t unknown() const { return unknown_; }
+  // Calls refused because the store is down (on_store_failure FAIL_CLOSED).
+  uint64_t store_refused() const { return store_refused_; }
+  absl::Time first_store_refusal() const { return first_store_refusal_; }
   const std::string& last_error() const { return last_error_; }
   uint64_t ticks() const { return ticks_; }
   uint64_t failed_ticks() const { return failed_ticks_; }
@@ -392,6 +402,9 @@ class TreeProcess final : public core::EventSink {
   uint64_t admitted_ = 0;
   uint64_t errors_ = 0;
   uint64_t unknown_ = 0;
+  uint64_t store_refused_ = 0;
+  absl::Time first_store_refusal_ = absl::InfinitePast();
+  absl::Time last_store_refusal_ = absl::InfinitePast();
   std::string last_error_;
   absl::Time first_admit_ = absl::InfinitePast();
   absl::Time last_admit_ = absl::InfinitePast();
