@@ -40,11 +40,18 @@ struct Holding {
   // The grant last issued and when it ends (the ledger's clock).
   core::Units grant{};
   absl::Time grant_until = absl::InfinitePast();
-  // Older grants that may still be applied (a lost reply, a previous life
-  // of the leaf, what the party says it applies): the most of any of them,
-  // until the latest of their ends.
+  // What the party said it applies when it asked (its previous grant, kept
+  // in case this reply is lost), until it said it ends. A party's ticks
+  // are serialized (each starts after the previous one returned), so this
+  // replaces the grant issued before: either the party applied that one
+  // and says so, or it never will.
   core::Units hold{};
   absl::Time hold_until = absl::InfinitePast();
+  // Grants of the party's earlier lives (another incarnation under the
+  // same id), which may still be applied: the most of them until the
+  // latest of their ends.
+  core::Units ghost{};
+  absl::Time ghost_until = absl::InfinitePast();
   // What the party pushed last, and when.
   core::Units usage{};
   std::array<double, kR> demand{};
@@ -116,11 +123,14 @@ int64_t HeldBy(const Holding& h, int r, absl::Time now,
   if (now < h.grant_until) held = std::max(held, h.grant[r]);
   if (now < h.hold_until) held = std::max(held, h.hold[r]);
   if (now <= h.pushed + stale) held = std::max(held, h.usage[r]);
+  // An earlier life is another process: on top.
+  if (now < h.ghost_until) held += h.ghost[r];
   return held;
 }
 
 absl::Time HeldUntil(const Holding& h, absl::Duration stale) {
-  return Later(Later(h.grant_until, h.hold_until), h.pushed + stale);
+  return Later(Later(Later(h.grant_until, h.hold_until), h.ghost_until),
+               h.pushed + stale);
 }
 
 core::OutcomeTotals Plus(const core::OutcomeTotals& a,
@@ -239,6 +249,8 @@ class LeaseLedger::Impl {
   StoreGrant Issue(Pool* pool, const std::string& party, absl::Time now,
                    absl::Time end, const core::KeyTick& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A party's new life: what its old one held becomes a ghost.
+  void Bury(Holding* h, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops expired holdings; true when the pool can go.
   bool Prune(Pool* pool, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -393,15 +405,8 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
   const absl::Duration left =
       std::min(std::max(key.applied_left, absl::ZeroDuration()),
                options_.stale_after);
-  if (left > absl::ZeroDuration()) {
-    bool any = false;
-    for (int r = 0; r < kR; ++r) any = any || key.applied[r] > 0;
-    if (any) {
-      if (now >= h.hold_until) h.hold = {};
-      for (int r = 0; r < kR; ++r) h.hold[r] = std::max(h.hold[r], key.applied[r]);
-      h.hold_until = Later(h.hold_until, now + left);
-    }
-  }
+  h.hold = key.applied;
+  h.hold_until = now + left;
 }
 
 StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
@@ -444,7 +449,11 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     if (pool->per_key) base_each = pool->limit[r] / (int64_t{tree} + 1);
     int64_t others = 0;
     for (const auto& [id, h] : pool->parties) {
-      if (id == party) continue;
+      if (id == party) {
+        // An earlier life under the same id is another process.
+        if (now < h.ghost_until) others += h.ghost[r];
+        continue;
+      }
       int64_t held = HeldBy(h, r, now, stale);
       if (pool->per_key && now <= h.pushed + stale) held = std::max(held, base_each);
       others += held;
@@ -468,16 +477,26 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     grant.units = {};
   }
   Holding& h = pool->parties[party];
-  // The grant it replaces may still be applied (a lost reply).
-  if (now < h.grant_until) {
-    if (now >= h.hold_until) h.hold = {};
-    for (int r = 0; r < kR; ++r) h.hold[r] = std::max(h.hold[r], h.grant[r]);
-    h.hold_until = Later(h.hold_until, h.grant_until);
-  }
   h.grant = grant.units;
   h.grant_until = end;
   grant.valid_for = end - now;
   return grant;
+}
+
+void LeaseLedger::Impl::Bury(Holding* h, absl::Time now) {
+  if (now >= h->ghost_until) h->ghost = {};
+  // Each earlier life is a process of its own: their holdings add up.
+  for (int r = 0; r < kR; ++r) {
+    int64_t life = 0;
+    if (now < h->grant_until) life = std::max(life, h->grant[r]);
+    if (now < h->hold_until) life = std::max(life, h->hold[r]);
+    h->ghost[r] += life;
+  }
+  h->ghost_until = Later(h->ghost_until, Later(h->grant_until, h->hold_until));
+  h->grant = {};
+  h->grant_until = absl::InfinitePast();
+  h->hold = {};
+  h->hold_until = absl::InfinitePast();
 }
 
 bool LeaseLedger::Impl::Prune(Pool* pool, absl::Time now) {
@@ -669,6 +688,10 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
       for (auto& [name, policy] : policies_) {
         policy.leaf_totals.erase(request.replica_id);
         policy.leaf_leases.erase(request.replica_id);
+        for (auto& [key, pool] : policy.pools) {
+          auto h = pool.parties.find(request.replica_id);
+          if (h != pool.parties.end()) Bury(&h->second, now);
+        }
       }
     }
     LeafRecord& record = leaf->second;
@@ -761,6 +784,7 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
       for (int r = 0; r < kR; ++r) applied[r] += HeldBy(h, r, start, stale);
       if (start < h.grant_until) latest = Later(latest, h.grant_until);
       if (start < h.hold_until) latest = Later(latest, h.hold_until);
+      if (start < h.ghost_until) latest = Later(latest, h.ghost_until);
       if (id == self || start > h.pushed + stale) continue;
       for (int r = 0; r < kR; ++r) {
         key->demand[r] += h.demand[r];
@@ -962,9 +986,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
         StoreGrant mine = Issue(&pool, options_.replica_id, now, pool.until,
                                 request.policies[i].keys[k]);
         mine.valid_for = pool.until - round->start;
-        if (!mine.granted || !got.granted) {
-          mine.granted = got.granted && mine.granted;
-        }
+        mine.granted = mine.granted && got.granted;
         pull.grants[k] = mine;
       }
     }

@@ -1,0 +1,825 @@
+#include "server/cluster/lease_ledger.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/cluster/grant_book.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_store.h"
+
+namespace sluice::cluster {
+namespace {
+
+constexpr absl::Duration kStale = absl::Seconds(1);
+constexpr absl::Duration kMargin = absl::Milliseconds(50);
+const char kCentral[] = "central";
+
+core::KeyTick Key(const std::string& key, int64_t limit, double demand,
+                  int64_t applied = 0,
+                  absl::Duration left = absl::ZeroDuration()) {
+  core::KeyTick k;
+  k.key = key;
+  k.limit = {limit, 0};
+  k.demand = {demand, 0};
+  k.applied = {applied, 0};
+  k.applied_left = left;
+  return k;
+}
+
+PolicyPush Push(const std::string& policy, std::vector<core::KeyTick> keys,
+                bool per_key = false) {
+  PolicyPush p;
+  p.policy = policy;
+  p.per_key = per_key;
+  p.keys = std::move(keys);
+  return p;
+}
+
+TickRequest Request(const std::string& id, uint64_t incarnation,
+                    uint64_t sequence, std::vector<PolicyPush> policies) {
+  TickRequest r;
+  r.replica_id = id;
+  r.incarnation = incarnation;
+  r.sequence = sequence;
+  r.stale_after = kStale;
+  r.policies = std::move(policies);
+  return r;
+}
+
+// A store that records what reaches it and passes it on.
+class RecordingStore final : public Store {
+ public:
+  explicit RecordingStore(Store* next) : next_(next) {}
+  absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
+    last = request;
+    if (before) before();
+    absl::StatusOr<TickReply> reply = next_->Tick(request);
+    if (after) after();
+    return reply;
+  }
+  absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& p,
+                                        uint64_t v) override {
+    return next_->PutPolicy(p, v);
+  }
+  absl::StatusOr<ConfigWrite> DeletePolicy(const std::string& n,
+                                           uint64_t v) override {
+    return next_->DeletePolicy(n, v);
+  }
+  absl::StatusOr<ConfigWrite> SetOverride(const StoredOverride& o) override {
+    return next_->SetOverride(o);
+  }
+  std::string Describe() const override { return "recording"; }
+
+  TickRequest last;
+  // Run inside Tick, before the request reaches the next store and after
+  // its reply comes back (the two halves of a round trip).
+  std::function<void()> before;
+  std::function<void()> after;
+
+ private:
+  Store* next_;
+};
+
+class LeaseLedgerTest : public ::testing::Test {
+ protected:
+  LeaseLedgerTest() : store_(&clock_), recorder_(&store_) {}
+
+  void SetUp() override { Make(); }
+
+  void Make(size_t max_leaves = 100) {
+    LeaseLedger::Options o;
+    o.replica_id = kCentral;
+    o.stale_after = kStale;
+    o.margin = kMargin;
+    o.max_leaves = max_leaves;
+    o.nudge = [this] { ++nudges_; };
+    ledger_ = std::make_unique<LeaseLedger>(&recorder_, &clock_, o);
+  }
+
+  absl::StatusOr<TickReply> Central(std::vector<PolicyPush> policies) {
+    return ledger_->Tick(
+        Request(kCentral, 1, ++central_seq_, std::move(policies)));
+  }
+  absl::StatusOr<TickReply> Leaf(const std::string& id,
+                                 std::vector<PolicyPush> policies,
+                                 uint64_t incarnation = 7) {
+    return ledger_->ServeLeaf(
+        Request(id, incarnation, ++leaf_seq_[id], std::move(policies)));
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeStore store_;
+  RecordingStore recorder_;
+  std::unique_ptr<LeaseLedger> ledger_;
+  uint64_t central_seq_ = 0;
+  std::map<std::string, uint64_t> leaf_seq_;
+  int nudges_ = 0;
+};
+
+TEST(FairSplitTest, SmallDemandsGetWhatTheyAskAndTheRestIsShared) {
+  const absl::Time now = testing::FakeClock::DefaultStart();
+  const std::vector<int64_t> u =
+      FairSplit(100, {"a", "b", "c"}, {10, 1000, 1000}, now);
+  ASSERT_EQ(u.size(), 3u);
+  EXPECT_EQ(u[0] + u[1] + u[2], 100);
+  EXPECT_GE(u[0], 10);  // 10 * 1.05 plus an even part of nothing left
+  EXPECT_LE(u[0], 11);
+  EXPECT_LE(std::abs(u[1] - u[2]), 1);
+  // Nobody wants anything: spread evenly.
+  const std::vector<int64_t> even = FairSplit(9, {"a", "b", "c"}, {0, 0, 0}, now);
+  EXPECT_EQ(even, (std::vector<int64_t>{3, 3, 3}));
+  EXPECT_EQ(FairSplit(0, {"a"}, {5}, now), std::vector<int64_t>{0});
+}
+
+TEST_F(LeaseLedgerTest, LeavesAreRefusedUntilTheCentralHasAGrant) {
+  absl::StatusOr<TickReply> r = Leaf("leaf1", {Push("api", {Key("", 100, 10)})});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ledger_->stats().refused_unavailable, 1u);
+}
+
+TEST_F(LeaseLedgerTest, TheCentralsGrantIsSplitByDemandAndNeverOverspent) {
+  // The central pushes what it applies, as its SyncLoop does.
+  int64_t central_units = 0;
+  auto central = [&]() -> absl::StatusOr<TickReply> {
+    absl::StatusOr<TickReply> c = Central(
+        {Push("api", {Key("", 100, 30, central_units, kStale)})});
+    if (c.ok()) central_units = c->policies[0].grants[0].units[0];
+    return c;
+  };
+  ASSERT_TRUE(central().ok());
+  // Alone, the central was given the whole pool.
+  EXPECT_EQ(central_units, 100);
+  // The leaf's first demand asks for an early central tick; the central
+  // still holds everything.
+  absl::StatusOr<TickReply> first =
+      Leaf("leaf1", {Push("api", {Key("", 100, 60)})});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->policies[0].grants[0].units[0], 0);
+  EXPECT_GE(nudges_, 1);
+  clock_.Advance(absl::Milliseconds(100));
+  absl::StatusOr<TickReply> c = central();
+  ASSERT_TRUE(c.ok()) << c.status();
+  // Upstream saw the subtree's demand and weight.
+  ASSERT_EQ(recorder_.last.policies.size(), 1u);
+  EXPECT_DOUBLE_EQ(recorder_.last.policies[0].keys[0].demand[0], 90);
+  EXPECT_EQ(recorder_.last.weight, 2u);
+  ASSERT_EQ(c->policies.size(), 1u);
+  ASSERT_EQ(c->policies[0].grants.size(), 1u);
+  EXPECT_EQ(c->policies[0].grants[0].valid_for, kStale);
+  // The central's share shrank, but it applied 100 when it asked: that is
+  // held until its next tick says otherwise.
+  EXPECT_LT(central_units, 50);
+  absl::StatusOr<TickReply> l = Leaf("leaf1", {Push("api", {Key("", 100, 60)})});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->policies[0].grants[0].units[0], 0);
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_TRUE(central().ok());
+  l = Leaf("leaf1", {Push("api", {Key("", 100, 60)})});
+  ASSERT_TRUE(l.ok()) << l.status();
+  const StoreGrant& g = l->policies[0].grants[0];
+  EXPECT_TRUE(g.granted);
+  // About 30:60 by demand, the 10 nobody wants spread.
+  EXPECT_GE(g.units[0], 60);
+  EXPECT_GE(central_units, 30);
+  EXPECT_LE(central_units + g.units[0], 100);
+  // The lease ends `margin` before the central's grant.
+  EXPECT_EQ(g.valid_for, kStale - kMargin);
+  const LedgerStats s = ledger_->stats();
+  EXPECT_EQ(s.leaves, 1u);
+  EXPECT_EQ(s.pool_units[0], 100);
+  EXPECT_EQ(s.leaf_units[0], g.units[0]);
+  EXPECT_LE(s.self_units[0] + s.leaf_units[0], 100);
+}
+
+TEST_F(LeaseLedgerTest, ALeaseNeverOutlivesThePoolMinusTheMargin) {
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  clock_.Advance(kStale - absl::Milliseconds(80));
+  absl::StatusOr<TickReply> l = Leaf("leaf1", {Push("api", {Key("", 100, 5)})});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->policies[0].grants[0].valid_for, absl::Milliseconds(30));
+  clock_.Advance(absl::Milliseconds(40));
+  l = Leaf("leaf1", {Push("api", {Key("", 100, 5)})});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->policies[0].grants[0].units[0], 0);
+  EXPECT_LE(l->policies[0].grants[0].valid_for, absl::ZeroDuration());
+}
+
+TEST_F(LeaseLedgerTest, KeysOnlyLeavesPushGoUpstreamAndAreStripped) {
+  ASSERT_TRUE(Central({Push("api", {Key("a", 100, 10)})}).ok());
+  ASSERT_TRUE(Leaf("leaf1", {Push("api", {Key("b", 50, 10)}),
+                             Push("other", {Key("", 20, 5)})})
+                  .ok());
+  absl::StatusOr<TickReply> c = Central({Push("api", {Key("a", 100, 10)})});
+  ASSERT_TRUE(c.ok()) << c.status();
+  // Upstream: "api" with keys a and b, plus "other".
+  ASSERT_EQ(recorder_.last.policies.size(), 2u);
+  EXPECT_EQ(recorder_.last.policies[0].keys.size(), 2u);
+  EXPECT_EQ(recorder_.last.policies[0].keys[1].key, "b");
+  EXPECT_EQ(recorder_.last.policies[1].policy, "other");
+  // The central's SyncLoop sees only what it pushed.
+  ASSERT_EQ(c->policies.size(), 1u);
+  EXPECT_EQ(c->policies[0].grants.size(), 1u);
+  // The leaf now leases from the pools.
+  absl::StatusOr<TickReply> l = Leaf("leaf1", {Push("api", {Key("b", 50, 10)}),
+                                               Push("other", {Key("", 20, 5)})});
+  ASSERT_TRUE(l.ok());
+  EXPECT_GT(l->policies[0].grants[0].units[0], 0);
+  EXPECT_GT(l->policies[1].grants[0].units[0], 0);
+}
+
+TEST_F(LeaseLedgerTest, AppliedUpstreamCountsEveryGrantInForce) {
+  int64_t mine = 0;
+  auto central = [&] {
+    absl::StatusOr<TickReply> c =
+        Central({Push("api", {Key("", 100, 10, mine, kStale)})});
+    ASSERT_TRUE(c.ok()) << c.status();
+    mine = c->policies[0].grants[0].units[0];
+  };
+  central();
+  ASSERT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 50)})}).ok());
+  central();
+  central();
+  absl::StatusOr<TickReply> l = Leaf("leaf1", {Push("api", {Key("", 100, 50)})});
+  ASSERT_TRUE(l.ok());
+  const int64_t leaf_units = l->policies[0].grants[0].units[0];
+  ASSERT_GT(leaf_units, 0);
+  clock_.Advance(absl::Milliseconds(100));
+  const int64_t before = mine;
+  central();
+  const core::KeyTick& up = recorder_.last.policies[0].keys[0];
+  // At least the pool Redis granted (it may still be leased from) and what
+  // is leased from it.
+  EXPECT_GE(up.applied[0], 100);
+  EXPECT_GE(up.applied[0], before + leaf_units);
+  EXPECT_DOUBLE_EQ(up.demand[0], 60);
+  // Until the latest of them ends: the central's own (it said a stale
+  // period), the leaf's lease and the pool from the tick before.
+  EXPECT_EQ(up.applied_left, kStale);
+}
+
+TEST_F(LeaseLedgerTest, OldOrRepeatedRequestsAreAbortedAndChangeNothing) {
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  TickRequest r = Request("leaf1", 5, 3, {Push("api", {Key("", 100, 10)})});
+  ASSERT_TRUE(ledger_->ServeLeaf(r).ok());
+  const LedgerStats before = ledger_->stats();
+  EXPECT_EQ(ledger_->ServeLeaf(r).status().code(), absl::StatusCode::kAborted);
+  r.sequence = 2;
+  EXPECT_EQ(ledger_->ServeLeaf(r).status().code(), absl::StatusCode::kAborted);
+  const LedgerStats after = ledger_->stats();
+  EXPECT_EQ(after.refused_stale, 2u);
+  EXPECT_EQ(after.leaf_units, before.leaf_units);
+  EXPECT_EQ(after.leaf_ticks, before.leaf_ticks);
+  // A new life under the same id starts its own sequence.
+  r.incarnation = 6;
+  r.sequence = 1;
+  EXPECT_TRUE(ledger_->ServeLeaf(r).ok());
+}
+
+TEST_F(LeaseLedgerTest, ARestartedLeafsOldGrantStaysCountedUntilItEnds) {
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 1)})}).ok());
+  ASSERT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 1000)})}, 1).ok());
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 1)})}).ok());
+  absl::StatusOr<TickReply> old =
+      Leaf("leaf1", {Push("api", {Key("", 100, 1000)})}, 1);
+  ASSERT_TRUE(old.ok());
+  const int64_t held = old->policies[0].grants[0].units[0];
+  ASSERT_GT(held, 50);
+  // The same id, a new incarnation, asking little: the old grant is still
+  // counted, so another leaf cannot take it.
+  leaf_seq_["leaf1"] = 0;
+  ASSERT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 1)})}, 2).ok());
+  absl::StatusOr<TickReply> other =
+      Leaf("leaf2", {Push("api", {Key("", 100, 1000)})});
+  ASSERT_TRUE(other.ok());
+  EXPECT_LE(other->policies[0].grants[0].units[0], 100 - held);
+}
+
+TEST_F(LeaseLedgerTest, UnavailableOnceTheStoreIsDownPastTheStalePeriod) {
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  store_.SetDown(true);
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_FALSE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  EXPECT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 10)})}).ok());
+  clock_.Advance(absl::Milliseconds(501));
+  EXPECT_FALSE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  EXPECT_EQ(Leaf("leaf1", {Push("api", {Key("", 100, 10)})}).status().code(),
+            absl::StatusCode::kUnavailable);
+  store_.SetDown(false);
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  EXPECT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 10)})}).ok());
+  EXPECT_EQ(ledger_->stats().upstream_failures, 2u);
+}
+
+TEST_F(LeaseLedgerTest, TooManyLeavesAreRefusedAndSilentOnesDropped) {
+  Make(/*max_leaves=*/2);
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  ASSERT_TRUE(Leaf("a", {}).ok());
+  ASSERT_TRUE(Leaf("b", {}).ok());
+  EXPECT_EQ(Leaf("c", {}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ledger_->stats().leaves, 2u);
+  // "b" falls silent; "a" keeps ticking.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(100));
+    ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+    ASSERT_TRUE(Leaf("a", {}).ok());
+  }
+  EXPECT_TRUE(Leaf("c", {}).ok());
+  EXPECT_EQ(ledger_->stats().leaves, 2u);
+  EXPECT_EQ(ledger_->stats().refused_too_many, 1u);
+}
+
+TEST_F(LeaseLedgerTest, OversizedRequestsAreRefused) {
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  std::vector<core::KeyTick> keys;
+  for (int i = 0; i < 10001; ++i) keys.push_back(Key(absl::StrCat(i), 10, 1));
+  EXPECT_EQ(Leaf("a", {Push("api", keys, true)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Leaf("a", {Push("api", {Key(std::string(2000, 'k'), 10, 1)})})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Leaf(std::string(2000, 'x'), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Leaf("a", {Push("api", {Key("", 10, -1)})}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger_->stats().refused_invalid, 4u);
+  EXPECT_EQ(ledger_->stats().pools, 1u);
+}
+
+TEST_F(LeaseLedgerTest, LeavesGetTheConfigAsTheStoreWouldAndCannotSeedIt) {
+  StoredPolicy p;
+  p.name = "api";
+  p.blob = "x";
+  ASSERT_TRUE(store_.PutPolicy(p, 0).ok());
+  ASSERT_TRUE(Central({}).ok());
+  TickRequest r = Request("leaf1", 1, 1, {});
+  StoredPolicy seed;
+  seed.name = "from-leaf";
+  seed.blob = "y";
+  r.seed.push_back(seed);
+  absl::StatusOr<TickReply> l = ledger_->ServeLeaf(r);
+  ASSERT_TRUE(l.ok());
+  ASSERT_TRUE(l->config.has_value());
+  ASSERT_EQ(l->config->policies.size(), 1u);
+  EXPECT_EQ(l->config->policies[0].name, "api");
+  EXPECT_FALSE(l->config_epoch.empty());
+  r.sequence = 2;
+  r.config_seen = l->config->version;
+  r.config_epoch_seen = l->config_epoch;
+  l = ledger_->ServeLeaf(r);
+  ASSERT_TRUE(l.ok());
+  EXPECT_FALSE(l->config.has_value());
+  EXPECT_FALSE(l->config_lost);
+  // A newer config reaches the leaf after the central's next tick.
+  p.blob = "z";
+  ASSERT_TRUE(ledger_->PutPolicy(p, 0).ok());
+  ASSERT_TRUE(Central({}).ok());
+  r.sequence = 3;
+  l = ledger_->ServeLeaf(r);
+  ASSERT_TRUE(l.ok());
+  ASSERT_TRUE(l->config.has_value());
+  EXPECT_EQ(l->config->policies[0].blob, "z");
+  // The leaf's seed never reached the store.
+  ASSERT_TRUE(Central({}).ok());
+  for (const PolicyPush& push : recorder_.last.policies) {
+    EXPECT_NE(push.policy, "from-leaf");
+  }
+  EXPECT_TRUE(recorder_.last.seed.empty());
+}
+
+PolicyPush BreakerPush(const std::string& policy, uint64_t base,
+                       uint64_t generation, core::BreakerState state,
+                       uint64_t calls = 0) {
+  PolicyPush p = Push(policy, {});
+  p.has_breaker = true;
+  p.breaker.base = base;
+  p.breaker.generation = generation;
+  p.breaker.state = state;
+  p.outcomes.calls = calls;
+  p.lease_cap = 2;
+  return p;
+}
+
+TEST_F(LeaseLedgerTest, ALeafsBreakerTransitionIsSharedAndGoesUpstream) {
+  ASSERT_TRUE(
+      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
+  const uint64_t g0 = store_.Breaker("db")->generation;
+  const int nudges = nudges_;
+  absl::StatusOr<TickReply> open =
+      Leaf("leaf1", {BreakerPush("db", g0, g0 + 1, core::BreakerState::kOpen)});
+  ASSERT_TRUE(open.ok());
+  ASSERT_TRUE(open->policies[0].breaker.has_value());
+  EXPECT_EQ(open->policies[0].breaker->replica, "leaf1");
+  EXPECT_EQ(open->policies[0].breaker->state, core::BreakerState::kOpen);
+  EXPECT_GT(nudges_, nudges);
+  // Another leaf sees it at once; its own transition from the old
+  // generation is refused.
+  absl::StatusOr<TickReply> other = Leaf(
+      "leaf2", {BreakerPush("db", g0, g0 + 1, core::BreakerState::kClosed)});
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->policies[0].breaker->replica, "leaf1");
+  EXPECT_EQ(other->policies[0].breaker->state, core::BreakerState::kOpen);
+  EXPECT_EQ(ledger_->stats().breaker_refused, 1u);
+  // Upstream gets it with the central's next push; the central adopts it.
+  absl::StatusOr<TickReply> c =
+      Central({BreakerPush("db", g0, g0, core::BreakerState::kClosed)});
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(store_.Breaker("db").has_value());
+  EXPECT_EQ(store_.Breaker("db")->state, core::BreakerState::kOpen);
+  EXPECT_EQ(store_.Breaker("db")->generation, g0 + 1);
+  ASSERT_TRUE(c->policies[0].breaker.has_value());
+  EXPECT_EQ(c->policies[0].breaker->replica, "leaf1");
+  EXPECT_EQ(ledger_->stats().breaker_accepted, 1u);
+}
+
+TEST_F(LeaseLedgerTest, ATransitionUpstreamRefusesGivesWayToUpstreamsRecord) {
+  ASSERT_TRUE(
+      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
+  const uint64_t g0 = store_.Breaker("db")->generation;
+  ASSERT_TRUE(
+      Leaf("leaf1", {BreakerPush("db", g0, g0 + 1, core::BreakerState::kOpen)})
+          .ok());
+  // Meanwhile another central moved the stored breaker.
+  TickRequest other = Request("other-central", 9, 1,
+                              {BreakerPush("db", g0, g0 + 5,
+                                           core::BreakerState::kClosed)});
+  ASSERT_TRUE(store_.Tick(other).ok());
+  ASSERT_TRUE(
+      Central({BreakerPush("db", g0, g0, core::BreakerState::kClosed)}).ok());
+  EXPECT_EQ(ledger_->stats().breaker_upstream_refused, 1u);
+  absl::StatusOr<TickReply> l =
+      Leaf("leaf1", {BreakerPush("db", g0 + 1, g0 + 1, core::BreakerState::kOpen)});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->policies[0].breaker->generation, g0 + 5);
+  EXPECT_EQ(l->policies[0].breaker->replica, "other-central");
+}
+
+TEST_F(LeaseLedgerTest, OutcomesReachEveryoneOnceAndUpstreamGetsAMonotonicSum) {
+  ASSERT_TRUE(Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed,
+                                   10)})
+                  .ok());
+  ASSERT_TRUE(
+      Leaf("leaf1", {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 5)})
+          .ok());
+  absl::StatusOr<TickReply> l2 = Leaf(
+      "leaf2", {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 3)});
+  ASSERT_TRUE(l2.ok());
+  std::map<std::string, uint64_t> seen;
+  for (const ReplicaOutcomes& o : l2->policies[0].outcomes) {
+    seen[o.replica] = o.totals.calls;
+  }
+  EXPECT_EQ(seen, (std::map<std::string, uint64_t>{{kCentral, 10},
+                                                  {"leaf1", 5}}));
+  absl::StatusOr<TickReply> c = Central(
+      {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 12)});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(recorder_.last.policies[0].outcomes.calls, 12u + 5u + 3u);
+  // The central sees its leaves as replicas.
+  seen.clear();
+  for (const ReplicaOutcomes& o : c->policies[0].outcomes) {
+    seen[o.replica] = o.totals.calls;
+  }
+  EXPECT_EQ(seen["leaf1"], 5u);
+  EXPECT_EQ(seen["leaf2"], 3u);
+  // leaf1 restarts (its totals start again): upstream's sum never drops.
+  leaf_seq_["leaf1"] = 0;
+  ASSERT_TRUE(Leaf("leaf1",
+                   {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 2)},
+                   99)
+                  .ok());
+  ASSERT_TRUE(Central({BreakerPush("db", 1, 1, core::BreakerState::kClosed,
+                                   12)})
+                  .ok());
+  EXPECT_EQ(recorder_.last.policies[0].outcomes.calls, 12u + 5u + 3u + 2u);
+}
+
+TEST_F(LeaseLedgerTest, ProbeLeasesAreSummedUpstreamAndNeverOverLeased) {
+  auto half_open = [](uint32_t wanted) {
+    PolicyPush p = BreakerPush("db", 1, 1, core::BreakerState::kClosed);
+    p.leases_wanted = wanted;
+    p.lease_cap = 3;
+    p.lease_ttl = absl::Seconds(1);
+    return p;
+  };
+  ASSERT_TRUE(Central({half_open(1)}).ok());
+  ASSERT_TRUE(Leaf("leaf1", {half_open(2)}).ok());
+  ASSERT_TRUE(Leaf("leaf2", {half_open(2)}).ok());
+  absl::StatusOr<TickReply> c = Central({half_open(1)});
+  ASSERT_TRUE(c.ok());
+  // 1 + 2 + 2 wished, the cap is 3.
+  EXPECT_EQ(recorder_.last.policies[0].leases_wanted, 3u);
+  uint32_t total = c->policies[0].leases_granted;
+  absl::StatusOr<TickReply> l1 = Leaf("leaf1", {half_open(2)});
+  absl::StatusOr<TickReply> l2 = Leaf("leaf2", {half_open(2)});
+  ASSERT_TRUE(l1.ok() && l2.ok());
+  total += l1->policies[0].leases_granted + l2->policies[0].leases_granted;
+  EXPECT_LE(total, 3u);
+  EXPECT_GE(total, 2u);
+}
+
+TEST_F(LeaseLedgerTest, ReportsBetweenLeavesAreDeliveredInMemory) {
+  ASSERT_TRUE(Central({}).ok());
+  ASSERT_TRUE(Leaf("leaf1", {}).ok());
+  ASSERT_TRUE(Leaf("leaf2", {}).ok());
+  TickRequest r = Request("leaf2", 7, ++leaf_seq_["leaf2"], {});
+  core::ForwardedReport to_leaf;
+  to_leaf.issuer = "leaf1";
+  to_leaf.dependency = "db";
+  core::ForwardedReport to_central = to_leaf;
+  to_central.issuer = kCentral;
+  core::ForwardedReport elsewhere = to_leaf;
+  elsewhere.issuer = "other-central";
+  r.forwarded = {to_leaf, to_central, elsewhere};
+  ASSERT_TRUE(ledger_->ServeLeaf(r).ok());
+  absl::StatusOr<TickReply> l1 = Leaf("leaf1", {});
+  ASSERT_TRUE(l1.ok());
+  ASSERT_EQ(l1->forwarded_to_me.size(), 1u);
+  EXPECT_EQ(l1->forwarded_to_me[0].dependency, "db");
+  absl::StatusOr<TickReply> c = Central({});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->forwarded_to_me.size(), 1u);
+  ASSERT_EQ(recorder_.last.forwarded.size(), 1u);
+  EXPECT_EQ(recorder_.last.forwarded[0].issuer, "other-central");
+  const LedgerStats s = ledger_->stats();
+  EXPECT_EQ(s.forwarded_delivered, 2u);
+  EXPECT_EQ(s.forwarded_upstream, 1u);
+  // The leaves know each other's ids (to forward to).
+  EXPECT_NE(std::find(l1->replicas.begin(), l1->replicas.end(), "leaf2"),
+            l1->replicas.end());
+}
+
+TEST_F(LeaseLedgerTest, PerKeyStaticSharesAreBudgetedForTheWholeTree) {
+  ASSERT_TRUE(Central({Push("pk", {Key("hot", 100, 80)}, true)}).ok());
+  ASSERT_TRUE(Leaf("leaf1", {}).ok());
+  ASSERT_TRUE(Leaf("leaf2", {}).ok());
+  ASSERT_TRUE(Central({Push("pk", {Key("hot", 100, 80)}, true)}).ok());
+  // The store does not count weights (FakeStore answers 0): one central
+  // with two leaves is three processes.
+  absl::StatusOr<TickReply> l = Leaf(
+      "leaf1", {Push("pk", {Key("hot", 100, 1), Key("hot", 100, 60)}, true)});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->live_weight, 3u);
+  // 3 processes x floor(100 / 4) <= 100.
+  EXPECT_LE(l->live_weight * (100 / (l->live_weight + 1)), 100u);
+  // A key the leaf needs no more than its static share of goes back to it.
+  EXPECT_FALSE(l->policies[0].grants[0].granted);
+  EXPECT_EQ(recorder_.last.weight, 3u);
+}
+
+TEST_F(LeaseLedgerTest, LeavesAreServedWhileTheCentralTicks) {
+  // Leaves on four threads while the central ticks: no lock is held across
+  // the upstream call (a leaf is served from inside it), and the books add
+  // up afterwards. Run under TSan/ASan it also checks the locking.
+  ASSERT_TRUE(Central({Push("api", {Key("", 1000, 100)})}).ok());
+  int served_inside = 0;
+  recorder_.before = [&] {
+    if (ledger_->ServeLeaf(Request("inside", 1, ++leaf_seq_["inside"],
+                                   {Push("api", {Key("", 1000, 10)})}))
+            .ok()) {
+      ++served_inside;
+    }
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([this, t, &ok] {
+      const std::string id = absl::StrCat("leaf", t);
+      for (uint64_t seq = 1; seq <= 300; ++seq) {
+        if (ledger_
+                ->ServeLeaf(Request(id, 1, seq,
+                                    {Push("api", {Key("", 1000, 50),
+                                                  Key("k", 1000, 5)})}))
+                .ok()) {
+          ++ok;
+        }
+      }
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(Central({Push("api", {Key("", 1000, 100)})}).ok());
+  }
+  for (std::thread& t : threads) t.join();
+  recorder_.before = nullptr;
+  EXPECT_EQ(ok.load(), 1200);
+  EXPECT_EQ(served_inside, 50);
+  const LedgerStats s = ledger_->stats();
+  EXPECT_EQ(s.leaf_ticks, 1250u);
+  EXPECT_EQ(s.leaves, 5u);
+  // The clock stood still: every grant issued is in force, and together
+  // they stay within what the store holds for the central.
+  EXPECT_LE(s.leaf_units[0] + s.self_units[0],
+            store_.Held("api", "", 0) + store_.Held("api", "k", 0));
+  EXPECT_GT(s.leaf_units[0], 0);
+}
+
+// The invariant, at every simulated millisecond: the grants in force under
+// the central (its own and every leaf's, by each party's valid_until, lost
+// replies and restarts included) never add up to more than the central's
+// entry in the store holds, nor, with another replica's grant, to more than
+// the limit.
+class LeaseInvariantTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LeaseInvariantTest, GrantsInForceNeverExceedTheCentralsGrant) {
+  std::mt19937 rng(static_cast<uint32_t>(GetParam()));
+  auto chance = [&](double p) {
+    return std::uniform_real_distribution<double>(0, 1)(rng) < p;
+  };
+  auto between = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  constexpr int64_t kLimit = 100;
+  testing::FakeClock clock;
+  testing::FakeStore store(&clock);
+  RecordingStore upstream(&store);
+  LeaseLedger::Options o;
+  o.replica_id = kCentral;
+  o.stale_after = kStale;
+  o.margin = kMargin;
+  LeaseLedger ledger(&upstream, &clock, o);
+
+  struct Applied {
+    int64_t units = 0;
+    absl::Time until = absl::InfinitePast();
+  };
+  struct Party {
+    Applied now;
+    std::vector<Applied> ghosts;  // grants of earlier lives, until they end
+    uint64_t incarnation = 1;
+    uint64_t sequence = 0;
+    absl::Time next;
+    double demand = 0;
+  };
+  std::map<std::string, Party> leaves;
+  for (int i = 0; i < 5; ++i) leaves[absl::StrCat("leaf", i)] = Party{};
+  Party central;
+  // Another replica of the same store (not under this central) competes
+  // for the limit: it lowers the central's pool.
+  Party other;
+  int64_t other_hold = 0;
+  absl::Time other_entry_until = absl::InfinitePast();
+  absl::Time other_hold_until = absl::InfinitePast();
+  int64_t other_entry_grant = 0;
+  bool central_busy = false;
+  int64_t max_seen = 0;
+  uint64_t checks = 0;
+
+  auto in_force = [](const Applied& a, absl::Time t) {
+    return t < a.until ? a.units : 0;
+  };
+  auto check = [&] {
+    const absl::Time t = clock.Now();
+    int64_t tree = in_force(central.now, t);
+    for (auto& [id, p] : leaves) {
+      tree += in_force(p.now, t);
+      for (const Applied& g : p.ghosts) tree += in_force(g, t);
+    }
+    int64_t other_entry = 0;
+    if (t <= other_entry_until) {
+      other_entry = other_entry_grant;
+      if (t <= other_hold_until) other_entry = std::max(other_entry, other_hold);
+    }
+    const int64_t central_entry = store.Held("api", "", 0) - other_entry;
+    ASSERT_LE(tree, central_entry) << "at " << t;
+    ASSERT_LE(tree + in_force(other.now, t), kLimit) << "at " << t;
+    max_seen = std::max(max_seen, tree);
+    ++checks;
+  };
+  std::function<void()> step;
+  auto leaf_tick = [&](const std::string& id, Party& p) {
+    const absl::Time now = clock.Now();
+    if (chance(0.02)) {
+      // A restart: the old life's grant may still be applied by it until
+      // its end (counted as a ghost); the new life has nothing.
+      p.ghosts.push_back(p.now);
+      p.now = Applied{};
+      p.incarnation++;
+      p.sequence = 0;
+    }
+    // The leaf's tick started a little before the central saw it.
+    const absl::Time start = now - absl::Milliseconds(between(0, 20));
+    core::KeyTick key = Key("", kLimit, p.demand);
+    if (now < p.now.until) {
+      key.applied = {p.now.units, 0};
+      key.applied_left = p.now.until - start;
+    }
+    TickRequest r = Request(id, p.incarnation, ++p.sequence,
+                            {Push("api", {key})});
+    if (chance(0.05)) --r.sequence;  // a duplicate or late request
+    absl::StatusOr<TickReply> reply = ledger.ServeLeaf(r);
+    if (!reply.ok() || chance(0.1)) return;  // refused, or the reply lost
+    const StoreGrant& g = reply->policies[0].grants[0];
+    if (!g.granted) return;
+    p.now.units = g.units[0];
+    p.now.until = start + std::min(kStale, g.valid_for);
+  };
+  auto central_tick = [&] {
+    if (central_busy) return;
+    central_busy = true;
+    const absl::Time start = clock.Now();
+    core::KeyTick key = Key("", kLimit, central.demand);
+    if (start < central.now.until) {
+      key.applied = {central.now.units, 0};
+      key.applied_left = central.now.until - start;
+    }
+    const bool lose = chance(0.05), fail = chance(0.05);
+    // The round trip to Redis takes time, during which leaves tick.
+    const int before = between(0, 40), after = between(0, 40);
+    upstream.before = [&, before, lose, fail] {
+      for (int i = 0; i < before; ++i) step();
+      if (lose) store.LoseNextReplies(1);
+      if (fail) store.FailNextTicks(1);
+    };
+    upstream.after = [&, after] {
+      for (int i = 0; i < after; ++i) step();
+    };
+    absl::StatusOr<TickReply> reply = ledger.Tick(Request(
+        kCentral, 1, ++central.sequence, {Push("api", {key})}));
+    upstream.before = nullptr;
+    upstream.after = nullptr;
+    if (reply.ok()) {
+      const StoreGrant& g = reply->policies[0].grants[0];
+      central.now.units = g.units[0];
+      central.now.until = start + std::min(kStale, g.valid_for);
+    }
+    central_busy = false;
+  };
+  auto other_tick = [&] {
+    const absl::Time now = clock.Now();
+    core::KeyTick key = Key("", kLimit, other.demand);
+    if (now < other.now.until) {
+      key.applied = {other.now.units, 0};
+      key.applied_left = other.now.until - now;
+    }
+    absl::StatusOr<TickReply> reply = store.Tick(
+        Request("other", 1, ++other.sequence, {Push("api", {key})}));
+    if (!reply.ok()) return;  // the store is down
+    const StoreGrant& g = reply->policies[0].grants[0];
+    other_entry_grant = g.units[0];
+    other_entry_until = now + kStale;
+    other_hold = key.applied[0];
+    other_hold_until = now + std::min(key.applied_left, kStale);
+    other.now.units = g.units[0];
+    other.now.until = now + kStale;
+  };
+  absl::Time central_next = clock.Now();
+  absl::Time other_next = clock.Now() + absl::Milliseconds(50);
+  const absl::Time end = clock.Now() + absl::Seconds(30);
+  step = [&] {
+    clock.Advance(absl::Milliseconds(1));
+    const absl::Time now = clock.Now();
+    // Demands move now and then. Between 10 s and 20 s the other replica's
+    // demand jumps up and down (the pool is lowered and raised again).
+    if (chance(0.002)) central.demand = between(0, 80);
+    for (auto& [id, p] : leaves) {
+      if (chance(0.002)) p.demand = between(0, 80);
+      if (now >= p.next) {
+        p.next = now + absl::Milliseconds(between(20, 200));
+        // One leaf goes quiet for a while now and then.
+        if (!chance(0.05)) leaf_tick(id, p);
+      }
+    }
+    const bool churn =
+        now > end - absl::Seconds(20) && now < end - absl::Seconds(10);
+    if (!churn) {
+      other.demand = 5;
+    } else if (chance(0.003)) {
+      other.demand = other.demand > 50 ? 5 : 95;
+    }
+    if (now >= other_next) {
+      other_next = now + absl::Milliseconds(100);
+      other_tick();
+    }
+    // A store outage longer than the stale period once.
+    const bool down = now > end - absl::Seconds(6) && now < end - absl::Seconds(4);
+    store.SetDown(down);
+    check();
+    if (now >= central_next && !central_busy) {
+      central_next = now + absl::Milliseconds(between(50, 150));
+      central_tick();
+    }
+  };
+  for (auto& [id, p] : leaves) p.demand = between(5, 60);
+  central.demand = 20;
+  while (clock.Now() < end && !::testing::Test::HasFatalFailure()) step();
+  EXPECT_GE(checks, 30000u);
+  // The tree was actually granted something (the check is not vacuous).
+  EXPECT_GT(max_seen, kLimit / 2);
+  EXPECT_GT(ledger.stats().refused_unavailable, 0u);
+  EXPECT_GT(ledger.stats().refused_stale, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, LeaseInvariantTest, ::testing::Range(1, 9));
+
+}  // namespace
+}  // namespace sluice::cluster
