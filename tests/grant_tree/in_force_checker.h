@@ -50,7 +50,7 @@ class InForceChecker {
     for (const cluster::PolicyPush& push : request.policies) {
       p.per_key[push.policy] = push.per_key;
       for (const core::KeyTick& key : push.keys) {
-        limits_[{push.policy, key.key}] = key.limit;
+        p.limits[{push.policy, key.key}] = key.limit;
       }
     }
     if (!reply.ok() || request.leaving) return;
@@ -82,8 +82,9 @@ class InForceChecker {
                   const std::string& key, int resource, absl::Time now) const {
     auto p = processes_.find(process);
     if (p == processes_.end()) return 0;
-    auto limit = limits_.find({policy, key});
-    if (limit == limits_.end()) return 0;
+    const std::map<Key, core::Units> limits = Limits();
+    auto limit = limits.find({policy, key});
+    if (limit == limits.end()) return 0;
     return Units(p->second, policy, key, limit->second[resource], resource,
                  now);
   }
@@ -91,7 +92,7 @@ class InForceChecker {
   // Checks every (policy, key) seen so far at `now`.
   void Check(absl::Time now) {
     ++checks_;
-    for (const auto& [pk, limit] : limits_) {
+    for (const auto& [pk, limit] : Limits()) {
       for (int r = 0; r < core::kClusterResources; ++r) {
         if (limit[r] <= 0) continue;
         int64_t sum = 0;
@@ -147,12 +148,15 @@ class InForceChecker {
     absl::Time from = absl::InfinitePast();
     absl::Time until = absl::InfinitePast();
   };
+  using Key = std::pair<std::string, std::string>;  // (policy, key)
   struct Process {
+    // The limits this process pushed last, per (policy, key).
+    std::map<Key, core::Units> limits;
     absl::Time last_ok = absl::InfinitePast();
     absl::Duration stale = absl::Seconds(3);
     uint32_t live = 1;
     std::map<std::string, bool> per_key;
-    std::map<std::pair<std::string, std::string>, Held> held;
+    std::map<Key, Held> held;
   };
 
   static int64_t Units(const Process& p, const std::string& policy,
@@ -171,8 +175,25 @@ class InForceChecker {
     return std::max(base, held.units[r]);
   }
 
+  // The limit of each (policy, key): the highest any process still running
+  // pushed last. While a policy change spreads, the processes that have it
+  // and those that do not yet push different limits; the grants in force
+  // are held to the higher (a lowered limit is held to the new one once
+  // every process has it).
+  std::map<Key, core::Units> Limits() const {
+    std::map<Key, core::Units> out;
+    for (const auto& [name, p] : processes_) {
+      for (const auto& [key, limit] : p.limits) {
+        core::Units& l = out[key];
+        for (int r = 0; r < core::kClusterResources; ++r) {
+          l[r] = std::max(l[r], limit[r]);
+        }
+      }
+    }
+    return out;
+  }
+
   std::map<std::string, Process> processes_;
-  std::map<std::pair<std::string, std::string>, core::Units> limits_;
   std::vector<Violation> violations_;
   uint64_t violating_ms_ = 0;
   uint64_t checks_ = 0;

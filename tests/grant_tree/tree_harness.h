@@ -32,8 +32,8 @@
 // replicas (Engine + LeaseLedger + SyncLoop ticking through the ledger) and
 // leaves (Engine + SyncLoop whose store is a LeafPath to a central's
 // LeaseLedger::ServeLeaf). Every process ticks once per simulated second at
-// its own phase, retries a failed tick after 200 ms and answers a nudge
-// after 50 ms, as SyncLoop::Run does; time moves in 1 ms steps and the
+// its own phase (when it started), retries a failed tick after 200 ms and
+// answers a nudge after 50 ms, as SyncLoop::Run does; time moves in 1 ms steps and the
 // in-force checker runs after every step.
 namespace sluice::tree_testing {
 
@@ -279,10 +279,12 @@ class TreeProcess final : public core::EventSink {
     config_.reset();
   }
 
-  // Server::StartCluster's first tick, then one a second from `phase` on.
-  void Start(absl::Time first_regular) {
+  // As ClusterMode starts a process: one tick before serving, then the
+  // sync thread's first tick at once (the next ms here), then one a second
+  // from there. The start is the process's phase.
+  void Start() {
     TickNow().IgnoreError();  // a failed first tick is retried
-    next_tick_ = first_regular;
+    next_tick_ = clock_->Now() + absl::Milliseconds(1);
   }
   bool Due(absl::Time now) const { return now >= next_tick_; }
   absl::Status TickNow() {
@@ -441,16 +443,19 @@ class TreeHarness {
     centrals_.clear();
   }
 
-  // A central replica named `id`, ticking at `phase` into each second.
+  // A central replica named `id`, started at the next `phase` into a
+  // second (time runs until then), so it ticks at that phase.
   int AddCentral(const std::string& id, absl::Duration phase) {
+    RunToPhase(phase);
     centrals_.push_back(MakeCentral(id));
     central_ids_.push_back(id);
-    central_phase_.push_back(phase);
-    centrals_.back()->Start(NextAtPhase(phase));
+    centrals_.back()->Start();
     return static_cast<int>(centrals_.size()) - 1;
   }
-  // A leaf under central `central`, ticking at `phase` into each second.
+  // A leaf under central `central`, started at the next `phase` into a
+  // second (time runs until then).
   int AddLeaf(const std::string& id, int central, absl::Duration phase) {
+    RunToPhase(phase);
     auto path = std::make_unique<LeafPath>(
         [this](int c) -> cluster::LeafServer* {
           if (c < 0 || c >= static_cast<int>(centrals_.size()) ||
@@ -464,7 +469,7 @@ class TreeHarness {
         ProcessOptions(id), &clock_, nullptr, std::move(path), &checker_));
     leaf_ids_.push_back(id);
     loads_.emplace_back();
-    leaves_.back()->Start(NextAtPhase(phase));
+    leaves_.back()->Start();
     return static_cast<int>(leaves_.size()) - 1;
   }
 
@@ -478,11 +483,11 @@ class TreeHarness {
     leaves_[l].reset();
   }
   // A new process under the same id (a new incarnation), seeded from the
-  // same policies file, as a restarted pod.
+  // same policies file, as a restarted pod; it starts now.
   void RestartCentral(int c) {
     KillCentral(c);
     centrals_[c] = MakeCentral(central_ids_[c]);
-    centrals_[c]->Start(NextAtPhase(central_phase_[c]));
+    centrals_[c]->Start();
   }
   void MoveLeaf(int l, int central) { leaves_[l]->path()->MoveTo(central); }
 
@@ -562,6 +567,11 @@ class TreeHarness {
   void RunToSecondBoundary() {
     while (ms_ % 1000 != 0) Step();
   }
+  // Moves time until it is `phase` into a second (not at all if it is).
+  void RunToPhase(absl::Duration phase) {
+    const int64_t at = absl::ToInt64Milliseconds(phase) % 1000;
+    while (ms_ % 1000 != at) Step();
+  }
 
   uint64_t DecisionErrors() const {
     uint64_t n = 0;
@@ -612,13 +622,6 @@ class TreeHarness {
     return std::make_unique<TreeProcess>(std::move(o), &clock_, &redis_,
                                          nullptr, &checker_);
   }
-  // The next instant at `phase` into a second, after now.
-  absl::Time NextAtPhase(absl::Duration phase) const {
-    const int64_t at = absl::ToInt64Milliseconds(phase) % 1000;
-    int64_t next = (ms_ / 1000) * 1000 + at;
-    if (next <= ms_) next += 1000;
-    return origin_ + absl::Milliseconds(next);
-  }
   void Count(const std::string& dep, const std::string& key, int64_t s,
              size_t leaf) {
     auto& v = per_second_[{dep, key}];
@@ -637,7 +640,6 @@ class TreeHarness {
   int64_t ms_ = 0;
   std::vector<std::unique_ptr<TreeProcess>> centrals_;
   std::vector<std::string> central_ids_;
-  std::vector<absl::Duration> central_phase_;
   std::vector<std::unique_ptr<TreeProcess>> leaves_;
   std::vector<std::string> leaf_ids_;
   std::vector<std::vector<Load>> loads_;
