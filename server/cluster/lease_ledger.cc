@@ -52,6 +52,11 @@ struct Holding {
   // latest of their ends.
   core::Units ghost{};
   absl::Time ghost_until = absl::InfinitePast();
+  // per_key: the static share the party was told it may use (counted
+  // while it pushes the key).
+  core::Units base{};
+  // What this holding adds to its pool's held_sum.
+  core::Units counted{};
   // What the party pushed last, and when.
   core::Units usage{};
   std::array<double, kR> demand{};
@@ -71,6 +76,16 @@ struct Pool {
   core::Units units{};
   absl::Time until = absl::InfinitePast();
   std::map<std::string, Holding> parties;
+  // Running totals, so that a leaf's tick does not scan every other party:
+  // the sum of what every holding counted when it last changed (holdings
+  // only shrink with time, so the sum is never below the truth; it is
+  // recounted exactly every refresh), and the fair split as last computed
+  // (a party's share by id, and the units split).
+  core::Units held_sum{};
+  absl::flat_hash_map<std::string, core::Units> fair;
+  core::Units fair_total{};
+  core::Units split_units{};
+  absl::Time split_at = absl::InfinitePast();
 };
 
 struct LeafLease {
@@ -131,6 +146,25 @@ int64_t HeldBy(const Holding& h, int r, absl::Time now,
 absl::Time HeldUntil(const Holding& h, absl::Duration stale) {
   return Later(Later(Later(h.grant_until, h.hold_until), h.ghost_until),
                h.pushed + stale);
+}
+
+// What a holding keeps from others, a per_key party's static share
+// included, and its earlier lives on top.
+core::Units Counted(const Holding& h, bool per_key, absl::Time now,
+                    absl::Duration stale) {
+  core::Units c{};
+  for (int r = 0; r < kR; ++r) {
+    int64_t held = 0;
+    if (now < h.grant_until) held = std::max(held, h.grant[r]);
+    if (now < h.hold_until) held = std::max(held, h.hold[r]);
+    if (now <= h.pushed + stale) {
+      held = std::max(held, h.usage[r]);
+      if (per_key) held = std::max(held, h.base[r]);
+    }
+    if (now < h.ghost_until) held += h.ghost[r];
+    c[r] = held;
+  }
+  return c;
 }
 
 core::OutcomeTotals Plus(const core::OutcomeTotals& a,
@@ -249,6 +283,11 @@ class LeaseLedger::Impl {
   StoreGrant Issue(Pool* pool, const std::string& party, absl::Time now,
                    absl::Time end, const core::KeyTick& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Brings the pool's held_sum up to date with one changed holding.
+  void Recount(Pool* pool, Holding* h, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recounts every holding and splits the pool again.
+  void Resplit(Pool* pool, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A party's new life: what its old one held becomes a ghost.
   void Bury(Holding* h, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops expired holdings; true when the pool can go.
@@ -407,6 +446,54 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
                options_.stale_after);
   h.hold = key.applied;
   h.hold_until = now + left;
+  if (pool->per_key) {
+    const int64_t tree = TreeWeight(now);
+    for (int r = 0; r < kR; ++r) h.base[r] = pool->limit[r] / (tree + 1);
+  }
+  Recount(pool, &h, now);
+}
+
+void LeaseLedger::Impl::Recount(Pool* pool, Holding* h, absl::Time now) {
+  const core::Units c = Counted(*h, pool->per_key, now, options_.stale_after);
+  for (int r = 0; r < kR; ++r) pool->held_sum[r] += c[r] - h->counted[r];
+  h->counted = c;
+}
+
+void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
+  const absl::Duration stale = options_.stale_after;
+  // Exact totals again (what ended is no longer counted).
+  pool->held_sum = {};
+  std::vector<std::string> names;
+  std::vector<const Holding*> asking;
+  for (auto& [id, h] : pool->parties) {
+    h.counted = Counted(h, pool->per_key, now, stale);
+    for (int r = 0; r < kR; ++r) pool->held_sum[r] += h.counted[r];
+    if (now > h.pushed + stale) continue;
+    names.push_back(id);
+    asking.push_back(&h);
+  }
+  // Parties still asking (pushed within the stale period) share the pool
+  // by demand. per_key: every process of the subtree that does not push
+  // the key uses its static share without asking.
+  int64_t cold = 0;
+  const int64_t tree = TreeWeight(now);
+  if (pool->per_key) {
+    const int64_t subtree = 1 + LiveLeaves(now);
+    cold = std::max<int64_t>(0, subtree - static_cast<int64_t>(names.size()));
+  }
+  pool->fair.clear();
+  for (const std::string& id : names) pool->fair[id] = {};
+  for (int r = 0; r < kR; ++r) {
+    const int64_t base = pool->per_key ? pool->limit[r] / (tree + 1) : 0;
+    pool->fair_total[r] = pool->units[r] - cold * base;
+    std::vector<double> demand(names.size());
+    for (size_t j = 0; j < names.size(); ++j) demand[j] = asking[j]->demand[r];
+    const std::vector<int64_t> split =
+        FairSplit(pool->fair_total[r], names, demand, now);
+    for (size_t j = 0; j < names.size(); ++j) pool->fair[names[j]][r] = split[j];
+  }
+  pool->split_units = pool->units;
+  pool->split_at = now;
 }
 
 StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
@@ -421,52 +508,30 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     grant.valid_for = absl::ZeroDuration();
     return grant;
   }
-  const absl::Duration stale = options_.stale_after;
-  // Parties still asking (pushed within the stale period) share the pool
-  // by demand; every holding counts against it.
-  std::vector<std::string> names;
-  std::vector<std::array<double, kR>> wants;
-  size_t me = 0;
-  for (const auto& [id, h] : pool->parties) {
-    if (now > h.pushed + stale) continue;
-    if (id == party) me = names.size();
-    names.push_back(id);
-    wants.push_back(h.demand);
+  // The split is computed again when the pool changed, a party joined, or
+  // a refresh period passed (demands move; what ended is let go).
+  const absl::Duration refresh =
+      std::min(options_.stale_after / 10, absl::Milliseconds(100));
+  auto fair = pool->fair.find(party);
+  if (fair == pool->fair.end() || pool->split_units != pool->units ||
+      now >= pool->split_at + refresh || now < pool->split_at) {
+    Resplit(pool, now);
+    fair = pool->fair.find(party);
   }
-  int64_t base_each = 0;
-  int64_t cold = 0;
-  const uint32_t tree = TreeWeight(now);
-  if (pool->per_key) {
-    // Every process of the subtree that does not push this key uses its
-    // static share without asking, and every one that does uses at least
-    // that.
-    const int64_t subtree = 1 + LiveLeaves(now);
-    cold = std::max<int64_t>(0, subtree - static_cast<int64_t>(names.size()));
-  }
+  Holding& h = pool->parties[party];
   bool wants_more = false;
   for (int r = 0; r < kR; ++r) {
     if (pool->limit[r] <= 0) continue;
-    if (pool->per_key) base_each = pool->limit[r] / (int64_t{tree} + 1);
-    int64_t others = 0;
-    for (const auto& [id, h] : pool->parties) {
-      if (id == party) {
-        // An earlier life under the same id is another process.
-        if (now < h.ghost_until) others += h.ghost[r];
-        continue;
-      }
-      int64_t held = HeldBy(h, r, now, stale);
-      if (pool->per_key && now <= h.pushed + stale) held = std::max(held, base_each);
-      others += held;
-    }
-    const int64_t total = pool->units[r] - cold * base_each;
-    std::vector<double> demand(names.size());
-    for (size_t j = 0; j < names.size(); ++j) demand[j] = wants[j][r];
-    const std::vector<int64_t> split = FairSplit(total, names, demand, now);
-    const int64_t fair = me < split.size() ? split[me] : 0;
-    grant.units[r] = std::max<int64_t>(0, std::min(fair, total - others));
+    // What every other party holds (the running total, never below the
+    // truth), this party's earlier lives included.
+    int64_t others = pool->held_sum[r] - h.counted[r];
+    if (now < h.ghost_until) others += h.ghost[r];
+    const int64_t share = fair == pool->fair.end() ? 0 : fair->second[r];
+    grant.units[r] =
+        std::max<int64_t>(0, std::min(share, pool->fair_total[r] - others));
     if (pool->per_key &&
-        (key.demand[r] * 1.05 > static_cast<double>(base_each) ||
-         key.usage[r] > base_each)) {
+        (key.demand[r] * 1.05 > static_cast<double>(h.base[r]) ||
+         key.usage[r] > h.base[r])) {
       wants_more = true;
     }
   }
@@ -476,9 +541,9 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     grant.granted = false;
     grant.units = {};
   }
-  Holding& h = pool->parties[party];
   h.grant = grant.units;
   h.grant_until = end;
+  Recount(pool, &h, now);
   grant.valid_for = end - now;
   return grant;
 }
@@ -502,6 +567,8 @@ void LeaseLedger::Impl::Bury(Holding* h, absl::Time now) {
 bool LeaseLedger::Impl::Prune(Pool* pool, absl::Time now) {
   for (auto it = pool->parties.begin(); it != pool->parties.end();) {
     if (HeldUntil(it->second, options_.stale_after) < now) {
+      for (int r = 0; r < kR; ++r) pool->held_sum[r] -= it->second.counted[r];
+      pool->fair.erase(it->first);
       it = pool->parties.erase(it);
     } else {
       ++it;
@@ -690,7 +757,9 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
         policy.leaf_leases.erase(request.replica_id);
         for (auto& [key, pool] : policy.pools) {
           auto h = pool.parties.find(request.replica_id);
-          if (h != pool.parties.end()) Bury(&h->second, now);
+          if (h == pool.parties.end()) continue;
+          Bury(&h->second, now);
+          Recount(&pool, &h->second, now);
         }
       }
     }
