@@ -30,10 +30,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -270,14 +270,14 @@ Figure RunLive(const std::string& host, int port, int leaves, bool tree,
       lo.nudge = [raw] {
         if (raw->loop) raw->loop->Nudge();
       };
-      p->ledger = std::make_unique<cluster::LeaseLedger>(p->redis.get(),
-                                                         &clock, lo);
+      p->ledger =
+          std::make_unique<cluster::LeaseLedger>(p->redis.get(), &clock, lo);
       store = p->ledger.get();
     }
     cluster::SyncLoop::Options so;
     so.replica_id = id;
-    p->loop = std::make_unique<cluster::SyncLoop>(p->engine.get(), store,
-                                                  &clock, so);
+    p->loop =
+        std::make_unique<cluster::SyncLoop>(p->engine.get(), store, &clock, so);
     centrals.push_back(std::move(p));
   }
   if (tree) {
@@ -310,14 +310,13 @@ Figure RunLive(const std::string& host, int port, int leaves, bool tree,
     leaf_ticks += p->loop->stats().ticks;
   }
   if (tree && leaf_failures_after > 0) {
-    std::printf("    (leaves: %llu ticks, %llu failed, %llu of them during "
-                "the measurement; last error: %s)\n",
-                static_cast<unsigned long long>(leaf_ticks),
-                static_cast<unsigned long long>(leaf_failures_after),
-                static_cast<unsigned long long>(leaf_failures_after -
-                                                leaf_failures),
-                others.empty() ? ""
-                               : others[0]->loop->stats().last_error.c_str());
+    std::printf(
+        "    (leaves: %llu ticks, %llu failed, %llu of them during "
+        "the measurement; last error: %s)\n",
+        static_cast<unsigned long long>(leaf_ticks),
+        static_cast<unsigned long long>(leaf_failures_after),
+        static_cast<unsigned long long>(leaf_failures_after - leaf_failures),
+        others.empty() ? "" : others[0]->loop->stats().last_error.c_str());
   }
   for (auto& p : others) p->loop->Stop();
   for (auto& p : centrals) p->loop->Stop();
@@ -359,9 +358,10 @@ int PartA(const std::string& host, int port, double seconds) {
       fig[0][0].usec_per_second > 0
           ? fig[0][1].usec_per_second / fig[0][0].usec_per_second
           : 0;
-  std::printf("\nN = 32 ÷ N = 8, Redis time in scripts per second: tree "
-              "%.2f (goal ≤ 1.3), flat %.2f\n\n",
-              tree_ratio, flat_ratio);
+  std::printf(
+      "\nN = 32 ÷ N = 8, Redis time in scripts per second: tree "
+      "%.2f (goal ≤ 1.3), flat %.2f\n\n",
+      tree_ratio, flat_ratio);
   return tree_ratio > 0 && tree_ratio <= 1.3 ? 0 : 1;
 }
 
@@ -396,12 +396,12 @@ int PartB(const std::string& host, int port, int leaves, int policies,
       raw->next = std::min(raw->next, clock.Now() + absl::Milliseconds(50));
     };
     lo.max_leaves = static_cast<size_t>(leaves);
-    p->ledger = std::make_unique<cluster::LeaseLedger>(p->redis.get(), &clock,
-                                                       lo);
+    p->ledger =
+        std::make_unique<cluster::LeaseLedger>(p->redis.get(), &clock, lo);
     cluster::SyncLoop::Options so;
     so.replica_id = lo.replica_id;
-    p->loop = std::make_unique<cluster::SyncLoop>(
-        p->engine.get(), p->ledger.get(), &clock, so);
+    p->loop = std::make_unique<cluster::SyncLoop>(p->engine.get(),
+                                                  p->ledger.get(), &clock, so);
     p->next = origin + absl::Milliseconds(c * 500);
     procs.push_back(std::move(p));
   }
@@ -457,7 +457,8 @@ int PartB(const std::string& host, int port, int leaves, int policies,
   leaf_ticks = leaf_failures = central_ticks = 0;
   leaf_time = central_time = absl::ZeroDuration();
   const absl::Time real1 = absl::Now();
-  const Figure f = Measure(probe, [&] { run(seconds); }, seconds);
+  const Figure f = Measure(
+      probe, [&] { run(seconds); }, seconds);
   const absl::Duration real = absl::Now() - real1;
   const double per_thousand = f.usec_per_second / 1000.0 / (leaves / 1000.0);
   std::printf(
@@ -471,16 +472,17 @@ int PartB(const std::string& host, int port, int leaves, int policies,
       absl::ToDoubleSeconds(real) / seconds,
       static_cast<unsigned long long>(leaf_failures),
       static_cast<unsigned long long>(leaf_ticks));
-  std::printf("    (real time per leaf tick %.0f µs, per central tick %.0f "
-              "µs, over %llu and %llu ticks)\n",
-              leaf_ticks > 0 ? absl::ToDoubleMicroseconds(leaf_time) /
-                                   static_cast<double>(leaf_ticks)
-                             : 0.0,
-              central_ticks > 0 ? absl::ToDoubleMicroseconds(central_time) /
-                                      static_cast<double>(central_ticks)
-                                : 0.0,
-              static_cast<unsigned long long>(leaf_ticks),
-              static_cast<unsigned long long>(central_ticks));
+  std::printf(
+      "    (real time per leaf tick %.0f µs, per central tick %.0f "
+      "µs, over %llu and %llu ticks)\n",
+      leaf_ticks > 0 ? absl::ToDoubleMicroseconds(leaf_time) /
+                           static_cast<double>(leaf_ticks)
+                     : 0.0,
+      central_ticks > 0 ? absl::ToDoubleMicroseconds(central_time) /
+                              static_cast<double>(central_ticks)
+                        : 0.0,
+      static_cast<unsigned long long>(leaf_ticks),
+      static_cast<unsigned long long>(central_ticks));
   if (leaf_failures > 0) {
     std::printf("    (last leaf error: %s)\n", last_leaf_error.c_str());
   }
@@ -559,8 +561,8 @@ int main(int argc, char** argv) {
         "(b) simulated schedule (1 ms steps), 2 centrals on a real Redis, "
         "idle leaves; Redis time per simulated second\n\n"
         "| leaves | policies | simulated s | scripts/s | Redis ms in scripts "
-        "per s | per 1,000 leaves | µs per script | p99 / slowest script µs | real "
-        "s per simulated s | leaf ticks failed |\n"
+        "per s | per 1,000 leaves | µs per script | p99 / slowest script µs | "
+        "real s per simulated s | leaf ticks failed |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int n : leaf_counts) {
       failed += sluice::PartB(host, port, n, 100, leaf_policies,

@@ -171,12 +171,12 @@ class GrantTreeTest : public ::testing::Test {
         << tree_->checker().checks() << " simulated ms; worst "
         << tree_->checker().worst_ratio() << "x; first:\n"
         << tree_->Violations();
-    std::printf("  invariant: %llu ms checked, %llu over, worst in force %.3fx "
-                "limit\n",
-                static_cast<unsigned long long>(tree_->checker().checks()),
-                static_cast<unsigned long long>(
-                    tree_->checker().violating_checks()),
-                tree_->checker().worst_ratio());
+    std::printf(
+        "  invariant: %llu ms checked, %llu over, worst in force %.3fx "
+        "limit\n",
+        static_cast<unsigned long long>(tree_->checker().checks()),
+        static_cast<unsigned long long>(tree_->checker().violating_checks()),
+        tree_->checker().worst_ratio());
   }
   bool EveryLeaf(const std::function<bool(TreeProcess&)>& pred) {
     for (int l = 0; l < tree_->leaves(); ++l) {
@@ -202,9 +202,10 @@ TEST_F(GrantTreeTest, TwelveLeavesFlatOutHoldAHundredPerSecond) {
   LoadAll("api", 1000);
   tree_->Run(absl::Seconds(5));
   const int64_t admitted = Admitted("api", from, from + 5);
-  std::printf("  12 leaves flat out, 5 s on 100/s burst 100: admitted %lld "
-              "(bounds 400..660); per second:",
-              static_cast<long long>(admitted));
+  std::printf(
+      "  12 leaves flat out, 5 s on 100/s burst 100: admitted %lld "
+      "(bounds 400..660); per second:",
+      static_cast<long long>(admitted));
   for (int64_t s = from; s < from + 5; ++s) {
     std::printf(" %lld", static_cast<long long>(tree_->AdmittedIn("api", s)));
   }
@@ -239,7 +240,8 @@ TEST_F(GrantTreeTest, KillingACentralUnderLoadMovesItsLeavesAndHoldsTheLimit) {
   for (int64_t s = killed_at - 2; s < end; ++s) {
     std::printf(" %lld", static_cast<long long>(tree_->AdmittedIn("api", s)));
     if (s >= killed_at + 4) {
-      worst_after_grace = std::max(worst_after_grace, tree_->AdmittedIn("api", s));
+      worst_after_grace =
+          std::max(worst_after_grace, tree_->AdmittedIn("api", s));
     }
   }
   std::printf("\n  worst second after the grace: %lld (bound 220)\n",
@@ -269,7 +271,8 @@ TEST_F(GrantTreeTest, BreakerTripReachesEveryLeafWithinTwoTicks) {
     tree_->Run(absl::Milliseconds(phase * 100 + 7));
     TreeProcess* tripper = tree_->leaf(0);
     tripper->Fail("flaky", 3);
-    ASSERT_EQ(tripper->engine().PeekBreaker("flaky"), core::BreakerState::kOpen);
+    ASSERT_EQ(tripper->engine().PeekBreaker("flaky"),
+              core::BreakerState::kOpen);
     const absl::Duration took = tree_->RunUntil(
         [&] {
           return EveryLeaf([](TreeProcess& p) {
@@ -296,7 +299,8 @@ TEST_F(GrantTreeTest, PolicyChangeInTheStoreReachesEveryLeafWithinTwoSeconds) {
     Build(kBucket, 2, 12);
     LoadAll("api", 300);
     tree_->Run(absl::Milliseconds(phase * 250 + 11));
-    ASSERT_TRUE(EveryLeaf([](TreeProcess& p) { return RateOf(p, "api") == 100; }));
+    ASSERT_TRUE(
+        EveryLeaf([](TreeProcess& p) { return RateOf(p, "api") == 100; }));
     absl::StatusOr<std::vector<v1::Policy>> parsed =
         policy::ParsePolicies(BucketPolicy("api", 150, 150), "new.yaml");
     ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -306,7 +310,8 @@ TEST_F(GrantTreeTest, PolicyChangeInTheStoreReachesEveryLeafWithinTwoSeconds) {
     ASSERT_TRUE(tree_->redis().PutPolicy((*stored)[0], 0).ok());
     const absl::Duration took = tree_->RunUntil(
         [&] {
-          return EveryLeaf([](TreeProcess& p) { return RateOf(p, "api") == 150; });
+          return EveryLeaf(
+              [](TreeProcess& p) { return RateOf(p, "api") == 150; });
         },
         absl::Seconds(10));
     std::printf("  store write at phase %d: every leaf has it after %s\n",
@@ -334,11 +339,13 @@ TEST_F(GrantTreeTest, AdminWriteOnACentralReachesEveryLeafAndALeafRefusesOne) {
   EXPECT_FALSE(refused.ok());
   EXPECT_EQ(RateOf(*tree_->leaf(3), "api"), 100);
 
-  absl::StatusOr<policy::PolicyChange> put = tree_->central(0)->config().Put(p, 0);
+  absl::StatusOr<policy::PolicyChange> put =
+      tree_->central(0)->config().Put(p, 0);
   ASSERT_TRUE(put.ok()) << put.status();
   const absl::Duration took = tree_->RunUntil(
       [&] {
-        return EveryLeaf([](TreeProcess& q) { return RateOf(q, "api") == 120; });
+        return EveryLeaf(
+            [](TreeProcess& q) { return RateOf(q, "api") == 120; });
       },
       absl::Seconds(10));
   std::printf("  admin write on c0: every leaf has it after %s\n",
@@ -388,7 +395,8 @@ TEST_F(GrantTreeTest, ANewLeafAdmitsItsFirstCallWithinTwoSeconds) {
     Build(kBucket, 2, 6);
     LoadAll("api", 1000);
     tree_->Run(absl::Seconds(3) + absl::Milliseconds(phase * 200 + 3));
-    const int l = tree_->AddLeaf("newcomer", phase % 2, tree_->clock().Now() - tree_->origin());
+    const int l = tree_->AddLeaf("newcomer", phase % 2,
+                                 tree_->clock().Now() - tree_->origin());
     tree_->SetLoad(l, {"api", "", 1000});
     const absl::Duration took = tree_->RunUntil(
         [&] { return tree_->leaf(l)->admitted() > 0; }, absl::Seconds(10));
@@ -422,9 +430,9 @@ TEST_F(GrantTreeTest, FairShareAfterADemandStepWithinThreeSeconds) {
     double sum = 0;
     std::printf("  grants in force %d s after the step:", s);
     for (int l = 0; l < 12; ++l) {
-      const int64_t u = tree_->checker().UnitsOf(
-          absl::StrCat("leaf", l), "api", "", core::kRateUnits,
-          tree_->clock().Now());
+      const int64_t u =
+          tree_->checker().UnitsOf(absl::StrCat("leaf", l), "api", "",
+                                   core::kRateUnits, tree_->clock().Now());
       std::printf(" %lld", static_cast<long long>(u));
       sum += std::min<double>(static_cast<double>(u), fair);
     }
@@ -487,11 +495,12 @@ TEST_F(GrantTreeTest, TwentyPerSecondAcrossFiftyBusyLeaves) {
   }
   const double mean =
       static_cast<double>(Admitted("api", from, from + 60)) / 60.0;
-  std::printf("  20/s over 50 busy leaves, 60 s: leaves admitting in each "
-              "30 s: %d and %d of 50; longest gap %s; mean %.2f/s (%.1f%% of "
-              "the limit)\n",
-              in_first, in_second, absl::FormatDuration(longest).c_str(), mean,
-              mean / 20.0 * 100);
+  std::printf(
+      "  20/s over 50 busy leaves, 60 s: leaves admitting in each "
+      "30 s: %d and %d of 50; longest gap %s; mean %.2f/s (%.1f%% of "
+      "the limit)\n",
+      in_first, in_second, absl::FormatDuration(longest).c_str(), mean,
+      mean / 20.0 * 100);
   EXPECT_EQ(in_first, 50);
   EXPECT_EQ(in_second, 50);
   EXPECT_LE(longest, absl::Seconds(10));
@@ -649,10 +658,11 @@ TEST_F(GrantTreeTest, AllCentralsDownLeavesFollowOnStoreFailureAfterTheGrace) {
     TreeProcess* leaf = tree_->leaf(l);
     last_good = leaf->loop().stats().last_success;
     const absl::Time first = leaf->first_store_refusal();
-    std::printf("  leaf %d: last good tick %s before the kill, first "
-                "STORE_UNAVAILABLE %s after it\n",
-                l, absl::FormatDuration(killed - last_good).c_str(),
-                absl::FormatDuration(first - killed).c_str());
+    std::printf(
+        "  leaf %d: last good tick %s before the kill, first "
+        "STORE_UNAVAILABLE %s after it\n",
+        l, absl::FormatDuration(killed - last_good).c_str(),
+        absl::FormatDuration(first - killed).c_str());
     EXPECT_GT(leaf->store_refused(), 0u) << "leaf " << l;
     // Not before the grace period from its last good tick; soon after it
     // (its next retry, 200 ms apart).
@@ -683,7 +693,8 @@ TEST_F(GrantTreeTest, ADelayedOrReplayedLeafRequestIsIgnored) {
   EXPECT_EQ(late[0].status().code(), absl::StatusCode::kAborted)
       << late[0].status();
   absl::StatusOr<TickReply> again = path->Replay();
-  EXPECT_EQ(again.status().code(), absl::StatusCode::kAborted) << again.status();
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAborted)
+      << again.status();
   tree_->Run(absl::Seconds(3));
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
   EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)

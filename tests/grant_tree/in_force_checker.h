@@ -57,19 +57,19 @@ class InForceChecker {
     if (reply->policies.size() != request.policies.size()) return;
     p.last_ok = start;
     p.stale = request.stale_after;
-    p.live = std::max<uint32_t>(
-        1, static_cast<uint32_t>(reply->replicas.size()));
+    p.live =
+        std::max<uint32_t>(1, static_cast<uint32_t>(reply->replicas.size()));
     for (size_t i = 0; i < request.policies.size(); ++i) {
       const cluster::PolicyPush& push = request.policies[i];
       const cluster::PolicyPull& pull = reply->policies[i];
       for (size_t k = 0; k < push.keys.size() && k < pull.grants.size(); ++k) {
         Held& held = p.held[{push.policy, push.keys[k].key}];
         held.granted = pull.grants[k].granted;
-        held.units = pull.grants[k].granted ? pull.grants[k].units
-                                            : core::Units{};
+        held.units =
+            pull.grants[k].granted ? pull.grants[k].units : core::Units{};
         held.from = now;
-        held.until = start + std::min(request.stale_after,
-                                      pull.grants[k].valid_for);
+        held.until =
+            start + std::min(request.stale_after, pull.grants[k].valid_for);
       }
     }
   }
@@ -99,8 +99,9 @@ class InForceChecker {
         for (const auto& [name, p] : processes_) {
           sum += Units(p, pk.first, pk.second, limit[r], r, now);
         }
-        worst_ratio_ = std::max(
-            worst_ratio_, static_cast<double>(sum) / static_cast<double>(limit[r]));
+        worst_ratio_ =
+            std::max(worst_ratio_,
+                     static_cast<double>(sum) / static_cast<double>(limit[r]));
         if (sum <= limit[r]) continue;
         ++violating_ms_;
         if (violations_.size() >= kMaxKept) continue;
@@ -162,11 +163,11 @@ class InForceChecker {
   static int64_t Units(const Process& p, const std::string& policy,
                        const std::string& key, int64_t limit, int r,
                        absl::Time now) {
-    const bool store_up = p.last_ok != absl::InfinitePast() &&
-                          now < p.last_ok + p.stale;
+    const bool store_up =
+        p.last_ok != absl::InfinitePast() && now < p.last_ok + p.stale;
     auto per_key = p.per_key.find(policy);
-    const bool has_static = store_up && per_key != p.per_key.end() &&
-                            per_key->second;
+    const bool has_static =
+        store_up && per_key != p.per_key.end() && per_key->second;
     const int64_t base = has_static ? limit / (p.live + 1) : 0;
     auto h = p.held.find({policy, key});
     if (h == p.held.end()) return base;

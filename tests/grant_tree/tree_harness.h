@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/cluster/cluster_config.h"
-#include "server/cluster/lease_ledger.h"
 #include "server/cluster/leaf_server.h"
+#include "server/cluster/lease_ledger.h"
 #include "server/cluster/store.h"
 #include "server/cluster/sync_loop.h"
 #include "server/core/engine.h"
@@ -33,8 +33,8 @@
 // leaves (Engine + SyncLoop whose store is a LeafPath to a central's
 // LeaseLedger::ServeLeaf). Every process ticks once per simulated second at
 // its own phase (when it started), retries a failed tick after 200 ms and
-// answers a nudge after 50 ms, as SyncLoop::Run does; time moves in 1 ms steps and the
-// in-force checker runs after every step.
+// answers a nudge after 50 ms, as SyncLoop::Run does; time moves in 1 ms steps
+// and the in-force checker runs after every step.
 namespace sluice::tree_testing {
 
 using cluster::ConfigWrite;
@@ -89,7 +89,8 @@ class LeafPath final : public Store {
   using Next = std::function<int(int central)>;
 
   LeafPath(Resolver resolve, Next next, int central)
-      : resolve_(std::move(resolve)), next_(std::move(next)),
+      : resolve_(std::move(resolve)),
+        next_(std::move(next)),
         central_(central) {}
 
   int central() const { return central_; }
@@ -156,7 +157,8 @@ class LeafPath final : public Store {
   }
   absl::StatusOr<TickReply> Send(const TickRequest& request) {
     cluster::LeafServer* server = resolve_(central_);
-    if (server == nullptr) return absl::UnavailableError("central replica down");
+    if (server == nullptr)
+      return absl::UnavailableError("central replica down");
     return server->ServeLeaf(request);
   }
 
@@ -176,7 +178,9 @@ class ObservedStore final : public Store {
  public:
   ObservedStore(Store* inner, core::Clock* clock, InForceChecker* checker,
                 std::string process)
-      : inner_(inner), clock_(clock), checker_(checker),
+      : inner_(inner),
+        clock_(clock),
+        checker_(checker),
         process_(std::move(process)) {}
 
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
@@ -246,8 +250,8 @@ class TreeProcess final : public core::EventSink {
     } else {
       base = path_.get();
     }
-    observed_ = std::make_unique<ObservedStore>(base, clock, checker,
-                                                options_.id);
+    observed_ =
+        std::make_unique<ObservedStore>(base, clock, checker, options_.id);
     cluster::ClusterConfig::Options co;
     co.apply_timeout = absl::ZeroDuration();  // ticks are driven by hand
     co.nudge = [this] { Nudge(); };
@@ -291,9 +295,9 @@ class TreeProcess final : public core::EventSink {
     const absl::Status s = loop_->TickOnce();
     ++ticks_;
     if (!s.ok()) ++failed_ticks_;
-    next_tick_ = clock_->Now() +
-                 (s.ok() ? options_.interval
-                         : std::min(options_.interval, absl::Milliseconds(200)));
+    next_tick_ = clock_->Now() + (s.ok() ? options_.interval
+                                         : std::min(options_.interval,
+                                                    absl::Milliseconds(200)));
     return s;
   }
   // SyncLoop::Nudge as Run honours it: a tick after at least 50 ms.
@@ -512,8 +516,8 @@ class TreeHarness {
     for (size_t i = 0; i < leaves_.size(); ++i) {
       if (!leaves_[i]) continue;
       for (const Load& load : loads_[i]) {
-        const int64_t calls = ms_ * load.per_second / 1000 -
-                              (ms_ - 1) * load.per_second / 1000;
+        const int64_t calls =
+            ms_ * load.per_second / 1000 - (ms_ - 1) * load.per_second / 1000;
         for (int64_t k = 0; k < calls; ++k) {
           if (leaves_[i]->Call(load.dep, load.key)) {
             Count(load.dep, load.key, second, i);
@@ -645,8 +649,7 @@ class TreeHarness {
   std::vector<std::vector<Load>> loads_;
   std::map<std::pair<std::string, std::string>, std::vector<int64_t>>
       per_second_;
-  std::map<std::pair<std::string, int>, std::vector<int64_t>>
-      per_leaf_second_;
+  std::map<std::pair<std::string, int>, std::vector<int64_t>> per_leaf_second_;
 };
 
 }  // namespace sluice::tree_testing
