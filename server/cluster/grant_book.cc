@@ -16,11 +16,17 @@ std::vector<int64_t> FairSplit(int64_t total,
   if (n == 0 || total <= 0) return units;
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t{0});
+  // Callers usually pass names in order (the ledger's parties are a sorted
+  // map): then an index stands for its name, and no string is compared.
+  const bool in_order = std::is_sorted(names.begin(), names.begin() + n);
+  auto before = [&](size_t a, size_t b) {
+    return in_order ? a < b : names[a] < names[b];
+  };
   // Smallest demand first: each takes what it asks, or an equal part of
   // what is left, whichever is less.
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (demand[a] != demand[b]) return demand[a] < demand[b];
-    return names[a] < names[b];
+    return before(a, b);
   });
   std::vector<double> share(n, 0.0);
   double left = static_cast<double>(total);
@@ -37,8 +43,11 @@ std::vector<int64_t> FairSplit(int64_t total,
     units[j] = static_cast<int64_t>(std::floor(share[j] + 1e-9));
     used += units[j];
   }
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return names[a] < names[b]; });
+  if (in_order) {
+    std::iota(order.begin(), order.end(), size_t{0});
+  } else {
+    std::sort(order.begin(), order.end(), before);
+  }
   const int64_t turn = absl::ToUnixMillis(now) / 10000;
   std::vector<int64_t> rank(n, 0);
   for (size_t pos = 0; pos < n; ++pos) {

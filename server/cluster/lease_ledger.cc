@@ -28,6 +28,8 @@ constexpr size_t kMaxPolicies = 10000;
 constexpr size_t kMaxPools = 1000000;  // (policy, key) pairs
 constexpr size_t kMaxLeafInbox = 10000;
 constexpr size_t kMaxUpstreamForwards = 100000;
+// Earlier lives of a leaf remembered.
+constexpr size_t kMaxPastLives = 8;
 // Leaf ids listed in a reply's replicas at most.
 constexpr size_t kMaxListedLeaves = 1000;
 
@@ -126,6 +128,8 @@ struct PolicyState {
 
 struct LeafRecord {
   uint64_t incarnation = 0;
+  // Earlier incarnations under this id (their late requests are refused).
+  std::vector<uint64_t> past;
   uint64_t sequence = 0;
   absl::Time seen = absl::InfinitePast();
   std::deque<core::ForwardedReport> inbox;
@@ -305,8 +309,10 @@ class LeaseLedger::Impl {
   // Tick's parts.
   Round BuildRound(const TickRequest& request, absl::Time start)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddSubtree(const PolicyPush* own, const std::string& name,
-                  PolicyState* policy, absl::Time start, PolicyPush* push)
+  // Adds the leaves' part of one policy to the push upstream (`own`: the
+  // central's own push of it, or null for a policy only leaves push).
+  void AddSubtree(const PolicyPush* own, PolicyState* policy,
+                  absl::Time start, PolicyPush* push)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TickReply> TakeReply(const TickRequest& request,
                                       Round* round, TickReply reply)
@@ -486,6 +492,7 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   for (int r = 0; r < kR; ++r) {
     const int64_t base = pool->per_key ? pool->limit[r] / (tree + 1) : 0;
     pool->fair_total[r] = pool->units[r] - cold * base;
+    if (pool->limit[r] <= 0) continue;  // not cluster-scope: nothing to split
     std::vector<double> demand(names.size());
     for (size_t j = 0; j < names.size(); ++j) demand[j] = asking[j]->demand[r];
     const std::vector<int64_t> split =
@@ -509,9 +516,9 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     return grant;
   }
   // The split is computed again when the pool changed, a party joined, or
-  // a refresh period passed (demands move; what ended is let go).
-  const absl::Duration refresh =
-      std::min(options_.stale_after / 10, absl::Milliseconds(100));
+  // a sixth of the stale period passed (demands move; what ended is let
+  // go): a leaf's tick is O(its keys) otherwise.
+  const absl::Duration refresh = options_.stale_after / 6;
   auto fair = pool->fair.find(party);
   if (fair == pool->fair.end() || pool->split_units != pool->units ||
       now >= pool->split_at + refresh || now < pool->split_at) {
@@ -748,8 +755,20 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
           "lease request from \"", request.replica_id, "\": sequence ",
           request.sequence, " is not newer than ", leaf->second.sequence));
     } else if (request.incarnation != leaf->second.incarnation) {
+      std::vector<uint64_t>& past = leaf->second.past;
+      if (std::find(past.begin(), past.end(), request.incarnation) !=
+          past.end()) {
+        // A late request of an earlier life.
+        ++stats_.leaf_ticks_refused;
+        ++stats_.refused_stale;
+        return absl::AbortedError(absl::StrCat(
+            "lease request from \"", request.replica_id,
+            "\": incarnation ", request.incarnation, " has been replaced"));
+      }
       // A new life under the same id: its old grants stay counted (in the
       // pools) until they end; its outcome totals start again.
+      if (past.size() >= kMaxPastLives) past.erase(past.begin());
+      past.push_back(leaf->second.incarnation);
       leaf->second.incarnation = request.incarnation;
       leaf->second.inbox.clear();
       for (auto& [name, policy] : policies_) {
@@ -835,10 +854,8 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
 }
 
 void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
-                                   const std::string& name,
                                    PolicyState* policy, absl::Time start,
                                    PolicyPush* push) {
-  (void)name;
   const absl::Duration stale = options_.stale_after;
   const std::string& self = options_.replica_id;
   absl::flat_hash_set<std::string> own_keys;
@@ -949,7 +966,7 @@ LeaseLedger::Impl::Round LeaseLedger::Impl::BuildRound(
     own.insert(push.policy);
     PolicyState* policy = FindOrAddPolicy(push.policy);
     if (policy == nullptr) continue;
-    AddSubtree(&request.policies[i], push.policy, policy, start, &push);
+    AddSubtree(&request.policies[i], policy, start, &push);
   }
   for (auto& [name, policy] : policies_) {
     if (own.contains(name)) continue;
@@ -957,7 +974,7 @@ LeaseLedger::Impl::Round LeaseLedger::Impl::BuildRound(
     push.policy = name;
     push.per_key = policy.per_key;
     push.epoch_seen = policy.epoch;
-    AddSubtree(nullptr, name, &policy, start, &push);
+    AddSubtree(nullptr, &policy, start, &push);
     if (!push.keys.empty()) round.up.policies.push_back(std::move(push));
   }
   round.leaf_forwards = std::move(to_upstream_);

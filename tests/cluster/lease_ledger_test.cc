@@ -123,7 +123,7 @@ class LeaseLedgerTest : public ::testing::Test {
   std::unique_ptr<LeaseLedger> ledger_;
   uint64_t central_seq_ = 0;
   std::map<std::string, uint64_t> leaf_seq_;
-  int nudges_ = 0;
+  std::atomic<int> nudges_{0};  // nudge is called from any thread
 };
 
 TEST(FairSplitTest, SmallDemandsGetWhatTheyAskAndTheRestIsShared) {
@@ -139,6 +139,26 @@ TEST(FairSplitTest, SmallDemandsGetWhatTheyAskAndTheRestIsShared) {
   const std::vector<int64_t> even = FairSplit(9, {"a", "b", "c"}, {0, 0, 0}, now);
   EXPECT_EQ(even, (std::vector<int64_t>{3, 3, 3}));
   EXPECT_EQ(FairSplit(0, {"a"}, {5}, now), std::vector<int64_t>{0});
+}
+
+TEST(FairSplitTest, TheOrderOfTheNamesDoesNotMatter) {
+  // Sorted names take a shortcut (indices stand for names); the split by
+  // name must be the same either way, ties and rotation included.
+  const absl::Time now = testing::FakeClock::DefaultStart() + absl::Seconds(37);
+  const std::vector<std::string> sorted = {"a", "b", "c", "d", "e"};
+  const std::vector<double> demand = {3, 3, 0.2, 3, 0.2};
+  const std::vector<int64_t> in_order = FairSplit(7, sorted, demand, now);
+  const std::vector<size_t> perm = {3, 0, 4, 1, 2};
+  std::vector<std::string> names;
+  std::vector<double> shuffled;
+  for (size_t j : perm) {
+    names.push_back(sorted[j]);
+    shuffled.push_back(demand[j]);
+  }
+  const std::vector<int64_t> out = FairSplit(7, names, shuffled, now);
+  for (size_t k = 0; k < perm.size(); ++k) {
+    EXPECT_EQ(out[k], in_order[perm[k]]) << names[k];
+  }
 }
 
 TEST_F(LeaseLedgerTest, LeavesAreRefusedUntilTheCentralHasAGrant) {
@@ -283,6 +303,11 @@ TEST_F(LeaseLedgerTest, OldOrRepeatedRequestsAreAbortedAndChangeNothing) {
   r.incarnation = 6;
   r.sequence = 1;
   EXPECT_TRUE(ledger_->ServeLeaf(r).ok());
+  // A late request of the earlier life is refused too.
+  r.incarnation = 5;
+  r.sequence = 9;
+  EXPECT_EQ(ledger_->ServeLeaf(r).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(ledger_->stats().refused_stale, 3u);
 }
 
 TEST_F(LeaseLedgerTest, ARestartedLeafsOldGrantStaysCountedUntilItEnds) {
@@ -575,6 +600,59 @@ TEST_F(LeaseLedgerTest, PerKeyStaticSharesAreBudgetedForTheWholeTree) {
   // A key the leaf needs no more than its static share of goes back to it.
   EXPECT_FALSE(l->policies[0].grants[0].granted);
   EXPECT_EQ(recorder_.last.weight, 3u);
+}
+
+TEST_F(LeaseLedgerTest, ACentralThatStopsKeepsItsEntryWhileLeasesAreInForce) {
+  int64_t mine = 0;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<TickReply> c =
+        Central({Push("api", {Key("", 100, 10, mine, kStale)})});
+    ASSERT_TRUE(c.ok());
+    mine = c->policies[0].grants[0].units[0];
+    ASSERT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 50)})}).ok());
+  }
+  ASSERT_GT(ledger_->stats().leaf_units[0], 0);
+  TickRequest leave = Request(kCentral, 1, ++central_seq_,
+                              {Push("api", {Key("", 100, 0, mine, kStale)})});
+  leave.leaving = true;
+  ASSERT_TRUE(ledger_->Tick(leave).ok());
+  // Redis was not told to give the entry back: the leaf's lease is still
+  // counted there until it ends.
+  EXPECT_FALSE(recorder_.last.leaving);
+  EXPECT_GE(store_.Held("api", "", 0), ledger_->stats().leaf_units[0]);
+  EXPECT_EQ(Leaf("leaf1", {Push("api", {Key("", 100, 50)})}).status().code(),
+            absl::StatusCode::kUnavailable);
+  // Once nothing is leased, a stopping central gives its entry back.
+  Make();
+  central_seq_ = 0;
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  leave.sequence = ++central_seq_;
+  ASSERT_TRUE(ledger_->Tick(leave).ok());
+  EXPECT_TRUE(recorder_.last.leaving);
+}
+
+TEST_F(LeaseLedgerTest, LeavesGetTheWarmStateTheCentralLastSaw) {
+  PolicyPush warm = Push("api", {});
+  warm.has_warm = true;
+  warm.digest = 42;
+  warm.adaptive.steady_limit = 80;
+  warm.adaptive.baseline = absl::Milliseconds(12);
+  ASSERT_TRUE(Central({warm}).ok());
+  ASSERT_TRUE(Central({warm}).ok());  // the store answers entries stored before
+  PolicyPush ask = Push("api", {});
+  ask.has_warm = true;
+  ask.digest = 42;
+  absl::StatusOr<TickReply> l = Leaf("leaf1", {ask});
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->policies[0].warm.size(), 1u);
+  EXPECT_EQ(l->policies[0].warm[0].replica, kCentral);
+  EXPECT_EQ(l->policies[0].warm[0].adaptive.steady_limit, 80u);
+  // A leaf's own warm state does not go upstream.
+  ask.adaptive.steady_limit = 7;
+  ask.adaptive.baseline = absl::Milliseconds(1);
+  ASSERT_TRUE(Leaf("leaf1", {ask}).ok());
+  ASSERT_TRUE(Central({warm}).ok());
+  EXPECT_EQ(recorder_.last.policies[0].adaptive.steady_limit, 80u);
 }
 
 TEST_F(LeaseLedgerTest, LeavesAreServedWhileTheCentralTicks) {
