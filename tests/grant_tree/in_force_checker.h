@@ -57,8 +57,11 @@ class InForceChecker {
     if (reply->policies.size() != request.policies.size()) return;
     p.last_ok = start;
     p.stale = request.stale_after;
-    p.live =
-        std::max<uint32_t>(1, static_cast<uint32_t>(reply->replicas.size()));
+    // As SyncLoop counts them: the processes the store weighs, at least
+    // the replicas it names (SyncLoop may count more over its stale
+    // period, which only makes its static shares smaller).
+    p.live = std::max<uint32_t>(
+        {1, static_cast<uint32_t>(reply->replicas.size()), reply->live_weight});
     for (size_t i = 0; i < request.policies.size(); ++i) {
       const cluster::PolicyPush& push = request.policies[i];
       const cluster::PolicyPull& pull = reply->policies[i];
