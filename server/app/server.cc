@@ -261,8 +261,8 @@ absl::Status Server::BindDecisionService() {
                            &port_);
   builder.RegisterService(&decision_service_);
   builder.RegisterService(&rate_limit_service_);
-  // A central replica's lease service: it raises the receive limit to a
-  // leaf's largest tick (each method still checks its own budget first).
+  // A central replica's lease service (a leaf's tick fits the data port's
+  // limit; the service lets the leaves' keepalive pings through).
   mode_->AddDataServices(&builder);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {

@@ -25,19 +25,24 @@
 
 namespace sluice::tree {
 
-// The largest serialized LeaseTickRequest or LeaseTickReply either side
-// takes. The gRPC channel (leaf) and the service's budget (central) use it.
-// 50,000 keys of 100 bytes take 8.9 MB (lease_codec_test).
+// The largest serialized LeaseTickReply a leaf takes (its channel's
+// receive limit): a reply may carry the whole config.
 inline constexpr size_t kMaxLeaseMessageBytes = size_t{16} << 20;
-// Fields at every depth of one message (see rpc::MessageBudget): 50,000
-// keys of about 20 fields each, with room for the rest.
+// The largest LeaseTickRequest: the data port's limit, since the central
+// replica serves leases on it (rpc::kMaxDataMessageBytes, 2 MiB). 10,000
+// keys of 100 bytes with every number at its widest take 1.8 MB
+// (lease_codec_test).
+inline constexpr size_t kMaxLeaseRequestBytes = rpc::kMaxDataMessageBytes;
+// Fields at every depth of one message (see rpc::MessageBudget): a reply's
+// keys and config, and a request's 10,000 keys of about 20 fields each.
 inline constexpr int64_t kMaxLeaseFields = 1'500'000;
+inline constexpr int64_t kMaxLeaseRequestFields = 300'000;
 // Policies pushed in one tick (and answered in one reply).
 inline constexpr size_t kMaxLeasePolicies = 4096;
 // Keys of one policy in one tick (core::Dependency::kMaxKeysPerTick), and
-// of all policies together.
+// of all policies together (what fits kMaxLeaseRequestBytes).
 inline constexpr size_t kMaxLeaseKeysPerPolicy = 10000;
-inline constexpr size_t kMaxLeaseKeys = 50000;
+inline constexpr size_t kMaxLeaseKeys = 10000;
 // Forwarded reports in one message; a leaf drops the excess as if the
 // issuer's inbox were full (TickReply::inbox_dropped).
 inline constexpr size_t kMaxLeaseForwarded = 20000;
@@ -55,7 +60,7 @@ inline constexpr size_t kMaxLeaseTextBytes = 1024;
 // before protobuf builds them (LeaseServiceImpl, UpstreamStore); the
 // counted field is `policies` in both.
 inline constexpr rpc::MessageBudget kLeaseTickBudget{
-    kMaxLeaseMessageBytes, kMaxLeaseFields, 9, "policies",
+    kMaxLeaseRequestBytes, kMaxLeaseRequestFields, 9, "policies",
     static_cast<int64_t>(kMaxLeasePolicies)};
 inline constexpr rpc::MessageBudget kLeaseReplyBudget{
     kMaxLeaseMessageBytes, kMaxLeaseFields, 6, "policies",

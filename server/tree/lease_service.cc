@@ -11,7 +11,6 @@ namespace sluice::tree {
 
 void AddLeaseServerArguments(grpc::ServerBuilder* builder,
                              absl::Duration min_ping_interval) {
-  builder->SetMaxReceiveMessageSize(static_cast<int>(kMaxLeaseMessageBytes));
   // gRPC's server refuses pings closer than 5 minutes apart while no call
   // is in flight (two strikes, then GOAWAY): a leaf pings every
   // keepalive_time so that it notices a central replica that stopped

@@ -20,12 +20,13 @@ using RawLeaseService =
 // finish inline. The LeafServer's status goes to the leaf as it is
 // (ABORTED, UNAVAILABLE, RESOURCE_EXHAUSTED, ...). Holds no state; safe for
 // concurrent use. `leaf_server` must outlive the service. The server's
-// maximum receive size must be at least kMaxLeaseMessageBytes
-// (lease_codec.h) for the largest valid tick to reach the handler.
+// maximum receive size must be at least kMaxLeaseRequestBytes
+// (lease_codec.h), the data port's own limit, for the largest valid tick
+// to reach the handler.
 // What a server that registers LeaseServiceImpl must allow on its
 // listener: leaves' keepalive pings (UpstreamStore::Options::keepalive_time)
 // at their pace, with or without a call in flight, instead of answering
-// them with GOAWAY "too_many_pings", and messages of kMaxLeaseMessageBytes.
+// them with GOAWAY "too_many_pings".
 // `min_ping_interval` is the shortest keepalive_time a leaf may use.
 void AddLeaseServerArguments(grpc::ServerBuilder* builder,
                              absl::Duration min_ping_interval);

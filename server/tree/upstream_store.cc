@@ -107,11 +107,11 @@ absl::StatusOr<cluster::TickReply> UpstreamStore::Tick(
     dropped = proto.forwarded_size() - kMaxLeaseForwarded;
     proto.mutable_forwarded()->DeleteSubrange(0, static_cast<int>(dropped));
   }
-  if (const size_t size = proto.ByteSizeLong(); size > kMaxLeaseMessageBytes) {
+  if (const size_t size = proto.ByteSizeLong(); size > kMaxLeaseRequestBytes) {
     Failed("too_large");
     return absl::ResourceExhaustedError(absl::StrCat(
         "this tick's lease request is ", size,
-        " bytes; the lease protocol takes at most ", kMaxLeaseMessageBytes));
+        " bytes; the lease protocol takes at most ", kMaxLeaseRequestBytes));
   }
   grpc::ByteBuffer request_bytes;
   if (absl::Status s = rpc::SerializeToBuffer(proto, &request_bytes); !s.ok()) {

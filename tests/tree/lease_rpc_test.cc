@@ -261,7 +261,7 @@ TEST(UpstreamStore, ARequestPastTheMessageBoundFailsBeforeTheCall) {
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(reply.status().message()),
-              HasSubstr("the lease protocol takes at most 16777216"));
+              HasSubstr("the lease protocol takes at most 2097152"));
   EXPECT_EQ(store->status().errors.at("too_large"), 1u);
 }
 
