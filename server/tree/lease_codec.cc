@@ -380,6 +380,13 @@ void PutKey(const core::KeyTick& k, v1::LeaseKeyTick* out) {
   PutUnits(k.applied, out->mutable_applied());
   PutDuration(k.applied_left, out->mutable_applied_left());
   out->set_admitted_total(k.admitted_total);
+  if (k.usage_left[core::kRateUnits] != absl::ZeroDuration() ||
+      k.usage_left[core::kSlotUnits] != absl::ZeroDuration()) {
+    PutDuration(k.usage_left[core::kRateUnits],
+                out->mutable_usage_left()->mutable_rate());
+    PutDuration(k.usage_left[core::kSlotUnits],
+                out->mutable_usage_left()->mutable_slots());
+  }
 }
 
 absl::StatusOr<core::KeyTick> GetKey(const v1::LeaseKeyTick& proto,
@@ -405,6 +412,13 @@ absl::StatusOr<core::KeyTick> GetKey(const v1::LeaseKeyTick& proto,
       k.applied_left,
       GetDuration(proto.applied_left(), path.Field("applied_left")));
   k.admitted_total = proto.admitted_total();
+  const Path usage_left = path.Field("usage_left");
+  SLUICE_ASSIGN_OR_RETURN(
+      k.usage_left[core::kRateUnits],
+      GetDuration(proto.usage_left().rate(), usage_left.Field("rate")));
+  SLUICE_ASSIGN_OR_RETURN(
+      k.usage_left[core::kSlotUnits],
+      GetDuration(proto.usage_left().slots(), usage_left.Field("slots")));
   return k;
 }
 

@@ -53,6 +53,7 @@ cluster::TickRequest FullRequest() {
   k.usage = {3, 7};
   k.applied = {400, 20};
   k.applied_left = absl::Milliseconds(1500);
+  k.usage_left = {absl::Seconds(1), absl::Seconds(30)};
   k.admitted_total = 123456789;
   p.keys.push_back(k);
   core::KeyTick dependency;  // key "" with only a rate limit
@@ -229,6 +230,8 @@ TEST(LeaseCodecGolden, GoldenRequestDecodesToTheRequest) {
   ASSERT_EQ(p.keys.size(), 2u);
   EXPECT_EQ(p.keys[0].demand, want.policies[0].keys[0].demand);
   EXPECT_EQ(p.keys[0].applied_left, absl::Milliseconds(1500));
+  EXPECT_EQ(p.keys[0].usage_left[core::kRateUnits], absl::Seconds(1));
+  EXPECT_EQ(p.keys[0].usage_left[core::kSlotUnits], absl::Seconds(30));
   EXPECT_EQ(p.keys[1].key, "");
   EXPECT_EQ(p.baseline.success, 0.995);
   EXPECT_FALSE(r->policies[1].has_breaker);
@@ -429,6 +432,16 @@ TEST(LeaseCodecHostile, RequestFieldsOutOfRangeAreNamed) {
         std::numeric_limits<double>::quiet_NaN());
     ExpectRequestRefused(p,
                          "policies[0].keys[0].demand.slots must be a finite");
+  }
+  {
+    v1::LeaseTickRequest p = GoldenRequest();
+    p.mutable_policies(0)
+        ->mutable_keys(0)
+        ->mutable_usage_left()
+        ->mutable_slots()
+        ->set_seconds(-5);
+    ExpectRequestRefused(
+        p, "policies[0].keys[0].usage_left.slots must not be negative");
   }
   {
     v1::LeaseTickRequest p = GoldenRequest();
