@@ -10,7 +10,6 @@ std::vector<int64_t> FairSplit(int64_t total,
                                const std::vector<std::string>& names,
                                const std::vector<double>& demand,
                                absl::Time now) {
-  constexpr double kHeadroom = 1.05;
   const size_t n = std::min(names.size(), demand.size());
   std::vector<int64_t> units(n, 0);
   if (n == 0 || total <= 0) return units;
@@ -22,24 +21,16 @@ std::vector<int64_t> FairSplit(int64_t total,
   auto before = [&](size_t a, size_t b) {
     return in_order ? a < b : names[a] < names[b];
   };
-  // Smallest demand first: each takes what it asks, or an equal part of
-  // what is left, whichever is less.
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (demand[a] != demand[b]) return demand[a] < demand[b];
-    return before(a, b);
-  });
-  std::vector<double> share(n, 0.0);
-  double left = static_cast<double>(total);
-  size_t remaining = n;
-  for (size_t j : order) {
-    const double asked = std::max(0.0, demand[j]) * kHeadroom;
-    share[j] = std::min(asked, left / static_cast<double>(remaining));
-    left -= share[j];
-    --remaining;
-  }
+  // Shares computed in name order, so that equal demands come out alike
+  // whatever order the caller gave.
+  if (!in_order) std::sort(order.begin(), order.end(), before);
+  std::vector<double> by_name(n);
+  for (size_t pos = 0; pos < n; ++pos) by_name[pos] = demand[order[pos]];
+  const std::vector<double> named = FairShares(total, by_name);
+  std::vector<double> share(n);
+  for (size_t pos = 0; pos < n; ++pos) share[order[pos]] = named[pos];
   int64_t used = 0;
   for (size_t j = 0; j < n; ++j) {
-    share[j] += left / static_cast<double>(n);
     units[j] = static_cast<int64_t>(std::floor(share[j] + 1e-9));
     used += units[j];
   }
@@ -63,6 +54,79 @@ std::vector<int64_t> FairSplit(int64_t total,
   const int64_t extra = std::min<int64_t>(static_cast<int64_t>(n),
                                           std::max<int64_t>(0, total - used));
   for (int64_t k = 0; k < extra; ++k) ++units[order[static_cast<size_t>(k)]];
+  return units;
+}
+
+std::vector<double> FairShares(int64_t total,
+                               const std::vector<double>& demand) {
+  constexpr double kHeadroom = 1.05;
+  const size_t n = demand.size();
+  std::vector<double> share(n, 0.0);
+  if (n == 0 || total <= 0) return share;
+  // Smallest demand first: each takes what it asks, or an equal part of
+  // what is left, whichever is less. Equal demands are interchangeable.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (demand[a] != demand[b]) return demand[a] < demand[b];
+    return a < b;
+  });
+  double left = static_cast<double>(total);
+  size_t remaining = n;
+  for (size_t j : order) {
+    const double asked = std::max(0.0, demand[j]) * kHeadroom;
+    share[j] = std::min(asked, left / static_cast<double>(remaining));
+    left -= share[j];
+    --remaining;
+  }
+  for (size_t j = 0; j < n; ++j) share[j] += left / static_cast<double>(n);
+  return share;
+}
+
+std::vector<int64_t> CreditSplit(int64_t total,
+                                 const std::vector<double>& share,
+                                 const std::vector<bool>& holding,
+                                 double seconds,
+                                 std::vector<SplitCredit>* credit) {
+  // Credit is bounded, so that a party that stops asking or a long pause
+  // cannot build a claim that shuts the others out for long.
+  constexpr double kMaxCredit = 8.0;
+  constexpr double kKeepCredit = 4.0;
+  const size_t n = std::min({share.size(), holding.size(), credit->size()});
+  std::vector<int64_t> units(n, 0);
+  if (n == 0 || total <= 0) return units;
+  seconds = std::clamp(seconds, 0.0, kMaxCredit);
+  int64_t used = 0;
+  for (size_t j = 0; j < n; ++j) {
+    SplitCredit& c = (*credit)[j];
+    // What the last split owed the party, less what it held above it.
+    c.credit += (c.fraction - (holding[j] ? 1.0 : 0.0)) * seconds;
+    c.credit = std::clamp(c.credit, -kMaxCredit, kMaxCredit);
+    units[j] = static_cast<int64_t>(std::floor(share[j] + 1e-9));
+    c.fraction = std::max(0.0, share[j] - static_cast<double>(units[j]));
+    if (c.fraction < 1e-9) c.fraction = 0;
+    used += units[j];
+  }
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  auto standing = [&](size_t j) {
+    return (*credit)[j].credit + ((*credit)[j].member ? kKeepCredit : 0.0);
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    // Only a party with a fraction is owed a unit above its whole share.
+    const bool fa = (*credit)[a].fraction > 0, fb = (*credit)[b].fraction > 0;
+    if (fa != fb) return fa;
+    const double sa = standing(a), sb = standing(b);
+    if (sa != sb) return sa > sb;
+    return a < b;
+  });
+  const int64_t extra = std::min<int64_t>(static_cast<int64_t>(n),
+                                          std::max<int64_t>(0, total - used));
+  for (size_t k = 0; k < n; ++k) {
+    const bool chosen = static_cast<int64_t>(k) < extra;
+    (*credit)[order[k]].member = chosen;
+    if (chosen) ++units[order[k]];
+  }
   return units;
 }
 

@@ -21,6 +21,37 @@ std::vector<int64_t> FairSplit(int64_t total,
                                const std::vector<double>& demand,
                                absl::Time now);
 
+// The shares FairSplit rounds, before rounding: `total` split max-min fair
+// by demand (plus 5% headroom), what nobody wants spread evenly. Pure.
+std::vector<double> FairShares(int64_t total, const std::vector<double>& demand);
+
+// One party's standing in CreditSplit, kept by the caller between splits.
+struct SplitCredit {
+  // Sub-unit share owed (positive) or taken ahead (negative), in units
+  // times seconds.
+  double credit = 0;
+  // The fractional part of the party's share at the last split.
+  double fraction = 0;
+  // The last split gave the party a unit above its whole share.
+  bool member = false;
+};
+
+// Whole units from fractional shares, fair over time: each party earns
+// the fractional part of its share as credit for every second, and pays 1
+// for every second it held a unit above its whole share (`holding[j]`
+// since the last split, `seconds` ago). The units left after every party's
+// whole share go to the parties with the most credit; a party that holds
+// one keeps it while its credit stays within kKeepCredit of the next in
+// line (handing a unit over costs a tick of it idle). Over time a party
+// gets units in proportion to its share, and every party with a fraction
+// gets a turn. `credit` has one entry per party (updated); `holding[j]`:
+// party j holds a unit above its whole share now. Pure but for `credit`.
+std::vector<int64_t> CreditSplit(int64_t total,
+                                 const std::vector<double>& share,
+                                 const std::vector<bool>& holding,
+                                 double seconds,
+                                 std::vector<SplitCredit>* credit);
+
 }  // namespace sluice::cluster
 
 #endif  // SLUICE_SERVER_CLUSTER_GRANT_BOOK_H_

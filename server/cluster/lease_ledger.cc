@@ -1,6 +1,7 @@
 #include "server/cluster/lease_ledger.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -64,6 +65,12 @@ struct Holding {
   std::array<double, kR> demand{};
   uint64_t admitted_total = 0;
   absl::Time pushed = absl::InfinitePast();
+  // The party's standing in the split of sub-unit shares, and its whole
+  // share at the last split.
+  std::array<SplitCredit, kR> credit{};
+  core::Units whole{};
+  // The push before the last: the party's tick interval is the difference.
+  absl::Time before = absl::InfinitePast();
 };
 
 // What Redis granted this central for one (policy, key), and who holds what
@@ -444,6 +451,7 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
   h.demand = key.demand;
   h.usage = key.usage;
   h.admitted_total = key.admitted_total;
+  h.before = h.pushed;
   h.pushed = now;
   // What the party says it applies counts until it says it ends (at most
   // a stale period).
@@ -470,7 +478,7 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   // Exact totals again (what ended is no longer counted).
   pool->held_sum = {};
   std::vector<std::string> names;
-  std::vector<const Holding*> asking;
+  std::vector<Holding*> asking;
   for (auto& [id, h] : pool->parties) {
     h.counted = Counted(h, pool->per_key, now, stale);
     for (int r = 0; r < kR; ++r) pool->held_sum[r] += h.counted[r];
@@ -489,15 +497,37 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   }
   pool->fair.clear();
   for (const std::string& id : names) pool->fair[id] = {};
+  const double seconds =
+      pool->split_at == absl::InfinitePast() || now < pool->split_at
+          ? 0.0
+          : absl::ToDoubleSeconds(now - pool->split_at);
+  std::vector<double> demand(names.size());
+  std::vector<bool> holding(names.size());
+  std::vector<SplitCredit> credit(names.size());
   for (int r = 0; r < kR; ++r) {
     const int64_t base = pool->per_key ? pool->limit[r] / (tree + 1) : 0;
     pool->fair_total[r] = pool->units[r] - cold * base;
     if (pool->limit[r] <= 0) continue;  // not cluster-scope: nothing to split
-    std::vector<double> demand(names.size());
-    for (size_t j = 0; j < names.size(); ++j) demand[j] = asking[j]->demand[r];
+    for (size_t j = 0; j < names.size(); ++j) {
+      const Holding& h = *asking[j];
+      demand[j] = h.demand[r];
+      // A unit above its whole share in use: issued, or said applied.
+      int64_t in_use = 0;
+      if (now < h.grant_until) in_use = std::max(in_use, h.grant[r]);
+      if (now < h.hold_until) in_use = std::max(in_use, h.hold[r]);
+      holding[j] = in_use > h.whole[r];
+      credit[j] = h.credit[r];
+    }
+    const std::vector<double> share =
+        FairShares(pool->fair_total[r], demand);
     const std::vector<int64_t> split =
-        FairSplit(pool->fair_total[r], names, demand, now);
-    for (size_t j = 0; j < names.size(); ++j) pool->fair[names[j]][r] = split[j];
+        CreditSplit(pool->fair_total[r], share, holding, seconds, &credit);
+    for (size_t j = 0; j < names.size(); ++j) {
+      Holding& h = *asking[j];
+      h.credit[r] = credit[j];
+      h.whole[r] = static_cast<int64_t>(std::floor(share[j] + 1e-9));
+      pool->fair[names[j]][r] = split[j];
+    }
   }
   pool->split_units = pool->units;
   pool->split_at = now;
@@ -527,6 +557,7 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
   }
   Holding& h = pool->parties[party];
   bool wants_more = false;
+  bool above_whole = false;
   for (int r = 0; r < kR; ++r) {
     if (pool->limit[r] <= 0) continue;
     // What every other party holds (the running total, never below the
@@ -536,6 +567,7 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     const int64_t share = fair == pool->fair.end() ? 0 : fair->second[r];
     grant.units[r] =
         std::max<int64_t>(0, std::min(share, pool->fair_total[r] - others));
+    if (grant.units[r] > h.whole[r]) above_whole = true;
     if (pool->per_key &&
         (key.demand[r] * 1.05 > static_cast<double>(h.base[r]) ||
          key.usage[r] > h.base[r])) {
@@ -547,6 +579,14 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     // need more than its static share of goes back to it.
     grant.granted = false;
     grant.units = {};
+  }
+  // A grant above the party's whole share lasts until just after its next
+  // tick, so that once the party is told to give the unit back, it is free
+  // for another a moment later (not a stale period later).
+  const absl::Duration interval = h.pushed - h.before;
+  if (above_whole && interval > absl::ZeroDuration() &&
+      interval <= options_.stale_after) {
+    end = std::min(end, now + interval + interval / 5);
   }
   h.grant = grant.units;
   h.grant_until = end;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <random>
@@ -158,6 +159,59 @@ TEST(FairSplitTest, TheOrderOfTheNamesDoesNotMatter) {
   const std::vector<int64_t> out = FairSplit(7, names, shuffled, now);
   for (size_t k = 0; k < perm.size(); ++k) {
     EXPECT_EQ(out[k], in_order[perm[k]]) << names[k];
+  }
+}
+
+TEST(CreditSplitTest, SubUnitSharesTakeTurnsInProportion) {
+  // 10 units over 25 parties (0.4 each) and 2 units over 3 parties with
+  // shares 0.2, 0.6 and 1.2: split every half second for 10 minutes, a
+  // party holding what the previous split gave it.
+  struct Case {
+    int64_t total;
+    std::vector<double> share;
+  };
+  const std::vector<Case> cases = {
+      {10, std::vector<double>(25, 0.4)},
+      {2, {0.2, 0.6, 1.2}},
+  };
+  for (const Case& c : cases) {
+    const size_t n = c.share.size();
+    std::vector<SplitCredit> credit(n);
+    std::vector<bool> holding(n, false);
+    std::vector<double> held(n, 0);  // unit-seconds above the whole share
+    std::vector<double> last_turn(n, 0), longest_wait(n, 0);
+    constexpr double kStep = 0.5;
+    constexpr int kSteps = 1200;
+    for (int step = 0; step < kSteps; ++step) {
+      const std::vector<int64_t> units =
+          CreditSplit(c.total, c.share, holding, kStep, &credit);
+      ASSERT_EQ(units.size(), n);
+      int64_t sum = 0;
+      const double t = step * kStep;
+      for (size_t j = 0; j < n; ++j) {
+        sum += units[j];
+        const auto whole = static_cast<int64_t>(std::floor(c.share[j]));
+        EXPECT_GE(units[j], whole);
+        EXPECT_LE(units[j], whole + 1);
+        holding[j] = units[j] > whole;
+        if (holding[j]) {
+          held[j] += kStep;
+          longest_wait[j] = std::max(longest_wait[j], t - last_turn[j]);
+          last_turn[j] = t;
+        }
+      }
+      EXPECT_EQ(sum, c.total) << "step " << step;
+    }
+    const double span = kSteps * kStep;
+    for (size_t j = 0; j < n; ++j) {
+      const double fraction = c.share[j] - std::floor(c.share[j]);
+      longest_wait[j] = std::max(longest_wait[j], span - last_turn[j]);
+      // In proportion to the fraction (within the credit kept in hand).
+      EXPECT_NEAR(held[j] / span, fraction, 0.03) << "party " << j;
+      // Every party takes its turn within seconds, not minutes (a member
+      // keeps its unit until it is kKeepCredit behind the next in line).
+      EXPECT_LE(longest_wait[j], 30.0) << "party " << j;
+    }
   }
 }
 
