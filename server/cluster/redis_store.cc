@@ -31,10 +31,13 @@ std::string Ms(absl::Duration d) {
 std::string Num(double v) { return absl::StrFormat("%.17g", v); }
 
 // Whether the replica applies a grant of `key` now (CollectTick leaves
-// applied_left infinite without one, zero while the store is down).
+// applied_left infinite without one, zero while the store is down). A grant
+// of no units holds nothing, so its entry's loss costs nothing.
 bool InForce(const core::KeyTick& key) {
   return key.applied_left > absl::ZeroDuration() &&
-         key.applied_left != absl::InfiniteDuration();
+         key.applied_left != absl::InfiniteDuration() &&
+         (key.applied[core::kRateUnits] > 0 ||
+          key.applied[core::kSlotUnits] > 0);
 }
 
 absl::string_view Str(const redisReply* r) {

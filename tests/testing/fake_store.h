@@ -526,7 +526,9 @@ class FakeStore final : public cluster::Store {
       // that is missing means lost data, and a recovery window.
       auto own = entries.find(me);
       const bool in_force = key.applied_left > absl::ZeroDuration() &&
-                            key.applied_left != absl::InfiniteDuration();
+                            key.applied_left != absl::InfiniteDuration() &&
+                            (key.applied[core::kRateUnits] > 0 ||
+                             key.applied[core::kSlotUnits] > 0);
       if (in_force && !request.leaving &&
           (own == entries.end() ||
            own->second.incarnation != request.incarnation)) {
