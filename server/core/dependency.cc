@@ -325,6 +325,7 @@ class alignas(64) Dependency::Shard {
   void CollectSingle(absl::Duration interval, absl::Time now,
                      DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
+    context_.demand_signalled.store(false, std::memory_order_relaxed);
     if (cluster_.enabled && single_->has_cluster_limit()) {
       out->keys.emplace_back();
       single_->CollectTick(interval, now, &out->keys.back());
@@ -340,6 +341,7 @@ class alignas(64) Dependency::Shard {
   void TakeHotKeys(size_t most, std::vector<std::string>* hot)
       ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
+    context_.demand_signalled.store(false, std::memory_order_relaxed);
     const size_t n = std::min(most, hot_keys_.size());
     hot->insert(hot->end(), std::make_move_iterator(hot_keys_.begin()),
                 std::make_move_iterator(hot_keys_.begin() + n));
