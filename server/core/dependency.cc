@@ -124,11 +124,13 @@ class alignas(64) Dependency::Shard {
  public:
   Shard(std::shared_ptr<const PolicyConfig> policy, size_t max_keys,
         const std::string& name, EventSink* sink,
-        PermitLedger::Origin origin, const ClusterState& cluster,
+        std::atomic<bool>* demand_signalled, PermitLedger::Origin origin,
+        const ClusterState& cluster,
         absl::Duration permit_grace, absl::Time now)
       : ledger_(origin) {
     HotMutexLock lock(&mu_);
     context_.sink = sink;
+    context_.demand_signalled = demand_signalled;
     context_.counters = &counters_;
     context_.dependency = name;
     context_.permit_grace = permit_grace;
@@ -325,7 +327,6 @@ class alignas(64) Dependency::Shard {
   void CollectSingle(absl::Duration interval, absl::Time now,
                      DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
-    context_.demand_signalled.store(false, std::memory_order_relaxed);
     if (cluster_.enabled && single_->has_cluster_limit()) {
       out->keys.emplace_back();
       single_->CollectTick(interval, now, &out->keys.back());
@@ -341,7 +342,6 @@ class alignas(64) Dependency::Shard {
   void TakeHotKeys(size_t most, std::vector<std::string>* hot)
       ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
-    context_.demand_signalled.store(false, std::memory_order_relaxed);
     const size_t n = std::min(most, hot_keys_.size());
     hot->insert(hot->end(), std::make_move_iterator(hot_keys_.begin()),
                 std::make_move_iterator(hot_keys_.begin() + n));
@@ -622,7 +622,8 @@ Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
   shards_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     shards_.push_back(std::make_unique<Shard>(
-        policy, ShareOf(policy->max_keys, i, n), name_, sink, epochs->Next(),
+        policy, ShareOf(policy->max_keys, i, n), name_, sink,
+        &demand_signalled_, epochs->Next(),
         cluster, permit_grace, now));
   }
   if (previous != nullptr) {
@@ -742,6 +743,9 @@ void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
   out->name = name_;
   out->per_key = per_key_;
   out->keys.clear();
+  // Demand refused from here on goes with the next tick: a refusal of a
+  // key that pushed none may signal again.
+  demand_signalled_.store(false, std::memory_order_relaxed);
   if (!per_key_) {
     shards_[0]->CollectSingle(interval, now, out);
     return;

@@ -57,7 +57,7 @@ class EventSink {
   // the policy is per_key) refused a call, and the key pushed no demand
   // with the last tick (its first demand, or demand after a quiet tick).
   // The store learns of it only from the next tick, so a sink may ask for
-  // that tick now. Called at most once per tick per dependency shard.
+  // that tick now. Called at most once per tick per dependency.
   virtual void OnClusterDemand(const std::string& dependency,
                                const std::string& key) {}
 };

@@ -535,8 +535,8 @@ void GateSet::RefusedByCluster() {
   // A key that pushed demand last tick is known to the store already; one
   // refused again this tick has been signalled already.
   if (!first || share_->pushed_demand || !cluster_.store_up ||
-      context_->sink == nullptr ||
-      context_->demand_signalled.exchange(true, std::memory_order_relaxed)) {
+      context_->sink == nullptr || context_->demand_signalled == nullptr ||
+      context_->demand_signalled->exchange(true, std::memory_order_relaxed)) {
     return;
   }
   context_->sink->OnClusterDemand(context_->dependency, std::string(key_));

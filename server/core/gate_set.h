@@ -98,10 +98,11 @@ struct GateContext {
   // Extra time before an unreported permit counts as a TIMEOUT (see
   // Engine::Options::permit_grace).
   absl::Duration permit_grace = absl::ZeroDuration();
-  // Cluster mode: whether a gate set told the sink of new demand
-  // (EventSink::OnClusterDemand) since the last tick; the owner clears it
-  // when it collects a tick, so the sink hears of it once per tick.
-  mutable std::atomic<bool> demand_signalled{false};
+  // Cluster mode: whether a gate set of the dependency told the sink of
+  // new demand (EventSink::OnClusterDemand) since the last tick; the owner
+  // clears it when it collects a tick, so the sink hears of it at most once
+  // per tick. Null: never tell.
+  std::atomic<bool>* demand_signalled = nullptr;
 };
 
 // What a call Acquire let through holds until it is settled: the owner
