@@ -327,4 +327,9 @@ void ClusterMode::OnBreakerTransition(const core::BreakerTransition& t) {
 
 void ClusterMode::OnAdaptiveChange(const core::AdaptiveChange& c) {}
 
+void ClusterMode::OnClusterDemand(const std::string& dependency,
+                                  const std::string& key) {
+  if (sync_loop_ != nullptr) sync_loop_->Nudge();
+}
+
 }  // namespace sluice::app

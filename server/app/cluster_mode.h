@@ -73,6 +73,11 @@ class ClusterMode final : public Mode {
   // An adaptive limit or throttle moved here: the next regular tick carries
   // it (a nudge per move would make every key's move a store round trip).
   void OnAdaptiveChange(const core::AdaptiveChange& c) override;
+  // A cluster-scope gate refused a key the store has heard no demand for
+  // (a new leaf's first calls, or a key that went quiet): tick soon, so
+  // its demand reaches the store without waiting a whole interval.
+  void OnClusterDemand(const std::string& dependency,
+                       const std::string& key) override;
 
  private:
   // The sync loop's options, its callbacks going to `ctx`.

@@ -65,4 +65,9 @@ void FanOutEventSink::OnAdaptiveChange(const core::AdaptiveChange& c) {
   for (core::EventSink* sink : sinks_) sink->OnAdaptiveChange(c);
 }
 
+void FanOutEventSink::OnClusterDemand(const std::string& dependency,
+                                      const std::string& key) {
+  for (core::EventSink* sink : sinks_) sink->OnClusterDemand(dependency, key);
+}
+
 }  // namespace sluice::app

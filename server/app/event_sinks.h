@@ -2,6 +2,7 @@
 #define SLUICE_SERVER_APP_EVENT_SINKS_H_
 
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "server/core/events.h"
@@ -27,6 +28,8 @@ class FanOutEventSink final : public core::EventSink {
 
   void OnBreakerTransition(const core::BreakerTransition& t) override;
   void OnAdaptiveChange(const core::AdaptiveChange& c) override;
+  void OnClusterDemand(const std::string& dependency,
+                       const std::string& key) override;
 
  private:
   const std::vector<core::EventSink*> sinks_;

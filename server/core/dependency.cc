@@ -124,11 +124,13 @@ class alignas(64) Dependency::Shard {
  public:
   Shard(std::shared_ptr<const PolicyConfig> policy, size_t max_keys,
         const std::string& name, EventSink* sink,
-        PermitLedger::Origin origin, const ClusterState& cluster,
+        std::atomic<bool>* demand_signalled, PermitLedger::Origin origin,
+        const ClusterState& cluster,
         absl::Duration permit_grace, absl::Time now)
       : ledger_(origin) {
     HotMutexLock lock(&mu_);
     context_.sink = sink;
+    context_.demand_signalled = demand_signalled;
     context_.counters = &counters_;
     context_.dependency = name;
     context_.permit_grace = permit_grace;
@@ -620,7 +622,8 @@ Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
   shards_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     shards_.push_back(std::make_unique<Shard>(
-        policy, ShareOf(policy->max_keys, i, n), name_, sink, epochs->Next(),
+        policy, ShareOf(policy->max_keys, i, n), name_, sink,
+        &demand_signalled_, epochs->Next(),
         cluster, permit_grace, now));
   }
   if (previous != nullptr) {
@@ -740,6 +743,9 @@ void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
   out->name = name_;
   out->per_key = per_key_;
   out->keys.clear();
+  // Demand refused from here on goes with the next tick: a refusal of a
+  // key that pushed none may signal again.
+  demand_signalled_.store(false, std::memory_order_relaxed);
   if (!per_key_) {
     shards_[0]->CollectSingle(interval, now, out);
     return;

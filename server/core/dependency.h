@@ -1,6 +1,7 @@
 #ifndef SLUICE_SERVER_CORE_DEPENDENCY_H_
 #define SLUICE_SERVER_CORE_DEPENDENCY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -118,6 +119,8 @@ class Dependency {
   const bool per_key_;
   // Fixed at construction: Reconfigure never changes their number.
   std::vector<std::unique_ptr<Shard>> shards_;
+  // See GateContext::demand_signalled; cleared by CollectTick.
+  std::atomic<bool> demand_signalled_{false};
 };
 
 }  // namespace sluice::core

@@ -53,6 +53,13 @@ class EventSink {
   virtual ~EventSink() = default;
   virtual void OnBreakerTransition(const BreakerTransition& transition) = 0;
   virtual void OnAdaptiveChange(const AdaptiveChange& change) {}
+  // Cluster mode: a cluster-scope gate of `dependency` (`key`: "" unless
+  // the policy is per_key) refused a call, and the key pushed no demand
+  // with the last tick (its first demand, or demand after a quiet tick).
+  // The store learns of it only from the next tick, so a sink may ask for
+  // that tick now. Called at most once per tick per dependency.
+  virtual void OnClusterDemand(const std::string& dependency,
+                               const std::string& key) {}
 };
 
 absl::string_view AdaptiveChangeKindName(AdaptiveChange::Kind kind);

@@ -248,9 +248,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   // not limit.
   const bool rate_open = cluster_rate() && ClusterGatesOpen();
   if (!rate_open && !TakeRate(n, now)) {
-    if (share_ && share_->limit[kRateUnits] > 0) {
-      share_->refused_by_cluster = true;
-    }
+    if (share_ && share_->limit[kRateUnits] > 0) RefusedByCluster();
     return Refuse(policy, Reason::kRateLimited, RateRetryAfter(n, now), now,
                   out);
   }
@@ -262,7 +260,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
     } else if (!concurrency_->TryTake()) {
       if (share_) {
         ++share_->tick_concurrency_refused;
-        if (share_->limit[kSlotUnits] > 0) share_->refused_by_cluster = true;
+        if (share_->limit[kSlotUnits] > 0) RefusedByCluster();
       }
       if (!rate_open) RefundRate(n, now);
       return Refuse(policy, Reason::kConcurrencyLimited,
@@ -526,6 +524,22 @@ void GateSet::CollectTick(absl::Duration interval, absl::Time now,
   share.tick_peak_in_flight = in_flight;
   share.tick_concurrency_refused = 0;
   share.refused_by_cluster = false;
+  share.pushed_demand =
+      std::any_of(out->demand.begin(), out->demand.end(),
+                  [](double d) { return d > 0; });
+}
+
+void GateSet::RefusedByCluster() {
+  const bool first = !share_->refused_by_cluster;
+  share_->refused_by_cluster = true;
+  // A key that pushed demand last tick is known to the store already; one
+  // refused again this tick has been signalled already.
+  if (!first || share_->pushed_demand || !cluster_.store_up ||
+      context_->sink == nullptr || context_->demand_signalled == nullptr ||
+      context_->demand_signalled->exchange(true, std::memory_order_relaxed)) {
+    return;
+  }
+  context_->sink->OnClusterDemand(context_->dependency, std::string(key_));
 }
 
 void GateSet::ApplyGrant(const KeyGrant& grant, absl::Time now) {

@@ -2,6 +2,7 @@
 #define SLUICE_SERVER_CORE_GATE_SET_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -97,6 +98,11 @@ struct GateContext {
   // Extra time before an unreported permit counts as a TIMEOUT (see
   // Engine::Options::permit_grace).
   absl::Duration permit_grace = absl::ZeroDuration();
+  // Cluster mode: whether a gate set of the dependency told the sink of
+  // new demand (EventSink::OnClusterDemand) since the last tick; the owner
+  // clears it when it collects a tick, so the sink hears of it at most once
+  // per tick. Null: never tell.
+  std::atomic<bool>* demand_signalled = nullptr;
 };
 
 // What a call Acquire let through holds until it is settled: the owner
@@ -253,6 +259,9 @@ class GateSet final : public BreakerListener {
   void LimitMoved(bool moved, const std::string& cause, absl::Time now);
   // Notices throttling starting or stopping at refusal probability `p`.
   void ThrottleAt(double p, absl::Time now);
+  // Notes that a cluster-scope gate refused a call; tells the sink if the
+  // store has not heard of this key's demand (EventSink::OnClusterDemand).
+  void RefusedByCluster();
   // Whether this breaker is the cluster's shared one (probe leases).
   bool SharedBreaker() const;
   // Whether cluster-scope limits are skipped (store down, FAIL_OPEN).
@@ -297,6 +306,8 @@ class GateSet final : public BreakerListener {
     absl::Time grant_until = absl::InfinitePast();
     // A cluster-scope gate refused a call since the last tick.
     bool refused_by_cluster = false;
+    // The last tick collected carried demand (see RefusedByCluster).
+    bool pushed_demand = false;
     // In the dependency's list of keys to push.
     bool queued = false;
 

@@ -224,6 +224,8 @@ class TreeProcess final : public core::EventSink {
     bool nudge_on_transition = true;
     // Give the ledger a nudge callback.
     bool ledger_nudge = true;
+    // Nudge the sync loop on a key's first demand (ClusterMode does).
+    bool nudge_on_demand = true;
     // A policies file (centrals seed the store from it; leaves have none).
     std::string policies_yaml;
   };
@@ -354,6 +356,12 @@ class TreeProcess final : public core::EventSink {
   void OnBreakerTransition(const core::BreakerTransition&) override {
     if (options_.nudge_on_transition) Nudge();
   }
+  void OnClusterDemand(const std::string&, const std::string&) override {
+    if (options_.nudge_on_demand) {
+      Nudge();
+      ++demand_nudges_;
+    }
+  }
 
   const std::string& id() const { return options_.id; }
   bool is_central() const { return ledger_ != nullptr; }
@@ -375,6 +383,8 @@ class TreeProcess final : public core::EventSink {
   uint64_t ticks() const { return ticks_; }
   uint64_t failed_ticks() const { return failed_ticks_; }
   uint64_t nudges() const { return nudges_; }
+  // Nudges for a key's first demand (OnClusterDemand).
+  uint64_t demand_nudges() const { return demand_nudges_; }
   absl::Time first_admit() const { return first_admit_; }
   absl::Time last_admit() const { return last_admit_; }
 
@@ -405,6 +415,7 @@ class TreeProcess final : public core::EventSink {
   uint64_t ticks_ = 0;
   uint64_t failed_ticks_ = 0;
   uint64_t nudges_ = 0;
+  uint64_t demand_nudges_ = 0;
   uint64_t admitted_ = 0;
   uint64_t errors_ = 0;
   uint64_t unknown_ = 0;
@@ -427,6 +438,7 @@ class TreeHarness {
     absl::Duration margin = absl::Milliseconds(200);
     bool nudge_on_transition = true;
     bool ledger_nudge = true;
+    bool nudge_on_demand = true;
     // Check the invariant after every simulated millisecond.
     bool check = true;
   };
@@ -617,6 +629,7 @@ class TreeHarness {
     o.interval = options_.interval;
     o.margin = options_.margin;
     o.nudge_on_transition = options_.nudge_on_transition;
+    o.nudge_on_demand = options_.nudge_on_demand;
     o.ledger_nudge = options_.ledger_nudge;
     return o;
   }
