@@ -679,10 +679,15 @@ TEST_F(LeaseLedgerTest, ACentralThatStopsKeepsItsEntryWhileLeasesAreInForce) {
   EXPECT_GE(store_.Held("api", "", 0), ledger_->stats().leaf_units[0]);
   EXPECT_EQ(Leaf("leaf1", {Push("api", {Key("", 100, 50)})}).status().code(),
             absl::StatusCode::kUnavailable);
-  // Once nothing is leased, a stopping central gives its entry back.
+  // Once nothing is leased, a stopping central gives its entry back (a new
+  // life of the process: its own incarnation).
   Make();
   central_seq_ = 0;
-  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  ASSERT_TRUE(ledger_
+                  ->Tick(Request(kCentral, 2, ++central_seq_,
+                                 {Push("api", {Key("", 100, 10)})}))
+                  .ok());
+  leave.incarnation = 2;
   leave.sequence = ++central_seq_;
   ASSERT_TRUE(ledger_->Tick(leave).ok());
   EXPECT_TRUE(recorder_.last.leaving);
