@@ -193,8 +193,12 @@ TEST(SentinelProcessTest, FailoverUnderLoadLosesNothing) {
                                     old_master, " to ", new_master)),
               std::string::npos)
         << log;
-    // The new master had everything: no replica saw a reset.
-    EXPECT_EQ(replicas[r]->Metric("sluice_store_resets_total"), 0) << log;
+    // The new master has what was replicated before the FAILOVER. Ticks
+    // the old master took after its replica stopped following it (seconds,
+    // when the promotion is slow on a loaded machine) are lost with it; a
+    // replica that then finds its own grant entry missing says so, once,
+    // and holds its grants through the recovery window.
+    EXPECT_LE(replicas[r]->Metric("sluice_store_resets_total"), 1) << log;
   }
 
   // A replica started now, without a policies file of its own, gets the
