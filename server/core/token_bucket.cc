@@ -1,6 +1,7 @@
 #include "server/core/token_bucket.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sluice::core {
 
@@ -15,10 +16,19 @@ void TokenBucket::Refill(absl::Time now) {
   // A clock that steps back must not take tokens away.
   const int64_t now_ns = absl::ToUnixNanos(now);
   if (now_ns <= last_ns_) return;
-  tokens_ = std::min(
-      burst_, tokens_ + static_cast<double>(now_ns - last_ns_) * 1e-9 *
-                            per_second_);
+  // Tokens above the burst (a part of one kept by Reconfigure) do not grow.
+  if (tokens_ < burst_) {
+    tokens_ = std::min(
+        burst_, tokens_ + static_cast<double>(now_ns - last_ns_) * 1e-9 *
+                              per_second_);
+  }
   last_ns_ = now_ns;
+}
+
+double TokenBucket::Capped(double t) const {
+  if (t <= burst_) return t;
+  const double whole = std::floor(burst_);
+  return std::min(t, std::max(burst_, whole + (t - std::floor(t))));
 }
 
 bool TokenBucket::TryTake(double n, absl::Time now) {
@@ -28,7 +38,7 @@ bool TokenBucket::TryTake(double n, absl::Time now) {
   return true;
 }
 
-void TokenBucket::Refund(double n) { tokens_ = std::min(burst_, tokens_ + n); }
+void TokenBucket::Refund(double n) { tokens_ = Capped(tokens_ + n); }
 
 double TokenBucket::Available(absl::Time now) {
   Refill(now);
@@ -47,7 +57,7 @@ void TokenBucket::Reconfigure(double rate, absl::Duration per, double burst,
   Refill(now);
   per_second_ = rate / absl::ToDoubleSeconds(per);
   burst_ = burst;
-  tokens_ = std::min(tokens_, burst_);
+  tokens_ = Capped(tokens_);
 }
 
 void TokenBucket::SetRate(double rate, absl::Time now) {

@@ -23,7 +23,11 @@ class TokenBucket {
   // if n > burst.
   absl::Duration TimeUntil(double n, absl::Time now);
 
-  // Changes the parameters, keeping the tokens (capped at the new burst).
+  // Changes the parameters, keeping the tokens. A smaller burst takes the
+  // whole tokens above it away but keeps the progress toward the next one:
+  // a cluster share moves a token of capacity at a time, and a bucket that
+  // gives one up and later gets one back goes on from where it was, so
+  // sub-unit shares that move between replicas lose no rate.
   void Reconfigure(double rate, absl::Duration per, double burst,
                    absl::Time now);
   // Replaces the refill rate only (cluster shares); keeps the tokens.
@@ -34,6 +38,9 @@ class TokenBucket {
 
  private:
   void Refill(absl::Time now);
+  // `t` tokens held within the burst: never more whole tokens than the
+  // burst allows, the part of a token above it kept.
+  double Capped(double t) const;
 
   double per_second_;
   double burst_;

@@ -94,6 +94,52 @@ TEST(TokenBucketTest, ReconfigureCapsTokensAtNewBurst) {
   EXPECT_FALSE(bucket.TryTake(1, clock.Now()));
 }
 
+// A cluster share moves one token of capacity at a time: a bucket that
+// gives its last token of capacity up keeps its progress toward the next
+// token and goes on from there when it gets capacity back, so a sub-unit
+// share handed round the replicas loses no rate.
+TEST(TokenBucketTest, ShrinkingKeepsTheProgressTowardTheNextToken) {
+  FakeClock clock;
+  TokenBucket bucket(1, absl::Seconds(1), 1, clock.Now());
+  ASSERT_TRUE(bucket.TryTake(1, clock.Now()));
+  clock.Advance(absl::Milliseconds(600));
+  bucket.Reconfigure(0, absl::Seconds(1), 0, clock.Now());  // given up
+  EXPECT_NEAR(bucket.Available(clock.Now()), 0.6, kEps);
+  EXPECT_FALSE(bucket.TryTake(1, clock.Now()));
+  // Without capacity it neither grows nor admits.
+  clock.Advance(absl::Seconds(5));
+  EXPECT_NEAR(bucket.Available(clock.Now()), 0.6, kEps);
+  bucket.Reconfigure(1, absl::Seconds(1), 1, clock.Now());  // back
+  clock.Advance(absl::Milliseconds(398));
+  EXPECT_FALSE(bucket.TryTake(1, clock.Now()));
+  clock.Advance(absl::Milliseconds(3));
+  EXPECT_TRUE(bucket.TryTake(1, clock.Now()));
+}
+
+// The part of a token kept never makes a whole one: a bucket never holds
+// more whole tokens than its burst, whole or fractional.
+TEST(TokenBucketTest, ShrinkingNeverLeavesMoreWholeTokensThanTheBurst) {
+  FakeClock clock;
+  TokenBucket bucket(10, absl::Seconds(1), 14, clock.Now());
+  ASSERT_TRUE(bucket.TryTake(0.1, clock.Now()));  // 13.9 left
+  bucket.Reconfigure(10, absl::Seconds(1), 13, clock.Now());
+  EXPECT_NEAR(bucket.Available(clock.Now()), 13.9, kEps);
+  for (int i = 0; i < 13; ++i) EXPECT_TRUE(bucket.TryTake(1, clock.Now()));
+  EXPECT_FALSE(bucket.TryTake(1, clock.Now()));
+  bucket.Refund(13);
+  EXPECT_NEAR(bucket.Available(clock.Now()), 13.9, kEps);
+  // A fractional burst: 2.5 allows two whole tokens, never three.
+  TokenBucket frac(1, absl::Seconds(1), 10, clock.Now());
+  ASSERT_TRUE(frac.TryTake(0.1, clock.Now()));  // 9.9
+  frac.Reconfigure(1, absl::Seconds(1), 2.5, clock.Now());
+  EXPECT_LT(frac.Available(clock.Now()), 3.0);
+  EXPECT_TRUE(frac.TryTake(2, clock.Now()));
+  EXPECT_FALSE(frac.TryTake(1, clock.Now()));
+  // Time does not grow what is above the burst.
+  clock.Advance(absl::Seconds(10));
+  EXPECT_LE(frac.Available(clock.Now()), 2.5 + kEps);
+}
+
 TEST(TokenBucketTest, ReconfigureKeepsTokensAndAppliesNewRate) {
   FakeClock clock;
   TokenBucket bucket(1, absl::Seconds(1), 10, clock.Now());
