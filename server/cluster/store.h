@@ -182,7 +182,17 @@ struct TickReply {
   std::vector<core::ForwardedReport> forwarded_to_me;
   // Forwarded reports of this tick that did not fit their issuer's inbox.
   uint64_t inbox_dropped = 0;
+  // When positive, the store asks for this replica's next tick this soon
+  // instead of a whole interval later (a central replica's ledger: units
+  // this replica is owed are about to be freed, or it should confirm soon
+  // that it gave units back). The sync loop keeps it within [kMinTickGap,
+  // interval]. Zero: the usual interval.
+  absl::Duration tick_again_in = absl::ZeroDuration();
 };
+
+// The least time between two ticks of one replica that a nudge or the
+// store's tick_again_in asks for, so that neither makes a busy loop.
+constexpr absl::Duration kMinTickGap = absl::Milliseconds(50);
 
 // Most forwarded reports an inbox keeps; past it the oldest are dropped
 // (their permits then expire at the issuer as TIMEOUT).

@@ -92,10 +92,9 @@ void SyncLoop::SetSeed(std::vector<StoredPolicy> seed) {
 }
 
 void SyncLoop::Run() {
-  // A nudge is honoured after at least this long, so a flapping breaker
+  // A nudge is honoured after at least kMinGap, so a flapping breaker
   // cannot turn the loop into a busy one.
-  const absl::Duration min_gap =
-      std::min(options_.interval, absl::Milliseconds(50));
+  const absl::Duration min_gap = std::min(options_.interval, kMinGap);
   absl::Time next = absl::Now();
   while (true) {
     {
@@ -112,12 +111,14 @@ void SyncLoop::Run() {
         mu_.Lock();
       }
     }
-    // A failed tick is tried again soon: the grants it renews hold only for
-    // the stale period, and a Redis back from a stall is reached at once.
-    const bool ok = TickOnce().ok();  // logged and counted inside
-    next = absl::Now() + (ok ? options_.interval
-                             : std::min(options_.interval, options_.retry));
+    TickOnce().IgnoreError();  // logged and counted inside
+    next = absl::Now() + NextTickIn();
   }
+}
+
+absl::Duration SyncLoop::NextTickIn() const {
+  absl::MutexLock lock(&tick_mu_);
+  return next_tick_in_;
 }
 
 void SyncLoop::SetStoreUp(bool up, const std::string& detail) {
@@ -207,6 +208,15 @@ void SyncLoop::ApplyConfig(const TickReply& reply) {
 absl::Status SyncLoop::Tick(bool leaving) {
   Round round = BuildRequest(leaving);
   absl::StatusOr<TickReply> reply = Exchange(&round);
+  // A failed tick is tried again soon: the grants it renews hold only for
+  // the stale period, and a store back from a stall is reached at once.
+  next_tick_in_ = reply.ok() ? options_.interval
+                             : std::min(options_.interval, options_.retry);
+  if (reply.ok() && reply->tick_again_in > absl::ZeroDuration()) {
+    next_tick_in_ = std::clamp(reply->tick_again_in,
+                               std::min(options_.interval, kMinGap),
+                               options_.interval);
+  }
   if (!reply.ok()) {
     return TickFailed(round.start, round.took,
                       std::string(reply.status().message()),

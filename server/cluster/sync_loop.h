@@ -113,6 +113,15 @@ class SyncLoop {
   SyncStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
   const Options& options() const { return options_; }
 
+  // How long after the last tick the next one is due: the interval after a
+  // good tick, or sooner when the store asked (TickReply::tick_again_in,
+  // never under kMinGap); `retry` after a failed one. Run follows it; tests
+  // that drive TickOnce by hand follow it too.
+  absl::Duration NextTickIn() const ABSL_LOCKS_EXCLUDED(tick_mu_);
+
+  // The least time between two ticks asked for by a nudge or the store.
+  static constexpr absl::Duration kMinGap = kMinTickGap;
+
  private:
   // One tick's request and the engine state it was built from.
   struct Round {
@@ -190,8 +199,9 @@ class SyncLoop {
   const Options options_;
 
   // Serializes ticks (the thread's and TickOnce callers').
-  absl::Mutex tick_mu_;
+  mutable absl::Mutex tick_mu_;
   absl::Time last_tick_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
+  absl::Duration next_tick_in_ ABSL_GUARDED_BY(tick_mu_) = options_.interval;
   // When the last good tick was sent: grants hold until stale_after() later.
   absl::Time last_success_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
   bool store_up_ ABSL_GUARDED_BY(tick_mu_) = false;

@@ -690,6 +690,9 @@ void EncodeTickReply(const cluster::TickReply& reply, v1::LeaseTickReply* out) {
     PutForwarded(f, out->add_forwarded_to_me());
   }
   out->set_inbox_dropped(reply.inbox_dropped);
+  if (reply.tick_again_in > absl::ZeroDuration()) {
+    PutDuration(reply.tick_again_in, out->mutable_tick_again_in());
+  }
 }
 
 absl::StatusOr<cluster::TickReply> DecodeTickReply(
@@ -727,6 +730,11 @@ absl::StatusOr<cluster::TickReply> DecodeTickReply(
   SLUICE_RETURN_IF_ERROR(GetForwardedList(
       proto.forwarded_to_me(), root, "forwarded_to_me", &r.forwarded_to_me));
   r.inbox_dropped = proto.inbox_dropped();
+  if (proto.has_tick_again_in()) {
+    SLUICE_ASSIGN_OR_RETURN(
+        r.tick_again_in,
+        GetDuration(proto.tick_again_in(), root.Field("tick_again_in")));
+  }
   return r;
 }
 

@@ -244,6 +244,7 @@ class TreeProcess final : public core::EventSink {
       cluster::LeaseLedger::Options lo;
       lo.replica_id = options_.id;
       lo.stale_after = options_.interval * options_.stale_ticks;
+      lo.interval = options_.interval;
       lo.margin = options_.margin;
       if (options_.ledger_nudge) lo.nudge = [this] { Nudge(); };
       ledger_ = std::make_unique<cluster::LeaseLedger>(upstream_.get(), clock,
@@ -297,14 +298,13 @@ class TreeProcess final : public core::EventSink {
     const absl::Status s = loop_->TickOnce();
     ++ticks_;
     if (!s.ok()) ++failed_ticks_;
-    next_tick_ = clock_->Now() + (s.ok() ? options_.interval
-                                         : std::min(options_.interval,
-                                                    absl::Milliseconds(200)));
+    next_tick_ = clock_->Now() + loop_->NextTickIn();
     return s;
   }
-  // SyncLoop::Nudge as Run honours it: a tick after at least 50 ms.
+  // SyncLoop::Nudge as Run honours it: a tick after at least kMinGap.
   void Nudge() {
-    next_tick_ = std::min(next_tick_, clock_->Now() + absl::Milliseconds(50));
+    next_tick_ =
+        std::min(next_tick_, clock_->Now() + cluster::SyncLoop::kMinGap);
     ++nudges_;
   }
 

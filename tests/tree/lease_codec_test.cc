@@ -164,6 +164,7 @@ cluster::TickReply FullReply() {
   f.latency = absl::Microseconds(1234);
   r.forwarded_to_me.push_back(f);
   r.inbox_dropped = 3;
+  r.tick_again_in = absl::Milliseconds(350);
   return r;
 }
 
@@ -272,6 +273,7 @@ TEST(LeaseCodecGolden, GoldenReplyDecodesToTheReply) {
   ASSERT_TRUE(r->config.has_value());
   EXPECT_EQ(r->config->overrides[0].mode, core::BreakerOverride::kForceClosed);
   EXPECT_EQ(r->inbox_dropped, 3u);
+  EXPECT_EQ(r->tick_again_in, absl::Milliseconds(350));
 
   v1::LeaseTickReply again;
   EncodeTickReply(*r, &again);
