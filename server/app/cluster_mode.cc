@@ -80,6 +80,7 @@ std::unique_ptr<cluster::LeaseLedger> MakeLedger(
   // The sync loop's stale period (SyncLoop::Options::stale_ticks intervals).
   ledger.stale_after =
       options.sync_interval * cluster::SyncLoop::Options().stale_ticks;
+  ledger.interval = options.sync_interval;
   // The margin covers a leaf's round trip and the clocks' drift; with a
   // short tick it may not eat most of the central's grant.
   ledger.margin = std::min(ledger.margin, options.sync_interval / 2);

@@ -32,24 +32,33 @@ struct SplitCredit {
   double credit = 0;
   // The fractional part of the party's share at the last split.
   double fraction = 0;
-  // The last split gave the party a unit above its whole share.
+  // The party has a unit above its whole share in the current slot, and
+  // will have one in the next (chosen when the current slot began).
   bool member = false;
+  bool next = false;
 };
 
-// Whole units from fractional shares, fair over time: each party earns
-// the fractional part of its share as credit for every second, and pays 1
-// for every second it held a unit above its whole share (`holding[j]`
-// since the last split, `seconds` ago). The units left after every party's
-// whole share go to the parties with the most credit; a party that holds
-// one keeps it while its credit stays within kKeepCredit of the next in
-// line (handing a unit over costs a tick of it idle). Over time a party
-// gets units in proportion to its share, and every party with a fraction
-// gets a turn. `credit` has one entry per party (updated); `holding[j]`:
-// party j holds a unit above its whole share now. Pure but for `credit`.
+// Whole units from fractional shares, fair over time, handed over only at
+// slot boundaries, which the caller schedules. Each party earns the
+// fractional part of its share as credit for every second, and pays 1 for
+// every second it held a unit above its whole share (`holding[j]` since
+// the last split, `seconds` ago). The units left after every party's whole
+// share go to members. When a slot begins (`new_slot`), the members chosen
+// for it at the start of the previous one take over, and the next slot's
+// are chosen: the parties with the most credit once this slot (of
+// `slot_seconds`) is paid for. So every party knows a
+// slot ahead whether it gains or loses a unit, and a unit moves from one
+// party to the next at the boundary without lying idle. Between slot
+// starts the members change only when the number of units left over does:
+// the member with the least credit drops out, or a party chosen for the
+// next slot (else the one with the most credit) comes in. Over time a
+// party gets units in proportion to its share, and every party with a
+// fraction gets a turn. `credit` has one entry per party (updated).
 std::vector<int64_t> CreditSplit(int64_t total,
                                  const std::vector<double>& share,
                                  const std::vector<bool>& holding,
-                                 double seconds,
+                                 double seconds, double slot_seconds,
+                                 bool new_slot,
                                  std::vector<SplitCredit>* credit);
 
 }  // namespace sluice::cluster

@@ -1,6 +1,7 @@
 #include "server/cluster/lease_ledger.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -29,6 +30,10 @@ constexpr size_t kMaxPolicies = 10000;
 constexpr size_t kMaxPools = 1000000;  // (policy, key) pairs
 constexpr size_t kMaxLeafInbox = 10000;
 constexpr size_t kMaxUpstreamForwards = 100000;
+// How long after a unit is free the party it goes to is asked to tick: a
+// leaf's word on when its grant ends reaches the ledger a one-way trip late.
+constexpr absl::Duration kHandOver = absl::Milliseconds(20);
+
 // Earlier lives of a leaf remembered.
 constexpr size_t kMaxPastLives = 8;
 // Leaf ids listed in a reply's replicas at most.
@@ -69,8 +74,10 @@ struct Holding {
   // share at the last split.
   std::array<SplitCredit, kR> credit{};
   core::Units whole{};
-  // The push before the last: the party's tick interval is the difference.
-  absl::Time before = absl::InfinitePast();
+  // The party's tick interval as seen: the gap between its pushes, which
+  // an early tick (a nudge, tick_again_in) shortens by an eighth at most.
+  // Zero until its second push.
+  absl::Duration interval = absl::ZeroDuration();
 };
 
 // What Redis granted this central for one (policy, key), and who holds what
@@ -95,6 +102,8 @@ struct Pool {
   core::Units fair_total{};
   core::Units split_units{};
   absl::Time split_at = absl::InfinitePast();
+  // The slot of the last split (see CreditSplit, Impl::SlotOf).
+  int64_t slot = std::numeric_limits<int64_t>::min();
 };
 
 struct LeafLease {
@@ -290,9 +299,30 @@ class LeaseLedger::Impl {
   void Record(Pool* pool, const std::string& party, const core::KeyTick& key,
               absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The party's grant from the pool, valid until `end` (at most), issued
-  // and recorded at `now`.
+  // and recorded at `now`. With `again`, lowers *again to when the party
+  // should tick next to get units owed to it or to free units it gave
+  // back (TickReply::tick_again_in).
   StoreGrant Issue(Pool* pool, const std::string& party, absl::Time now,
-                   absl::Time end, const core::KeyTick& key)
+                   absl::Time end, const core::KeyTick& key,
+                   absl::Time* again = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Slots of Options::interval x 2 on the ledger's clock: units above
+  // whole shares change hands at their boundaries.
+  absl::Duration SlotLength() const { return 2 * options_.interval; }
+  int64_t SlotOf(absl::Time t) const {
+    return absl::ToUnixNanos(t) /
+           std::max<int64_t>(1, absl::ToInt64Nanoseconds(SlotLength()));
+  }
+  absl::Time SlotEnd(int64_t slot) const {
+    return absl::FromUnixNanos(
+        (slot + 1) * std::max<int64_t>(1, absl::ToInt64Nanoseconds(SlotLength())));
+  }
+  // When units held above their fair split by parties other than `party`
+  // are expected to be free: the earliest such party's confirming tick
+  // (see Issue), or the end of a silent party's holding. InfiniteFuture
+  // when nobody holds more than its split.
+  absl::Time ExpectedRelease(const Pool& pool, const std::string& party,
+                             absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Brings the pool's held_sum up to date with one changed holding.
   void Recount(Pool* pool, Holding* h, absl::Time now)
@@ -451,7 +481,10 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
   h.demand = key.demand;
   h.usage = key.usage;
   h.admitted_total = key.admitted_total;
-  h.before = h.pushed;
+  if (h.pushed != absl::InfinitePast() && now > h.pushed) {
+    const absl::Duration gap = std::min(now - h.pushed, options_.stale_after);
+    h.interval = std::max(gap, h.interval - h.interval / 8);
+  }
   h.pushed = now;
   // What the party says it applies counts until it says it ends (at most
   // a stale period).
@@ -497,6 +530,8 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   }
   pool->fair.clear();
   for (const std::string& id : names) pool->fair[id] = {};
+  const int64_t slot = SlotOf(now);
+  const bool new_slot = slot != pool->slot;
   const double seconds =
       pool->split_at == absl::InfinitePast() || now < pool->split_at
           ? 0.0
@@ -521,7 +556,8 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
     const std::vector<double> share =
         FairShares(pool->fair_total[r], demand);
     const std::vector<int64_t> split =
-        CreditSplit(pool->fair_total[r], share, holding, seconds, &credit);
+        CreditSplit(pool->fair_total[r], share, holding, seconds,
+                    absl::ToDoubleSeconds(SlotLength()), new_slot, &credit);
     for (size_t j = 0; j < names.size(); ++j) {
       Holding& h = *asking[j];
       h.credit[r] = credit[j];
@@ -531,11 +567,13 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   }
   pool->split_units = pool->units;
   pool->split_at = now;
+  pool->slot = slot;
 }
 
 StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
                                     absl::Time now, absl::Time end,
-                                    const core::KeyTick& key) {
+                                    const core::KeyTick& key,
+                                    absl::Time* again) {
   StoreGrant grant;
   const bool usable = pool->have && pool->granted && end > now;
   if (!usable) {
@@ -551,13 +589,16 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
   const absl::Duration refresh = options_.stale_after / 6;
   auto fair = pool->fair.find(party);
   if (fair == pool->fair.end() || pool->split_units != pool->units ||
-      now >= pool->split_at + refresh || now < pool->split_at) {
+      now >= pool->split_at + refresh || now < pool->split_at ||
+      SlotOf(now) != pool->slot) {
     Resplit(pool, now);
     fair = pool->fair.find(party);
   }
   Holding& h = pool->parties[party];
   bool wants_more = false;
   bool above_whole = false;
+  bool waiting = false;    // others hold units of this party's split
+  bool giving_back = false;  // it applies more than it is granted now
   for (int r = 0; r < kR; ++r) {
     if (pool->limit[r] <= 0) continue;
     // What every other party holds (the running total, never below the
@@ -567,6 +608,8 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     const int64_t share = fair == pool->fair.end() ? 0 : fair->second[r];
     grant.units[r] =
         std::max<int64_t>(0, std::min(share, pool->fair_total[r] - others));
+    if (grant.units[r] < share) waiting = true;
+    if (now < h.hold_until && grant.units[r] < h.hold[r]) giving_back = true;
     if (grant.units[r] > h.whole[r]) above_whole = true;
     if (pool->per_key &&
         (key.demand[r] * 1.05 > static_cast<double>(h.base[r]) ||
@@ -583,17 +626,83 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
   // A grant above the party's whole share lasts until just after its next
   // tick, so that once the party is told to give the unit back, it is free
   // for another a moment later (not a stale period later).
-  const absl::Duration interval = h.pushed - h.before;
-  if (above_whole && interval > absl::ZeroDuration() &&
-      interval <= options_.stale_after) {
-    end = std::min(end, now + interval + interval / 5);
+  if (above_whole && h.interval > absl::ZeroDuration()) {
+    end = std::min(end, now + h.interval + h.interval / 5);
   }
+  // Units above whole shares change hands at the slot's end: a party that
+  // has one now and not in the next slot holds its grant until then, and
+  // one that gains a unit then is asked to tick just after it. (A party
+  // with whole units ticks then too, to renew them.)
+  const absl::Time slot_end = SlotEnd(pool->slot);
+  bool leaving = false, joining = false, has_whole = false;
+  for (int r = 0; r < kR; ++r) {
+    if (pool->limit[r] <= 0) continue;
+    const SplitCredit& c = h.credit[r];
+    if (c.member && !c.next) leaving = true;
+    if (!c.member && c.next) joining = true;
+    if (h.whole[r] > 0) has_whole = true;
+  }
+  if (leaving) end = std::min(end, slot_end);
   h.grant = grant.units;
   h.grant_until = end;
   Recount(pool, &h, now);
-  grant.valid_for = end - now;
+  grant.valid_for = std::max(end - now, absl::ZeroDuration());
+  if (again != nullptr && grant.granted) {
+    // Units move between parties at the pace of their ticks: the one that
+    // gives units back is asked to confirm at once (what it applied stays
+    // counted until it does), and the one waiting for them to tick again
+    // when they are expected to be free, instead of a whole interval later.
+    if (waiting) *again = std::min(*again, ExpectedRelease(*pool, party, now));
+    if (giving_back) *again = now;
+    if (joining || (leaving && has_whole)) {
+      *again = std::min(*again, slot_end + kHandOver);
+    }
+  }
   return grant;
 }
+
+absl::Time LeaseLedger::Impl::ExpectedRelease(const Pool& pool,
+                                              const std::string& party,
+                                              absl::Time now) const {
+  const absl::Duration stale = options_.stale_after;
+  absl::Time first = absl::InfiniteFuture();
+  for (const auto& [id, j] : pool.parties) {
+    if (id == party) continue;
+    auto fair = pool.fair.find(id);
+    if (fair == pool.fair.end() || now > j.pushed + stale) {
+      // Not asking any more: what it holds ends by itself.
+      const absl::Time until = HeldUntil(j, stale);
+      if (until > now) first = std::min(first, until);
+      continue;
+    }
+    bool over = false, told = false;
+    absl::Time ends = absl::InfinitePast();
+    for (int r = 0; r < kR; ++r) {
+      if (j.counted[r] <= fair->second[r]) continue;
+      over = true;
+      if (now < j.grant_until && j.grant[r] > fair->second[r]) {
+        ends = Later(ends, j.grant_until);
+      }
+      if (now < j.hold_until && j.hold[r] > fair->second[r]) {
+        ends = Later(ends, j.hold_until);
+      }
+      if (j.grant[r] < j.counted[r]) told = true;
+    }
+    if (!over) continue;
+    // What it holds above its split ends by itself, or sooner when it
+    // confirms a smaller grant: one already granted less does so right
+    // away (Issue asks it to), one not told yet at its next tick, and the
+    // confirming tick comes at least kMinTickGap after.
+    const absl::Duration interval =
+        j.interval > absl::ZeroDuration() ? j.interval : options_.interval;
+    absl::Time at = (told ? j.pushed : j.pushed + interval) + 2 * kMinTickGap;
+    if (ends != absl::InfinitePast()) at = std::min(at, ends + kHandOver);
+    first = std::min(first, std::max(at, now));
+  }
+  return first;
+}
+
+
 
 void LeaseLedger::Impl::Bury(Holding* h, absl::Time now) {
   if (now >= h->ghost_until) h->ghost = {};
@@ -839,6 +948,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
     reply.replicas = Replicas(now);
     reply.live_weight = TreeWeight(now);
     reply.policies.reserve(request.policies.size());
+    absl::Time again = absl::InfiniteFuture();
     for (const PolicyPush& push : request.policies) {
       PolicyPull pull;
       PolicyState* policy = FindOrAddPolicy(push.policy);
@@ -874,13 +984,18 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
             std::min(now + options_.stale_after,
                      pool->until - options_.margin);
         pull.grants.push_back(
-            Issue(pool, request.replica_id, now, end, key));
+            Issue(pool, request.replica_id, now, end, key, &again));
       }
       if (push.has_breaker) {
         ServeBreaker(request.replica_id, push, policy, now, &pull);
       }
       if (push.has_warm) pull.warm = policy->warm;
       reply.policies.push_back(std::move(pull));
+    }
+    if (again != absl::InfiniteFuture()) {
+      // Positive, so that the leaf sees it; it waits at least kMinGap.
+      reply.tick_again_in =
+          std::max(again - now, absl::Nanoseconds(1));
     }
     RouteForwards(request);
     reply.forwarded_to_me.assign(record.inbox.begin(), record.inbox.end());

@@ -69,6 +69,11 @@ class LeaseLedger final : public Store, public LeafServer {
     // The SyncLoop's stale period: how long an upstream grant lasts, and
     // how long a silent leaf stays counted as live.
     absl::Duration stale_after = absl::Seconds(3);
+    // The sync loops' tick interval. Units above the parties' whole shares
+    // (sub-unit shares taking turns) move at slot boundaries two intervals
+    // apart, so that every party hears a tick ahead whether it gains or
+    // loses one.
+    absl::Duration interval = absl::Seconds(1);
     // A leaf's lease ends at least this long before the central's grant
     // (the round trip and the clocks' drift).
     absl::Duration margin = absl::Milliseconds(200);

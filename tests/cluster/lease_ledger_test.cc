@@ -22,6 +22,8 @@ namespace sluice::cluster {
 namespace {
 
 constexpr absl::Duration kStale = absl::Seconds(1);
+constexpr absl::Duration kInterval =
+    absl::Nanoseconds(333333333);  // kStale / SyncLoop's stale_ticks
 constexpr absl::Duration kMargin = absl::Milliseconds(50);
 const char kCentral[] = "central";
 
@@ -101,6 +103,7 @@ class LeaseLedgerTest : public ::testing::Test {
     LeaseLedger::Options o;
     o.replica_id = kCentral;
     o.stale_after = kStale;
+    o.interval = kInterval;
     o.margin = kMargin;
     o.max_leaves = max_leaves;
     o.nudge = [this] { ++nudges_; };
@@ -165,7 +168,7 @@ TEST(FairSplitTest, TheOrderOfTheNamesDoesNotMatter) {
 TEST(CreditSplitTest, SubUnitSharesTakeTurnsInProportion) {
   // 10 units over 25 parties (0.4 each) and 2 units over 3 parties with
   // shares 0.2, 0.6 and 1.2: split every half second for 10 minutes, a
-  // party holding what the previous split gave it.
+  // new slot every 2 s, a party holding what the previous split gave it.
   struct Case {
     int64_t total;
     std::vector<double> share;
@@ -183,8 +186,11 @@ TEST(CreditSplitTest, SubUnitSharesTakeTurnsInProportion) {
     constexpr double kStep = 0.5;
     constexpr int kSteps = 1200;
     for (int step = 0; step < kSteps; ++step) {
+      const bool new_slot = step % 4 == 0;
+      std::vector<SplitCredit> before = credit;
       const std::vector<int64_t> units =
-          CreditSplit(c.total, c.share, holding, kStep, &credit);
+          CreditSplit(c.total, c.share, holding, kStep, 4 * kStep, new_slot,
+                      &credit);
       ASSERT_EQ(units.size(), n);
       int64_t sum = 0;
       const double t = step * kStep;
@@ -194,6 +200,14 @@ TEST(CreditSplitTest, SubUnitSharesTakeTurnsInProportion) {
         EXPECT_GE(units[j], whole);
         EXPECT_LE(units[j], whole + 1);
         holding[j] = units[j] > whole;
+        // Between slot starts nobody gains or loses a unit (the number
+        // left over does not change here); at a slot start exactly the
+        // parties chosen a slot ahead hold one.
+        if (!new_slot) {
+          EXPECT_EQ(holding[j], before[j].member) << "step " << step;
+        } else if (step > 0) {
+          EXPECT_EQ(holding[j], before[j].next) << "step " << step;
+        }
         if (holding[j]) {
           held[j] += kStep;
           longest_wait[j] = std::max(longest_wait[j], t - last_turn[j]);
@@ -208,9 +222,8 @@ TEST(CreditSplitTest, SubUnitSharesTakeTurnsInProportion) {
       longest_wait[j] = std::max(longest_wait[j], span - last_turn[j]);
       // In proportion to the fraction (within the credit kept in hand).
       EXPECT_NEAR(held[j] / span, fraction, 0.03) << "party " << j;
-      // Every party takes its turn within seconds, not minutes (a member
-      // keeps its unit until it is kKeepCredit behind the next in line).
-      EXPECT_LE(longest_wait[j], 30.0) << "party " << j;
+      // Every party takes its turn within seconds, not minutes.
+      EXPECT_LE(longest_wait[j], 10.0) << "party " << j;
     }
   }
 }
@@ -273,6 +286,142 @@ TEST_F(LeaseLedgerTest, TheCentralsGrantIsSplitByDemandAndNeverOverspent) {
   EXPECT_EQ(s.pool_units[0], 100);
   EXPECT_EQ(s.leaf_units[0], g.units[0]);
   EXPECT_LE(s.self_units[0] + s.leaf_units[0], 100);
+}
+
+// Units move between leaves at the pace of the ledger's word, not of whole
+// intervals: a leaf that gives units back is asked to confirm at once, and
+// a leaf that waits for them is told when they are expected to be free.
+TEST_F(LeaseLedgerTest, UnitsChangeHandsWhenTheGiverConfirms) {
+  int64_t central_units = 0;
+  auto central = [&] {
+    absl::StatusOr<TickReply> c =
+        Central({Push("api", {Key("", 100, 0, central_units, kStale)})});
+    ASSERT_TRUE(c.ok()) << c.status();
+    central_units = c->policies[0].grants[0].units[0];
+  };
+  central();
+  ASSERT_TRUE(Leaf("a", {Push("api", {Key("", 100, 200)})}).ok());
+  clock_.Advance(absl::Milliseconds(100));
+  central();  // the central's share goes to the leaf ...
+  clock_.Advance(absl::Milliseconds(100));
+  central();  // ... once it says it applies 0
+  ASSERT_EQ(central_units, 0);
+  absl::StatusOr<TickReply> a = Leaf("a", {Push("api", {Key("", 100, 200)})});
+  ASSERT_TRUE(a.ok()) << a.status();
+  const StoreGrant first = a->policies[0].grants[0];
+  ASSERT_EQ(first.units[0], 100);
+  // Nothing to wait for, nothing to give back: the usual interval.
+  EXPECT_EQ(a->tick_again_in, absl::ZeroDuration());
+
+  clock_.Advance(absl::Milliseconds(100));
+  absl::StatusOr<TickReply> b = Leaf("b", {Push("api", {Key("", 100, 200)})});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->policies[0].grants[0].units[0], 0);
+  // b is told to come back when a's units are expected: a's next tick and
+  // its confirmation, well within b's own interval.
+  EXPECT_GT(b->tick_again_in, absl::ZeroDuration());
+  EXPECT_LT(b->tick_again_in, kInterval + 3 * kMinTickGap);
+
+  clock_.Advance(absl::Milliseconds(100));
+  a = Leaf("a", {Push("api", {Key("", 100, 200, 100, first.valid_for -
+                                                         absl::Milliseconds(
+                                                             200))})});
+  ASSERT_TRUE(a.ok());
+  const StoreGrant smaller = a->policies[0].grants[0];
+  EXPECT_LT(smaller.units[0], 100);
+  EXPECT_GE(smaller.units[0], 45);
+  // a applied 100 when it asked; until it says it applies less, b still
+  // gets nothing, and a is asked to say so at once.
+  EXPECT_GT(a->tick_again_in, absl::ZeroDuration());
+  EXPECT_LE(a->tick_again_in, kMinTickGap);
+  b = Leaf("b", {Push("api", {Key("", 100, 200)})});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->policies[0].grants[0].units[0], 0);
+  EXPECT_LE(b->tick_again_in, 3 * kMinTickGap);
+
+  clock_.Advance(kMinTickGap);
+  a = Leaf("a", {Push("api", {Key("", 100, 200, smaller.units[0],
+                                  smaller.valid_for - kMinTickGap)})});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->policies[0].grants[0].units[0], smaller.units[0]);
+  EXPECT_EQ(a->tick_again_in, absl::ZeroDuration());
+  clock_.Advance(absl::Milliseconds(20));
+  b = Leaf("b", {Push("api", {Key("", 100, 200)})});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->policies[0].grants[0].units[0], 100 - smaller.units[0]);
+  EXPECT_EQ(ledger_->stats().leaf_units[0], 100);
+}
+
+// A sub-unit share takes turns at slot boundaries (two intervals apart) the
+// ledger fixes a slot ahead: the holder's lease ends at the boundary, the
+// next holder is told to tick just after it, and the two never overlap.
+TEST_F(LeaseLedgerTest, ASubUnitShareChangesHandsAtTheSlotBoundary) {
+  int64_t central_units = 0;
+  auto central = [&] {
+    absl::StatusOr<TickReply> c =
+        Central({Push("api", {Key("", 1, 0, central_units, kStale)})});
+    ASSERT_TRUE(c.ok()) << c.status();
+    central_units = c->policies[0].grants[0].units[0];
+  };
+  central();
+  const int64_t slot = absl::ToInt64Nanoseconds(2 * kInterval);
+  auto boundary_after = [&](absl::Time t) {
+    return absl::FromUnixNanos((absl::ToUnixNanos(t) / slot + 1) * slot);
+  };
+  // Each leaf's grant: units, and when it ends.
+  struct Held {
+    int64_t units = 0;
+    absl::Time until = absl::InfinitePast();
+    absl::Time tick = absl::InfiniteFuture();  // when it is told to tick
+  };
+  std::map<std::string, Held> held;
+  auto tick = [&](const std::string& id) {
+    Held& h = held[id];
+    const absl::Time now = clock_.Now();
+    const int64_t applied = now < h.until ? h.units : 0;
+    absl::StatusOr<TickReply> r = Leaf(
+        id, {Push("api", {Key("", 1, 1, applied,
+                              now < h.until ? h.until - now
+                                            : absl::ZeroDuration())})});
+    ASSERT_TRUE(r.ok()) << r.status();
+    h.units = r->policies[0].grants[0].units[0];
+    h.until = now + r->policies[0].grants[0].valid_for;
+    h.tick = r->tick_again_in > absl::ZeroDuration()
+                 ? now + r->tick_again_in
+                 : absl::InfiniteFuture();
+  };
+  tick("a");
+  tick("b");
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(kInterval / 2);
+    central();
+  }
+  // Eight slots: a tick of each leaf in the middle of each slot, and one
+  // when told to.
+  std::map<std::string, int> turns;
+  for (int s = 0; s < 8; ++s) {
+    const absl::Time end = boundary_after(clock_.Now());
+    clock_.Advance((end - clock_.Now()) / 2);
+    central();
+    tick("a");
+    tick("b");
+    // Exactly one holds the unit; one of them changes at the boundary.
+    ASSERT_EQ(held["a"].units + held["b"].units, 1) << "slot " << s;
+    const std::string holder = held["a"].units == 1 ? "a" : "b";
+    const std::string other = holder == "a" ? "b" : "a";
+    ++turns[holder];
+    // The two take turns: the holder's lease ends at the boundary and the
+    // other is told to tick 20 ms after it.
+    EXPECT_LE(held[holder].until, end) << "slot " << s;
+    EXPECT_EQ(held[other].tick, end + absl::Milliseconds(20)) << "slot " << s;
+    clock_.Advance(end + absl::Milliseconds(20) - clock_.Now());
+    tick(other);
+    EXPECT_EQ(held[other].units, 1) << "slot " << s;
+    tick(holder);
+    EXPECT_EQ(held[holder].units, 0) << "slot " << s;
+  }
+  EXPECT_EQ(turns["a"], 4);
+  EXPECT_EQ(turns["b"], 4);
 }
 
 TEST_F(LeaseLedgerTest, ALeaseNeverOutlivesThePoolMinusTheMargin) {
