@@ -17,6 +17,7 @@
 #include "server/app/server.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/app/in_process_server.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
 #include "tests/testing/temp_dir.h"
@@ -176,32 +177,6 @@ TEST(TreeOptionsTest, WhichKindOfReplica) {
 
 // ---- A central replica and a leaf, in process.
 
-// Passes every call to a store the test owns.
-class SharedStore final : public cluster::Store {
- public:
-  explicit SharedStore(cluster::Store* store) : store_(store) {}
-  absl::StatusOr<cluster::TickReply> Tick(
-      const cluster::TickRequest& request) override {
-    return store_->Tick(request);
-  }
-  absl::StatusOr<cluster::ConfigWrite> PutPolicy(
-      const cluster::StoredPolicy& policy, uint64_t expected_version) override {
-    return store_->PutPolicy(policy, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> DeletePolicy(
-      const std::string& name, uint64_t expected_version) override {
-    return store_->DeletePolicy(name, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> SetOverride(
-      const cluster::StoredOverride& override) override {
-    return store_->SetOverride(override);
-  }
-  std::string Describe() const override { return store_->Describe(); }
-
- private:
-  cluster::Store* const store_;
-};
-
 constexpr char kPolicies[] = R"(policies:
   - name: payments
     rate_limit: {rate: 100, per: 1s, burst: 10, scope: CLUSTER}
@@ -211,20 +186,12 @@ class TreeServerTest : public ::testing::Test {
  protected:
   TreeServerTest() : dir_("tree_server") {}
 
-  ServerOptions Loopback() const {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.admin_listen = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    return options;
-  }
-
   // A central replica on the shared in-memory store, seeded with
   // kPolicies; TLS on its listeners with `tls`.
   std::unique_ptr<Server> StartCentral(
       uint32_t max_leaves, const testing::TestCerts* tls = nullptr) {
     std::ofstream(dir_.File("policies.yaml")) << kPolicies;
-    ServerOptions options = Loopback();
+    ServerOptions options = testing::LoopbackServerOptions();
     if (tls != nullptr) {
       options.tls_cert_file = tls->server_cert();
       options.tls_key_file = tls->server_key();
@@ -234,14 +201,9 @@ class TreeServerTest : public ::testing::Test {
     options.replica_id = "central";
     options.policies_path = dir_.File("policies.yaml");
     options.max_leaves = max_leaves;
-    Server::Dependencies deps;
-    deps.clock = &clock_;
-    deps.store_factory = [this] {
-      return std::make_unique<SharedStore>(&store_);
-    };
-    deps.sync_thread = false;
-    deps.metrics_listener = false;
-    auto server = std::make_unique<Server>(std::move(options), deps);
+    auto server = std::make_unique<Server>(
+        std::move(options),
+        testing::DrivenServerDependencies(&clock_, &store_));
     const absl::Status s = server->BuildAndStart();
     EXPECT_TRUE(s.ok()) << s;
     return server;
@@ -251,18 +213,15 @@ class TreeServerTest : public ::testing::Test {
   // its upstream TLS.
   std::unique_ptr<Server> StartLeaf(const Server& central,
                                     wire::ClientTlsFiles tls = {}) {
-    ServerOptions options = Loopback();
+    ServerOptions options = testing::LoopbackServerOptions();
     options.upstream = central.target();
     options.upstream_tls = std::move(tls);
     options.replica_id = "leaf";
     // Real time on the wire: a generous deadline for a loaded machine.
     options.upstream_timeout = absl::Seconds(2);
     options.sync_interval = absl::Seconds(2);
-    Server::Dependencies deps;
-    deps.clock = &clock_;
-    deps.sync_thread = false;
-    deps.metrics_listener = false;
-    auto server = std::make_unique<Server>(std::move(options), deps);
+    auto server = std::make_unique<Server>(
+        std::move(options), testing::DrivenServerDependencies(&clock_));
     const absl::Status s = server->BuildAndStart();
     EXPECT_TRUE(s.ok()) << s;
     return server;
