@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -219,8 +220,10 @@ absl::Status ClusterMode::Start(const ModeContext& ctx,
   // shares are known from the first call. A dead Redis costs one timeout
   // here and the replica starts in store-down mode.
   if (absl::Status s = sync_loop_->TickOnce(); !s.ok()) {
+    // The sync loop's message already starts with the store's own code
+    // ("UNAVAILABLE: upstream ..."); its status adds none worth repeating.
     spdlog::warn("first cluster sync failed ({}); serving from local state",
-                 s.ToString());
+                 std::string(s.message()));
   }
   ctx.decision_service->EnableForwarding(
       replica_id_, [loop = sync_loop_.get()](core::ForwardedReport report) {

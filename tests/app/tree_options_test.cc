@@ -8,7 +8,9 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -17,9 +19,12 @@
 #include "server/app/server.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "spdlog/spdlog.h"
 #include "tests/app/in_process_server.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"
 
@@ -27,6 +32,7 @@ namespace sluice::app {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 ServerOptions Leaf(const std::string& upstream) {
@@ -213,8 +219,12 @@ class TreeServerTest : public ::testing::Test {
   // its upstream TLS.
   std::unique_ptr<Server> StartLeaf(const Server& central,
                                     wire::ClientTlsFiles tls = {}) {
+    return StartLeaf(central.target(), std::move(tls));
+  }
+  std::unique_ptr<Server> StartLeaf(const std::string& upstream,
+                                    wire::ClientTlsFiles tls = {}) {
     ServerOptions options = testing::LoopbackServerOptions();
-    options.upstream = central.target();
+    options.upstream = upstream;
     options.upstream_tls = std::move(tls);
     options.replica_id = "leaf";
     // Real time on the wire: a generous deadline for a loaded machine.
@@ -309,6 +319,17 @@ TEST_F(TreeServerTest, LeasesOverMutualTls) {
   EXPECT_EQ(State(*central, "payments").leaves(), 1u);
 }
 
+// The messages captured at `level` that start with `prefix`.
+std::vector<std::string> LinesStartingWith(testing::CapturedLog& log,
+                                           spdlog::level::level_enum level,
+                                           const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const auto& [at, line] : log.lines()) {
+    if (at == level && absl::StartsWith(line, prefix)) found.push_back(line);
+  }
+  return found;
+}
+
 TEST_F(TreeServerTest, MaxLeavesZeroServesNoLeaves) {
   std::unique_ptr<Server> central = StartCentral(/*max_leaves=*/0);
   ASSERT_TRUE(central->SyncNow().ok());
@@ -318,6 +339,26 @@ TEST_F(TreeServerTest, MaxLeavesZeroServesNoLeaves) {
   // No lease service on the central replica's port.
   EXPECT_THAT(s.ToString(), HasSubstr("UNIMPLEMENTED"));
   EXPECT_EQ(State(*central, "payments").leaves(), 0u);
+}
+
+// A leaf whose upstream is unreachable at start logs the failure with the
+// code the call ended with, once: "UNAVAILABLE: upstream ...", never
+// "UNAVAILABLE: UNAVAILABLE: upstream ...".
+TEST_F(TreeServerTest, AnUnreachableUpstreamIsLoggedWithItsCodeOnce) {
+  testing::CapturedLog log;
+  // Nothing listens there: the connection is refused.
+  const std::string upstream = absl::StrCat("127.0.0.1:", testing::FreePort());
+  std::unique_ptr<Server> leaf = StartLeaf(upstream);
+  const std::vector<std::string> failed =
+      LinesStartingWith(log, spdlog::level::warn, "first cluster sync failed");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_THAT(failed[0],
+              StartsWith(absl::StrCat("first cluster sync failed (UNAVAILABLE: "
+                                      "upstream ",
+                                      upstream, ": ")));
+  for (const auto& [level, line] : log.lines()) {
+    EXPECT_THAT(line, Not(HasSubstr("UNAVAILABLE: UNAVAILABLE"))) << line;
+  }
 }
 
 }  // namespace
