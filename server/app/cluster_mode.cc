@@ -90,6 +90,36 @@ std::unique_ptr<cluster::LeaseLedger> MakeLedger(
                                                 std::move(ledger));
 }
 
+// The lease service's answer on a replica that serves no leaves: a leaf
+// pointed at it is told why, where gRPC alone would answer a bare
+// UNIMPLEMENTED for a service it does not know. Safe for concurrent use.
+class NoLeaves final : public cluster::LeafServer {
+ public:
+  explicit NoLeaves(std::string why) : why_(std::move(why)) {}
+  absl::StatusOr<cluster::TickReply> ServeLeaf(
+      const cluster::TickRequest&) override {
+    return absl::UnimplementedError(why_);
+  }
+
+ private:
+  const std::string why_;
+};
+
+std::unique_ptr<cluster::LeafServer> MakeNoLeaves(
+    const ServerOptions& options) {
+  if (LeafReplica(options)) {
+    return std::make_unique<NoLeaves>(absl::StrCat(
+        "this replica is a leaf (--upstream ", options.upstream,
+        ") and serves no leaves; point --upstream at a central replica"));
+  }
+  if (CentralReplica(options) && options.max_leaves == 0) {
+    return std::make_unique<NoLeaves>(
+        "this replica serves no leaves (--max-leaves 0); point --upstream at "
+        "a central replica started with --max-leaves above 0");
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 ClusterMode::ClusterMode(const ServerOptions& options, StoreParts store,
@@ -110,7 +140,8 @@ ClusterMode::ClusterMode(const ServerOptions& options, StoreParts store,
       // service that calls it starts serving after Start set sync_loop_.
       ledger_(MakeLedger(options, store_.get(), clock, replica_id_, [this] {
         if (sync_thread_ && sync_loop_ != nullptr) sync_loop_->Nudge();
-      })) {}
+      })),
+      no_leaves_(ledger_ == nullptr ? MakeNoLeaves(options) : nullptr) {}
 
 ClusterMode::~ClusterMode() = default;
 
@@ -209,6 +240,8 @@ absl::Status ClusterMode::Start(const ModeContext& ctx,
       });
   if (ledger_ != nullptr) {
     lease_service_ = std::make_unique<tree::LeaseServiceImpl>(ledger_.get());
+  } else if (no_leaves_ != nullptr) {
+    lease_service_ = std::make_unique<tree::LeaseServiceImpl>(no_leaves_.get());
   }
 
   // The policies file seeds the cluster with the policies it does not have.

@@ -31,6 +31,7 @@
 namespace sluice::app {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -331,14 +332,42 @@ std::vector<std::string> LinesStartingWith(testing::CapturedLog& log,
 }
 
 TEST_F(TreeServerTest, MaxLeavesZeroServesNoLeaves) {
+  testing::CapturedLog log;
   std::unique_ptr<Server> central = StartCentral(/*max_leaves=*/0);
   ASSERT_TRUE(central->SyncNow().ok());
   std::unique_ptr<Server> leaf = StartLeaf(*central);
   const absl::Status s = leaf->SyncNow();
   EXPECT_FALSE(s.ok());
-  // No lease service on the central replica's port.
+  // The central replica's lease service refuses every leaf, naming the flag.
   EXPECT_THAT(s.ToString(), HasSubstr("UNIMPLEMENTED"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("this replica serves no leaves (--max-leaves 0)"));
   EXPECT_EQ(State(*central, "payments").leaves(), 0u);
+  // The leaf's log shows that refusal once, with its code once.
+  EXPECT_THAT(
+      LinesStartingWith(log, spdlog::level::warn, "first cluster sync failed"),
+      ElementsAre(
+          absl::StrCat("first cluster sync failed (UNIMPLEMENTED: upstream ",
+                       central->target(),
+                       ": this replica serves no leaves (--max-leaves "
+                       "0); point --upstream at a central replica started with "
+                       "--max-leaves above 0); serving from local state")));
+}
+
+// A leaf pointed at another leaf is told that one serves no leaves.
+TEST_F(TreeServerTest, ALeafServesNoLeaves) {
+  std::unique_ptr<Server> central = StartCentral(/*max_leaves=*/16);
+  ASSERT_TRUE(central->SyncNow().ok());
+  std::unique_ptr<Server> leaf = StartLeaf(*central);
+  ASSERT_TRUE(leaf->SyncNow().ok());
+  std::unique_ptr<Server> below = StartLeaf(*leaf);
+  const absl::Status s = below->SyncNow();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
+                               "UNIMPLEMENTED: upstream ", leaf->target(),
+                               ": this replica is a leaf (--upstream ",
+                               central->target(), ") and serves no leaves")));
+  EXPECT_EQ(State(*central, "payments").leaves(), 1u);
 }
 
 // A leaf whose upstream is unreachable at start logs the failure with the
