@@ -49,15 +49,6 @@ void Check(bool ok, const char* what) {
   std::abort();
 }
 
-bool IsValidUtf8(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = sluice::wire::Utf8SequenceLength(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
 // An error a caller turns into a gRPC status (LeaseServiceImpl) or a log
 // line (UpstreamStore).
 void CheckError(const absl::Status& s) {
@@ -65,7 +56,8 @@ void CheckError(const absl::Status& s) {
             s.code() == absl::StatusCode::kResourceExhausted,
         "an error that is neither INVALID_ARGUMENT nor RESOURCE_EXHAUSTED");
   Check(!s.message().empty(), "an error without a message");
-  Check(IsValidUtf8(s.message()), "an error message that is not UTF-8");
+  Check(sluice::wire::ToValidUtf8(s.message()) == s.message(),
+        "an error message that is not UTF-8");
   Check(s.message().find('\n') == absl::string_view::npos,
         "an error message of more than one line");
 }
@@ -142,77 +134,56 @@ void CheckReplyBounds(const cluster::TickReply& r) {
   CheckForwarded(r.forwarded_to_me);
 }
 
-template <typename Message>
-bool Same(const Message& a, const Message& b) {
-  return google::protobuf::util::MessageDifferencer::Equals(a, b);
-}
-
-// The request as a central replica reads it, or why it refuses it.
-absl::StatusOr<cluster::TickRequest> ReadRequest(absl::string_view bytes) {
-  sluice::v1::LeaseTickRequest proto;
-  if (absl::Status s =
-          sluice::rpc::ParseBounded(bytes, tree::kLeaseTickBudget, &proto);
+// One lease message read as its receiver reads it: the raw bytes checked
+// against `budget` and parsed, then decoded; what decodes is checked by
+// `check_bounds` and taken once more through the codec. Returns the decoded
+// value, or why the receiver refuses the bytes.
+template <typename Proto, typename Value>
+absl::StatusOr<Value> Read(absl::string_view bytes,
+                           const sluice::rpc::MessageBudget& budget,
+                           absl::StatusOr<Value> (*decode)(const Proto&),
+                           void (*encode)(const Value&, Proto*),
+                           void (*check_bounds)(const Value&)) {
+  Proto proto;
+  if (absl::Status s = sluice::rpc::ParseBounded(bytes, budget, &proto);
       !s.ok()) {
     CheckError(s);
     return s;
   }
-  absl::StatusOr<cluster::TickRequest> request = tree::DecodeTickRequest(proto);
-  if (!request.ok()) {
-    CheckError(request.status());
-    Check(request.status().code() == absl::StatusCode::kInvalidArgument,
-          "DecodeTickRequest failed other than INVALID_ARGUMENT");
-    return request;
+  absl::StatusOr<Value> value = decode(proto);
+  if (!value.ok()) {
+    CheckError(value.status());
+    Check(value.status().code() == absl::StatusCode::kInvalidArgument,
+          "decoding failed other than INVALID_ARGUMENT");
+    return value;
   }
-  CheckRequestBounds(*request);
+  check_bounds(*value);
 
-  sluice::v1::LeaseTickRequest once;
-  tree::EncodeTickRequest(*request, &once);
+  Proto once;
+  encode(*value, &once);
   std::string wire;
-  Check(once.SerializeToString(&wire), "a decoded request does not serialize");
-  absl::StatusOr<cluster::TickRequest> again = tree::DecodeTickRequest(once);
-  Check(again.ok(), "a re-encoded request does not decode");
-  sluice::v1::LeaseTickRequest twice;
-  tree::EncodeTickRequest(*again, &twice);
-  Check(Same(once, twice), "request: the codec's second pass changed it");
-  return request;
-}
-
-// The reply as a leaf reads it, or why it refuses it.
-absl::StatusOr<cluster::TickReply> ReadReply(absl::string_view bytes) {
-  sluice::v1::LeaseTickReply proto;
-  if (absl::Status s =
-          sluice::rpc::ParseBounded(bytes, tree::kLeaseReplyBudget, &proto);
-      !s.ok()) {
-    CheckError(s);
-    return s;
-  }
-  absl::StatusOr<cluster::TickReply> reply = tree::DecodeTickReply(proto);
-  if (!reply.ok()) {
-    CheckError(reply.status());
-    Check(reply.status().code() == absl::StatusCode::kInvalidArgument,
-          "DecodeTickReply failed other than INVALID_ARGUMENT");
-    return reply;
-  }
-  CheckReplyBounds(*reply);
-
-  sluice::v1::LeaseTickReply once;
-  tree::EncodeTickReply(*reply, &once);
-  std::string wire;
-  Check(once.SerializeToString(&wire), "a decoded reply does not serialize");
-  absl::StatusOr<cluster::TickReply> again = tree::DecodeTickReply(once);
-  Check(again.ok(), "a re-encoded reply does not decode");
-  sluice::v1::LeaseTickReply twice;
-  tree::EncodeTickReply(*again, &twice);
-  Check(Same(once, twice), "reply: the codec's second pass changed it");
-  return reply;
+  Check(once.SerializeToString(&wire), "what decoded does not serialize");
+  absl::StatusOr<Value> again = decode(once);
+  Check(again.ok(), "what decoded does not decode once encoded");
+  Proto twice;
+  encode(*again, &twice);
+  Check(google::protobuf::util::MessageDifferencer::Equals(once, twice),
+        "the codec's second pass changed the message");
+  return value;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
-  const absl::StatusOr<cluster::TickRequest> request = ReadRequest(bytes);
-  const absl::StatusOr<cluster::TickReply> reply = ReadReply(bytes);
+  // As a central replica reads a leaf's tick (LeaseServiceImpl)...
+  const absl::StatusOr<cluster::TickRequest> request =
+      Read(bytes, tree::kLeaseTickBudget, tree::DecodeTickRequest,
+           tree::EncodeTickRequest, CheckRequestBounds);
+  // ... and as a leaf reads the answer (UpstreamStore).
+  const absl::StatusOr<cluster::TickReply> reply =
+      Read(bytes, tree::kLeaseReplyBudget, tree::DecodeTickReply,
+           tree::EncodeTickReply, CheckReplyBounds);
   if (request.ok() && reply.ok()) {
     // The same bytes as both: the leaf's check of its answer.
     const absl::Status answers = tree::CheckReplyAnswers(*request, *reply);
