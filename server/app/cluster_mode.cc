@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,36 @@ std::unique_ptr<cluster::LeaseLedger> MakeLedger(
                                                 std::move(ledger));
 }
 
+// The lease service's answer on a replica that serves no leaves: a leaf
+// pointed at it is told why, where gRPC alone would answer a bare
+// UNIMPLEMENTED for a service it does not know. Safe for concurrent use.
+class NoLeaves final : public cluster::LeafServer {
+ public:
+  explicit NoLeaves(std::string why) : why_(std::move(why)) {}
+  absl::StatusOr<cluster::TickReply> ServeLeaf(
+      const cluster::TickRequest&) override {
+    return absl::UnimplementedError(why_);
+  }
+
+ private:
+  const std::string why_;
+};
+
+std::unique_ptr<cluster::LeafServer> MakeNoLeaves(
+    const ServerOptions& options) {
+  if (LeafReplica(options)) {
+    return std::make_unique<NoLeaves>(absl::StrCat(
+        "this replica is a leaf (--upstream ", options.upstream,
+        ") and serves no leaves; point --upstream at a central replica"));
+  }
+  if (CentralReplica(options) && options.max_leaves == 0) {
+    return std::make_unique<NoLeaves>(
+        "this replica serves no leaves (--max-leaves 0); point --upstream at "
+        "a central replica started with --max-leaves above 0");
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 ClusterMode::ClusterMode(const ServerOptions& options, StoreParts store,
@@ -110,7 +141,8 @@ ClusterMode::ClusterMode(const ServerOptions& options, StoreParts store,
       // service that calls it starts serving after Start set sync_loop_.
       ledger_(MakeLedger(options, store_.get(), clock, replica_id_, [this] {
         if (sync_thread_ && sync_loop_ != nullptr) sync_loop_->Nudge();
-      })) {}
+      })),
+      no_leaves_(ledger_ == nullptr ? MakeNoLeaves(options) : nullptr) {}
 
 ClusterMode::~ClusterMode() = default;
 
@@ -209,6 +241,8 @@ absl::Status ClusterMode::Start(const ModeContext& ctx,
       });
   if (ledger_ != nullptr) {
     lease_service_ = std::make_unique<tree::LeaseServiceImpl>(ledger_.get());
+  } else if (no_leaves_ != nullptr) {
+    lease_service_ = std::make_unique<tree::LeaseServiceImpl>(no_leaves_.get());
   }
 
   // The policies file seeds the cluster with the policies it does not have.
@@ -220,8 +254,10 @@ absl::Status ClusterMode::Start(const ModeContext& ctx,
   // shares are known from the first call. A dead Redis costs one timeout
   // here and the replica starts in store-down mode.
   if (absl::Status s = sync_loop_->TickOnce(); !s.ok()) {
+    // The sync loop's message already starts with the store's own code
+    // ("UNAVAILABLE: upstream ..."); its status adds none worth repeating.
     spdlog::warn("first cluster sync failed ({}); serving from local state",
-                 s.ToString());
+                 std::string(s.message()));
   }
   ctx.decision_service->EnableForwarding(
       replica_id_, [loop = sync_loop_.get()](core::ForwardedReport report) {

@@ -9,6 +9,7 @@
 #include "server/app/mode.h"
 #include "server/app/options.h"
 #include "server/cluster/cluster_config.h"
+#include "server/cluster/leaf_server.h"
 #include "server/cluster/lease_ledger.h"
 #include "server/cluster/store.h"
 #include "server/cluster/sync_loop.h"
@@ -27,7 +28,8 @@ namespace sluice::app {
 // The grant tree has two kinds of replica, both this mode. A central
 // replica's store is Redis; unless --max-leaves is 0 its sync loop ticks
 // through a LeaseLedger wrapped around it, and the lease service on the
-// data port answers its leaves from that ledger. A leaf's store is an
+// data port answers its leaves from that ledger (with 0 it refuses them,
+// naming the flag). A leaf's store is an
 // UpstreamStore (--upstream): its ticks are lease calls to a central
 // replica, and its admin writes are refused naming the upstream.
 // Thread-safety as Mode.
@@ -56,8 +58,8 @@ class ClusterMode final : public Mode {
   absl::Status Start(const ModeContext& ctx,
                      const std::vector<v1::Policy>& file_policies) override;
   rpc::AdminBackend* admin_backend() override { return admin_backend_.get(); }
-  // A central replica's lease service; none on a leaf or with
-  // --max-leaves 0.
+  // The lease service: a central replica's, or on a leaf or with
+  // --max-leaves 0 one that refuses every leaf, naming why.
   void AddDataServices(grpc::ServerBuilder* builder) override;
   // A leaf's admin writes are refused (they belong on a central replica).
   std::string admin_note() const override;
@@ -103,8 +105,11 @@ class ClusterMode final : public Mode {
   const std::string replica_id_;
   const bool sync_thread_;
   // A central replica serving leaves: the ledger around store_, and the
-  // lease service on the data port that answers from it.
+  // lease service on the data port that answers from it. A leaf, or a
+  // central replica with --max-leaves 0, has no ledger: its lease service
+  // answers every tick from no_leaves_, UNIMPLEMENTED saying why.
   const std::unique_ptr<cluster::LeaseLedger> ledger_;
+  const std::unique_ptr<cluster::LeafServer> no_leaves_;
   std::unique_ptr<tree::LeaseServiceImpl> lease_service_;
 
   // Set by Start, before the server serves: breaker transitions come from

@@ -9,40 +9,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ringbuffer_sink.h"
 #include "spdlog/spdlog.h"
+#include "tests/testing/captured_log.h"
 
 namespace sluice::app {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// Sends spdlog's default logger into a ring buffer for the test's life.
-class CapturedLog {
- public:
-  CapturedLog()
-      : previous_(spdlog::default_logger()),
-        ring_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16)) {
-    auto logger = std::make_shared<spdlog::logger>("test", ring_);
-    logger->set_level(spdlog::level::trace);
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-
-  // {level, message} of each line so far.
-  std::vector<std::pair<spdlog::level::level_enum, std::string>> lines() {
-    std::vector<std::pair<spdlog::level::level_enum, std::string>> out;
-    for (const auto& m : ring_->last_raw()) {
-      out.emplace_back(m.level, std::string(m.payload.data(), m.payload.size()));
-    }
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> previous_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> ring_;
-};
 
 core::AdaptiveChange Change(core::AdaptiveChange::Kind kind, double from,
                             double to) {
@@ -57,7 +31,7 @@ core::AdaptiveChange Change(core::AdaptiveChange::Kind kind, double from,
 }
 
 TEST(LoggingEventSinkTest, WarnsWhenCapacityShrinksInformsWhenItReturns) {
-  CapturedLog log;
+  testing::CapturedLog log;
   LoggingEventSink sink;
   sink.OnAdaptiveChange(Change(core::AdaptiveChange::Kind::kLimit, 40, 22));
   sink.OnAdaptiveChange(Change(core::AdaptiveChange::Kind::kLimit, 22, 25));

@@ -20,6 +20,7 @@
 #include "server/app/options.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "tests/app/in_process_server.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
 #include "tests/testing/temp_dir.h"
@@ -33,40 +34,6 @@ v1::Policy P(const std::string& text) {
   v1::Policy p;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
   return p;
-}
-
-// Passes every call to a store the test owns, so that servers share it.
-class SharedStore final : public cluster::Store {
- public:
-  explicit SharedStore(cluster::Store* store) : store_(store) {}
-  absl::StatusOr<cluster::TickReply> Tick(
-      const cluster::TickRequest& request) override {
-    return store_->Tick(request);
-  }
-  absl::StatusOr<cluster::ConfigWrite> PutPolicy(
-      const cluster::StoredPolicy& policy, uint64_t expected_version) override {
-    return store_->PutPolicy(policy, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> DeletePolicy(
-      const std::string& name, uint64_t expected_version) override {
-    return store_->DeletePolicy(name, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> SetOverride(
-      const cluster::StoredOverride& override) override {
-    return store_->SetOverride(override);
-  }
-  std::string Describe() const override { return store_->Describe(); }
-
- private:
-  cluster::Store* const store_;
-};
-
-ServerOptions Loopback() {
-  ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.admin_listen = "127.0.0.1:0";
-  options.metrics_listen = "127.0.0.1:0";
-  return options;
 }
 
 // A started server and stubs on its in-process channels.
@@ -150,7 +117,8 @@ class Running {
 
 class StandaloneServerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Running> Start(ServerOptions options = Loopback()) {
+  std::unique_ptr<Running> Start(
+      ServerOptions options = testing::LoopbackServerOptions()) {
     Server::Dependencies deps;
     deps.clock = &clock_;
     deps.metrics_listener = false;
@@ -175,7 +143,7 @@ TEST_F(StandaloneServerTest, ServesHealthAndPicksFreePorts) {
 }
 
 TEST_F(StandaloneServerTest, AnAdminUpsertDecidesTheNextAcquire) {
-  ServerOptions options = Loopback();
+  ServerOptions options = testing::LoopbackServerOptions();
   options.unknown_dependency = core::UnknownDependencyAction::kReject;
   std::unique_ptr<Running> r = Start(options);
   ASSERT_TRUE(r->status().ok());
@@ -236,17 +204,12 @@ TEST_F(StandaloneServerTest, ReportedFailuresOpenTheBreaker) {
 class ClusterServerTest : public ::testing::Test {
  protected:
   std::unique_ptr<Running> Start(const std::string& replica_id) {
-    ServerOptions options = Loopback();
+    ServerOptions options = testing::LoopbackServerOptions();
     options.redis = "in-memory:6379";  // selects cluster mode
     options.replica_id = replica_id;
-    Server::Dependencies deps;
-    deps.clock = &clock_;
-    deps.store_factory = [this] {
-      return std::make_unique<SharedStore>(&store_);
-    };
-    deps.sync_thread = false;
-    deps.metrics_listener = false;
-    auto running = std::make_unique<Running>(std::move(options), deps);
+    auto running = std::make_unique<Running>(
+        std::move(options),
+        testing::DrivenServerDependencies(&clock_, &store_));
     EXPECT_TRUE(running->status().ok()) << running->status();
     return running;
   }
@@ -468,7 +431,7 @@ TEST_F(StandaloneServerTest, ServesOnUnixSocketsAndRemovesThemAtShutdown) {
   testing::TempDir dir("sluice_server_unix");
   const std::string data = dir.File("sluice.sock");
   const std::string admin = dir.File("admin.sock");
-  ServerOptions options = Loopback();
+  ServerOptions options = testing::LoopbackServerOptions();
   options.listen = "unix:" + data;
   options.admin_listen = "unix:" + admin;
   options.socket_mode = 0660;
@@ -506,7 +469,7 @@ TEST_F(StandaloneServerTest, ServesOnUnixSocketsAndRemovesThemAtShutdown) {
 
 TEST_F(StandaloneServerTest, RefusesASocketAnotherServerServes) {
   testing::TempDir dir("sluice_server_unix");
-  ServerOptions options = Loopback();
+  ServerOptions options = testing::LoopbackServerOptions();
   options.listen = "unix:" + dir.File("sluice.sock");
   {
     std::unique_ptr<Running> first = Start(options);
@@ -529,7 +492,7 @@ TEST_F(StandaloneServerTest, RefusesASocketAnotherServerServes) {
 TEST(ServerTest, BuildAndStartRefusesOptionsThatFailValidation) {
   // An embedder that skips ValidateOptions gets the same error, not a crash.
   testing::FakeClock clock;
-  ServerOptions options = Loopback();
+  ServerOptions options = testing::LoopbackServerOptions();
   options.admin_listen = "nowhere";
   options.redis = "127.0.0.1:port";
   Server::Dependencies deps;

@@ -8,7 +8,9 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -17,15 +19,21 @@
 #include "server/app/server.h"
 #include "sluice/v1/admin.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
+#include "spdlog/spdlog.h"
+#include "tests/app/in_process_server.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"
 
 namespace sluice::app {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 ServerOptions Leaf(const std::string& upstream) {
@@ -176,32 +184,6 @@ TEST(TreeOptionsTest, WhichKindOfReplica) {
 
 // ---- A central replica and a leaf, in process.
 
-// Passes every call to a store the test owns.
-class SharedStore final : public cluster::Store {
- public:
-  explicit SharedStore(cluster::Store* store) : store_(store) {}
-  absl::StatusOr<cluster::TickReply> Tick(
-      const cluster::TickRequest& request) override {
-    return store_->Tick(request);
-  }
-  absl::StatusOr<cluster::ConfigWrite> PutPolicy(
-      const cluster::StoredPolicy& policy, uint64_t expected_version) override {
-    return store_->PutPolicy(policy, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> DeletePolicy(
-      const std::string& name, uint64_t expected_version) override {
-    return store_->DeletePolicy(name, expected_version);
-  }
-  absl::StatusOr<cluster::ConfigWrite> SetOverride(
-      const cluster::StoredOverride& override) override {
-    return store_->SetOverride(override);
-  }
-  std::string Describe() const override { return store_->Describe(); }
-
- private:
-  cluster::Store* const store_;
-};
-
 constexpr char kPolicies[] = R"(policies:
   - name: payments
     rate_limit: {rate: 100, per: 1s, burst: 10, scope: CLUSTER}
@@ -211,20 +193,12 @@ class TreeServerTest : public ::testing::Test {
  protected:
   TreeServerTest() : dir_("tree_server") {}
 
-  ServerOptions Loopback() const {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.admin_listen = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    return options;
-  }
-
   // A central replica on the shared in-memory store, seeded with
   // kPolicies; TLS on its listeners with `tls`.
   std::unique_ptr<Server> StartCentral(
       uint32_t max_leaves, const testing::TestCerts* tls = nullptr) {
     std::ofstream(dir_.File("policies.yaml")) << kPolicies;
-    ServerOptions options = Loopback();
+    ServerOptions options = testing::LoopbackServerOptions();
     if (tls != nullptr) {
       options.tls_cert_file = tls->server_cert();
       options.tls_key_file = tls->server_key();
@@ -234,14 +208,9 @@ class TreeServerTest : public ::testing::Test {
     options.replica_id = "central";
     options.policies_path = dir_.File("policies.yaml");
     options.max_leaves = max_leaves;
-    Server::Dependencies deps;
-    deps.clock = &clock_;
-    deps.store_factory = [this] {
-      return std::make_unique<SharedStore>(&store_);
-    };
-    deps.sync_thread = false;
-    deps.metrics_listener = false;
-    auto server = std::make_unique<Server>(std::move(options), deps);
+    auto server = std::make_unique<Server>(
+        std::move(options),
+        testing::DrivenServerDependencies(&clock_, &store_));
     const absl::Status s = server->BuildAndStart();
     EXPECT_TRUE(s.ok()) << s;
     return server;
@@ -251,18 +220,19 @@ class TreeServerTest : public ::testing::Test {
   // its upstream TLS.
   std::unique_ptr<Server> StartLeaf(const Server& central,
                                     wire::ClientTlsFiles tls = {}) {
-    ServerOptions options = Loopback();
-    options.upstream = central.target();
+    return StartLeaf(central.target(), std::move(tls));
+  }
+  std::unique_ptr<Server> StartLeaf(const std::string& upstream,
+                                    wire::ClientTlsFiles tls = {}) {
+    ServerOptions options = testing::LoopbackServerOptions();
+    options.upstream = upstream;
     options.upstream_tls = std::move(tls);
     options.replica_id = "leaf";
     // Real time on the wire: a generous deadline for a loaded machine.
     options.upstream_timeout = absl::Seconds(2);
     options.sync_interval = absl::Seconds(2);
-    Server::Dependencies deps;
-    deps.clock = &clock_;
-    deps.sync_thread = false;
-    deps.metrics_listener = false;
-    auto server = std::make_unique<Server>(std::move(options), deps);
+    auto server = std::make_unique<Server>(
+        std::move(options), testing::DrivenServerDependencies(&clock_));
     const absl::Status s = server->BuildAndStart();
     EXPECT_TRUE(s.ok()) << s;
     return server;
@@ -350,15 +320,74 @@ TEST_F(TreeServerTest, LeasesOverMutualTls) {
   EXPECT_EQ(State(*central, "payments").leaves(), 1u);
 }
 
+// The messages captured at `level` that start with `prefix`.
+std::vector<std::string> LinesStartingWith(testing::CapturedLog& log,
+                                           spdlog::level::level_enum level,
+                                           const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const auto& [at, line] : log.lines()) {
+    if (at == level && absl::StartsWith(line, prefix)) found.push_back(line);
+  }
+  return found;
+}
+
 TEST_F(TreeServerTest, MaxLeavesZeroServesNoLeaves) {
+  testing::CapturedLog log;
   std::unique_ptr<Server> central = StartCentral(/*max_leaves=*/0);
   ASSERT_TRUE(central->SyncNow().ok());
   std::unique_ptr<Server> leaf = StartLeaf(*central);
   const absl::Status s = leaf->SyncNow();
   EXPECT_FALSE(s.ok());
-  // No lease service on the central replica's port.
+  // The central replica's lease service refuses every leaf, naming the flag.
   EXPECT_THAT(s.ToString(), HasSubstr("UNIMPLEMENTED"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("this replica serves no leaves (--max-leaves 0)"));
   EXPECT_EQ(State(*central, "payments").leaves(), 0u);
+  // The leaf's log shows that refusal once, with its code once.
+  EXPECT_THAT(
+      LinesStartingWith(log, spdlog::level::warn, "first cluster sync failed"),
+      ElementsAre(
+          absl::StrCat("first cluster sync failed (UNIMPLEMENTED: upstream ",
+                       central->target(),
+                       ": this replica serves no leaves (--max-leaves "
+                       "0); point --upstream at a central replica started with "
+                       "--max-leaves above 0); serving from local state")));
+}
+
+// A leaf pointed at another leaf is told that one serves no leaves.
+TEST_F(TreeServerTest, ALeafServesNoLeaves) {
+  std::unique_ptr<Server> central = StartCentral(/*max_leaves=*/16);
+  ASSERT_TRUE(central->SyncNow().ok());
+  std::unique_ptr<Server> leaf = StartLeaf(*central);
+  ASSERT_TRUE(leaf->SyncNow().ok());
+  std::unique_ptr<Server> below = StartLeaf(*leaf);
+  const absl::Status s = below->SyncNow();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
+                               "UNIMPLEMENTED: upstream ", leaf->target(),
+                               ": this replica is a leaf (--upstream ",
+                               central->target(), ") and serves no leaves")));
+  EXPECT_EQ(State(*central, "payments").leaves(), 1u);
+}
+
+// A leaf whose upstream is unreachable at start logs the failure with the
+// code the call ended with, once: "UNAVAILABLE: upstream ...", never
+// "UNAVAILABLE: UNAVAILABLE: upstream ...".
+TEST_F(TreeServerTest, AnUnreachableUpstreamIsLoggedWithItsCodeOnce) {
+  testing::CapturedLog log;
+  // Nothing listens there: the connection is refused.
+  const std::string upstream = absl::StrCat("127.0.0.1:", testing::FreePort());
+  std::unique_ptr<Server> leaf = StartLeaf(upstream);
+  const std::vector<std::string> failed =
+      LinesStartingWith(log, spdlog::level::warn, "first cluster sync failed");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_THAT(failed[0],
+              StartsWith(absl::StrCat("first cluster sync failed (UNAVAILABLE: "
+                                      "upstream ",
+                                      upstream, ": ")));
+  for (const auto& [level, line] : log.lines()) {
+    EXPECT_THAT(line, Not(HasSubstr("UNAVAILABLE: UNAVAILABLE"))) << line;
+  }
 }
 
 }  // namespace

@@ -719,54 +719,24 @@ TEST_P(ClusterScenarioTest, SwitchingPerKeyOffAppliesNoPerKeyGrant) {
 // (SIGTERM) at once. Its 3 stay in the window for a second, so the others,
 // flat out and ticking at once, admit nothing more within it.
 TEST_P(ClusterScenarioTest, AWindowCountOutlivesAGracefulLeave) {
-  AddReplicas(4);
-  Install(ClusterWindow("inv", 3));
-  for (int s = 0; s < 3; ++s) {
-    for (int i = 0; i < 10; ++i) R(0).Acquire("inv");
-    TickAll();
-    clock_.Advance(absl::Seconds(1));
-  }
-  int admitted = 0;
-  for (int i = 0; i < 10; ++i) {
-    admitted += R(0).Acquire("inv").verdict == Verdict::kAllow;
-  }
+  const int admitted = FillWindowOnFirstOfFour("inv");
   ASSERT_EQ(admitted, 3);
   Stop(0);
-  // The others tick at once and then every 300 ms (more often than a real
-  // replica), flat out between ticks.
-  int64_t more = 0;
-  for (int step = 0; step < 3; ++step) {
-    TickAll();
-    more += FlatOut("inv", -1, 300, 2);
-  }
-  EXPECT_EQ(admitted + more, 3) << "admitted within one second";
+  EXPECT_EQ(admitted + WindowAdmitsWithinASecond("inv"), 3)
+      << "admitted within one second";
 }
 
 // The same window count when the replica restarts under its name (a new
 // process life) instead: the old life's count stays held.
 TEST_P(ClusterScenarioTest, AWindowCountOutlivesARestartUnderTheSameName) {
-  AddReplicas(4);
-  Install(ClusterWindow("inv", 3));
-  for (int s = 0; s < 3; ++s) {
-    for (int i = 0; i < 10; ++i) R(0).Acquire("inv");
-    TickAll();
-    clock_.Advance(absl::Seconds(1));
-  }
-  int admitted = 0;
-  for (int i = 0; i < 10; ++i) {
-    admitted += R(0).Acquire("inv").verdict == Verdict::kAllow;
-  }
+  const int admitted = FillWindowOnFirstOfFour("inv");
   ASSERT_EQ(admitted, 3);
   R(0).loop.TickOnce().IgnoreError();  // its count reaches the store
   Kill(0);
   Restart(0, "r0");
   R(0).engine.PutPolicy(ClusterWindow("inv", 3));
-  int64_t more = 0;
-  for (int step = 0; step < 3; ++step) {
-    TickAll();
-    more += FlatOut("inv", -1, 300, 2);
-  }
-  EXPECT_EQ(admitted + more, 3) << "admitted within one second";
+  EXPECT_EQ(admitted + WindowAdmitsWithinASecond("inv"), 3)
+      << "admitted within one second";
 }
 
 // Calls in flight outlive a killed replica's entry: it expires after the

@@ -14,6 +14,7 @@
 #include "server/core/engine.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
+#include "tests/testing/forwarding_store.h"
 
 namespace sluice::cluster {
 
@@ -25,9 +26,9 @@ using core::Verdict;
 
 // One replica's path to the store, which a test can cut (a partition
 // between that replica and Redis). Safe for concurrent use.
-class CuttableStore final : public Store {
+class CuttableStore final : public testing::ForwardingStore {
  public:
-  explicit CuttableStore(Store* store) : store_(store) {}
+  using ForwardingStore::ForwardingStore;
   void set_cut(bool cut) { cut_ = cut; }
 
   // The next tick request is held back, not sent (the caller sees a
@@ -44,7 +45,7 @@ class CuttableStore final : public Store {
   }
   // Sends `request` now; its reply goes nowhere.
   void Deliver(const TickRequest& request) {
-    store_->Tick(request).IgnoreError();
+    inner()->Tick(request).IgnoreError();
   }
 
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
@@ -54,28 +55,14 @@ class CuttableStore final : public Store {
       held_ = request;
       return absl::DeadlineExceededError("tick request held back");
     }
-    absl::StatusOr<TickReply> reply = store_->Tick(request);
+    absl::StatusOr<TickReply> reply = inner()->Tick(request);
     if (lose_next_.exchange(false)) {
       return absl::DeadlineExceededError("tick reply lost");
     }
     return reply;
   }
-  absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& policy,
-                                        uint64_t expected_version) override {
-    return store_->PutPolicy(policy, expected_version);
-  }
-  absl::StatusOr<ConfigWrite> DeletePolicy(const std::string& name,
-                                           uint64_t expected_version) override {
-    return store_->DeletePolicy(name, expected_version);
-  }
-  absl::StatusOr<ConfigWrite> SetOverride(
-      const StoredOverride& override) override {
-    return store_->SetOverride(override);
-  }
-  std::string Describe() const override { return store_->Describe(); }
 
  private:
-  Store* const store_;
   std::atomic<bool> cut_{false};
   std::atomic<bool> hold_next_{false};
   std::atomic<bool> lose_next_{false};
@@ -331,6 +318,35 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
           admitted += replicas_[r]->Acquire(dep).verdict == Verdict::kAllow;
         }
       }
+    }
+    return admitted;
+  }
+  // The warm-up of the window scenarios: four replicas with a 3/s cluster
+  // window `dep`; r0 alone calls it for three seconds, ticking with the
+  // others, so that it holds the three units. Then it takes 10 calls at
+  // once: returns how many it admitted (3 when it holds the whole window).
+  int FillWindowOnFirstOfFour(const std::string& dep) {
+    AddReplicas(4);
+    Install(ClusterWindow(dep, 3));
+    for (int s = 0; s < 3; ++s) {
+      for (int i = 0; i < 10; ++i) R(0).Acquire(dep);
+      TickAll();
+      clock_.Advance(absl::Seconds(1));
+    }
+    int admitted = 0;
+    for (int i = 0; i < 10; ++i) {
+      admitted += R(0).Acquire(dep).verdict == Verdict::kAllow;
+    }
+    return admitted;
+  }
+  // The next 900 ms: the running replicas tick at once and then every
+  // 300 ms (more often than a real replica), each flat out between ticks.
+  // Returns the calls they admitted.
+  int64_t WindowAdmitsWithinASecond(const std::string& dep) {
+    int64_t admitted = 0;
+    for (int step = 0; step < 3; ++step) {
+      TickAll();
+      admitted += FlatOut(dep, -1, 300, 2);
     }
     return admitted;
   }

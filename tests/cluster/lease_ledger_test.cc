@@ -17,6 +17,7 @@
 #include "server/cluster/grant_book.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
+#include "tests/testing/forwarding_store.h"
 
 namespace sluice::cluster {
 namespace {
@@ -60,26 +61,15 @@ TickRequest Request(const std::string& id, uint64_t incarnation,
 }
 
 // A store that records what reaches it and passes it on.
-class RecordingStore final : public Store {
+class RecordingStore final : public testing::ForwardingStore {
  public:
-  explicit RecordingStore(Store* next) : next_(next) {}
+  using ForwardingStore::ForwardingStore;
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
     last = request;
     if (before) before();
-    absl::StatusOr<TickReply> reply = next_->Tick(request);
+    absl::StatusOr<TickReply> reply = ForwardingStore::Tick(request);
     if (after) after();
     return reply;
-  }
-  absl::StatusOr<ConfigWrite> PutPolicy(const StoredPolicy& p,
-                                        uint64_t v) override {
-    return next_->PutPolicy(p, v);
-  }
-  absl::StatusOr<ConfigWrite> DeletePolicy(const std::string& n,
-                                           uint64_t v) override {
-    return next_->DeletePolicy(n, v);
-  }
-  absl::StatusOr<ConfigWrite> SetOverride(const StoredOverride& o) override {
-    return next_->SetOverride(o);
   }
   std::string Describe() const override { return "recording"; }
 
@@ -88,9 +78,6 @@ class RecordingStore final : public Store {
   // its reply comes back (the two halves of a round trip).
   std::function<void()> before;
   std::function<void()> after;
-
- private:
-  Store* next_;
 };
 
 class LeaseLedgerTest : public ::testing::Test {
