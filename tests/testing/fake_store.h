@@ -20,7 +20,9 @@
 namespace sluice::testing {
 
 // An in-memory cluster store with the same contract as tick.lua and
-// config.lua, shared by every replica of a test. Its clock is the store's
+// config.lua, shared by every replica of a test. Its grant arithmetic and
+// tick.lua's answer the same golden cases
+// (tests/cluster/golden/grant_cases.txt, run by grant_golden_test). Its clock is the store's
 // own (Redis TIME). It can fail on demand, before or after applying a tick,
 // and lose all its data, so store outages are millisecond unit tests. Safe
 // for concurrent use.
