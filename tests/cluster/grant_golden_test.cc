@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -21,6 +23,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -244,9 +247,8 @@ absl::StatusOr<std::vector<GoldenCase>> ParseCases(const std::string& text) {
     }
     s.replica = std::string(words[2]);
     s.key.key = "k";
-    auto [life, fresh] = lives.try_emplace(
-        s.replica, 100 + lives.size(), 0);
-    (void)fresh;
+    // A replica's first incarnation is 100 + its place in the case.
+    auto life = lives.try_emplace(s.replica, 100 + lives.size(), 0).first;
     std::optional<uint64_t> inc, seq;
     bool expecting = false;
     for (size_t i = 3; i < words.size(); ++i) {
