@@ -21,6 +21,9 @@ extern const char kExampleGatewayPath[];
 extern const char kExampleBackendPath[];
 // Preloaded after libfaketime (tests/testing/faketime_futex_shim.cc).
 extern const char kFaketimeFutexShimPath[];
+// Preloaded into a redis-server to set its clock
+// (tests/testing/store_clock_shim.cc).
+extern const char kStoreClockShimPath[];
 // The repository root, for files under deploy/.
 extern const char kSourceDir[];
 

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
@@ -18,7 +20,9 @@
 namespace sluice::testing {
 
 // An in-memory cluster store with the same contract as tick.lua and
-// config.lua, shared by every replica of a test. Its clock is the store's
+// config.lua, shared by every replica of a test. Its grant arithmetic and
+// tick.lua's answer the same golden cases
+// (tests/cluster/golden/grant_cases.txt, run by grant_golden_test). Its clock is the store's
 // own (Redis TIME). It can fail on demand, before or after applying a tick,
 // and lose all its data, so store outages are millisecond unit tests. Safe
 // for concurrent use.
@@ -338,6 +342,13 @@ class FakeStore final : public cluster::Store {
   static absl::Time LastOf(const GrantEntry& e) {
     return std::max({e.expiry, e.hold_until, e.usage_until});
   }
+  // A demand as tick.lua stores it: 4 significant digits, which is what the
+  // other replicas' splits see.
+  static double StoredDemand(double demand) {
+    double stored = 0;
+    return absl::SimpleAtod(absl::StrFormat("%.4g", demand), &stored) ? stored
+                                                                     : 0;
+  }
   static std::string NewEpoch(absl::Time now) {
     static uint64_t serial = 0;
     return absl::StrCat(absl::ToUnixMicros(now), ".", ++serial);
@@ -465,8 +476,11 @@ class FakeStore final : public cluster::Store {
     }
     pull.epoch = epoch;
     pull.lost = !push.epoch_seen.empty() && push.epoch_seen != epoch;
+    // tick.lua's :recovering key, set with PX stale: Redis keeps a key
+    // until its expiry time included, so the window's last millisecond is
+    // still in it.
     auto rec = recovering_until_.find(push.policy);
-    bool recovering = rec != recovering_until_.end() && now < rec->second;
+    bool recovering = rec != recovering_until_.end() && now <= rec->second;
 
     for (const core::KeyTick& key : push.keys) {
       auto& entries = grants_[{push.policy, key.key}];
@@ -533,7 +547,7 @@ class FakeStore final : public cluster::Store {
           (own == entries.end() ||
            own->second.incarnation != request.incarnation)) {
         auto& until = recovering_until_[push.policy];
-        if (until <= now) {
+        if (until < now) {
           until = now + stale;
           pull.lost = true;
         }
@@ -603,7 +617,10 @@ class FakeStore final : public cluster::Store {
           e.usage = key.usage;
           e.usage_until = usage_until;
           e.incarnation = request.incarnation;
-          e.demand = key.demand;
+          // tick.lua stores demand with 4 significant digits ("%.4g").
+          for (int r = 0; r < core::kClusterResources; ++r) {
+            e.demand[r] = StoredDemand(key.demand[r]);
+          }
           entries[me] = e;
         }
       }

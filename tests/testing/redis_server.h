@@ -89,6 +89,9 @@ class RedisServer {
   // Extra redis-server arguments for the next Start ("--requirepass", "pw",
   // "--replicaof", "127.0.0.1 6380", ...).
   void set_args(std::vector<std::string> args) { args_ = std::move(args); }
+  // Extra environment variables ("NAME=VALUE") for the next Start's
+  // server, on top of this process's own.
+  void set_env(std::vector<std::string> env) { env_ = std::move(env); }
   // The password the test's own commands AUTH with ("" sends no AUTH).
   void set_password(std::string password) { password_ = std::move(password); }
 
@@ -104,12 +107,17 @@ class RedisServer {
         "no",           "--loglevel",   "warning"};
     args.insert(args.end(), args_.begin(), args_.end());
     args.insert(args.end(), extra.begin(), extra.end());
+    // Built before the fork: the child only execs.
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (std::string& e : env_) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp("redis-server", argv.data());
+      execvpe("redis-server", argv.data(), envp.data());
       _exit(127);
     }
     // Up when the server that answers on the port is this child (not one
@@ -272,6 +280,7 @@ class RedisServer {
 
   const int port_;
   std::vector<std::string> args_;
+  std::vector<std::string> env_;
   std::string password_;
   std::string start_error_;
   pid_t pid_ = -1;
