@@ -428,14 +428,14 @@ void SyncLoop::ApplyBreakerRecords(const core::DependencyTick& tick,
     SeenOutcomes& entry = it->second;
     if (!added && entry.sequence == sequence_) continue;  // named twice
     ++touched;
-    update->remote_outcomes += Delta(other.totals, added ? nullptr : &entry.totals);
+    update->remote_outcomes +=
+        Delta(other.totals, added ? nullptr : &entry.totals);
     entry.totals = other.totals;
     entry.sequence = sequence_;
   }
   if (seen.size() > touched) {
-    absl::erase_if(seen, [&](const auto& e) {
-      return e.second.sequence != sequence_;
-    });
+    absl::erase_if(
+        seen, [&](const auto& e) { return e.second.sequence != sequence_; });
   }
   if (pull.breaker) {
     core::BreakerRecord record = *pull.breaker;

@@ -233,7 +233,8 @@ class SyncLoop {
     core::OutcomeTotals totals;
     uint64_t sequence = 0;
   };
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, SeenOutcomes>>
+  absl::flat_hash_map<std::string,
+                      absl::flat_hash_map<std::string, SeenOutcomes>>
       seen_outcomes_ ABSL_GUARDED_BY(tick_mu_);
 
   // Reports waiting to be forwarded, and who may receive them.
