@@ -242,8 +242,8 @@ std::vector<core::DependencyUpdate> SyncLoop::PolicyUpdates(
     const Round& round, const TickReply& reply, uint64_t* resets) {
   std::vector<core::DependencyUpdate> updates;
   updates.reserve(round.pushed.size());
-  const absl::flat_hash_set<std::string> live(reply.replicas.begin(),
-                                              reply.replicas.end());
+  // The live set only for a policy with warm state (built once).
+  std::optional<absl::flat_hash_set<std::string>> live;
   for (size_t i = 0; i < round.pushed.size(); ++i) {
     const core::DependencyTick& tick = *round.pushed[i];
     const PolicyPush& push = round.request.policies[i];
@@ -258,8 +258,9 @@ std::vector<core::DependencyUpdate> SyncLoop::PolicyUpdates(
     ApplyGrants(round, push, pull, &update);
     if (tick.has_breaker) ApplyBreakerRecords(tick, push, pull, &update);
     if (push.has_warm) {
+      if (!live) live.emplace(reply.replicas.begin(), reply.replicas.end());
       WarmView view =
-          CombineWarm(pull.warm, push.digest, options_.replica_id, live);
+          CombineWarm(pull.warm, push.digest, options_.replica_id, *live);
       update.cluster_adaptive = view.adaptive;
       update.cluster_baseline = view.baseline;
     }
@@ -426,16 +427,26 @@ void SyncLoop::ApplyBreakerRecords(const core::DependencyTick& tick,
                                    const PolicyPush& push,
                                    const PolicyPull& pull,
                                    core::DependencyUpdate* update) {
+  // Updated in place (an idle tick allocates nothing): a replica absent
+  // from this pull is forgotten, so its history is not news when it comes
+  // back.
   auto& seen = seen_outcomes_[tick.name];
-  absl::flat_hash_map<std::string, core::OutcomeTotals> now_seen;
+  size_t touched = 0;
   for (const ReplicaOutcomes& other : pull.outcomes) {
     if (other.replica == options_.replica_id) continue;
-    auto it = seen.find(other.replica);
+    auto [it, added] = seen.try_emplace(other.replica);
+    SeenOutcomes& entry = it->second;
+    if (!added && entry.sequence == sequence_) continue;  // named twice
+    ++touched;
     update->remote_outcomes +=
-        Delta(other.totals, it == seen.end() ? nullptr : &it->second);
-    now_seen[other.replica] = other.totals;
+        Delta(other.totals, added ? nullptr : &entry.totals);
+    entry.totals = other.totals;
+    entry.sequence = sequence_;
   }
-  seen = std::move(now_seen);
+  if (seen.size() > touched) {
+    absl::erase_if(
+        seen, [&](const auto& e) { return e.second.sequence != sequence_; });
+  }
   if (pull.breaker) {
     core::BreakerRecord record = *pull.breaker;
     if (record.open_until != absl::InfinitePast()) {

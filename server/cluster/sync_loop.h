@@ -237,9 +237,14 @@ class SyncLoop {
   // Each policy's store epoch as last seen.
   absl::flat_hash_map<std::string, std::string> policy_epochs_
       ABSL_GUARDED_BY(tick_mu_);
-  // Per policy, the outcome totals last seen from each other replica.
+  // Per policy, the outcome totals last seen from each other replica, and
+  // the tick (sequence_) that saw them.
+  struct SeenOutcomes {
+    core::OutcomeTotals totals;
+    uint64_t sequence = 0;
+  };
   absl::flat_hash_map<std::string,
-                      absl::flat_hash_map<std::string, core::OutcomeTotals>>
+                      absl::flat_hash_map<std::string, SeenOutcomes>>
       seen_outcomes_ ABSL_GUARDED_BY(tick_mu_);
 
   // Reports waiting to be forwarded, and who may receive them.

@@ -1,5 +1,7 @@
 #include "server/tree/upstream_store.h"
 
+#include <google/protobuf/arena.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -93,13 +95,21 @@ UpstreamStore::UpstreamStore(Options options,
                              std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
+      arena_block_(new char[kArenaBlockBytes]),
       stub_(channel_) {}
 
 UpstreamStore::~UpstreamStore() = default;
 
 absl::StatusOr<cluster::TickReply> UpstreamStore::Tick(
     const cluster::TickRequest& request) {
-  v1::LeaseTickRequest proto;
+  // Both messages live in one arena, freed at once when the tick ends.
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.initial_block = arena_block_.get();
+  arena_options.initial_block_size = kArenaBlockBytes;
+  arena_options.max_block_size = kArenaBlockBytes;
+  google::protobuf::Arena arena(arena_options);
+  v1::LeaseTickRequest& proto =
+      *google::protobuf::Arena::CreateMessage<v1::LeaseTickRequest>(&arena);
   EncodeTickRequest(request, &proto);
   // Past the bound the oldest reports go, as from a full inbox.
   uint64_t dropped = 0;
@@ -144,7 +154,8 @@ absl::StatusOr<cluster::TickReply> UpstreamStore::Tick(
   const std::string peer = context.peer();
   absl::StatusOr<cluster::TickReply> reply =
       [&]() -> absl::StatusOr<cluster::TickReply> {
-    v1::LeaseTickReply reply_proto;
+    v1::LeaseTickReply& reply_proto =
+        *google::protobuf::Arena::CreateMessage<v1::LeaseTickReply>(&arena);
     SLUICE_RETURN_IF_ERROR(
         rpc::ParseBounded(reply_bytes, kLeaseReplyBudget, &reply_proto));
     SLUICE_ASSIGN_OR_RETURN(cluster::TickReply decoded,

@@ -114,6 +114,11 @@ class UpstreamStore final : public cluster::Store {
 
   const Options options_;
   const std::shared_ptr<grpc::Channel> channel_;
+  // The first block of each tick's protobuf arena (Tick runs on the sync
+  // loop's thread only): the request and reply messages of an ordinary tick
+  // fit in it, so a tick allocates and frees them as one.
+  static constexpr size_t kArenaBlockBytes = 256 * 1024;
+  const std::unique_ptr<char[]> arena_block_;
   // Raw bytes both ways, so the reply's size and counts are checked before
   // protobuf builds it (kLeaseTickBudget), as the central replica does.
   grpc::GenericStub stub_;
