@@ -79,16 +79,20 @@ std::string WindowYaml(int count) {
 // call is counted by the ms.
 class LoadedTree {
  public:
+  // Central 0's clock runs `central_skew` ahead of the true one (Redis's),
+  // leaf 0's `leaf_skew`.
   LoadedTree(const Flags& flags, const std::string& yaml, int leaves,
-             int centrals)
-      : flags_(flags) {
+             int centrals, absl::Duration central_skew = absl::ZeroDuration(),
+             absl::Duration leaf_skew = absl::ZeroDuration())
+      : flags_(flags), leaf_skew_(leaf_skew) {
     TreeHarness::Options o;
     o.policies_yaml = yaml;
     tree_ = std::make_unique<TreeHarness>(o);
     for (int c = 0; c < centrals; ++c) {
       // 0, 500, 250, 750, ... ms.
       tree_->AddCentral(absl::StrCat("c", c),
-                        absl::Milliseconds((c * 500 + (c / 2) * 250) % 1000));
+                        absl::Milliseconds((c * 500 + (c / 2) * 250) % 1000),
+                        c == 0 ? central_skew : absl::ZeroDuration());
     }
     tree_->RunToSecondBoundary();
     for (int l = 0; l < leaves; ++l) AddLeaf(l % centrals, Phase(l, leaves));
@@ -114,8 +118,9 @@ class LoadedTree {
   }
   // A leaf started now under `id`.
   int StartLeaf(const std::string& id, int central) {
-    const int slot = tree_->AddLeaf(id, central,
-                                    absl::Milliseconds(tree_->ms() % 1000));
+    const int slot = tree_->AddLeaf(
+        id, central, absl::Milliseconds(tree_->ms() % 1000),
+        tree_->leaves() == 0 ? leaf_skew_ : absl::ZeroDuration());
     if (static_cast<int>(offset_.size()) <= slot) offset_.resize(slot + 1);
     offset_[slot] = static_cast<int>((slot * 7919) % 1000);
     return slot;
@@ -185,7 +190,7 @@ class LoadedTree {
   void ResetMostHeld() { most_held_ = 0; }
   uint64_t unknown() const { return unknown_; }
   uint64_t errors() const { return errors_; }
-  // Slots that admitted a call in [from, to) ms.
+  // Calls admitted by each slot since the start.
   std::vector<int64_t> admitted_by() const { return admitted_by_; }
 
  private:
@@ -271,6 +276,7 @@ class LoadedTree {
   }
 
   const Flags flags_;
+  const absl::Duration leaf_skew_;
   std::unique_ptr<TreeHarness> tree_;
   int next_id_ = 0;
   int rate_ = 0;
@@ -364,6 +370,16 @@ Result RateResult(const std::string& name, const Flags& f) {
   return r;
 }
 
+// 0. The baseline: flat out with no transient.
+Result Steady(const Flags& f) {
+  Result r = RateResult("steady flat out (baseline, no transient)", f);
+  LoadedTree t(f, BucketYaml(f.rate, f.burst), f.leaves, f.centrals);
+  const int64_t from = WarmUp(t, f);
+  t.Run(absl::Seconds(10));
+  Finish(t, from, from + 10, r);
+  return r;
+}
+
 // 1. Redis answers nothing for 600 ms; the tick in flight when it stops (a
 // central's) is applied but its reply lost.
 Result RedisStalls(const Flags& f) {
@@ -402,7 +418,24 @@ Result IdleToFlatOut(const Flags& f) {
   return r;
 }
 
-// 4. A rolling restart of the leaves: a tenth of them at a time stop
+// 4. One process's clock 4 s ahead of the others' and Redis's: central 0,
+// or leaf 0.
+Result ClockAhead(const Flags& f, bool central) {
+  Result r = RateResult(
+      central ? "central 0's clock 4 s ahead" : "leaf 0's clock 4 s ahead", f);
+  const absl::Duration skew = absl::Seconds(4);
+  LoadedTree t(f, BucketYaml(f.rate, f.burst), f.leaves, f.centrals,
+               central ? skew : absl::ZeroDuration(),
+               central ? absl::ZeroDuration() : skew);
+  const int64_t from = WarmUp(t, f);
+  t.Run(absl::Seconds(5));
+  Finish(t, from, from + 5, r);
+  return r;
+}
+Result CentralClockAhead(const Flags& f) { return ClockAhead(f, true); }
+Result LeafClockAhead(const Flags& f) { return ClockAhead(f, false); }
+
+// 4b. A rolling restart of the leaves: a tenth of them at a time stop
 // gracefully (final tick) and come back under the same ids 1 s later; the
 // next tenth stops 3 s after that.
 Result RollingRestartLeaves(const Flags& f) {
@@ -610,7 +643,12 @@ void PrintRow(const Result& r) {
                 static_cast<double>(r.Worst()) / denom,
                 static_cast<double>(r.worst_span) / denom);
   }
-  std::printf(" %.2f | %llu | %llu | %.3f | %llu | %.1f | %s |\n", r.tail,
+  if (r.cap > 0) {
+    std::printf(" — |");
+  } else {
+    std::printf(" %.2f |", r.tail);
+  }
+  std::printf(" %llu | %llu | %.3f | %llu | %.1f | %s |\n",
               static_cast<unsigned long long>(r.checked_ms),
               static_cast<unsigned long long>(r.over_ms), r.worst_in_force,
               static_cast<unsigned long long>(r.unknown), r.real_seconds,
@@ -621,7 +659,8 @@ void PrintRow(const Result& r) {
 void PrintDetail(const Result& r) {
   std::printf("\n%s", r.name.c_str());
   if (!r.setup.empty()) std::printf(" (%s)", r.setup.c_str());
-  std::printf(", admitted ÷ limit each second:");
+  std::printf(r.cap > 0 ? ", admitted each second:"
+                        : ", admitted ÷ limit each second:");
   for (size_t i = 0; i < r.seconds.size(); ++i) {
     std::printf("%s%.2f", i % 20 == 0 ? "\n  " : " ",
                 r.limit > 0 ? static_cast<double>(r.seconds[i]) / r.limit
@@ -645,9 +684,12 @@ int RunAll(const Flags& f) {
     std::function<Result(const Flags&)> run;
   };
   const std::vector<Transient> all = {
+      {"steady", Steady},
       {"stall", RedisStalls},
       {"empty", RedisRestartsEmpty},
       {"idle", IdleToFlatOut},
+      {"clock-central", CentralClockAhead},
+      {"clock-leaf", LeafClockAhead},
       {"roll-leaves", RollingRestartLeaves},
       {"roll-centrals", RollingRestartCentrals},
       {"kill-central", KillCentral},
