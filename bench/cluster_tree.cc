@@ -141,16 +141,26 @@ class RedisProbe {
     }
     return total;
   }
-  // Durations (microseconds) of every EVALSHA/EVAL in the slow log, which
-  // logs every command (slowlog-log-slower-than 0).
-  std::vector<int64_t> ScriptDurations() {
-    std::vector<int64_t> out;
+  // One script call in the slow log: its duration and its first key (the
+  // policy's or the config's epoch key, which names the script).
+  struct Logged {
+    int64_t usec = 0;
+    std::string key;
+  };
+  // Every EVALSHA/EVAL in the slow log, slowest first. With
+  // slowlog-log-slower-than 0 the log holds every command (up to
+  // slowlog-max-len); with 1000, only those over 1 ms.
+  std::vector<Logged> LoggedScripts() {
+    std::vector<Logged> out;
     redisReply* r = Run({"SLOWLOG", "GET", "-1"});
     if (r == nullptr) return out;
     if (r->type == REDIS_REPLY_ARRAY) {
       for (size_t i = 0; i < r->elements; ++i) {
         const redisReply* e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4) continue;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4 ||
+            e->element[2]->type != REDIS_REPLY_INTEGER) {
+          continue;
+        }
         const redisReply* args = e->element[3];
         if (args->type != REDIS_REPLY_ARRAY || args->elements == 0 ||
             args->element[0]->type != REDIS_REPLY_STRING) {
@@ -161,11 +171,20 @@ class RedisProbe {
           ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         }
         if (cmd != "evalsha" && cmd != "eval") continue;
-        out.push_back(e->element[2]->integer);
+        Logged l;
+        l.usec = e->element[2]->integer;
+        // EVALSHA sha numkeys key...: the first key is the fourth word.
+        if (args->elements > 3 &&
+            args->element[3]->type == REDIS_REPLY_STRING) {
+          l.key.assign(args->element[3]->str, args->element[3]->len);
+        }
+        out.push_back(std::move(l));
       }
     }
     freeReplyObject(r);
-    std::sort(out.begin(), out.end());
+    std::sort(out.begin(), out.end(), [](const Logged& a, const Logged& b) {
+      return a.usec > b.usec;
+    });
     return out;
   }
   void ResetStats() {
@@ -221,6 +240,9 @@ struct Figure {
   int64_t logged = 0;
   int64_t over_1ms = 0;
   double cpu_millicores = 0;
+  // The slowest scripts logged, with their first key: "4472 µs
+  // sluice:{dep7}:epoch, ...".
+  std::string slowest;
 };
 
 Figure Measure(RedisProbe& probe, const std::function<void()>& wait,
@@ -236,7 +258,15 @@ Figure Measure(RedisProbe& probe, const std::function<void()>& wait,
   f.usec_per_script =
       s.calls > 0 ? static_cast<double>(s.usec) / static_cast<double>(s.calls)
                   : 0;
-  const std::vector<int64_t> d = probe.ScriptDurations();
+  const std::vector<RedisProbe::Logged> logged = probe.LoggedScripts();
+  for (size_t i = 0; i < logged.size() && i < 3; ++i) {
+    absl::StrAppend(&f.slowest, i == 0 ? "" : ", ", logged[i].usec, " µs ",
+                    logged[i].key);
+  }
+  std::vector<int64_t> d;
+  for (auto it = logged.rbegin(); it != logged.rend(); ++it) {
+    d.push_back(it->usec);
+  }
   if (!d.empty()) {
     f.slowest_usec = d.back();
     f.p99_usec = d[std::min(d.size() - 1, d.size() * 99 / 100)];
@@ -483,6 +513,7 @@ int PartB(const std::string& host, int port, int leaves, int policies,
                         : 0.0,
       static_cast<unsigned long long>(leaf_ticks),
       static_cast<unsigned long long>(central_ticks));
+  std::printf("    (slowest scripts: %s)\n", f.slowest.c_str());
   if (leaf_failures > 0) {
     std::printf("    (last leaf error: %s)\n", last_leaf_error.c_str());
   }
