@@ -327,6 +327,22 @@ struct Result {
   }
 };
 
+// Where the live leaves are: "leaves per central: 500 0 ...; 500 moves".
+std::string LeavesPerCentral(LoadedTree& t) {
+  std::vector<int> under(t.tree().centrals(), 0);
+  uint64_t moves = 0;
+  for (int slot : t.LiveLeaves()) {
+    TreeProcess* leaf = t.tree().leaf(slot);
+    const int c = leaf->path()->central();
+    if (c >= 0 && c < static_cast<int>(under.size())) ++under[c];
+    moves += leaf->path()->moves();
+  }
+  std::string out = "live leaves per central at the end:";
+  for (int n : under) absl::StrAppend(&out, " ", n);
+  absl::StrAppend(&out, "; ", moves, " moves");
+  return out;
+}
+
 // Fills the checker's and the counters' part of `r` and the per-second
 // figures over [from, to).
 void Finish(LoadedTree& t, int64_t from, int64_t to, Result& r) {
@@ -479,6 +495,7 @@ Result RollingRestartCentrals(const Flags& f) {
   t.Run(absl::Seconds(4));
   const int64_t to = t.tree().second();
   Finish(t, from, to, r);
+  r.note = LeavesPerCentral(t);
   return r;
 }
 
@@ -491,6 +508,7 @@ Result KillCentral(const Flags& f) {
     if (ms == 300) t.tree().KillCentral(f.centrals - 1);
   });
   Finish(t, from, from + 10, r);
+  r.note = LeavesPerCentral(t);
   return r;
 }
 
@@ -535,6 +553,9 @@ Result Concurrency(const Flags& f) {
   t.Run(absl::Seconds(10));
   Finish(t, from, from + 10, r);
   r.most = t.most_held();
+  int64_t admitted = 0;
+  for (int64_t s : r.seconds) admitted += s;
+  r.note = absl::StrCat(admitted, " admitted in 10 s");
   return r;
 }
 
@@ -548,6 +569,9 @@ Result Window(const Flags& f) {
   t.Run(absl::Seconds(10));
   Finish(t, from, from + 10, r);
   r.most = r.worst_span;
+  int64_t admitted = 0;
+  for (int64_t s : r.seconds) admitted += s;
+  r.note = absl::StrCat(admitted, " admitted in 10 s");
   return r;
 }
 
