@@ -420,6 +420,11 @@ Result RedisRestartsEmpty(const Flags& f) {
     if (ms == 250) t.tree().redis().WipeAll();
   });
   Finish(t, from, from + 8, r);
+  uint64_t resets = 0;
+  for (int c = 0; c < f.centrals; ++c) {
+    resets += t.tree().central(c)->loop().stats().store_resets;
+  }
+  r.note = absl::StrCat("store resets seen by the centrals: ", resets);
   return r;
 }
 
