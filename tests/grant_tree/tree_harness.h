@@ -240,12 +240,11 @@ class TreeProcess final : public core::EventSink {
               std::unique_ptr<LeafPath> path, InForceChecker* checker)
       : options_(std::move(options)),
         clock_(clock),
-        skewed_(options_.skew == absl::ZeroDuration()
-                    ? nullptr
-                    : std::make_unique<testing::OffsetClock>(clock,
-                                                             options_.skew)),
-        own_clock_(skewed_ ? static_cast<core::Clock*>(skewed_.get())
-                           : clock),
+        skewed_(
+            options_.skew == absl::ZeroDuration()
+                ? nullptr
+                : std::make_unique<testing::OffsetClock>(clock, options_.skew)),
+        own_clock_(skewed_ ? static_cast<core::Clock*>(skewed_.get()) : clock),
         path_(std::move(path)),
         engine_(own_clock_, EngineOptions(), this),
         policies_(&engine_) {
