@@ -190,9 +190,8 @@ class RedisProbe {
       }
     }
     freeReplyObject(r);
-    std::sort(out.begin(), out.end(), [](const Logged& a, const Logged& b) {
-      return a.usec > b.usec;
-    });
+    std::sort(out.begin(), out.end(),
+              [](const Logged& a, const Logged& b) { return a.usec > b.usec; });
     return out;
   }
   void ResetStats() {
@@ -414,16 +413,18 @@ void RaiseRedisPriority(RedisProbe& probe) {
     }
   }
   if (pid <= 0) {
-    std::printf("(redis-server's pid not found in INFO server; priority "
-                "unchanged)\n");
+    std::printf(
+        "(redis-server's pid not found in INFO server; priority "
+        "unchanged)\n");
     return;
   }
   sched_param param{};
   param.sched_priority = 10;
   if (sched_setscheduler(static_cast<pid_t>(pid), SCHED_FIFO, &param) != 0) {
-    std::printf("(redis-server pid %lld: SCHED_FIFO refused: %s; priority "
-                "unchanged)\n",
-                static_cast<long long>(pid), std::strerror(errno));
+    std::printf(
+        "(redis-server pid %lld: SCHED_FIFO refused: %s; priority "
+        "unchanged)\n",
+        static_cast<long long>(pid), std::strerror(errno));
     return;
   }
   std::printf("(redis-server pid %lld on SCHED_FIFO priority 10)\n",

@@ -58,8 +58,8 @@ struct Flags {
 
 std::string BucketYaml(int rate, int burst) {
   return absl::StrCat("policies:\n  - name: ", kDep,
-                      "\n    rate_limit: { rate: ", rate, ", per: 1s, burst: ",
-                      burst, ", scope: CLUSTER }\n");
+                      "\n    rate_limit: { rate: ", rate,
+                      ", per: 1s, burst: ", burst, ", scope: CLUSTER }\n");
 }
 std::string ConcurrencyYaml(int cap) {
   return absl::StrCat("policies:\n  - name: ", kDep,
@@ -107,7 +107,9 @@ class LoadedTree {
     split_ = split;
   }
   // Every admitted call is held open this long, then reported.
-  void set_hold(absl::Duration hold) { hold_ms_ = absl::ToInt64Milliseconds(hold); }
+  void set_hold(absl::Duration hold) {
+    hold_ms_ = absl::ToInt64Milliseconds(hold);
+  }
 
   // A new leaf under `central`, started at `phase` into a second (time runs
   // there first, with the load offered); returns its slot.
@@ -152,8 +154,8 @@ class LoadedTree {
     Offer();
     tree_->Step();
   }
-  void Run(absl::Duration d, const std::function<void(int64_t ms)>& at =
-                                 nullptr) {
+  void Run(absl::Duration d,
+           const std::function<void(int64_t ms)>& at = nullptr) {
     const int64_t start = tree_->ms();
     const int64_t steps = absl::ToInt64Milliseconds(d);
     for (int64_t i = 0; i < steps; ++i) {
@@ -178,7 +180,8 @@ class LoadedTree {
   // Most admitted in any 1,000 ms span starting in [from, to) seconds.
   int64_t WorstSpan(int64_t from, int64_t to) const {
     int64_t span = 0;
-    for (int64_t ms = from * 1000; ms < from * 1000 + 1000; ++ms) span += At(ms);
+    for (int64_t ms = from * 1000; ms < from * 1000 + 1000; ++ms)
+      span += At(ms);
     int64_t worst = span;
     for (int64_t ms = from * 1000 + 1000; ms < to * 1000; ++ms) {
       span += At(ms) - At(ms - 1000);
@@ -266,9 +269,10 @@ class LoadedTree {
   }
   // Calls of a killed leaf are gone with it (their permits with them).
   void DropHeldBy(int slot) {
-    held_.erase(std::remove_if(held_.begin(), held_.end(),
-                               [slot](const Held& h) { return h.slot == slot; }),
-                held_.end());
+    held_.erase(
+        std::remove_if(held_.begin(), held_.end(),
+                       [slot](const Held& h) { return h.slot == slot; }),
+        held_.end());
   }
   static absl::Duration Phase(int i, int n) {
     // Spread over the second, off the centrals' phases.
@@ -386,7 +390,7 @@ Result RateResult(const std::string& name, const Flags& f) {
   return r;
 }
 
-// 0. The baseline: flat out with no transient.
+// 1. The baseline: flat out with no transient.
 Result Steady(const Flags& f) {
   Result r = RateResult("steady flat out (baseline, no transient)", f);
   LoadedTree t(f, BucketYaml(f.rate, f.burst), f.leaves, f.centrals);
@@ -396,7 +400,7 @@ Result Steady(const Flags& f) {
   return r;
 }
 
-// 1. Redis answers nothing for 600 ms; the tick in flight when it stops (a
+// 2. Redis answers nothing for 600 ms; the tick in flight when it stops (a
 // central's) is applied but its reply lost.
 Result RedisStalls(const Flags& f) {
   Result r = RateResult("Redis stalls 600 ms", f);
@@ -411,7 +415,7 @@ Result RedisStalls(const Flags& f) {
   return r;
 }
 
-// 2. Redis restarts empty under load (every key gone, epoch included).
+// 3. Redis restarts empty under load (every key gone, epoch included).
 Result RedisRestartsEmpty(const Flags& f) {
   Result r = RateResult("Redis restarts empty", f);
   LoadedTree t(f, BucketYaml(f.rate, f.burst), f.leaves, f.centrals);
@@ -428,7 +432,7 @@ Result RedisRestartsEmpty(const Flags& f) {
   return r;
 }
 
-// 3. Every leaf idle (ticking), then all flat out at once.
+// 4. Every leaf idle (ticking), then all flat out at once.
 Result IdleToFlatOut(const Flags& f) {
   Result r = RateResult("idle to flat out", f);
   LoadedTree t(f, BucketYaml(f.rate, f.burst), f.leaves, f.centrals);
@@ -439,7 +443,7 @@ Result IdleToFlatOut(const Flags& f) {
   return r;
 }
 
-// 4. One process's clock 4 s ahead of the others' and Redis's: central 0,
+// 5. One process's clock 4 s ahead of the others' and Redis's: central 0,
 // or leaf 0.
 Result ClockAhead(const Flags& f, bool central) {
   Result r = RateResult(
@@ -456,7 +460,7 @@ Result ClockAhead(const Flags& f, bool central) {
 Result CentralClockAhead(const Flags& f) { return ClockAhead(f, true); }
 Result LeafClockAhead(const Flags& f) { return ClockAhead(f, false); }
 
-// 4b. A rolling restart of the leaves: a tenth of them at a time stop
+// 6. A rolling restart of the leaves: a tenth of them at a time stop
 // gracefully (final tick) and come back under the same ids 1 s later; the
 // next tenth stops 3 s after that.
 Result RollingRestartLeaves(const Flags& f) {
@@ -483,7 +487,7 @@ Result RollingRestartLeaves(const Flags& f) {
   return r;
 }
 
-// 5. Each central in turn stops gracefully and comes back 1 s later under
+// 7. Each central in turn stops gracefully and comes back 1 s later under
 // the same id; the next stops 3 s after that. Its leaves move to another
 // central on their first tick that finds it gone.
 Result RollingRestartCentrals(const Flags& f) {
@@ -504,7 +508,7 @@ Result RollingRestartCentrals(const Flags& f) {
   return r;
 }
 
-// 6. A central killed under load (no final tick): its leaves move on.
+// 8. A central killed under load (no final tick): its leaves move on.
 Result KillCentral(const Flags& f) {
   Result r = RateResult("central killed", f);
   LoadedTree t(f, BucketYaml(f.rate, f.burst), f.leaves, f.centrals);
@@ -517,7 +521,7 @@ Result KillCentral(const Flags& f) {
   return r;
 }
 
-// 7. A central restarted under the same id (a new incarnation) while its
+// 9. A central restarted under the same id (a new incarnation) while its
 // leaves hold leases; they keep ticking to it.
 Result RestartCentralSameId(const Flags& f) {
   Result r = RateResult("central restarted, same id", f);
@@ -530,13 +534,14 @@ Result RestartCentralSameId(const Flags& f) {
   return r;
 }
 
-// 8. Every central cut off from Redis for 2 s (less than the grace).
+// 10. Every central cut off from Redis for 2 s (less than the grace).
 Result RedisCut(const Flags& f) {
   Result r = RateResult("Redis cut 2 s from every central", f);
   LoadedTree t(f, BucketYaml(f.rate, f.burst), f.leaves, f.centrals);
   const int64_t from = WarmUp(t, f);
   auto cut = [&](bool on) {
-    for (int c = 0; c < f.centrals; ++c) t.tree().central(c)->upstream()->set_cut(on);
+    for (int c = 0; c < f.centrals; ++c)
+      t.tree().central(c)->upstream()->set_cut(on);
   };
   t.Run(absl::Seconds(7), [&](int64_t ms) {
     if (ms == 0) cut(true);
@@ -546,7 +551,7 @@ Result RedisCut(const Flags& f) {
   return r;
 }
 
-// 9. Cluster max_in_flight 2; every admitted call is held 30 ms.
+// 11. Cluster max_in_flight 2; every admitted call is held 30 ms.
 Result Concurrency(const Flags& f) {
   Result r;
   r.name = "max_in_flight 2, calls held 30 ms";
@@ -564,7 +569,7 @@ Result Concurrency(const Flags& f) {
   return r;
 }
 
-// 10. Cluster sliding window of 3 per second: most in any 1 s span.
+// 12. Cluster sliding window of 3 per second: most in any 1 s span.
 Result Window(const Flags& f) {
   Result r;
   r.name = "sliding window 3/s";
@@ -580,7 +585,7 @@ Result Window(const Flags& f) {
   return r;
 }
 
-// 11. Autoscale under a gateway's load split over its pods: leaves from a
+// 13. Autoscale under a gateway's load split over its pods: leaves from a
 // tenth to all and back. Scale-up doubles every 10 s (a tenth, a fifth,
 // two fifths, four fifths, all), each batch's leaves ready over 2 s;
 // 15 s at full size; then back to a tenth at once, nine in ten of the
@@ -589,8 +594,8 @@ Result Autoscale(const Flags& f) {
   Result r = RateResult("autoscale, a tenth → all → a tenth", f);
   const int few = std::max(1, f.leaves / 10);
   const int64_t gateway = static_cast<int64_t>(f.rate) * 10;
-  r.setup = absl::StrCat(few, " → ", f.leaves, " → ", few, " leaves, ",
-                         gateway, " calls/s split over them");
+  r.setup = absl::StrCat(few, " → ", f.leaves, " → ", few, " leaves, ", gateway,
+                         " calls/s split over them");
   LoadedTree t(f, BucketYaml(f.rate, f.burst), few, f.centrals);
   t.Run(absl::Seconds(kWarmIdleSeconds));
   t.SetLoad(static_cast<int>(gateway), /*split=*/true);
@@ -632,7 +637,7 @@ Result Autoscale(const Flags& f) {
   return r;
 }
 
-// 12. A share below one unit: 20/s (burst 10) over every leaf, each loaded,
+// 14. A share below one unit: 20/s (burst 10) over every leaf, each loaded,
 // for 60 s; how many leaves admitted anything.
 Result SmallShare(const Flags& f) {
   constexpr int kSmallRate = 20;
@@ -746,7 +751,8 @@ int RunAll(const Flags& f) {
   std::vector<Result> results;
   int failed = 0;
   for (const Transient& tr : all) {
-    if (!f.only.empty() && std::string(tr.key).find(f.only) == std::string::npos) {
+    if (!f.only.empty() &&
+        std::string(tr.key).find(f.only) == std::string::npos) {
       continue;
     }
     const absl::Time t0 = absl::Now();
