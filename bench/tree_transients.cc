@@ -195,6 +195,12 @@ class LoadedTree {
   uint64_t errors() const { return errors_; }
   // Calls admitted by each slot since the start.
   std::vector<int64_t> admitted_by() const { return admitted_by_; }
+  // Calls admitted in second `s` by the leaves then under central `c`.
+  int64_t AdmittedUnder(int c, int64_t s) const {
+    if (c < 0 || c >= static_cast<int>(by_central_.size())) return 0;
+    const std::vector<int64_t>& v = by_central_[c];
+    return s >= 0 && s < static_cast<int64_t>(v.size()) ? v[s] : 0;
+  }
 
  private:
   struct Held {
@@ -247,6 +253,17 @@ class LoadedTree {
           admitted_by_.resize(slot + 1, 0);
         }
         ++admitted_by_[slot];
+        const int c = tree_->leaf(slot)->path()->central();
+        if (c >= 0 && c < tree_->centrals()) {
+          if (static_cast<int>(by_central_.size()) <= c) {
+            by_central_.resize(c + 1);
+          }
+          std::vector<int64_t>& v = by_central_[c];
+          if (static_cast<int64_t>(v.size()) <= ms / 1000) {
+            v.resize(ms / 1000 + 1, 0);
+          }
+          ++v[ms / 1000];
+        }
         if (hold_ms_ > 0) {
           held_.push_back({slot, d->permit_id, ms + hold_ms_});
         } else {
@@ -289,6 +306,7 @@ class LoadedTree {
   std::vector<int> offset_;
   std::vector<int64_t> per_ms_;
   std::vector<int64_t> admitted_by_;
+  std::vector<std::vector<int64_t>> by_central_;
   std::deque<Held> held_;
   int64_t most_held_ = 0;
   uint64_t unknown_ = 0;
@@ -344,6 +362,20 @@ std::string LeavesPerCentral(LoadedTree& t) {
   std::string out = "live leaves per central at the end:";
   for (int n : under) absl::StrAppend(&out, " ", n);
   absl::StrAppend(&out, "; ", moves, " moves");
+  return out;
+}
+
+// The seconds [from, to) split by the central the admitting leaf was
+// under: "under c0: 1000 1000 0 ...; under c1: ...".
+std::string PerCentral(const LoadedTree& t, int centrals, int64_t from,
+                       int64_t to) {
+  std::string out;
+  for (int c = 0; c < centrals; ++c) {
+    absl::StrAppend(&out, c == 0 ? "" : "\n  ", "admitted under c", c, ":");
+    for (int64_t s = from; s < to; ++s) {
+      absl::StrAppend(&out, " ", t.AdmittedUnder(c, s));
+    }
+  }
   return out;
 }
 
@@ -504,7 +536,8 @@ Result RollingRestartCentrals(const Flags& f) {
   t.Run(absl::Seconds(4));
   const int64_t to = t.tree().second();
   Finish(t, from, to, r);
-  r.note = LeavesPerCentral(t);
+  r.note = absl::StrCat(LeavesPerCentral(t), "\n  ",
+                        PerCentral(t, f.centrals, from, to));
   return r;
 }
 
@@ -517,7 +550,8 @@ Result KillCentral(const Flags& f) {
     if (ms == 300) t.tree().KillCentral(f.centrals - 1);
   });
   Finish(t, from, from + 10, r);
-  r.note = LeavesPerCentral(t);
+  r.note = absl::StrCat(LeavesPerCentral(t), "\n  ",
+                        PerCentral(t, f.centrals, from, from + 10));
   return r;
 }
 
@@ -531,6 +565,7 @@ Result RestartCentralSameId(const Flags& f) {
     if (ms == 600) t.tree().RestartCentral(f.centrals - 1);
   });
   Finish(t, from, from + 8, r);
+  r.note = PerCentral(t, f.centrals, from, from + 8);
   return r;
 }
 
