@@ -22,13 +22,21 @@
 //
 // Usage: cluster_tree [--redis HOST:PORT] [--seconds S] [--part a|b|ab]
 //                     [--leaves 1000,10000] [--leaf-policies 0..100]
+//                     [--redis-priority fifo|normal]
 // --leaf-policies: how many of the 100 policies each leaf has in (b)
 // (default all; the centrals always have all 100).
+// --redis-priority fifo: puts redis-server's main thread (found by the
+// process_id of INFO server, so Redis must run on this machine) on
+// SCHED_FIFO priority 10 before measuring, so that on a loaded machine a
+// script's time in the slow log is the script's and not the time Redis
+// waited for a core. Needs CAP_SYS_NICE; says so when refused.
 // Without --redis it starts its own redis-server on a free port.
 #include <hiredis/hiredis.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -141,16 +149,26 @@ class RedisProbe {
     }
     return total;
   }
-  // Durations (microseconds) of every EVALSHA/EVAL in the slow log, which
-  // logs every command (slowlog-log-slower-than 0).
-  std::vector<int64_t> ScriptDurations() {
-    std::vector<int64_t> out;
+  // One script call in the slow log: its duration and its first key (the
+  // policy's or the config's epoch key, which names the script).
+  struct Logged {
+    int64_t usec = 0;
+    std::string key;
+  };
+  // Every EVALSHA/EVAL in the slow log, slowest first. With
+  // slowlog-log-slower-than 0 the log holds every command (up to
+  // slowlog-max-len); with 1000, only those over 1 ms.
+  std::vector<Logged> LoggedScripts() {
+    std::vector<Logged> out;
     redisReply* r = Run({"SLOWLOG", "GET", "-1"});
     if (r == nullptr) return out;
     if (r->type == REDIS_REPLY_ARRAY) {
       for (size_t i = 0; i < r->elements; ++i) {
         const redisReply* e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4) continue;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4 ||
+            e->element[2]->type != REDIS_REPLY_INTEGER) {
+          continue;
+        }
         const redisReply* args = e->element[3];
         if (args->type != REDIS_REPLY_ARRAY || args->elements == 0 ||
             args->element[0]->type != REDIS_REPLY_STRING) {
@@ -161,11 +179,19 @@ class RedisProbe {
           ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         }
         if (cmd != "evalsha" && cmd != "eval") continue;
-        out.push_back(e->element[2]->integer);
+        Logged l;
+        l.usec = e->element[2]->integer;
+        // EVALSHA sha numkeys key...: the first key is the fourth word.
+        if (args->elements > 3 &&
+            args->element[3]->type == REDIS_REPLY_STRING) {
+          l.key.assign(args->element[3]->str, args->element[3]->len);
+        }
+        out.push_back(std::move(l));
       }
     }
     freeReplyObject(r);
-    std::sort(out.begin(), out.end());
+    std::sort(out.begin(), out.end(),
+              [](const Logged& a, const Logged& b) { return a.usec > b.usec; });
     return out;
   }
   void ResetStats() {
@@ -221,6 +247,9 @@ struct Figure {
   int64_t logged = 0;
   int64_t over_1ms = 0;
   double cpu_millicores = 0;
+  // The slowest scripts logged, with their first key: "4472 µs
+  // sluice:{dep7}:epoch, ...".
+  std::string slowest;
 };
 
 Figure Measure(RedisProbe& probe, const std::function<void()>& wait,
@@ -236,7 +265,15 @@ Figure Measure(RedisProbe& probe, const std::function<void()>& wait,
   f.usec_per_script =
       s.calls > 0 ? static_cast<double>(s.usec) / static_cast<double>(s.calls)
                   : 0;
-  const std::vector<int64_t> d = probe.ScriptDurations();
+  const std::vector<RedisProbe::Logged> logged = probe.LoggedScripts();
+  for (size_t i = 0; i < logged.size() && i < 3; ++i) {
+    absl::StrAppend(&f.slowest, i == 0 ? "" : ", ", logged[i].usec, " µs ",
+                    logged[i].key);
+  }
+  std::vector<int64_t> d;
+  for (auto it = logged.rbegin(); it != logged.rend(); ++it) {
+    d.push_back(it->usec);
+  }
   if (!d.empty()) {
     f.slowest_usec = d.back();
     f.p99_usec = d[std::min(d.size() - 1, d.size() * 99 / 100)];
@@ -365,6 +402,35 @@ int PartA(const std::string& host, int port, double seconds) {
   return tree_ratio > 0 && tree_ratio <= 1.3 ? 0 : 1;
 }
 
+// Puts the redis-server behind `probe` on SCHED_FIFO; prints what it did.
+void RaiseRedisPriority(RedisProbe& probe) {
+  const std::string info = probe.Text({"INFO", "server"});
+  int64_t pid = 0;
+  for (absl::string_view line : absl::StrSplit(info, '\n')) {
+    if (absl::StartsWith(line, "process_id:")) {
+      absl::SimpleAtoi(absl::StripTrailingAsciiWhitespace(line.substr(11)),
+                       &pid);
+    }
+  }
+  if (pid <= 0) {
+    std::printf(
+        "(redis-server's pid not found in INFO server; priority "
+        "unchanged)\n");
+    return;
+  }
+  sched_param param{};
+  param.sched_priority = 10;
+  if (sched_setscheduler(static_cast<pid_t>(pid), SCHED_FIFO, &param) != 0) {
+    std::printf(
+        "(redis-server pid %lld: SCHED_FIFO refused: %s; priority "
+        "unchanged)\n",
+        static_cast<long long>(pid), std::strerror(errno));
+    return;
+  }
+  std::printf("(redis-server pid %lld on SCHED_FIFO priority 10)\n",
+              static_cast<long long>(pid));
+}
+
 // Part (b): a simulated schedule. Every process on one FakeClock; the
 // centrals' RedisStores talk to the real Redis.
 int PartB(const std::string& host, int port, int leaves, int policies,
@@ -483,6 +549,7 @@ int PartB(const std::string& host, int port, int leaves, int policies,
                         : 0.0,
       static_cast<unsigned long long>(leaf_ticks),
       static_cast<unsigned long long>(central_ticks));
+  std::printf("    (slowest scripts: %s)\n", f.slowest.c_str());
   if (leaf_failures > 0) {
     std::printf("    (last leaf error: %s)\n", last_leaf_error.c_str());
   }
@@ -505,6 +572,7 @@ int main(int argc, char** argv) {
   double seconds = 10;
   std::vector<int> leaf_counts = {1000, 10000};
   int leaf_policies = 100;
+  bool fifo = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -514,6 +582,9 @@ int main(int argc, char** argv) {
       seconds = std::max(1.0, std::atof(value.c_str()));
     } else if (flag == "--leaf-policies") {
       leaf_policies = std::clamp(std::atoi(value.c_str()), 0, 100);
+    } else if (flag == "--redis-priority" &&
+               (value == "fifo" || value == "normal")) {
+      fifo = value == "fifo";
     } else if (flag == "--part") {
       part = value;
     } else if (flag == "--leaves") {
@@ -527,7 +598,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--redis HOST:PORT] [--seconds S] [--part "
-                   "a|b|ab] [--leaves 1000,10000] [--leaf-policies 0..100]\n",
+                   "a|b|ab] [--leaves 1000,10000] [--leaf-policies 0..100] "
+                   "[--redis-priority fifo|normal]\n",
                    argv[0]);
       return 2;
     }
@@ -551,6 +623,10 @@ int main(int argc, char** argv) {
     }
     host = o->host;
     port = o->port;
+  }
+  if (fifo) {
+    sluice::RedisProbe probe(host, port);
+    sluice::RaiseRedisPriority(probe);
   }
   int failed = 0;
   if (part.find('a') != std::string::npos) {

@@ -27,6 +27,7 @@
 #include "tests/grant_tree/in_force_checker.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
+#include "tests/testing/offset_clock.h"
 
 // A simulated grant tree on one fake clock: one FakeStore as Redis, central
 // replicas (Engine + LeaseLedger + SyncLoop ticking through the ledger) and
@@ -228,6 +229,10 @@ class TreeProcess final : public core::EventSink {
     bool nudge_on_demand = true;
     // A policies file (centrals seed the store from it; leaves have none).
     std::string policies_yaml;
+    // How far this process's own clock (its engine's, sync loop's and
+    // ledger's) runs ahead of the true one; the harness's schedule and the
+    // checker keep the true time.
+    absl::Duration skew = absl::ZeroDuration();
   };
 
   // A central replica over `redis`, or (redis == null) a leaf over `path`.
@@ -235,8 +240,13 @@ class TreeProcess final : public core::EventSink {
               std::unique_ptr<LeafPath> path, InForceChecker* checker)
       : options_(std::move(options)),
         clock_(clock),
+        skewed_(
+            options_.skew == absl::ZeroDuration()
+                ? nullptr
+                : std::make_unique<testing::OffsetClock>(clock, options_.skew)),
+        own_clock_(skewed_ ? static_cast<core::Clock*>(skewed_.get()) : clock),
         path_(std::move(path)),
-        engine_(clock, EngineOptions(), this),
+        engine_(own_clock_, EngineOptions(), this),
         policies_(&engine_) {
     Store* base = nullptr;
     if (redis != nullptr) {
@@ -247,8 +257,8 @@ class TreeProcess final : public core::EventSink {
       lo.interval = options_.interval;
       lo.margin = options_.margin;
       if (options_.ledger_nudge) lo.nudge = [this] { Nudge(); };
-      ledger_ = std::make_unique<cluster::LeaseLedger>(upstream_.get(), clock,
-                                                       std::move(lo));
+      ledger_ = std::make_unique<cluster::LeaseLedger>(
+          upstream_.get(), own_clock_, std::move(lo));
       base = ledger_.get();
     } else {
       base = path_.get();
@@ -268,7 +278,7 @@ class TreeProcess final : public core::EventSink {
       c->Apply(s);
     };
     loop_ = std::make_unique<cluster::SyncLoop>(&engine_, observed_.get(),
-                                                clock, std::move(so));
+                                                own_clock_, std::move(so));
     if (redis != nullptr && !options_.policies_yaml.empty()) {
       absl::StatusOr<std::vector<v1::Policy>> parsed =
           policy::ParsePolicies(options_.policies_yaml, "tree.yaml");
@@ -402,6 +412,8 @@ class TreeProcess final : public core::EventSink {
 
   const Options options_;
   testing::FakeClock* const clock_;
+  const std::unique_ptr<testing::OffsetClock> skewed_;
+  core::Clock* const own_clock_;  // skewed_, or clock_
   std::unique_ptr<UpstreamPath> upstream_;
   std::unique_ptr<cluster::LeaseLedger> ledger_;
   std::unique_ptr<LeafPath> path_;
@@ -460,17 +472,20 @@ class TreeHarness {
   }
 
   // A central replica named `id`, started at the next `phase` into a
-  // second (time runs until then), so it ticks at that phase.
-  int AddCentral(const std::string& id, absl::Duration phase) {
+  // second (time runs until then), so it ticks at that phase; its clock
+  // `skew` ahead of the true one (Redis's).
+  int AddCentral(const std::string& id, absl::Duration phase,
+                 absl::Duration skew = absl::ZeroDuration()) {
     RunToPhase(phase);
-    centrals_.push_back(MakeCentral(id));
+    centrals_.push_back(MakeCentral(id, skew));
     central_ids_.push_back(id);
     centrals_.back()->Start();
     return static_cast<int>(centrals_.size()) - 1;
   }
   // A leaf under central `central`, started at the next `phase` into a
-  // second (time runs until then).
-  int AddLeaf(const std::string& id, int central, absl::Duration phase) {
+  // second (time runs until then), its clock `skew` ahead of the true one.
+  int AddLeaf(const std::string& id, int central, absl::Duration phase,
+              absl::Duration skew = absl::ZeroDuration()) {
     RunToPhase(phase);
     auto path = std::make_unique<LeafPath>(
         [this](int c) -> cluster::LeafServer* {
@@ -481,8 +496,10 @@ class TreeHarness {
           return centrals_[c]->ledger();
         },
         [this](int c) { return NextLiveCentral(c); }, central);
+    TreeProcess::Options o = ProcessOptions(id);
+    o.skew = skew;
     leaves_.push_back(std::make_unique<TreeProcess>(
-        ProcessOptions(id), &clock_, nullptr, std::move(path), &checker_));
+        std::move(o), &clock_, nullptr, std::move(path), &checker_));
     leaf_ids_.push_back(id);
     loads_.emplace_back();
     leaves_.back()->Start();
@@ -633,9 +650,11 @@ class TreeHarness {
     o.ledger_nudge = options_.ledger_nudge;
     return o;
   }
-  std::unique_ptr<TreeProcess> MakeCentral(const std::string& id) {
+  std::unique_ptr<TreeProcess> MakeCentral(
+      const std::string& id, absl::Duration skew = absl::ZeroDuration()) {
     TreeProcess::Options o = ProcessOptions(id);
     o.policies_yaml = options_.policies_yaml;
+    o.skew = skew;
     return std::make_unique<TreeProcess>(std::move(o), &clock_, &redis_,
                                          nullptr, &checker_);
   }
