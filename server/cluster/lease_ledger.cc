@@ -65,8 +65,10 @@ struct Holding {
   core::Units base{};
   // What this holding adds to its pool's held_sum.
   core::Units counted{};
-  // What the party pushed last, and when.
+  // What the party pushed last, and when; how long its usage may outlive
+  // its grants (KeyTick::usage_left).
   core::Units usage{};
+  std::array<absl::Duration, kR> usage_left{};
   std::array<double, kR> demand{};
   uint64_t admitted_total = 0;
   absl::Time pushed = absl::InfinitePast();
@@ -151,38 +153,50 @@ struct LeafRecord {
   std::deque<core::ForwardedReport> inbox;
 };
 
-// Units of resource r a holding keeps from others at `now`.
-int64_t HeldBy(const Holding& h, int r, absl::Time now,
-               absl::Duration stale) {
+// Longest a party may say its usage outlives its grant (a leaf is a peer).
+constexpr absl::Duration kMaxUsageLeft = absl::Minutes(10);
+
+// When what was admitted under an authorization of resource r (a grant, or
+// what the party said it applies) that ends at `end` stops counting: at
+// the end, once the party has reported its usage since; otherwise as long
+// after it as the party said its usage may outlive it (a sliding window's
+// count lives for the window, a call in flight until its permit expires).
+absl::Time UsedUntil(const Holding& h, int r, absl::Time end) {
+  if (end == absl::InfinitePast() || h.pushed >= end) return end;
+  return end + h.usage_left[r];
+}
+
+// Units of resource r a holding keeps from others at `now`: its grant and
+// what it said it applies, with what was admitted under them (UsedUntil);
+// its usage while it pushes, and at least `floor` then (a per_key party's
+// static share); its earlier lives on top.
+int64_t Held(const Holding& h, int r, absl::Time now, absl::Duration stale,
+             int64_t floor = 0) {
   int64_t held = 0;
-  if (now < h.grant_until) held = std::max(held, h.grant[r]);
-  if (now < h.hold_until) held = std::max(held, h.hold[r]);
-  if (now <= h.pushed + stale) held = std::max(held, h.usage[r]);
+  if (now < UsedUntil(h, r, h.grant_until)) held = std::max(held, h.grant[r]);
+  if (now < UsedUntil(h, r, h.hold_until)) held = std::max(held, h.hold[r]);
+  if (now <= h.pushed + stale) held = std::max({held, h.usage[r], floor});
   // An earlier life is another process: on top.
   if (now < h.ghost_until) held += h.ghost[r];
   return held;
 }
 
 absl::Time HeldUntil(const Holding& h, absl::Duration stale) {
-  return Later(Later(Later(h.grant_until, h.hold_until), h.ghost_until),
-               h.pushed + stale);
+  absl::Time until = Later(h.ghost_until, h.pushed + stale);
+  for (int r = 0; r < kR; ++r) {
+    until = Later(until, Later(UsedUntil(h, r, h.grant_until),
+                               UsedUntil(h, r, h.hold_until)));
+  }
+  return until;
 }
 
 // What a holding keeps from others, a per_key party's static share
-// included, and its earlier lives on top.
+// included.
 core::Units Counted(const Holding& h, bool per_key, absl::Time now,
                     absl::Duration stale) {
   core::Units c{};
   for (int r = 0; r < kR; ++r) {
-    int64_t held = 0;
-    if (now < h.grant_until) held = std::max(held, h.grant[r]);
-    if (now < h.hold_until) held = std::max(held, h.hold[r]);
-    if (now <= h.pushed + stale) {
-      held = std::max(held, h.usage[r]);
-      if (per_key) held = std::max(held, h.base[r]);
-    }
-    if (now < h.ghost_until) held += h.ghost[r];
-    c[r] = held;
+    c[r] = Held(h, r, now, stale, per_key ? h.base[r] : 0);
   }
   return c;
 }
@@ -480,6 +494,10 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
   Holding& h = pool->parties[party];
   h.demand = key.demand;
   h.usage = key.usage;
+  for (int r = 0; r < kR; ++r) {
+    h.usage_left[r] = std::clamp(key.usage_left[r], absl::ZeroDuration(),
+                                 kMaxUsageLeft);
+  }
   h.admitted_total = key.admitted_total;
   if (h.pushed != absl::InfinitePast() && now > h.pushed) {
     const absl::Duration gap = std::min(now - h.pushed, options_.stale_after);
@@ -680,11 +698,13 @@ absl::Time LeaseLedger::Impl::ExpectedRelease(const Pool& pool,
     for (int r = 0; r < kR; ++r) {
       if (j.counted[r] <= fair->second[r]) continue;
       over = true;
-      if (now < j.grant_until && j.grant[r] > fair->second[r]) {
-        ends = Later(ends, j.grant_until);
+      const absl::Time grant_end = UsedUntil(j, r, j.grant_until);
+      const absl::Time hold_end = UsedUntil(j, r, j.hold_until);
+      if (now < grant_end && j.grant[r] > fair->second[r]) {
+        ends = Later(ends, grant_end);
       }
-      if (now < j.hold_until && j.hold[r] > fair->second[r]) {
-        ends = Later(ends, j.hold_until);
+      if (now < hold_end && j.hold[r] > fair->second[r]) {
+        ends = Later(ends, hold_end);
       }
       if (j.grant[r] < j.counted[r]) told = true;
     }
@@ -706,14 +726,19 @@ absl::Time LeaseLedger::Impl::ExpectedRelease(const Pool& pool,
 
 void LeaseLedger::Impl::Bury(Holding* h, absl::Time now) {
   if (now >= h->ghost_until) h->ghost = {};
-  // Each earlier life is a process of its own: their holdings add up.
+  // Each earlier life is a process of its own: their holdings add up, with
+  // what the last one admitted for as long as it may outlive it.
+  const absl::Duration stale = options_.stale_after;
+  absl::Time until = h->ghost_until;
   for (int r = 0; r < kR; ++r) {
-    int64_t life = 0;
-    if (now < h->grant_until) life = std::max(life, h->grant[r]);
-    if (now < h->hold_until) life = std::max(life, h->hold[r]);
-    h->ghost[r] += life;
+    h->ghost[r] = Held(*h, r, now, stale);  // earlier ghosts included
+    until = Later(until, Later(UsedUntil(*h, r, h->grant_until),
+                               UsedUntil(*h, r, h->hold_until)));
+    if (now <= h->pushed + stale && h->usage[r] > 0) {
+      until = Later(until, h->pushed + h->usage_left[r]);
+    }
   }
-  h->ghost_until = Later(h->ghost_until, Later(h->grant_until, h->hold_until));
+  h->ghost_until = until;
   h->grant = {};
   h->grant_until = absl::InfinitePast();
   h->hold = {};
@@ -1022,9 +1047,13 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
     core::Units applied{};
     absl::Time latest = absl::InfinitePast();
     for (const auto& [id, h] : pool->parties) {
-      for (int r = 0; r < kR; ++r) applied[r] += HeldBy(h, r, start, stale);
-      if (start < h.grant_until) latest = Later(latest, h.grant_until);
-      if (start < h.hold_until) latest = Later(latest, h.hold_until);
+      for (int r = 0; r < kR; ++r) applied[r] += Held(h, r, start, stale);
+      for (int r = 0; r < kR; ++r) {
+        const absl::Time grant_end = UsedUntil(h, r, h.grant_until);
+        const absl::Time hold_end = UsedUntil(h, r, h.hold_until);
+        if (start < grant_end) latest = Later(latest, grant_end);
+        if (start < hold_end) latest = Later(latest, hold_end);
+      }
       if (start < h.ghost_until) latest = Later(latest, h.ghost_until);
       if (id == self || start > h.pushed + stale) continue;
       for (int r = 0; r < kR; ++r) {
@@ -1317,7 +1346,7 @@ LedgerStats LeaseLedger::Impl::stats() const {
           out.pool_units[r] += pool.units[r];
         }
         for (const auto& [id, h] : pool.parties) {
-          const int64_t held = HeldBy(h, r, now, options_.stale_after);
+          const int64_t held = Held(h, r, now, options_.stale_after);
           if (id == options_.replica_id) {
             out.self_units[r] += held;
           } else {
