@@ -55,6 +55,13 @@ struct Holding {
   // and says so, or it never will.
   core::Units hold{};
   absl::Time hold_until = absl::InfinitePast();
+  // The hold is not a grant of this ledger: a lease of another central, or
+  // of this central's earlier process life, that the party still applies
+  // (it said so before this ledger ever granted it anything, and has said
+  // the same units since). Upstream counts it under the entry of the life
+  // that issued it, until that grant ends; it is counted here (the ledger
+  // never leases it again) but not pushed upstream as this life's.
+  bool hold_foreign = false;
   // Grants of the party's earlier lives (another incarnation under the
   // same id), which may still be applied: the most of them until the
   // latest of their ends.
@@ -151,12 +158,15 @@ struct LeafRecord {
   std::deque<core::ForwardedReport> inbox;
 };
 
-// Units of resource r a holding keeps from others at `now`.
-int64_t HeldBy(const Holding& h, int r, absl::Time now,
-               absl::Duration stale) {
+// Units of resource r a holding keeps from others at `now`; without
+// `foreign`, a foreign hold left out (what is this ledger's).
+int64_t HeldBy(const Holding& h, int r, absl::Time now, absl::Duration stale,
+               bool foreign = true) {
   int64_t held = 0;
   if (now < h.grant_until) held = std::max(held, h.grant[r]);
-  if (now < h.hold_until) held = std::max(held, h.hold[r]);
+  if (now < h.hold_until && (foreign || !h.hold_foreign)) {
+    held = std::max(held, h.hold[r]);
+  }
   if (now <= h.pushed + stale) held = std::max(held, h.usage[r]);
   // An earlier life is another process: on top.
   if (now < h.ghost_until) held += h.ghost[r];
@@ -491,6 +501,13 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
   const absl::Duration left =
       std::min(std::max(key.applied_left, absl::ZeroDuration()),
                options_.stale_after);
+  // A party's ticks are serialized: what it applies now is the grant
+  // issued at its last tick, or what it applied then (that reply lost).
+  // Before this ledger issued it anything, it is foreign; the same units
+  // as then, and not the grant issued since, still are.
+  const bool issued = h.grant_until != absl::InfinitePast();
+  h.hold_foreign = !issued || (h.hold_foreign && key.applied == h.hold &&
+                               key.applied != h.grant);
   h.hold = key.applied;
   h.hold_until = now + left;
   if (pool->per_key) {
@@ -1022,9 +1039,16 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
     core::Units applied{};
     absl::Time latest = absl::InfinitePast();
     for (const auto& [id, h] : pool->parties) {
-      for (int r = 0; r < kR; ++r) applied[r] += HeldBy(h, r, start, stale);
+      // A foreign hold is upstream's already, under the entry of the life
+      // that issued it: pushed as this one's too, it would be counted
+      // twice and squeeze the other centrals' grants while it lasts.
+      for (int r = 0; r < kR; ++r) {
+        applied[r] += HeldBy(h, r, start, stale, /*foreign=*/false);
+      }
       if (start < h.grant_until) latest = Later(latest, h.grant_until);
-      if (start < h.hold_until) latest = Later(latest, h.hold_until);
+      if (start < h.hold_until && !h.hold_foreign) {
+        latest = Later(latest, h.hold_until);
+      }
       if (start < h.ghost_until) latest = Later(latest, h.ghost_until);
       if (id == self || start > h.pushed + stale) continue;
       for (int r = 0; r < kR; ++r) {

@@ -339,6 +339,13 @@ class FakeStore final : public cluster::Store {
     if (e.usage_until >= now) held = std::max({held, e.grant[r], e.usage[r]});
     return held;
   }
+  // The field an entry of another life of a replica is kept under.
+  static bool EarlierLife(const std::string& field) {
+    static const std::string kSuffix = std::string(1, '\0') + "prev";
+    return field.size() >= kSuffix.size() &&
+           field.compare(field.size() - kSuffix.size(), kSuffix.size(),
+                         kSuffix) == 0;
+  }
   static absl::Time LastOf(const GrantEntry& e) {
     return std::max({e.expiry, e.hold_until, e.usage_until});
   }
@@ -528,7 +535,9 @@ class FakeStore final : public cluster::Store {
           others += alive;
           for (int r = 0; r < core::kClusterResources; ++r) {
             held[r] += HeldBy(e->second, r, now, each[r]);
-            if (alive) {
+            // tick.lua: an earlier life's entry holds, but takes no part
+            // in the split (its replica competes under its own name).
+            if (alive && !EarlierLife(e->first)) {
               names[r].push_back(e->first);
               wants[r].push_back(e->second.demand[r]);
             }
