@@ -57,7 +57,8 @@
 --   lasts), so the grants in force never add up to more than the limit,
 --   whatever the timing of ticks and replies. An entry of another life of
 --   this replica (a restart under the same name) moves to the field
---   "<replica>\0prev" and keeps holding; a leave leaves its usage.
+--   "<replica>\0prev" and keeps holding, but takes no part in the split;
+--   a leave leaves its usage.
 
 local ekey = KEYS[1]
 local prefix = string.sub(ekey, 1, -7)  -- without ":epoch"
