@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -341,10 +342,7 @@ class FakeStore final : public cluster::Store {
   }
   // The field an entry of another life of a replica is kept under.
   static bool EarlierLife(const std::string& field) {
-    static const std::string kSuffix = std::string(1, '\0') + "prev";
-    return field.size() >= kSuffix.size() &&
-           field.compare(field.size() - kSuffix.size(), kSuffix.size(),
-                         kSuffix) == 0;
+    return absl::EndsWith(field, absl::string_view("\0prev", 5));
   }
   static absl::Time LastOf(const GrantEntry& e) {
     return std::max({e.expiry, e.hold_until, e.usage_until});
