@@ -55,6 +55,13 @@ struct Holding {
   // and says so, or it never will.
   core::Units hold{};
   absl::Time hold_until = absl::InfinitePast();
+  // The hold is not a grant of this ledger: a lease of another central, or
+  // of this central's earlier process life, that the party still applies
+  // (it said so before this ledger ever granted it anything, and has said
+  // the same units since). Upstream counts it under the entry of the life
+  // that issued it, until that grant ends; it is counted here (the ledger
+  // never leases it again) but not pushed upstream as this life's.
+  bool hold_foreign = false;
   // Grants of the party's earlier lives (another incarnation under the
   // same id), which may still be applied: the most of them until the
   // latest of their ends.
@@ -169,12 +176,15 @@ absl::Time UsedUntil(const Holding& h, int r, absl::Time end) {
 // Units of resource r a holding keeps from others at `now`: its grant and
 // what it said it applies, with what was admitted under them (UsedUntil);
 // its usage while it pushes, and at least `floor` then (a per_key party's
-// static share); its earlier lives on top.
+// static share); its earlier lives on top. Without `foreign`, a hold this
+// ledger never issued is left out (what is this ledger's own).
 int64_t Held(const Holding& h, int r, absl::Time now, absl::Duration stale,
-             int64_t floor = 0) {
+             int64_t floor = 0, bool foreign = true) {
   int64_t held = 0;
   if (now < UsedUntil(h, r, h.grant_until)) held = std::max(held, h.grant[r]);
-  if (now < UsedUntil(h, r, h.hold_until)) held = std::max(held, h.hold[r]);
+  if (now < UsedUntil(h, r, h.hold_until) && (foreign || !h.hold_foreign)) {
+    held = std::max(held, h.hold[r]);
+  }
   if (now <= h.pushed + stale) held = std::max({held, h.usage[r], floor});
   // An earlier life is another process: on top.
   if (now < h.ghost_until) held += h.ghost[r];
@@ -509,6 +519,13 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
   const absl::Duration left =
       std::min(std::max(key.applied_left, absl::ZeroDuration()),
                options_.stale_after);
+  // A party's ticks are serialized: what it applies now is the grant
+  // issued at its last tick, or what it applied then (that reply lost).
+  // Before this ledger issued it anything, it is foreign; the same units
+  // as then, and not the grant issued since, still are.
+  const bool issued = h.grant_until != absl::InfinitePast();
+  h.hold_foreign = !issued || (h.hold_foreign && key.applied == h.hold &&
+                               key.applied != h.grant);
   h.hold = key.applied;
   h.hold_until = now + left;
   if (pool->per_key) {
@@ -1047,12 +1064,19 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
     core::Units applied{};
     absl::Time latest = absl::InfinitePast();
     for (const auto& [id, h] : pool->parties) {
-      for (int r = 0; r < kR; ++r) applied[r] += Held(h, r, start, stale);
+      // A foreign hold is upstream's already, under the entry of the life
+      // that issued it: pushed as this one's too, it would be counted
+      // twice and squeeze the other centrals' grants while it lasts.
+      for (int r = 0; r < kR; ++r) {
+        applied[r] += Held(h, r, start, stale, 0, /*foreign=*/false);
+      }
       for (int r = 0; r < kR; ++r) {
         const absl::Time grant_end = UsedUntil(h, r, h.grant_until);
         const absl::Time hold_end = UsedUntil(h, r, h.hold_until);
         if (start < grant_end) latest = Later(latest, grant_end);
-        if (start < hold_end) latest = Later(latest, hold_end);
+        if (start < hold_end && !h.hold_foreign) {
+          latest = Later(latest, hold_end);
+        }
       }
       if (start < h.ghost_until) latest = Later(latest, h.ghost_until);
       if (id == self || start > h.pushed + stale) continue;

@@ -57,7 +57,8 @@
 --   lasts), so the grants in force never add up to more than the limit,
 --   whatever the timing of ticks and replies. An entry of another life of
 --   this replica (a restart under the same name) moves to the field
---   "<replica>\0prev" and keeps holding; a leave leaves its usage.
+--   "<replica>\0prev" and keeps holding, but takes no part in the split;
+--   a leave leaves its usage.
 
 local ekey = KEYS[1]
 local prefix = string.sub(ekey, 1, -7)  -- without ":epoch"
@@ -252,7 +253,11 @@ for k = 1, nkeys do
               held_r = math.max(held_r, e[at], e[at + 2])
             end
             held[r] = held[r] + held_r
-            if alive then
+            -- An earlier life's entry holds what it may still use, but
+            -- takes no part in the split: its replica competes under its
+            -- own name, and two lives of one replica would otherwise
+            -- squeeze every other replica's share until the old one ends.
+            if alive and string.sub(name, -5) ~= '\0prev' then
               names[r][#names[r] + 1] = name
               wants[r][#wants[r] + 1] = e[at + 1]
             end

@@ -519,6 +519,46 @@ TEST_F(LeaseLedgerTest, ARestartedLeafsOldGrantStaysCountedUntilItEnds) {
   EXPECT_LE(other->policies[0].grants[0].units[0], 100 - held);
 }
 
+// A leaf that comes holding a lease this ledger never issued (one of this
+// central's earlier process life, or of another central) is counted here,
+// but not pushed upstream as this central's: upstream holds it under the
+// entry of the life that issued it, and counting it twice would squeeze
+// the other centrals' grants until it ends.
+TEST_F(LeaseLedgerTest, ALeaseThisLedgerNeverIssuedIsNotPushedUpstream) {
+  // Another replica holds the whole limit: this central's pool is empty.
+  ASSERT_TRUE(store_.Tick(Request("other", 1, 1,
+                                  {Push("api", {Key("", 100, 1000)})}))
+                  .ok());
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 0)})}).ok());
+  auto leaf = [&](int64_t applied) {
+    absl::StatusOr<TickReply> l = Leaf(
+        "leaf1",
+        {Push("api", {Key("", 100, 1, applied, absl::Milliseconds(800))})});
+    EXPECT_TRUE(l.ok()) << l.status();
+    return l.ok() ? l->policies[0].grants[0].units[0] : -1;
+  };
+  EXPECT_EQ(leaf(30), 0);
+  clock_.Advance(absl::Milliseconds(100));
+  // Still the same 30 (the grant of 0 is not applied yet).
+  EXPECT_EQ(leaf(30), 0);
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 0)})}).ok());
+  const core::KeyTick& up = recorder_.last.policies[0].keys[0];
+  EXPECT_EQ(up.applied[0], 0);
+  EXPECT_DOUBLE_EQ(up.demand[0], 1);
+  // Counted here all the same: once the other replica left and the pool is
+  // the whole limit, nobody is leased what the leaf may still apply.
+  TickRequest bye = Request("other", 1, 2, {Push("api", {Key("", 100, 0)})});
+  bye.leaving = true;
+  ASSERT_TRUE(store_.Tick(bye).ok());
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 0)})}).ok());
+  absl::StatusOr<TickReply> other =
+      Leaf("leaf2", {Push("api", {Key("", 100, 1000)})});
+  ASSERT_TRUE(other.ok());
+  EXPECT_GT(other->policies[0].grants[0].units[0], 0);
+  EXPECT_LE(other->policies[0].grants[0].units[0], 70);
+}
+
 TEST_F(LeaseLedgerTest, UnavailableOnceTheStoreIsDownPastTheStalePeriod) {
   ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
   store_.SetDown(true);

@@ -655,6 +655,25 @@ TEST_F(GrantTreeTest, CentralRestartedUnderTheSameIdWhileLeavesHoldLeases) {
     worst = std::max(worst, a);
   }
   std::printf("\n");
+  // The untouched central's leaves (even ones, under c0) keep their share
+  // (half the limit, 50/s) through c1's restart: c1's earlier life holds
+  // what it granted until that ends, and its new one takes only what is
+  // free, so nothing of c0's is held back. At least four fifths of it in
+  // every second, the restart's included (before c1's old and new lives
+  // were counted twice, and split as two parties, c0's leaves fell to 26).
+  std::printf("  under c0:");
+  for (int64_t s = restarted - 1; s < restarted + 10; ++s) {
+    int64_t c0 = 0;
+    for (int l = 0; l < tree_->leaves(); l += 2) {
+      c0 += tree_->LeafAdmittedIn(l, "api", s);
+    }
+    std::printf(" %lld", static_cast<long long>(c0));
+    if (s >= restarted) {
+      EXPECT_GE(c0, 40) << "c0's leaves in second " << s - restarted
+                        << " after c1's restart";
+    }
+  }
+  std::printf("\n");
   EXPECT_LE(worst, 220);
   EXPECT_GE(Admitted("api", restarted + 7, restarted + 10), 240);
   EXPECT_EQ(tree_->DecisionErrors(), 0u);

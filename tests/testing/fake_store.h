@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -339,6 +340,10 @@ class FakeStore final : public cluster::Store {
     if (e.usage_until >= now) held = std::max({held, e.grant[r], e.usage[r]});
     return held;
   }
+  // The field an entry of another life of a replica is kept under.
+  static bool EarlierLife(const std::string& field) {
+    return absl::EndsWith(field, absl::string_view("\0prev", 5));
+  }
   static absl::Time LastOf(const GrantEntry& e) {
     return std::max({e.expiry, e.hold_until, e.usage_until});
   }
@@ -528,7 +533,9 @@ class FakeStore final : public cluster::Store {
           others += alive;
           for (int r = 0; r < core::kClusterResources; ++r) {
             held[r] += HeldBy(e->second, r, now, each[r]);
-            if (alive) {
+            // tick.lua: an earlier life's entry holds, but takes no part
+            // in the split (its replica competes under its own name).
+            if (alive && !EarlierLife(e->first)) {
               names[r].push_back(e->first);
               wants[r].push_back(e->second.demand[r]);
             }
