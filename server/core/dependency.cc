@@ -594,7 +594,8 @@ class alignas(64) Dependency::Shard {
 
   // The lock of every method that may change what a sweep has to do:
   // after it, the next sweep does everything and works out next_sweep_
-  // anew. Only Sweep and the const methods take mu_ without it.
+  // anew. Only Sweep, the const methods and the constructor and destructor
+  // take mu_ without it.
   class ABSL_SCOPED_LOCKABLE ChangeLock {
    public:
     explicit ChangeLock(Shard* shard) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard->mu_)
