@@ -67,6 +67,14 @@ bool AdaptiveLimit::Tick(absl::Time now, std::string* cause) {
   return MaybeJudge(now, cause);
 }
 
+absl::Time AdaptiveLimit::NextTick() const {
+  // Mirrors the tests at the top of MaybeJudge.
+  if (samples_ < static_cast<int64_t>(config_->minimum_samples)) {
+    return window_start_ + kStaleWindows * config_->window;
+  }
+  return window_start_ + config_->window;
+}
+
 void AdaptiveLimit::Integrate(absl::Time now) {
   if (now > last_change_) {
     in_flight_seconds_ +=

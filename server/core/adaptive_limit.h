@@ -77,6 +77,10 @@ class AdaptiveLimit {
   // Judges the window if it is due without a report (an idle dependency,
   // or reports that stopped); same return as Release.
   bool Tick(absl::Time now, std::string* cause);
+  // The earliest time Tick may change anything: the end of the window, or,
+  // with too few samples to judge it, the time the window starts over.
+  // Only TryTake, Release, Import and Reconfigure move it.
+  absl::Time NextTick() const;
 
   uint32_t limit() const { return limit_; }
   uint32_t previous_limit() const { return previous_limit_; }

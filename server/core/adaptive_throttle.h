@@ -62,6 +62,9 @@ class AdaptiveThrottle {
   // When the probability was last seen above 0 (InfinitePast: never).
   absl::Time last_positive_at() const { return last_positive_at_; }
   ThrottleStatus Status(absl::Time now);
+  // No request in the window as of the last call given a time. The window
+  // then stays empty (and the probability 0) until Refused or Record.
+  bool empty() const { return window_.Sum().requests == 0; }
 
   void Reconfigure(const AdaptiveThrottleConfig& config, absl::Time now);
 

@@ -163,6 +163,11 @@ class CircuitBreaker {
   const OutcomeTotals& totals() const { return totals_; }
 
   absl::Time open_until() const { return open_until_; }
+  // The earliest time State() may move by itself (OPEN to HALF_OPEN):
+  // open_until while OPEN, InfiniteFuture otherwise.
+  absl::Time NextMove() const {
+    return state_ == BreakerState::kOpen ? open_until_ : absl::InfiniteFuture();
+  }
   // Increases with every trip and every close (the version of the state that
   // replicas share).
   absl::Duration current_open_duration() const { return open_duration_; }

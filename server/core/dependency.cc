@@ -160,7 +160,7 @@ class alignas(64) Dependency::Shard {
   absl::Status Acquire(absl::string_view key, uint32_t permits,
                        Unreported unreported, Clock* clock, Decision* out)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     // Read under the lock: a time read before it could be older than one
     // a grant was applied at meanwhile, and the grant's end is checked
     // against it.
@@ -224,7 +224,7 @@ class alignas(64) Dependency::Shard {
   BreakerState Report(absl::string_view key, uint64_t permit_id,
                       Outcome outcome, absl::Duration latency, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     ExpireDue(now);
     const PermitLedger::Permit* found = ledger_.Find(permit_id);
     const auto* node =
@@ -247,21 +247,29 @@ class alignas(64) Dependency::Shard {
 
   BreakerState PeekBreaker(absl::string_view key, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     GateSet* gates = FindGates(key);
     return gates == nullptr ? BreakerState::kClosed
                             : gates->breaker_state(now);
   }
 
+  // Does what is due; at once, under the lock, when nothing is (see
+  // next_sweep_).
   void Sweep(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
+    if (now < next_sweep_) return;
     ExpireDue(now);
-    ForEachGates([now](GateSet& gates) { gates.Sweep(now); });
+    absl::Time next = ledger_.NextDeadline();
+    ForEachGates([&](GateSet& gates) {
+      gates.Sweep(now);
+      next = std::min(next, gates.NextSweep());
+    });
+    next_sweep_ = next;
   }
 
   void Reconfigure(std::shared_ptr<const PolicyConfig> policy,
                    size_t max_keys, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     // The gate sets point into the policy: keep the old one alive until
     // each of them has moved to the new one.
     std::shared_ptr<const PolicyConfig> old = std::move(policy_);
@@ -274,7 +282,7 @@ class alignas(64) Dependency::Shard {
 
   void SetOverride(BreakerOverride override, const std::string& cause,
                    absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     override_ = override;
     ForEachGates(
         [&](GateSet& gates) { gates.SetOverride(override, now, cause); });
@@ -282,7 +290,7 @@ class alignas(64) Dependency::Shard {
 
   void SetClusterState(const ClusterState& cluster, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     cluster_ = cluster;
     ForEachGates([&](GateSet& gates) { gates.SetClusterState(cluster, now); });
   }
@@ -291,7 +299,7 @@ class alignas(64) Dependency::Shard {
   // if they are here.
   void AddStatus(absl::string_view key, bool has_key, absl::Time now,
                  DependencyStatus* out) ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     ExpireDue(now);
     AddCounters(counters_, &out->counters);
     out->keys += single_ ? 1 : index_.size();
@@ -314,7 +322,7 @@ class alignas(64) Dependency::Shard {
     *override = override_;
   }
   void TakeOver(const DecisionCounters& counters) ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     counters_ = counters;
   }
 
@@ -326,7 +334,7 @@ class alignas(64) Dependency::Shard {
   // Cluster mode, a policy without per_key: the one gate set's tick.
   void CollectSingle(absl::Duration interval, absl::Time now,
                      DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     if (cluster_.enabled && single_->has_cluster_limit()) {
       out->keys.emplace_back();
       single_->CollectTick(interval, now, &out->keys.back());
@@ -341,7 +349,7 @@ class alignas(64) Dependency::Shard {
   // into `hot`, oldest first.
   void TakeHotKeys(size_t most, std::vector<std::string>* hot)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     const size_t n = std::min(most, hot_keys_.size());
     hot->insert(hot->end(), std::make_move_iterator(hot_keys_.begin()),
                 std::make_move_iterator(hot_keys_.begin() + n));
@@ -352,7 +360,7 @@ class alignas(64) Dependency::Shard {
   void CollectKeys(const std::vector<std::string>& hot, size_t begin,
                    size_t end, absl::Duration interval, absl::Time now,
                    DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     for (size_t k = begin; k < end; ++k) {
       GateSet* gates = FindGates(hot[k]);
       if (gates == nullptr) continue;  // evicted since
@@ -365,7 +373,7 @@ class alignas(64) Dependency::Shard {
 
   void ApplySingle(const DependencyUpdate& update, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     for (const KeyGrant& grant : update.grants) {
       single_->ApplyGrant(grant, now);
     }
@@ -377,7 +385,7 @@ class alignas(64) Dependency::Shard {
   // first), leaving out keys with nothing to keep.
   void ExportWarm(size_t most, absl::Time now,
                   std::vector<KeyWarmState>* out) ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     const auto keep = [&](GateSet& gates) {
       KeyWarmState state = gates.ExportWarm(now);
       if (state.limit || state.baseline || state.breaker) {
@@ -397,14 +405,14 @@ class alignas(64) Dependency::Shard {
 
   bool ImportWarm(const KeyWarmState& state, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     if (single_) return single_->ImportWarm(state, now);
     return NodeFor(state.key, now)->gates.ImportWarm(state, now);
   }
 
   void ApplyGrant(const KeyGrant& grant, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    HotMutexLock lock(&mu_);
+    ChangeLock lock(this);
     GateSet* gates = FindGates(grant.key);
     if (gates == nullptr) return;
     gates->ApplyGrant(grant, now);
@@ -584,7 +592,30 @@ class alignas(64) Dependency::Shard {
                                  [static_cast<int>(d.reason)];
   }
 
+  // The lock of every method that may change what a sweep has to do:
+  // after it, the next sweep does everything and works out next_sweep_
+  // anew. Only Sweep, the const methods and the constructor and destructor
+  // take mu_ without it.
+  class ABSL_SCOPED_LOCKABLE ChangeLock {
+   public:
+    explicit ChangeLock(Shard* shard) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard->mu_)
+        : shard_(shard) {
+      shard_->mu_.Lock();
+      shard_->next_sweep_ = absl::InfinitePast();
+    }
+    ~ChangeLock() ABSL_UNLOCK_FUNCTION() { shard_->mu_.Unlock(); }
+    ChangeLock(const ChangeLock&) = delete;
+    ChangeLock& operator=(const ChangeLock&) = delete;
+
+   private:
+    Shard* const shard_;
+  };
+
   mutable HotMutex mu_;
+  // Before this, Sweep has nothing to do: the earliest of the ledger's next
+  // deadline and every gate set's NextSweep, as of the last sweep that did
+  // its work. InfinitePast (sweep in full) after any ChangeLock.
+  absl::Time next_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Declared before the gate sets, which count outcomes into it.
   DecisionCounters counters_ ABSL_GUARDED_BY(mu_);
   GateContext context_ ABSL_GUARDED_BY(mu_);
@@ -676,8 +707,7 @@ BreakerState Dependency::PeekBreaker(absl::string_view key) {
   return ShardFor(key).PeekBreaker(key, clock_->Now());
 }
 
-void Dependency::Sweep() {
-  const absl::Time now = clock_->Now();
+void Dependency::Sweep(absl::Time now) {
   for (const auto& shard : shards_) shard->Sweep(now);
 }
 

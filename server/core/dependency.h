@@ -68,7 +68,10 @@ class Dependency {
   // engine has checked.
   BreakerState Report(absl::string_view key, uint64_t permit_id,
                       Outcome outcome, absl::Duration latency);
-  void Sweep();
+  // Expires the permits and moves the gates that are due at `now` (the
+  // engine reads the clock once for all dependencies). A shard with nothing
+  // due returns at once.
+  void Sweep(absl::Time now);
   BreakerState PeekBreaker(absl::string_view key);
   // Whether Reconfigure can take `policy`: the same shape of state (per_key
   // or not). If not, the engine builds a new dependency in its place, which

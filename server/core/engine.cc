@@ -200,7 +200,8 @@ void Engine::Sweep() {
   // Hold the snapshot: in `for (x : *CurrentMap())` the shared_ptr temporary
   // dies before the loop runs, and a concurrent swap frees the map.
   const std::shared_ptr<const DependencyMap> map = CurrentMap();
-  for (const auto& [name, dep] : *map) dep->Sweep();
+  const absl::Time now = clock_->Now();
+  for (const auto& [name, dep] : *map) dep->Sweep(now);
 }
 
 std::vector<DependencyTick> Engine::CollectTick(absl::Duration interval) {

@@ -119,7 +119,8 @@ class Engine {
 
   // Expires overdue permits and moves breakers whose open time is over. The
   // server calls this a few times a second so that idle dependencies also
-  // move on.
+  // move on. Reads the clock once; a dependency with nothing due costs a
+  // lock and a comparison.
   void Sweep();
 
   // Forces the breaker of `dependency` (every key) open or closed, or clears

@@ -358,6 +358,19 @@ void GateSet::Sweep(absl::Time now) {
   if (throttle_) ThrottleAt(throttle_->Probability(now), now);
 }
 
+absl::Time GateSet::NextSweep() const {
+  absl::Time next = absl::InfiniteFuture();
+  if (breaker_) next = std::min(next, breaker_->NextMove());
+  if (adaptive_) next = std::min(next, adaptive_->NextTick());
+  // A throttle with requests in its window (or throttling still) may start
+  // or stop as its buckets age out: it is looked at every sweep. An empty
+  // window stays empty without calls, and its probability 0.
+  if (throttle_ && (throttling_ || !throttle_->empty())) {
+    next = absl::InfinitePast();
+  }
+  return next;
+}
+
 void GateSet::LimitMoved(bool moved, const std::string& cause,
                          absl::Time now) {
   if (!moved) return;

@@ -161,6 +161,10 @@ class GateSet final : public BreakerListener {
   // Lets an OPEN breaker become HALF_OPEN when its time is over, and the
   // adaptive gates move without reports.
   void Sweep(absl::Time now);
+  // The earliest time Sweep may change anything (or tell the sink of
+  // anything), as long as no other method is called meanwhile; exact, so
+  // an owner may skip Sweep before it. Valid right after Sweep.
+  absl::Time NextSweep() const;
 
   // Applies a changed policy, keeping tokens, window counts, in-flight calls
   // and breaker state wherever the new policy still has that gate.

@@ -101,6 +101,11 @@ bool PermitLedger::PopExpired(absl::Time now, Permit* out) {
   return true;
 }
 
+absl::Time PermitLedger::NextDeadline() {
+  SkipDead();
+  return head_ == next_ ? absl::InfiniteFuture() : SlotFor(head_).permit.deadline;
+}
+
 void PermitLedger::SkipDead() {
   while (head_ < next_ && !SlotFor(head_).live) ++head_;
 }

@@ -75,6 +75,9 @@ class PermitLedger {
   // Call in a loop to expire everything due. Deadlines follow issue order
   // unless call_timeout changed, so a later permit may expire a little late.
   bool PopExpired(absl::Time now, Permit* out);
+  // The deadline of the oldest live permit: PopExpired takes nothing while
+  // `now` is before it. InfiniteFuture when no permit is live.
+  absl::Time NextDeadline();
 
   size_t live() const { return live_; }
   uint32_t epoch() const { return epoch_; }
