@@ -444,8 +444,10 @@ void SyncLoop::ApplyBreakerRecords(const core::DependencyTick& tick,
     entry.sequence = sequence_;
   }
   if (seen.size() > touched) {
-    absl::erase_if(
-        seen, [&](const auto& e) { return e.second.sequence != sequence_; });
+    const uint64_t current = sequence_;
+    absl::erase_if(seen, [current](const auto& e) {
+      return e.second.sequence != current;
+    });
   }
   if (pull.breaker) {
     core::BreakerRecord record = *pull.breaker;
