@@ -333,13 +333,14 @@ class LeaseLedger::Impl {
   // Slots of Options::interval x 2 on the ledger's clock: units above
   // whole shares change hands at their boundaries.
   absl::Duration SlotLength() const { return 2 * options_.interval; }
+  int64_t SlotNanos() const {
+    return std::max<int64_t>(1, absl::ToInt64Nanoseconds(SlotLength()));
+  }
   int64_t SlotOf(absl::Time t) const {
-    return absl::ToUnixNanos(t) /
-           std::max<int64_t>(1, absl::ToInt64Nanoseconds(SlotLength()));
+    return absl::ToUnixNanos(t) / SlotNanos();
   }
   absl::Time SlotEnd(int64_t slot) const {
-    return absl::FromUnixNanos(
-        (slot + 1) * std::max<int64_t>(1, absl::ToInt64Nanoseconds(SlotLength())));
+    return absl::FromUnixNanos((slot + 1) * SlotNanos());
   }
   // When units held above their fair split by parties other than `party`
   // are expected to be free: the earliest such party's confirming tick
