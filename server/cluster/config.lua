@@ -12,23 +12,32 @@
 --   <prefix>:replicas   zset replica id -> expiry (ms, Redis TIME)
 --   <prefix>:lives      hash replica id -> "incarnation sequence weight" of
 --                       the live replicas
+--   <prefix>:members    hash: epoch (made like the config's when the hash is
+--                       missing), version (+1 on every join, leave, weight
+--                       change, new life and expiry), weight (the live
+--                       replicas' weights summed when they were last listed)
 -- These keys have no TTL (but replicas): they are the cluster's
 -- configuration, like the policies file, and are only changed by operators.
 --
 -- ARGV[1] is the operation:
 --   read REPLICA STALE_MS LEAVING SEEN EPOCH_SEEN INCARNATION SEQUENCE WEIGHT
---       NSEED [NAME BLOB]...
+--       MEMBERS_EPOCH_SEEN MEMBERS_SEEN NSEED [NAME BLOB]...
 --       refreshes REPLICA's membership (or removes it when LEAVING is "1",
 --       unless the id is live under another INCARNATION: a late leave of a
 --       process that restarted since); refuses (STALE) a request whose
 --       SEQUENCE is below the one stored for the same INCARNATION;
 --       stores each seed policy whose name is neither stored nor deleted;
---       then {now_ms, epoch, lost, live, live_weight, version} when version
---       == SEEN, else {now_ms, epoch, lost, live, live_weight, version,
---       policies, pversions, overrides, deleted} (flat HGETALL lists). lost
---       is 1 when EPOCH_SEEN is set and differs: the store lost its config
---       since this replica last looked. live_weight sums the live replicas'
---       WEIGHTs.
+--       then {now_ms, epoch, lost, live, live_weight, version,
+--       members_epoch, members_version, listed} when version == SEEN, else
+--       the same followed by {policies, pversions, overrides, deleted}
+--       (flat HGETALL lists). lost is 1 when EPOCH_SEEN is set and differs:
+--       the store lost its config since this replica last looked.
+--       live_weight sums the live replicas' WEIGHTs. live lists the live
+--       replicas (and listed is 1) only when the membership changed in
+--       this call or differs from (MEMBERS_EPOCH_SEEN, MEMBERS_SEEN);
+--       otherwise live is empty, listed 0, and live_weight the sum stored
+--       when the list was last read. A tick that changes nothing reads no
+--       key in proportion to the replicas.
 --   restore VERSION NP [NAME PVERSION BLOB]... ND [NAME DVERSION]...
 --       NO [DEP VALUE]...   rebuilds a config lost by the store from a
 --       replica's memory: every policy, tombstone and override the store
@@ -58,13 +67,29 @@ if op == 'read' then
   local seen, epoch_seen = ARGV[5], ARGV[6]
   local incarnation, sequence = ARGV[7], tonumber(ARGV[8])
   local weight = math.max(1, tonumber(ARGV[9]) or 1)
+  local members_epoch_seen, members_seen = ARGV[10], ARGV[11]
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local members = prefix .. ':replicas'
   local lives = prefix .. ':lives'
+  local mkey = prefix .. ':members'
+  -- Whether this call changes the membership (the version is bumped once).
+  local changed = false
+  local mepoch = redis.call('HGET', mkey, 'epoch')
+  if not mepoch then
+    -- A new membership epoch: with it no (epoch, version) pair of the lost
+    -- one can come back.
+    mepoch = t[1] .. '.' .. t[2]
+    redis.call('HSET', mkey, 'epoch', mepoch, 'version', 0)
+    changed = true
+  end
+  -- Expiry is noticed here, by whichever replica ticks first after it.
   local gone = redis.call('ZRANGEBYSCORE', members, '-inf', '(' .. now)
-  for _, name in ipairs(gone) do redis.call('HDEL', lives, name) end
-  redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+  if #gone > 0 then
+    for _, name in ipairs(gone) do redis.call('HDEL', lives, name) end
+    redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+    changed = true
+  end
   local stored = redis.call('HGET', lives, replica)
   local other_life = false
   if stored then
@@ -76,24 +101,47 @@ if op == 'read' then
   end
   if leaving then
     if not other_life then
-      redis.call('ZREM', members, replica)
+      if redis.call('ZREM', members, replica) > 0 then changed = true end
       redis.call('HDEL', lives, replica)
     end
   else
-    redis.call('ZADD', members, now + stale, replica)
+    if redis.call('ZADD', members, now + stale, replica) > 0 then
+      changed = true
+    end
+    -- A new life or a new weight of a member changes the membership too.
+    local inc, _, w = string.match(stored or '', '^(%S+) (%S+) (%S+)$')
+    if inc ~= incarnation or tonumber(w) ~= weight then changed = true end
     redis.call('HSET', lives, replica,
                incarnation .. ' ' .. sequence .. ' ' .. weight)
   end
-  local live = redis.call('ZRANGEBYSCORE', members, now, '+inf')
-  local live_weight = 0
-  -- In slices: unpack() is bounded by Lua's stack.
-  for first = 1, #live, 1000 do
-    local last = math.min(#live, first + 999)
-    local entries = redis.call('HMGET', lives, unpack(live, first, last))
-    for _, e in ipairs(entries) do
-      live_weight = live_weight +
-                    (tonumber(e and string.match(e, '(%S+)$')) or 1)
+  local mversion
+  if changed then
+    mversion = tostring(redis.call('HINCRBY', mkey, 'version', 1))
+  else
+    mversion = tostring(redis.call('HGET', mkey, 'version') or '0')
+  end
+  local listed = changed or mepoch ~= members_epoch_seen or
+                 mversion ~= members_seen
+  local live = {}
+  local live_weight
+  if listed then
+    -- Expired entries are gone: every member left is live.
+    live = redis.call('ZRANGE', members, 0, -1)
+    live_weight = 0
+    -- In slices: unpack() is bounded by Lua's stack.
+    for first = 1, #live, 1000 do
+      local last = math.min(#live, first + 999)
+      local entries = redis.call('HMGET', lives, unpack(live, first, last))
+      for _, e in ipairs(entries) do
+        live_weight = live_weight +
+                      (tonumber(e and string.match(e, '(%S+)$')) or 1)
+      end
     end
+    -- The running total is rebuilt from the list whenever it is read, so
+    -- it heals from any key lost on its own.
+    redis.call('HSET', mkey, 'weight', live_weight)
+  else
+    live_weight = tonumber(redis.call('HGET', mkey, 'weight')) or 0
   end
   local ekey = KEYS[1]
   local epoch = redis.call('GET', ekey)
@@ -102,9 +150,9 @@ if op == 'read' then
     redis.call('SET', ekey, epoch)
   end
   local lost = (epoch_seen ~= '' and epoch_seen ~= epoch) and 1 or 0
-  local n = tonumber(ARGV[10])
+  local n = tonumber(ARGV[12])
   for j = 0, n - 1 do
-    local name, blob = ARGV[11 + 2 * j], ARGV[12 + 2 * j]
+    local name, blob = ARGV[13 + 2 * j], ARGV[14 + 2 * j]
     if redis.call('HEXISTS', pkey, name) == 0 and
        redis.call('HEXISTS', dkey, name) == 0 then
       local v = redis.call('INCR', vkey)
@@ -113,11 +161,11 @@ if op == 'read' then
     end
   end
   local version = current()
-  if version == seen then
-    return {now, epoch, lost, live, live_weight, version}
-  end
-  return {now, epoch, lost, live, live_weight, version,
-          redis.call('HGETALL', pkey),
+  local answer = {now, epoch, lost, live, live_weight, version, mepoch,
+                  mversion, listed and 1 or 0}
+  if version == seen then return answer end
+  return {now, epoch, lost, live, live_weight, version, mepoch, mversion,
+          listed and 1 or 0, redis.call('HGETALL', pkey),
           redis.call('HGETALL', verkey), redis.call('HGETALL', okey),
           redis.call('HGETALL', dkey)}
 end

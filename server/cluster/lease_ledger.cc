@@ -6,6 +6,8 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,14 @@ constexpr absl::Duration kHandOver = absl::Milliseconds(20);
 constexpr size_t kMaxPastLives = 8;
 // Leaf ids listed in a reply's replicas at most.
 constexpr size_t kMaxListedLeaves = 1000;
+
+// A random membership epoch for this ledger's life: with the membership
+// version it makes a pair that no other life of a central answers.
+std::string NewMembersEpoch() {
+  std::random_device rd;
+  return absl::StrCat(absl::Hex(rd(), absl::kZeroPad8),
+                      absl::Hex(rd(), absl::kZeroPad8));
+}
 
 constexpr int kR = core::kClusterResources;
 
@@ -313,6 +323,10 @@ class LeaseLedger::Impl {
   uint32_t TreeWeight(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> Replicas(absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The membership part of a reply: the list only when it differs from
+  // the one the request saw.
+  void AnswerMembers(const TickRequest& request, absl::Time now,
+                     TickReply* reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   PolicyState* FindOrAddPolicy(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -413,6 +427,11 @@ class LeaseLedger::Impl {
   uint64_t membership_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t replicas_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> replicas_ ABSL_GUARDED_BY(mu_);
+  // This life's membership epoch (answered with membership_), and the
+  // upstream store's membership that upstream_replicas_ lists.
+  const std::string members_epoch_ = NewMembersEpoch();
+  std::string upstream_members_epoch_ ABSL_GUARDED_BY(mu_);
+  uint64_t upstream_members_seen_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 uint32_t LeaseLedger::Impl::LiveLeaves(absl::Time now) {
@@ -473,6 +492,17 @@ std::vector<std::string> LeaseLedger::Impl::Replicas(absl::Time now) {
     replicas_version_ = membership_;
   }
   return replicas_;
+}
+
+void LeaseLedger::Impl::AnswerMembers(const TickRequest& request,
+                                      absl::Time now, TickReply* reply) {
+  LiveLeaves(now);  // expired leaves change membership_ first
+  reply->members_epoch = members_epoch_;
+  reply->members_version = membership_;
+  reply->members_unchanged = request.members_epoch_seen == members_epoch_ &&
+                             request.members_seen == membership_;
+  reply->replicas.clear();
+  if (!reply->members_unchanged) reply->replicas = Replicas(now);
 }
 
 PolicyState* LeaseLedger::Impl::FindOrAddPolicy(const std::string& name) {
@@ -988,7 +1018,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
 
     reply.store_now = now + offset_;
     LeafConfig(request, &reply);
-    reply.replicas = Replicas(now);
+    AnswerMembers(request, now, &reply);
     reply.live_weight = TreeWeight(now);
     reply.policies.reserve(request.policies.size());
     absl::Time again = absl::InfiniteFuture();
@@ -1167,6 +1197,8 @@ LeaseLedger::Impl::Round LeaseLedger::Impl::BuildRound(
   }
   const uint64_t known = config_ ? config_->version : 0;
   round.up.config_seen = std::min(request.config_seen, known);
+  round.up.members_epoch_seen = upstream_members_epoch_;
+  round.up.members_seen = upstream_members_seen_;
   round.own_policies = request.policies.size();
   absl::flat_hash_set<std::string> own;
   for (size_t i = 0; i < round.own_policies; ++i) {
@@ -1250,9 +1282,13 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
   const absl::Duration stale = options_.stale_after;
   last_good_ = round->start;
   offset_ = reply.store_now - (round->start + (now - round->start) / 2);
-  if (upstream_replicas_ != reply.replicas) {
-    upstream_replicas_ = reply.replicas;
-    ++membership_;
+  if (!reply.members_unchanged) {
+    upstream_members_epoch_ = reply.members_epoch;
+    upstream_members_seen_ = reply.members_version;
+    if (upstream_replicas_ != reply.replicas) {
+      upstream_replicas_ = reply.replicas;
+      ++membership_;
+    }
   }
   upstream_weight_ = reply.live_weight;
   sent_weight_ = round->up.weight;
@@ -1299,7 +1335,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
   if (reply.config && reply.config->version == request.config_seen) {
     reply.config.reset();
   }
-  reply.replicas = Replicas(now);
+  AnswerMembers(request, now, &reply);
   reply.live_weight = TreeWeight(now);
   for (core::ForwardedReport& f : to_central_) {
     reply.forwarded_to_me.push_back(std::move(f));

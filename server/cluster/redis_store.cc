@@ -216,8 +216,9 @@ std::vector<std::pair<std::string, std::string>> Pairs(const redisReply* r) {
   return out;
 }
 
-// config.lua's read answer: {now, epoch, lost, live, live_weight, version}
-// when the version is unchanged, else also the config.
+// config.lua's read answer: {now, epoch, lost, live, live_weight, version,
+// members_epoch, members_version, listed} when the config version is
+// unchanged, else also the config. live is empty unless listed.
 absl::Status ParseConfig(const redisReply* r, TickReply* out) {
   if (IsStale(r)) {
     return absl::AbortedError(absl::string_view(r->str, r->len));
@@ -229,24 +230,28 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
     }
     return absl::InternalError(absl::StrCat("config script failed: ", error));
   }
-  if (!IsArray(r, 6) || !IsArray(r->element[3], 0) ||
-      (r->elements != 6 && r->elements != 10)) {
+  if (!IsArray(r, 9) || !IsArray(r->element[3], 0) ||
+      (r->elements != 9 && r->elements != 13)) {
     return absl::InternalError("config script answered in an unexpected shape");
   }
   out->store_now = FromMs(r->element[0]);
   out->config_epoch = std::string(Str(r->element[1]));
   out->config_lost = ToU64(r->element[2]) == 1;
   const redisReply* live = r->element[3];
+  out->replicas.reserve(live->elements);
   for (size_t i = 0; i < live->elements; ++i) {
     out->replicas.emplace_back(Str(live->element[i]));
   }
   out->live_weight = static_cast<uint32_t>(
       std::min<uint64_t>(ToU64(r->element[4]), UINT32_MAX));
-  if (r->elements == 6) return absl::OkStatus();
+  out->members_epoch = std::string(Str(r->element[6]));
+  out->members_version = ToU64(r->element[7]);
+  out->members_unchanged = ToU64(r->element[8]) != 1;
+  if (r->elements == 9) return absl::OkStatus();
   ConfigSnapshot snapshot;
   snapshot.version = ToU64(r->element[5]);
   absl::flat_hash_map<std::string, uint64_t> versions;
-  for (auto& [name, v] : Pairs(r->element[7])) {
+  for (auto& [name, v] : Pairs(r->element[10])) {
     uint64_t n = 0;
     if (!absl::SimpleAtoi(v, &n)) {
       return absl::InternalError(absl::StrCat(
@@ -255,14 +260,14 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
     }
     versions[name] = n;
   }
-  for (auto& [name, blob] : Pairs(r->element[6])) {
+  for (auto& [name, blob] : Pairs(r->element[9])) {
     StoredPolicy p;
     p.name = name;
     p.blob = std::move(blob);
     p.version = versions[name];
     snapshot.policies.push_back(std::move(p));
   }
-  for (auto& [dep, value] : Pairs(r->element[8])) {
+  for (auto& [dep, value] : Pairs(r->element[11])) {
     StoredOverride o;
     o.dependency = dep;
     const size_t space = value.find(' ');
@@ -275,7 +280,7 @@ absl::Status ParseConfig(const redisReply* r, TickReply* out) {
     o.note = space == std::string::npos ? "" : value.substr(space + 1);
     snapshot.overrides.push_back(std::move(o));
   }
-  for (auto& [name, v] : Pairs(r->element[9])) {
+  for (auto& [name, v] : Pairs(r->element[12])) {
     uint64_t n = 0;
     if (!absl::SimpleAtoi(v, &n)) {
       return absl::InternalError(absl::StrCat(
@@ -473,7 +478,8 @@ absl::StatusOr<TickReply> RedisStore::RunTick(const TickRequest& request) {
         stale_ms,           request.leaving ? "1" : "0",
         absl::StrCat(request.config_seen), request.config_epoch_seen,
         absl::StrCat(request.incarnation), absl::StrCat(request.sequence),
-        absl::StrCat(request.weight), absl::StrCat(request.seed.size())};
+        absl::StrCat(request.weight), request.members_epoch_seen,
+        absl::StrCat(request.members_seen), absl::StrCat(request.seed.size())};
     for (const StoredPolicy& p : request.seed) {
       args.push_back(p.name);
       args.push_back(p.blob);

@@ -160,6 +160,11 @@ struct TickRequest {
   std::optional<ConfigSnapshot> restore;
   // Reports this replica received for other replicas' permits, to pass on.
   std::vector<core::ForwardedReport> forwarded;
+  // The membership (TickReply::members_epoch, members_version) this replica
+  // last applied; the reply lists the live replicas only when the store's
+  // differs. "" before the first list: the reply always carries one.
+  std::string members_epoch_seen;
+  uint64_t members_seen = 0;
 };
 
 struct TickReply {
@@ -168,8 +173,17 @@ struct TickReply {
   // The store's config epoch, and whether it differs from the one pushed.
   std::string config_epoch;
   bool config_lost = false;
-  // Live replicas, this one included.
+  // Live replicas, this one included. Empty when members_unchanged.
   std::vector<std::string> replicas;
+  // The membership the store answered: the version changes with every join,
+  // leave, weight change and expiry of a replica, and the epoch whenever
+  // the store lost the membership (so the pair never repeats).
+  std::string members_epoch;
+  uint64_t members_version = 0;
+  // The membership is the one the request saw (members_epoch_seen,
+  // members_seen): `replicas` is left out and the caller keeps its list.
+  // live_weight is answered all the same.
+  bool members_unchanged = false;
   // The sum of the live replicas' weights (TickRequest::weight): how many
   // sluiced processes share static shares. 0 when the store does not know;
   // then replicas.size() counts.

@@ -258,7 +258,7 @@ std::vector<core::DependencyUpdate> SyncLoop::PolicyUpdates(
     ApplyGrants(round, push, pull, &update);
     if (tick.has_breaker) ApplyBreakerRecords(tick, push, pull, &update);
     if (push.has_warm) {
-      if (!live) live.emplace(reply.replicas.begin(), reply.replicas.end());
+      if (!live) live.emplace(replicas_.begin(), replicas_.end());
       WarmView view =
           CombineWarm(pull.warm, push.digest, options_.replica_id, *live);
       update.cluster_adaptive = view.adaptive;
@@ -289,6 +289,8 @@ SyncLoop::Round SyncLoop::BuildRequest(bool leaving) {
   request.leaving = leaving;
   request.config_seen = config_seen_;
   request.config_epoch_seen = config_epoch_;
+  request.members_epoch_seen = members_epoch_;
+  request.members_seen = members_seen_;
   if (restore_pending_ && config_) request.restore = config_;
   round.seeding = seed_pending_;
   if (round.seeding) request.seed = seed_;
@@ -353,8 +355,16 @@ uint32_t SyncLoop::AcceptMembership(const Round& round,
                         : absl::ZeroDuration();
   offset_ = offset;
   offset_known_ = true;
+  // The store lists the replicas only when its membership changed since
+  // the one this replica applied; otherwise the last list holds.
+  const bool listed = !reply.members_unchanged;
+  if (listed) {
+    replicas_ = reply.replicas;
+    members_epoch_ = reply.members_epoch;
+    members_seen_ = reply.members_version;
+  }
   const uint32_t live =
-      std::max<uint32_t>(1, static_cast<uint32_t>(reply.replicas.size()));
+      std::max<uint32_t>(1, static_cast<uint32_t>(replicas_.size()));
   // Static shares (and LOCAL splits) count the processes the store knows
   // (weights), and never fewer than it counted over the last stale period:
   // after the store lost its membership, replicas come back one a tick, and
@@ -370,9 +380,11 @@ uint32_t SyncLoop::AcceptMembership(const Round& round,
   live_replicas_ = counted;
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
   engine_->SetStoreState(true, counted);
-  absl::MutexLock lock(&forward_mu_);
-  live_.clear();
-  live_.insert(reply.replicas.begin(), reply.replicas.end());
+  if (listed) {
+    absl::MutexLock lock(&forward_mu_);
+    live_.clear();
+    live_.insert(replicas_.begin(), replicas_.end());
+  }
   return live;
 }
 

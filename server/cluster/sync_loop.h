@@ -151,7 +151,8 @@ class SyncLoop {
   // message TickFailed logs) when the store failed or answered wrongly.
   absl::StatusOr<TickReply> Exchange(Round* round)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
-  // The store answered: it is up, with these live replicas (returned).
+  // The store answered: it is up, with these live replicas (returned; the
+  // last list when the store left it out as unchanged).
   uint32_t AcceptMembership(const Round& round, const TickReply& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_) ABSL_LOCKS_EXCLUDED(forward_mu_);
   // Reports other replicas forwarded for this replica's permits.
@@ -216,6 +217,12 @@ class SyncLoop {
   uint32_t live_replicas_ ABSL_GUARDED_BY(tick_mu_) = 1;
   std::deque<std::pair<absl::Time, uint32_t>> recent_live_
       ABSL_GUARDED_BY(tick_mu_);
+  // The live replicas as the store last listed them, and the membership
+  // (epoch, version) of that list: the store lists them again only when
+  // its membership differs (TickRequest::members_seen).
+  std::vector<std::string> replicas_ ABSL_GUARDED_BY(tick_mu_);
+  std::string members_epoch_ ABSL_GUARDED_BY(tick_mu_);
+  uint64_t members_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;
   // This loop's life and tick order (TickRequest::incarnation, sequence).
   const uint64_t incarnation_;
   uint64_t sequence_ ABSL_GUARDED_BY(tick_mu_) = 0;

@@ -614,6 +614,8 @@ void EncodeTickRequest(const cluster::TickRequest& request,
   for (const core::ForwardedReport& f : request.forwarded) {
     PutForwarded(f, out->add_forwarded());
   }
+  out->set_members_epoch_seen(request.members_epoch_seen);
+  out->set_members_seen(request.members_seen);
 }
 
 absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
@@ -627,6 +629,9 @@ absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
   }
   SLUICE_RETURN_IF_ERROR(CheckBytes(root.Field("config_epoch_seen"),
                                     proto.config_epoch_seen(),
+                                    kMaxLeaseTextBytes));
+  SLUICE_RETURN_IF_ERROR(CheckBytes(root.Field("members_epoch_seen"),
+                                    proto.members_epoch_seen(),
                                     kMaxLeaseTextBytes));
   SLUICE_RETURN_IF_ERROR(CheckCount(root.Field("policies"),
                                     proto.policies_size(), kMaxLeasePolicies));
@@ -670,6 +675,8 @@ absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
   }
   SLUICE_RETURN_IF_ERROR(
       GetForwardedList(proto.forwarded(), root, "forwarded", &r.forwarded));
+  r.members_epoch_seen = proto.members_epoch_seen();
+  r.members_seen = proto.members_seen();
   return r;
 }
 
@@ -693,6 +700,9 @@ void EncodeTickReply(const cluster::TickReply& reply, v1::LeaseTickReply* out) {
   if (reply.tick_again_in > absl::ZeroDuration()) {
     PutDuration(reply.tick_again_in, out->mutable_tick_again_in());
   }
+  out->set_members_epoch(reply.members_epoch);
+  out->set_members_version(reply.members_version);
+  out->set_members_unchanged(reply.members_unchanged);
 }
 
 absl::StatusOr<cluster::TickReply> DecodeTickReply(
@@ -714,6 +724,15 @@ absl::StatusOr<cluster::TickReply> DecodeTickReply(
     r.replicas.push_back(proto.replicas(i));
   }
   r.live_weight = proto.live_weight();
+  SLUICE_RETURN_IF_ERROR(CheckBytes(root.Field("members_epoch"),
+                                    proto.members_epoch(), kMaxLeaseTextBytes));
+  r.members_epoch = proto.members_epoch();
+  r.members_version = proto.members_version();
+  r.members_unchanged = proto.members_unchanged();
+  if (r.members_unchanged && !r.replicas.empty()) {
+    return Invalid(root.Field("replicas"),
+                   "must be empty when members_unchanged is set");
+  }
   SLUICE_RETURN_IF_ERROR(CheckCount(root.Field("policies"),
                                     proto.policies_size(), kMaxLeasePolicies));
   r.policies.reserve(proto.policies_size());

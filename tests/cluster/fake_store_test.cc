@@ -4,6 +4,7 @@
 #include <random>
 
 #include "tests/cluster/cluster_scenarios.h"
+#include "tests/cluster/membership_cases.h"
 
 namespace sluice::cluster {
 namespace {
@@ -265,6 +266,89 @@ TEST_P(FakeStoreTest, WarmEntriesOfDepartedReplicasExpireAfterTheKeyTtl) {
   R(0).engine.PutPolicy(Adaptive("search"));
   R(0).loop.TickOnce().IgnoreError();
   EXPECT_EQ(AdaptiveLimitOf(0, "search"), 5u);
+}
+
+}  // namespace
+}  // namespace sluice::cluster
+
+namespace sluice::cluster {
+namespace {
+
+// Issue 24: a tick reply lists the replicas only when the membership
+// changed since the one the replica applied.
+TEST(FakeStoreMembershipTest, ListsTheReplicasOnlyWhenTheMembershipChanged) {
+  testing::FakeClock clock;
+  testing::FakeStore store(&clock);
+  testing_members::CheckMembershipVersions(
+      &store, [&](absl::Duration d) { clock.Advance(d); },
+      [&] { store.WipeAll(); });
+}
+
+// The membership's epoch and version lost alone (the key evicted): a new
+// epoch, so the pair a replica saw does not come back.
+TEST(FakeStoreMembershipTest, ANewEpochWhenTheVersionIsLostAlone) {
+  testing::FakeClock clock;
+  testing::FakeStore store(&clock);
+  testing_members::MemberClient a(&store, "a", absl::Seconds(3));
+  ASSERT_TRUE(a.Tick());
+  ASSERT_TRUE(a.Tick());
+  ASSERT_TRUE(a.last.members_unchanged);
+  const auto seen = a.seen();
+  store.WipeMembershipVersion();
+  ASSERT_TRUE(a.Tick());
+  EXPECT_FALSE(a.last.members_unchanged);
+  EXPECT_EQ(a.list, std::vector<std::string>({"a"}));
+  EXPECT_NE(a.seen().first, seen.first);
+}
+
+// SyncLoop keeps the last list it got: its live count, static shares and
+// the replicas it forwards reports to stay as they were while the store
+// leaves the list out, and follow the store when it lists again.
+TEST_P(FakeStoreTest, SyncLoopKeepsItsMembershipWhileTheStoreLeavesItOut) {
+  AddReplicas(3);
+  PolicyConfig keyed = ClusterBucket("inv", 90, 90);
+  keyed.per_key = true;
+  Install(keyed);
+  Converge();
+  const uint64_t listed = store_.membership_listed();
+  const uint64_t kept = store_.membership_kept();
+  for (int t = 0; t < 3; ++t) {
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(store_.membership_listed(), listed);
+  EXPECT_EQ(store_.membership_kept(), kept + 9);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(R(r).loop.stats().live_replicas, 3u) << "r" << r;
+  }
+  // Static shares still count 3 live replicas (limit / (3 + 1) each).
+  for (int r = 0; r < 3; ++r) {
+    R(r).engine.Acquire("inv", "cold", 1).IgnoreError();
+  }
+  EXPECT_LE(RateInForce("inv", "cold"), 90);
+  EXPECT_GT(RateInForce("inv", "cold"), 0);
+  // Reports still go to replicas of the kept list, and not elsewhere.
+  core::ForwardedReport f;
+  f.issuer = "r0";
+  f.dependency = "inv";
+  EXPECT_TRUE(R(1).loop.Forward(f));
+  f.issuer = "nobody";
+  EXPECT_FALSE(R(1).loop.Forward(f));
+
+  // A leave is listed again, once, to every replica.
+  Stop(2);
+  TickAll();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(R(r).loop.stats().live_replicas, 2u) << "r" << r;
+  }
+  f.issuer = "r2";
+  EXPECT_FALSE(R(1).loop.Forward(f));
+  f.issuer = "r0";
+  EXPECT_TRUE(R(1).loop.Forward(f));
+  const uint64_t listed_after = store_.membership_listed();
+  clock_.Advance(absl::Seconds(1));
+  TickAll();
+  EXPECT_EQ(store_.membership_listed(), listed_after);
 }
 
 }  // namespace

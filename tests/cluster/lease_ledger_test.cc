@@ -1143,3 +1143,133 @@ INSTANTIATE_TEST_SUITE_P(Seeds, LeaseInvariantTest, ::testing::Range(1, 17));
 
 }  // namespace
 }  // namespace sluice::cluster
+
+namespace sluice::cluster {
+namespace {
+
+// Issue 24: the ledger answers a leaf's tick with the replica list only
+// when its membership (epoch, version) differs from the one the leaf saw.
+class LeaseLedgerMembershipTest : public LeaseLedgerTest {
+ protected:
+  // A leaf's tick that reports, and then applies, the membership it saw.
+  absl::StatusOr<TickReply> Tick(const std::string& id, bool leaving = false) {
+    TickRequest r = Request(id, 7, ++leaf_seq_[id], {});
+    r.leaving = leaving;
+    r.members_epoch_seen = seen_[id].first;
+    r.members_seen = seen_[id].second;
+    absl::StatusOr<TickReply> reply = ledger_->ServeLeaf(r);
+    if (reply.ok() && !reply->members_unchanged) {
+      seen_[id] = {reply->members_epoch, reply->members_version};
+      lists_[id] = reply->replicas;
+    }
+    return reply;
+  }
+  bool Lists(const std::string& leaf, const std::string& id) {
+    const std::vector<std::string>& l = lists_[leaf];
+    return std::find(l.begin(), l.end(), id) != l.end();
+  }
+
+  std::map<std::string, std::pair<std::string, uint64_t>> seen_;
+  std::map<std::string, std::vector<std::string>> lists_;
+};
+
+TEST_F(LeaseLedgerMembershipTest, ALeafGetsTheListOnlyWhenTheMembershipChanged) {
+  ASSERT_TRUE(Central({}).ok());
+  absl::StatusOr<TickReply> r = Tick("leaf1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->members_unchanged);
+  EXPECT_TRUE(Lists("leaf1", "leaf1"));
+  EXPECT_TRUE(Lists("leaf1", kCentral));
+  const uint32_t weight = r->live_weight;
+  r = Tick("leaf1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->members_unchanged);
+  EXPECT_TRUE(r->replicas.empty());
+  EXPECT_EQ(r->live_weight, weight);  // sent every time
+
+  // A join.
+  ASSERT_TRUE(Tick("leaf2").ok());
+  r = Tick("leaf1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->members_unchanged);
+  EXPECT_TRUE(Lists("leaf1", "leaf2"));
+  EXPECT_EQ(r->live_weight, weight + 1);
+  ASSERT_TRUE(Tick("leaf2").ok());
+  r = Tick("leaf1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->members_unchanged);
+
+  // A leave.
+  ASSERT_TRUE(Tick("leaf2", /*leaving=*/true).ok());
+  r = Tick("leaf1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->members_unchanged);
+  EXPECT_FALSE(Lists("leaf1", "leaf2"));
+
+  // An expiry: leaf3 goes silent while the central and leaf1 tick.
+  ASSERT_TRUE(Tick("leaf3").ok());
+  ASSERT_TRUE(Tick("leaf1").ok());
+  EXPECT_TRUE(Lists("leaf1", "leaf3"));
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(kStale / 4);
+    ASSERT_TRUE(Central({}).ok());
+    ASSERT_TRUE(Tick("leaf1").ok());
+  }
+  EXPECT_FALSE(Lists("leaf1", "leaf3"));
+  r = Tick("leaf1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->members_unchanged);
+
+  // The upstream store's membership changes: another central joins.
+  {
+    TickRequest other = Request("central-b", 3, 1, {});
+    ASSERT_TRUE(store_.Tick(other).ok());
+  }
+  ASSERT_TRUE(Central({}).ok());
+  r = Tick("leaf1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->members_unchanged);
+  EXPECT_TRUE(Lists("leaf1", "central-b"));
+
+  // A new life of the central (a new ledger) never answers "unchanged" to
+  // what the old one listed, even at the same version.
+  Make();
+  ASSERT_TRUE(Central({}).ok());
+  r = Tick("leaf1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->members_unchanged);
+}
+
+// The central's own SyncLoop gets the same treatment, and the ledger asks
+// its store with its own membership seen, so Redis lists the centrals
+// only when they change.
+TEST_F(LeaseLedgerMembershipTest, TheCentralAndItsStoreLeaveTheListOutToo) {
+  TickRequest c = Request(kCentral, 1, ++central_seq_, {});
+  absl::StatusOr<TickReply> r = ledger_->Tick(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->members_unchanged);
+  EXPECT_FALSE(r->replicas.empty());
+  const uint64_t kept = store_.membership_kept();
+  c = Request(kCentral, 1, ++central_seq_, {});
+  c.members_epoch_seen = r->members_epoch;
+  c.members_seen = r->members_version;
+  r = ledger_->Tick(c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->members_unchanged);
+  EXPECT_TRUE(r->replicas.empty());
+  EXPECT_EQ(store_.membership_kept(), kept + 1);
+  EXPECT_FALSE(recorder_.last.members_epoch_seen.empty());
+  // A leaf joins: the central's next reply lists it.
+  ASSERT_TRUE(Tick("leaf1").ok());
+  c = Request(kCentral, 1, ++central_seq_, {});
+  c.members_epoch_seen = r->members_epoch;
+  c.members_seen = r->members_version;
+  r = ledger_->Tick(c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->members_unchanged);
+  EXPECT_NE(std::find(r->replicas.begin(), r->replicas.end(), "leaf1"),
+            r->replicas.end());
+}
+
+}  // namespace
+}  // namespace sluice::cluster

@@ -81,6 +81,9 @@ class FakeStore final : public cluster::Store {
   void WipeAll() {
     absl::MutexLock lock(&mu_);
     members_.clear();
+    members_epoch_.clear();
+    members_version_ = 0;
+    members_weight_ = 0;
     lives_.clear();
     grants_.clear();
     admitted_.clear();
@@ -104,10 +107,27 @@ class FakeStore final : public cluster::Store {
     grants_.erase({policy, key});
   }
   // Forgets the membership alone (its keys evicted, or restored from an
-  // older snapshot).
+  // older snapshot). The membership's epoch and version stay, as in Redis
+  // when the <prefix>:replicas and :lives keys go without :members.
   void WipeMembership() {
     absl::MutexLock lock(&mu_);
     members_.clear();
+  }
+  // Forgets the membership's epoch and version alone (config.lua's
+  // <prefix>:members key evicted): the next tick starts a new epoch.
+  void WipeMembershipVersion() {
+    absl::MutexLock lock(&mu_);
+    members_epoch_.clear();
+    members_version_ = 0;
+  }
+  // Ticks answered with the membership list (listed) and without it.
+  uint64_t membership_listed() const {
+    absl::MutexLock lock(&mu_);
+    return membership_listed_;
+  }
+  uint64_t membership_kept() const {
+    absl::MutexLock lock(&mu_);
+    return membership_kept_;
   }
   // Forgets the whole config, as a Redis restarted without persistence.
   void WipeConfig() {
@@ -129,7 +149,6 @@ class FakeStore final : public cluster::Store {
     }
     const absl::Time now = clock_->Now();
     const std::string& me = request.replica_id;
-    const absl::Duration stale = request.stale_after;
     // A request older than one already applied for the same process life is
     // ignored as a whole (config.lua and tick.lua refuse it alike).
     if (Stale(request, now)) {
@@ -143,21 +162,7 @@ class FakeStore final : public cluster::Store {
     if (request.restore) Restore(*request.restore);
 
     // config.lua read: membership, epoch, seeds, config.
-    if (request.leaving) {
-      if (!other_life) members_.erase(me);
-    } else {
-      members_[me] = {now + stale, request.incarnation, request.sequence,
-                      std::max<uint32_t>(1, request.weight)};
-    }
-    for (auto it = members_.begin(); it != members_.end();) {
-      if (it->second.expiry < now) {
-        it = members_.erase(it);
-      } else {
-        reply.replicas.push_back(it->first);
-        reply.live_weight += it->second.weight;
-        ++it;
-      }
-    }
+    Membership(request, now, other_life, &reply);
     if (config_epoch_.empty()) config_epoch_ = NewEpoch(now);
     reply.config_epoch = config_epoch_;
     reply.config_lost = !request.config_epoch_seen.empty() &&
@@ -297,6 +302,57 @@ class FakeStore final : public cluster::Store {
     }
     return false;
   }
+  // config.lua's membership part: expiry noticed, this replica's join,
+  // refresh or leave, the version bumped once when any of it changed the
+  // membership, and the list (with the weights summed again) only when it
+  // differs from the one the request saw.
+  void Membership(const cluster::TickRequest& request, absl::Time now,
+                  bool other_life, cluster::TickReply* reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::string& me = request.replica_id;
+    bool changed = false;
+    if (members_epoch_.empty()) {
+      members_epoch_ = NewEpoch(now);
+      members_version_ = 0;
+      changed = true;
+    }
+    for (auto it = members_.begin(); it != members_.end();) {
+      if (it->second.expiry < now) {
+        it = members_.erase(it);
+        changed = true;
+      } else {
+        ++it;
+      }
+    }
+    if (request.leaving) {
+      if (!other_life && members_.erase(me) > 0) changed = true;
+    } else {
+      const uint32_t weight = std::max<uint32_t>(1, request.weight);
+      auto m = members_.find(me);
+      if (m == members_.end() || m->second.incarnation != request.incarnation ||
+          m->second.weight != weight) {
+        changed = true;
+      }
+      members_[me] = {now + request.stale_after, request.incarnation,
+                      request.sequence, weight};
+    }
+    if (changed) ++members_version_;
+    reply->members_epoch = members_epoch_;
+    reply->members_version = members_version_;
+    reply->members_unchanged =
+        !changed && request.members_epoch_seen == members_epoch_ &&
+        request.members_seen == members_version_;
+    if (!reply->members_unchanged) {
+      members_weight_ = 0;
+      for (const auto& [id, m] : members_) {
+        reply->replicas.push_back(id);
+        members_weight_ += m.weight;
+      }
+    }
+    reply->live_weight = members_weight_;
+    ++(reply->members_unchanged ? membership_kept_ : membership_listed_);
+  }
+
   // A leave whose replica id is live under another life.
   bool OtherLife(const cluster::TickRequest& request, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -710,6 +766,14 @@ class FakeStore final : public cluster::Store {
   int fail_after_ = 0;
   uint64_t applied_ = 0;
   std::map<std::string, Member> members_;
+  // config.lua's <prefix>:members hash: the membership's epoch, version
+  // and the weights summed when the list was last read.
+  std::string members_epoch_;
+  uint64_t members_version_ = 0;
+  uint32_t members_weight_ = 0;
+  // Ticks answered with the membership list, and without it.
+  uint64_t membership_listed_ = 0;
+  uint64_t membership_kept_ = 0;
   std::map<std::string, std::map<std::string, Life>> lives_;
   std::map<std::pair<std::string, std::string>,
            std::map<std::string, GrantEntry>>

@@ -6,17 +6,23 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/cluster/lease_ledger.h"
 #include "server/rpc/message_bounds.h"
 #include "tests/testing/build_paths.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_store.h"
 #include "wire/limits.h"
 #include "wire/quote.h"
 
@@ -102,6 +108,8 @@ cluster::TickRequest FullRequest() {
   f.outcome = core::Outcome::kTimeout;
   f.latency = absl::Milliseconds(250);
   r.forwarded.push_back(f);
+  r.members_epoch_seen = "m-epoch-2";
+  r.members_seen = 16;
   return r;
 }
 
@@ -112,6 +120,8 @@ cluster::TickReply FullReply() {
   r.config_lost = true;
   r.replicas = {"central-0", "leaf-7"};
   r.live_weight = 9;
+  r.members_epoch = "m-epoch-2";
+  r.members_version = 17;
 
   cluster::PolicyPull p;
   p.epoch = "e-inventory-3";
@@ -243,6 +253,8 @@ TEST(LeaseCodecGolden, GoldenRequestDecodesToTheRequest) {
   ASSERT_EQ(r->forwarded.size(), 1u);
   EXPECT_EQ(r->forwarded[0].permit_id, want.forwarded[0].permit_id);
   EXPECT_EQ(r->forwarded[0].outcome, core::Outcome::kTimeout);
+  EXPECT_EQ(r->members_epoch_seen, "m-epoch-2");
+  EXPECT_EQ(r->members_seen, 16u);
 
   // Encoding what was decoded gives the golden message back: no field is
   // lost or moved on the way.
@@ -274,11 +286,72 @@ TEST(LeaseCodecGolden, GoldenReplyDecodesToTheReply) {
   EXPECT_EQ(r->config->overrides[0].mode, core::BreakerOverride::kForceClosed);
   EXPECT_EQ(r->inbox_dropped, 3u);
   EXPECT_EQ(r->tick_again_in, absl::Milliseconds(350));
+  EXPECT_EQ(r->members_epoch, "m-epoch-2");
+  EXPECT_EQ(r->members_version, 17u);
+  EXPECT_FALSE(r->members_unchanged);
+  EXPECT_EQ(r->replicas.size(), 2u);
 
   v1::LeaseTickReply again;
   EncodeTickReply(*r, &again);
   ExpectEqualProto(ReadGolden<v1::LeaseTickReply>("tick_reply.textproto"),
                    again);
+}
+
+// --- Membership -----------------------------------------------------------
+
+// Issue 24: a central's reply to each leaf tick used to list every live
+// replica (up to 1,000 leaf ids), so 1,000 leaves ticking once a second cost
+// the central a million ids encoded a second. The list now goes only to a
+// leaf whose membership (epoch, version) is not the central's.
+TEST(LeaseCodecMembership, ALeafTickReplyAtAThousandLeavesLeavesTheListOut) {
+  testing::FakeClock clock;
+  testing::FakeStore store(&clock);
+  cluster::LeaseLedger::Options o;
+  o.replica_id = "central-0";
+  o.stale_after = absl::Seconds(3);
+  o.interval = absl::Seconds(1);
+  o.max_leaves = 1000;
+  cluster::LeaseLedger ledger(&store, &clock, o);
+  cluster::TickRequest central;
+  central.replica_id = "central-0";
+  central.incarnation = 1;
+  central.sequence = 1;
+  central.stale_after = o.stale_after;
+  ASSERT_TRUE(ledger.Tick(central).ok());
+
+  constexpr int kLeaves = 1000;
+  std::vector<cluster::TickRequest> leaves(kLeaves);
+  auto tick = [&](cluster::TickRequest* leaf) -> size_t {
+    ++leaf->sequence;
+    absl::StatusOr<cluster::TickReply> reply = ledger.ServeLeaf(*leaf);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    if (!reply.ok()) return 0;
+    if (!reply->members_unchanged) {
+      leaf->members_epoch_seen = reply->members_epoch;
+      leaf->members_seen = reply->members_version;
+    }
+    v1::LeaseTickReply proto;
+    EncodeTickReply(*reply, &proto);
+    return proto.ByteSizeLong();
+  };
+  for (int i = 0; i < kLeaves; ++i) {
+    leaves[i].replica_id = absl::StrCat("leaf-", 10000 + i);
+    leaves[i].incarnation = 7;
+    leaves[i].stale_after = o.stale_after;
+    tick(&leaves[i]);
+  }
+  // Every leaf has joined: the next reply to the first (which saw the
+  // membership of its own join) lists all of them, as every reply did
+  // before; once each leaf has the list, the replies list nothing.
+  const size_t listed = tick(&leaves[0]);
+  for (cluster::TickRequest& leaf : leaves) tick(&leaf);
+  size_t unchanged = 0;
+  for (cluster::TickRequest& leaf : leaves) unchanged = std::max(unchanged, tick(&leaf));
+  std::printf("leaf tick reply at %d leaves: %zu bytes with the membership "
+              "list (every reply before), %zu bytes once the leaf has it\n",
+              kLeaves, listed, unchanged);
+  EXPECT_GT(listed, static_cast<size_t>(kLeaves) * 10);
+  EXPECT_LT(unchanged, 100u);
 }
 
 // --- Round trips ----------------------------------------------------------
@@ -405,6 +478,12 @@ TEST(LeaseCodecHostile, RequestFieldsOutOfRangeAreNamed) {
     v1::LeaseTickRequest p = GoldenRequest();
     p.set_replica_id(std::string(257, 'x'));
     ExpectRequestRefused(p, "replica_id must be at most 256 bytes, got 257");
+  }
+  {
+    v1::LeaseTickRequest p = GoldenRequest();
+    p.set_members_epoch_seen(std::string(1025, 'm'));
+    ExpectRequestRefused(p,
+                         "members_epoch_seen must be at most 1024 bytes, got 1025");
   }
   {
     v1::LeaseTickRequest p = GoldenRequest();
@@ -590,6 +669,17 @@ TEST(LeaseCodecHostile, ReplyFieldsOutOfRangeAreNamed) {
     v1::LeaseTickReply p = GoldenReply();
     for (size_t i = 0; i < kMaxLeaseReplicas; ++i) p.add_replicas("x");
     ExpectReplyRefused(p, "replicas must hold at most 100000 entries");
+  }
+  {
+    // "Unchanged" with a list is a contradiction, not a list to keep.
+    v1::LeaseTickReply p = GoldenReply();
+    p.set_members_unchanged(true);
+    ExpectReplyRefused(p, "replicas must be empty when members_unchanged");
+  }
+  {
+    v1::LeaseTickReply p = GoldenReply();
+    p.set_members_epoch(std::string(1025, 'm'));
+    ExpectReplyRefused(p, "members_epoch must be at most 1024");
   }
   {
     v1::LeaseTickReply p = GoldenReply();
