@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/cluster/cluster_scenarios.h"
+#include "tests/cluster/membership_cases.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/wait_for.h"
 
@@ -68,6 +69,57 @@ TEST(RedisStoreTest, PausedRedisTimesOutAndComesBack) {
   EXPECT_TRUE(testing::WaitFor([&] { return store.Tick(Request()).ok(); },
                                absl::Milliseconds(400),
                                absl::Milliseconds(20)));
+}
+
+// Issue 24: config.lua lists the replicas only when the membership changed
+// (join, leave, weight change, expiry noticed by ZREMRANGEBYSCORE) or the
+// replica saw another one, with the epoch made new when Redis lost it.
+// Expiry runs on Redis's clock: the test waits in real time.
+TEST(RedisStoreTest, ConfigScriptBumpsTheMembershipVersionOnEveryChange) {
+  RedisStore store(StoreOptions("members:"));
+  testing_members::CheckMembershipVersions(
+      &store, [](absl::Duration d) { absl::SleepFor(d); },
+      [] { redis->Command("FLUSHALL"); });
+}
+
+// A tick that changes nothing reads no key in proportion to the replicas:
+// with 200 members, the unchanged tick's script costs about what it costs
+// with 2.
+TEST(RedisStoreTest, AnUnchangedMembershipCostsNoListRead) {
+  RedisStore store(StoreOptions("members-cost:"));
+  testing_members::MemberClient a(&store, "a", absl::Seconds(30));
+  ASSERT_TRUE(a.Tick());
+  for (int i = 0; i < 200; ++i) {
+    testing_members::MemberClient other(&store, absl::StrCat("m", i),
+                                        absl::Seconds(30));
+    ASSERT_TRUE(other.Tick());
+  }
+  ASSERT_TRUE(a.Tick());
+  EXPECT_EQ(a.list.size(), 201u);
+  EXPECT_EQ(a.last.live_weight, 201u);
+  auto calls = [](const std::string& command) {
+    const std::map<std::string, int64_t> all = redis->CommandCalls();
+    auto it = all.find(command);
+    return it == all.end() ? int64_t{0} : it->second;
+  };
+  const int64_t zrange = calls("zrange"), hmget = calls("hmget");
+  ASSERT_TRUE(a.Tick());
+  EXPECT_TRUE(a.last.members_unchanged);
+  EXPECT_TRUE(a.last.replicas.empty());
+  EXPECT_EQ(a.last.live_weight, 201u);
+  EXPECT_EQ(calls("zrange"), zrange) << "an unchanged tick read the members";
+  EXPECT_EQ(calls("hmget"), hmget) << "an unchanged tick read the weights";
+  // The weights' running total heals when the list is read again: a lost
+  // total (the field deleted) comes back with the next change.
+  redis->Command("HDEL members-cost:{config}:members weight");
+  testing_members::MemberClient late(&store, "late", absl::Seconds(30));
+  ASSERT_TRUE(late.Tick());
+  EXPECT_EQ(late.last.live_weight, 202u);
+  ASSERT_TRUE(a.Tick());
+  EXPECT_EQ(a.last.live_weight, 202u);
+  ASSERT_TRUE(a.Tick());
+  EXPECT_TRUE(a.last.members_unchanged);
+  EXPECT_EQ(a.last.live_weight, 202u);
 }
 
 TEST(RedisStoreTest, ReloadsItsScriptAfterAScriptFlush) {
