@@ -73,8 +73,17 @@ if op == 'read' then
   local members = prefix .. ':replicas'
   local lives = prefix .. ':lives'
   local mkey = prefix .. ':members'
-  -- Whether this call changes the membership (the version is bumped once).
+  -- Whether this call changes the membership; the version is bumped once,
+  -- as soon as a change is written (a STALE refusal below must not leave
+  -- an expiry unversioned).
   local changed = false
+  local mversion
+  local function bump()
+    changed = true
+    if not mversion then
+      mversion = tostring(redis.call('HINCRBY', mkey, 'version', 1))
+    end
+  end
   local mepoch = redis.call('HGET', mkey, 'epoch')
   if not mepoch then
     -- A new membership epoch: with it no (epoch, version) pair of the lost
@@ -88,7 +97,7 @@ if op == 'read' then
   if #gone > 0 then
     for _, name in ipairs(gone) do redis.call('HDEL', lives, name) end
     redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
-    changed = true
+    bump()
   end
   local stored = redis.call('HGET', lives, replica)
   local other_life = false
@@ -114,10 +123,8 @@ if op == 'read' then
     redis.call('HSET', lives, replica,
                incarnation .. ' ' .. sequence .. ' ' .. weight)
   end
-  local mversion
-  if changed then
-    mversion = tostring(redis.call('HINCRBY', mkey, 'version', 1))
-  else
+  if changed then bump() end
+  if not mversion then
     mversion = tostring(redis.call('HGET', mkey, 'version') or '0')
   end
   local listed = changed or mepoch ~= members_epoch_seen or
