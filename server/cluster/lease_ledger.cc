@@ -324,6 +324,9 @@ class LeaseLedger::Impl {
   // does (see SentRound).
   int64_t ReservedLeaves(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t ReservedLive() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This central keeps the tree's spare static share (see Resplit): it is
+  // first in upstream's list of replicas.
+  bool KeepsSpare() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The processes of the subtree that use a per_key key's static share
   // without asking (the central and leaves that do not push it), and what
   // the subtree may apply of it at `now`, static shares included.
@@ -506,6 +509,13 @@ uint32_t LeaseLedger::Impl::ReservedLive() const {
   return live;
 }
 
+bool LeaseLedger::Impl::KeepsSpare() const {
+  for (const std::string& id : upstream_replicas_) {
+    if (id < options_.replica_id) return false;
+  }
+  return true;
+}
+
 int64_t LeaseLedger::Impl::ColdParties(const Pool& pool, absl::Time now) {
   int64_t pushing = 0;
   for (const auto& [id, h] : pool.parties) {
@@ -652,8 +662,16 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
     // per_key: upstream granted the central `units` on top of the static
     // shares it keeps for the leaves (pool->statics); the subtree's own
     // static shares (of every party, pushing or not) come out of both.
+    // One static share of the tree stays free, for a process that joins
+    // before the others hear of it (as the `+ 1` in floor(limit / (weight
+    // + 1)) does for cold keys; a hot key's pool is leased out in full
+    // otherwise): the first central in upstream's list keeps it, out of
+    // its leaves' static shares.
     const int64_t base = pool->per_key ? pool->limit[r] / (tree + 1) : 0;
-    pool->fair_total[r] = pool->units[r] + pool->statics[r] - cold * base;
+    const int64_t spare = pool->per_key && KeepsSpare() ? base : 0;
+    pool->fair_total[r] = pool->units[r] +
+                          std::max<int64_t>(0, pool->statics[r] - spare) -
+                          cold * base;
     if (pool->limit[r] <= 0) continue;  // not cluster-scope: nothing to split
     for (size_t j = 0; j < names.size(); ++j) {
       const Holding& h = *asking[j];

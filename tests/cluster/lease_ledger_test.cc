@@ -835,12 +835,14 @@ TEST_F(LeaseLedgerTest, PerKeyStaticSharesAreBudgetedForTheWholeTree) {
 // per_key pools: Redis (tick.lua) keeps floor(limit / live) apart for each
 // process without an entry, the central's leaves included, and grants the
 // central what is left. The ledger leases the leaves that plus the central's
-// grant; what every process applies (its static share floor(limit /
-// (live + 1)) or its grant, whichever is more, the central's static share
-// included) never adds up to more than the limit.
+// grant, less one static share kept free for a process joining; what every
+// process applies (its static share floor(limit / (live + 1)) or its
+// grant, whichever is more, the central's static share included) never
+// adds up to more than the limit. A limit of 103: static shares do not
+// divide it, so that what is leased on top of them shows.
 class PerKeyPoolTest : public LeaseLedgerTest {
  protected:
-  static constexpr int64_t kLimit = 100;
+  static constexpr int64_t kLimit = 103;
 
   // One round: the central ticks (it does not push the key itself; its
   // SyncLoop says it counts `central_live` processes, by default the
@@ -918,21 +920,18 @@ TEST_F(PerKeyPoolTest, TheLeavesStaticSharesRedisKeepsApartAreLeasedOnTop) {
   Reset();
   for (int i = 0; i < 4; ++i) Round();
   EXPECT_LE(worst_, kLimit);
-  // 4 processes: Redis keeps 3 x floor(100 / 4) = 75 for the leaves and
-  // grants the central 25. The central's own static share is
-  // floor(100 / 5) = 20; the leaves lease the other 80 (26 or 27 each),
-  // where before they had their static shares (20) and nothing on top.
-  EXPECT_EQ(store_.Held("pk", "hot", 0), 25);
-  for (const auto& [id, leaf] : leaves_) {
-    EXPECT_GE(leaf.grant, 26) << id;
-    EXPECT_LE(leaf.grant, 27) << id;
-  }
-  EXPECT_EQ(LeafTotal(), 80);
+  // 4 processes: Redis keeps 3 x floor(103 / 4) = 75 for the leaves and
+  // grants the central 28. Static shares are floor(103 / 5) = 20: one is
+  // the central's, one stays free; the leaves lease 28 + 75 - 40 = 63 (21
+  // each), where before they had their static shares and nothing on top
+  // (the ledger took them out of the 28).
+  EXPECT_EQ(store_.Held("pk", "hot", 0), 28);
+  for (const auto& [id, leaf] : leaves_) EXPECT_EQ(leaf.grant, 21) << id;
+  EXPECT_EQ(LeafTotal(), 63);
   // Upstream hears what the subtree applies above the leaves' static
-  // shares (the central's 20 and the leaves' 5 on top of their 75), and
-  // their demand above them.
+  // shares (83 - 75), no more than its grant, and their demand above them.
   const core::KeyTick& up = recorder_.last.policies[0].keys[0];
-  EXPECT_EQ(up.applied[0], 25);
+  EXPECT_EQ(up.applied[0], 28);
   EXPECT_DOUBLE_EQ(up.demand[0], 3 * (1000 - 25));
   EXPECT_EQ(recorder_.last.weight, 4u);
   EXPECT_EQ(recorder_.last.live_replicas, 4u);
@@ -942,28 +941,23 @@ TEST_F(PerKeyPoolTest, ANewLeafsStaticShareComesFromThePoolUntilEveryoneCountsIt
   for (const char* id : {"leaf1", "leaf2", "leaf3"}) AddLeaf(id);
   for (int i = 0; i < 8; ++i) Round();
   // A fourth leaf applies its static share from its first reply on, before
-  // the others hear of it. The pool is leased out in full (as tick.lua
-  // grants a hot key's pool in full), so until the others' leases shrink
-  // the tree is over by that share at most; then within the limit, and
-  // once a stale period of pushes counted it, it is leased as the others.
+  // the others hear of it: the static share kept free holds it. Once a
+  // stale period of pushes counted it, it is leased as the others are.
   AddLeaf("leaf4");
   Reset();
-  Round();
-  EXPECT_LE(worst_, kLimit + kLimit / 6);
-  Round();
-  Reset();
-  for (int i = 0; i < 6; ++i) Round();
+  for (int i = 0; i < 8; ++i) Round();
   EXPECT_LE(worst_, kLimit);
-  // 5 processes: 4 x floor(100 / 5) = 80 kept apart, 20 granted; the
-  // central keeps floor(100 / 6) = 16; the leaves share 84.
-  EXPECT_EQ(LeafTotal(), 84);
-  for (const auto& [id, leaf] : leaves_) EXPECT_GE(leaf.grant, 20) << id;
+  // 5 processes: 4 x floor(103 / 5) = 80 kept apart, 23 granted; static
+  // shares are floor(103 / 6) = 17, the central's and the free one; the
+  // leaves share 23 + 80 - 34 = 69.
+  EXPECT_EQ(LeafTotal(), 69);
+  for (const auto& [id, leaf] : leaves_) EXPECT_GE(leaf.grant, 17) << id;
   // One leaves: its static share is no longer leased out once it is gone,
   // and the others get it a stale period later.
   RemoveLeaf("leaf4");
   Reset();
   for (int i = 0; i < 8; ++i) Round();
-  EXPECT_EQ(LeafTotal(), 80);
+  EXPECT_EQ(LeafTotal(), 63);
   EXPECT_LE(worst_, kLimit);
 }
 
@@ -976,11 +970,12 @@ TEST_F(PerKeyPoolTest, TheLargestLiveCountOfThePeriodSetsTheStaticShares) {
   Reset();
   for (int i = 0; i < 4; ++i) Round(1000, 1);
   EXPECT_EQ(recorder_.last.live_replicas, 4u);
-  EXPECT_EQ(LeafTotal(), 80);
+  EXPECT_EQ(LeafTotal(), 63);
   // It counts more (10: processes that left within its stale period):
-  // Redis keeps floor(100 / 10) = 10 for each of 9 and grants 10; the
-  // leaves are leased 3 x 10 + 10 less the central's 20, no more than
-  // their static shares (20 each), once the leases in force end.
+  // Redis keeps floor(103 / 10) = 10 for each of 9 and grants 13; the
+  // leaves are leased 13 + 3 x 10 less the central's 20 and the free 20,
+  // no more than their static shares (20 each), once the leases in force
+  // end.
   Round(1000, 10);
   Round(1000, 10);
   EXPECT_EQ(recorder_.last.live_replicas, 10u);
@@ -988,9 +983,9 @@ TEST_F(PerKeyPoolTest, TheLargestLiveCountOfThePeriodSetsTheStaticShares) {
   EXPECT_EQ(LeafTotal(), 60);
   // The count stays at 10 for a stale period after the last push with it.
   for (int i = 0; i < 2; ++i) Round(1000, 4);
-  EXPECT_LE(LeafTotal(), 3 * 20 + 5);
+  EXPECT_EQ(LeafTotal(), 60);
   for (int i = 0; i < 8; ++i) Round(1000, 4);
-  EXPECT_EQ(LeafTotal(), 80);
+  EXPECT_EQ(LeafTotal(), 63);
   EXPECT_LE(worst_, kLimit);
 }
 
