@@ -1,6 +1,7 @@
 #include "server/cluster/lease_ledger.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <cmath>
 #include <deque>
@@ -110,6 +111,12 @@ struct Pool {
   bool granted = true;
   core::Units units{};
   absl::Time until = absl::InfinitePast();
+  // per_key: the static shares upstream keeps for this central's leaves
+  // outside the grant (it counts them among the processes without an
+  // entry), which the pool adds to `units`: `each` per leaf, and `statics`
+  // for all the leaves it counts (see Impl::ReservedLeaves).
+  core::Units each{};
+  core::Units statics{};
   std::map<std::string, Holding> parties;
   // Running totals, so that a leaf's tick does not scan every other party:
   // the sum of what every holding counted when it last changed (holdings
@@ -120,6 +127,7 @@ struct Pool {
   absl::flat_hash_map<std::string, core::Units> fair;
   core::Units fair_total{};
   core::Units split_units{};
+  core::Units split_statics{};
   absl::Time split_at = absl::InfinitePast();
   // The slot of the last split (see CreditSplit, Impl::SlotOf).
   int64_t slot = std::numeric_limits<int64_t>::min();
@@ -321,6 +329,21 @@ class LeaseLedger::Impl {
   void ForgetLeaf(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many sluiced processes share static shares across the tree.
   uint32_t TreeWeight(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // per_key: the leaves whose static shares upstream keeps outside this
+  // central's grant, and the most processes upstream may count when it
+  // does (see SentRound).
+  int64_t ReservedLeaves(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t ReservedLive() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This central keeps the tree's spare static share (see Resplit): it is
+  // first in upstream's list of replicas.
+  bool KeepsSpare() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The processes of the subtree that use a per_key key's static share
+  // without asking (the central and leaves that do not push it), and what
+  // the subtree may apply of it at `now`, static shares included.
+  int64_t ColdParties(const Pool& pool, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  core::Units SubtreeInForce(const Pool& pool, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> Replicas(absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The membership part of a reply: the list only when it differs from
@@ -406,6 +429,18 @@ class LeaseLedger::Impl {
   uint32_t upstream_weight_ ABSL_GUARDED_BY(mu_) = 0;
   // The weight of the last push upstream answered.
   uint32_t sent_weight_ ABSL_GUARDED_BY(mu_) = 1;
+  // The pushes upstream answered within the last stale period: the weight
+  // (1 + leaves) and the live count sent. Every other replica hears a
+  // leaf in the store's live weight at its next tick and keeps counting
+  // it a stale period, so a leaf every push of the period counted is one
+  // that every replica's tick counts among the processes on their static
+  // share (tick.lua's `cold`).
+  struct SentRound {
+    absl::Time start;
+    uint32_t weight = 1;
+    uint32_t live = 1;
+  };
+  std::deque<SentRound> sent_ ABSL_GUARDED_BY(mu_);
   std::optional<ConfigSnapshot> config_ ABSL_GUARDED_BY(mu_);
   std::string config_epoch_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, PolicyState> policies_ ABSL_GUARDED_BY(mu_);
@@ -474,6 +509,54 @@ uint32_t LeaseLedger::Impl::TreeWeight(absl::Time now) {
   const uint32_t centrals =
       std::max<uint32_t>(1, static_cast<uint32_t>(upstream_replicas_.size()));
   return centrals * mine;
+}
+
+int64_t LeaseLedger::Impl::ReservedLeaves(absl::Time now) {
+  // Only with a push at least a stale period old: the leaves counted since
+  // are not yet in every replica's live count.
+  if (sent_.empty() || sent_.front().start > now - options_.stale_after) {
+    return 0;
+  }
+  uint32_t weight = sent_.front().weight;
+  for (const SentRound& s : sent_) weight = std::min(weight, s.weight);
+  return std::min<int64_t>(weight > 0 ? weight - 1 : 0, LiveLeaves(now));
+}
+
+uint32_t LeaseLedger::Impl::ReservedLive() const {
+  uint32_t live = 1;
+  for (const SentRound& s : sent_) live = std::max(live, s.live);
+  return live;
+}
+
+bool LeaseLedger::Impl::KeepsSpare() const {
+  for (const std::string& id : upstream_replicas_) {
+    if (id < options_.replica_id) return false;
+  }
+  return true;
+}
+
+int64_t LeaseLedger::Impl::ColdParties(const Pool& pool, absl::Time now) {
+  int64_t pushing = 0;
+  for (const auto& [id, h] : pool.parties) {
+    if (now <= h.pushed + options_.stale_after) ++pushing;
+  }
+  return std::max<int64_t>(0, 1 + LiveLeaves(now) - pushing);
+}
+
+core::Units LeaseLedger::Impl::SubtreeInForce(const Pool& pool,
+                                              absl::Time now) {
+  const int64_t tree = TreeWeight(now);
+  const int64_t cold = ColdParties(pool, now);
+  core::Units total{};
+  for (int r = 0; r < kR; ++r) {
+    // A foreign hold is upstream's already (see AddSubtree).
+    for (const auto& [id, h] : pool.parties) {
+      total[r] += Held(h, r, now, options_.stale_after, h.base[r],
+                       /*foreign=*/false);
+    }
+    total[r] += cold * (pool.limit[r] / (tree + 1));
+  }
+  return total;
 }
 
 std::vector<std::string> LeaseLedger::Impl::Replicas(absl::Time now) {
@@ -606,8 +689,19 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   std::vector<bool> holding(names.size());
   std::vector<SplitCredit> credit(names.size());
   for (int r = 0; r < kR; ++r) {
+    // per_key: upstream granted the central `units` on top of the static
+    // shares it keeps for the leaves (pool->statics); the subtree's own
+    // static shares (of every party, pushing or not) come out of both.
+    // One static share of the tree stays free, for a process that joins
+    // before the others hear of it (as the `+ 1` in floor(limit / (weight
+    // + 1)) does for cold keys; a hot key's pool is leased out in full
+    // otherwise): the first central in upstream's list keeps it, out of
+    // its leaves' static shares.
     const int64_t base = pool->per_key ? pool->limit[r] / (tree + 1) : 0;
-    pool->fair_total[r] = pool->units[r] - cold * base;
+    const int64_t spare = pool->per_key && KeepsSpare() ? base : 0;
+    pool->fair_total[r] = pool->units[r] +
+                          std::max<int64_t>(0, pool->statics[r] - spare) -
+                          cold * base;
     if (pool->limit[r] <= 0) continue;  // not cluster-scope: nothing to split
     for (size_t j = 0; j < names.size(); ++j) {
       const Holding& h = *asking[j];
@@ -632,6 +726,7 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
     }
   }
   pool->split_units = pool->units;
+  pool->split_statics = pool->statics;
   pool->split_at = now;
   pool->slot = slot;
 }
@@ -655,6 +750,7 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
   const absl::Duration refresh = options_.stale_after / 6;
   auto fair = pool->fair.find(party);
   if (fair == pool->fair.end() || pool->split_units != pool->units ||
+      pool->split_statics != pool->statics ||
       now >= pool->split_at + refresh || now < pool->split_at ||
       SlotOf(now) != pool->slot) {
     Resplit(pool, now);
@@ -1094,6 +1190,10 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
   auto sum_into = [&](Pool* pool, core::KeyTick* key) {
     core::Units applied{};
     absl::Time latest = absl::InfinitePast();
+    // per_key: the leaves' demand and usage within their static shares,
+    // which upstream keeps for them outside the central's entry.
+    std::array<double, kR> static_demand{};
+    core::Units static_usage{};
     for (const auto& [id, h] : pool->parties) {
       // A foreign hold is upstream's already, under the entry of the life
       // that issued it: pushed as this one's too, it would be counted
@@ -1114,8 +1214,23 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
       for (int r = 0; r < kR; ++r) {
         key->demand[r] += h.demand[r];
         key->usage[r] += h.usage[r];
+        static_demand[r] +=
+            std::min(h.demand[r], static_cast<double>(pool->each[r]));
+        static_usage[r] += std::min(h.usage[r], pool->each[r]);
       }
       key->admitted_total += h.admitted_total;
+    }
+    if (pool->per_key) {
+      // The central's entry upstream holds what the subtree applies above
+      // the leaves' static shares upstream keeps apart (the pool's
+      // statics): counted in the entry too, they would be counted twice.
+      const core::Units total = SubtreeInForce(*pool, start);
+      for (int r = 0; r < kR; ++r) {
+        applied[r] = std::max<int64_t>(0, total[r] - pool->statics[r]);
+        key->demand[r] -= std::min(static_demand[r],
+                                   static_cast<double>(pool->statics[r]));
+        key->usage[r] -= std::min(static_usage[r], pool->statics[r]);
+      }
     }
     if (pool->have && pool->granted && start < pool->until) {
       for (int r = 0; r < kR; ++r) {
@@ -1177,6 +1292,9 @@ LeaseLedger::Impl::Round LeaseLedger::Impl::BuildRound(
   round.leaving = request.leaving;
   const uint32_t live = LiveLeaves(start);
   round.up.weight = 1 + live;
+  // The store counts every leaf of this central among the processes on a
+  // per_key static share (see ReservedLeaves).
+  round.up.live_replicas = std::max(request.live_replicas, TreeWeight(start));
   if (request.leaving) {
     stopping_ = true;
     // Giving the central's entry back would free what its leaves may still
@@ -1292,6 +1410,15 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
   }
   upstream_weight_ = reply.live_weight;
   sent_weight_ = round->up.weight;
+  // The last push at least a stale period old stays (its weight held
+  // until the next one).
+  sent_.push_back({round->start, round->up.weight,
+                   std::max<uint32_t>(1, round->up.live_replicas)});
+  while (sent_.size() > 1 && sent_[1].start <= round->start - stale) {
+    sent_.pop_front();
+  }
+  const int64_t reserved_leaves = ReservedLeaves(round->start);
+  const int64_t reserved_live = ReservedLive();
   config_epoch_ = reply.config_epoch;
   if (reply.config && !reply.config_lost) config_ = *reply.config;
   for (size_t i = 0; i < round->up.policies.size(); ++i) {
@@ -1311,6 +1438,15 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
       pool.granted = got.granted;
       pool.units = got.granted ? got.units : core::Units{};
       pool.until = round->start + std::min(stale, got.valid_for);
+      if (pool.per_key) {
+        // tick.lua keeps floor(limit / live) for each process without an
+        // entry, with the live count this central sent (the most of the
+        // period, for the smallest share).
+        for (int r = 0; r < kR; ++r) {
+          pool.each[r] = pool.limit[r] / reserved_live;
+          pool.statics[r] = reserved_leaves * pool.each[r];
+        }
+      }
       if (k < own_keys) {
         // The central's own share, computed as a leaf's is; it ends with
         // the pool (same clock, same start).

@@ -832,6 +832,163 @@ TEST_F(LeaseLedgerTest, PerKeyStaticSharesAreBudgetedForTheWholeTree) {
   EXPECT_EQ(recorder_.last.weight, 3u);
 }
 
+// per_key pools: Redis (tick.lua) keeps floor(limit / live) apart for each
+// process without an entry, the central's leaves included, and grants the
+// central what is left. The ledger leases the leaves that plus the central's
+// grant, less one static share kept free for a process joining; what every
+// process applies (its static share floor(limit / (live + 1)) or its
+// grant, whichever is more, the central's static share included) never
+// adds up to more than the limit. A limit of 103: static shares do not
+// divide it, so that what is leased on top of them shows.
+class PerKeyPoolTest : public LeaseLedgerTest {
+ protected:
+  static constexpr int64_t kLimit = 103;
+
+  // One round: the central ticks (it does not push the key itself; its
+  // SyncLoop says it counts `central_live` processes, by default the
+  // count of its last reply), then every leaf pushes the hot key with
+  // `demand`. Checks the tree after each step.
+  void Round(double demand = 1000, uint32_t central_live = 0) {
+    clock_.Advance(kInterval);
+    TickRequest c = Request(kCentral, 1, ++central_seq_, {});
+    c.live_replicas = central_live > 0 ? central_live : central_live_;
+    absl::StatusOr<TickReply> reply = ledger_->Tick(c);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    central_live_ = std::max<uint32_t>(
+        {1, static_cast<uint32_t>(reply->replicas.size()),
+         reply->live_weight});
+    Check();
+    for (auto& [id, leaf] : leaves_) {
+      absl::StatusOr<TickReply> l = Leaf(
+          id, {Push("pk",
+                    {Key("hot", kLimit, demand, leaf.grant,
+                         std::max(leaf.until - clock_.Now(),
+                                  absl::ZeroDuration()))},
+                    true)});
+      ASSERT_TRUE(l.ok()) << l.status();
+      const StoreGrant& g = l->policies[0].grants[0];
+      leaf.live = std::max<uint32_t>(
+          {1, static_cast<uint32_t>(l->replicas.size()), l->live_weight});
+      leaf.up = true;
+      leaf.grant = g.granted ? g.units[0] : 0;
+      leaf.until = clock_.Now() + std::min(kStale, g.valid_for);
+      Check();
+    }
+  }
+  void AddLeaf(const std::string& id) { leaves_[id] = {}; }
+  void RemoveLeaf(const std::string& id) {
+    // A clean stop: the leaf's last tick gives its membership back; its
+    // engine applies nothing after it.
+    TickRequest r = Request(id, 7, ++leaf_seq_[id], {});
+    r.leaving = true;
+    ASSERT_TRUE(ledger_->ServeLeaf(r).ok());
+    leaves_.erase(id);
+  }
+  // What a leaf applies now: its grant while in force, and its static
+  // share in any case (GateSet::ClusterUnits).
+  int64_t Applies(const std::string& id) const {
+    const auto& leaf = leaves_.at(id);
+    if (!leaf.up) return 0;  // no store reply yet: nothing cluster-scope
+    const int64_t base = kLimit / (leaf.live + 1);
+    return std::max(base, clock_.Now() < leaf.until ? leaf.grant : 0);
+  }
+  int64_t LeafTotal() const {
+    int64_t sum = 0;
+    for (const auto& [id, leaf] : leaves_) sum += Applies(id);
+    return sum;
+  }
+  // The most the tree applies, since the last Reset.
+  void Check() {
+    worst_ = std::max(worst_, LeafTotal() + kLimit / (central_live_ + 1));
+  }
+  void Reset() { worst_ = 0; }
+
+  struct LeafState {
+    bool up = false;
+    uint32_t live = 1;
+    int64_t grant = 0;
+    absl::Time until = absl::InfinitePast();
+  };
+  std::map<std::string, LeafState> leaves_;
+  uint32_t central_live_ = 1;
+  int64_t worst_ = 0;
+};
+
+TEST_F(PerKeyPoolTest, TheLeavesStaticSharesRedisKeepsApartAreLeasedOnTop) {
+  for (const char* id : {"leaf1", "leaf2", "leaf3"}) AddLeaf(id);
+  for (int i = 0; i < 4; ++i) Round();
+  Reset();
+  for (int i = 0; i < 4; ++i) Round();
+  EXPECT_LE(worst_, kLimit);
+  // 4 processes: Redis keeps 3 x floor(103 / 4) = 75 for the leaves and
+  // grants the central 28. Static shares are floor(103 / 5) = 20: one is
+  // the central's, one stays free; the leaves lease 28 + 75 - 40 = 63 (21
+  // each), where before they had their static shares and nothing on top
+  // (the ledger took them out of the 28).
+  EXPECT_EQ(store_.Held("pk", "hot", 0), 28);
+  for (const auto& [id, leaf] : leaves_) EXPECT_EQ(leaf.grant, 21) << id;
+  EXPECT_EQ(LeafTotal(), 63);
+  // Upstream hears what the subtree applies above the leaves' static
+  // shares (83 - 75), no more than its grant, and their demand above them.
+  const core::KeyTick& up = recorder_.last.policies[0].keys[0];
+  EXPECT_EQ(up.applied[0], 28);
+  EXPECT_DOUBLE_EQ(up.demand[0], 3 * (1000 - 25));
+  EXPECT_EQ(recorder_.last.weight, 4u);
+  EXPECT_EQ(recorder_.last.live_replicas, 4u);
+}
+
+TEST_F(PerKeyPoolTest, ANewLeafsStaticShareComesFromThePoolUntilEveryoneCountsIt) {
+  for (const char* id : {"leaf1", "leaf2", "leaf3"}) AddLeaf(id);
+  for (int i = 0; i < 8; ++i) Round();
+  // A fourth leaf applies its static share from its first reply on, before
+  // the others hear of it: the static share kept free holds it. Once a
+  // stale period of pushes counted it, it is leased as the others are.
+  AddLeaf("leaf4");
+  Reset();
+  for (int i = 0; i < 8; ++i) Round();
+  EXPECT_LE(worst_, kLimit);
+  // 5 processes: 4 x floor(103 / 5) = 80 kept apart, 23 granted; static
+  // shares are floor(103 / 6) = 17, the central's and the free one; the
+  // leaves share 23 + 80 - 34 = 69.
+  EXPECT_EQ(LeafTotal(), 69);
+  for (const auto& [id, leaf] : leaves_) EXPECT_GE(leaf.grant, 17) << id;
+  // One leaves: its static share is no longer leased out once it is gone,
+  // and the others get it a stale period later.
+  RemoveLeaf("leaf4");
+  Reset();
+  for (int i = 0; i < 8; ++i) Round();
+  EXPECT_EQ(LeafTotal(), 63);
+  EXPECT_LE(worst_, kLimit);
+}
+
+TEST_F(PerKeyPoolTest, TheLargestLiveCountOfThePeriodSetsTheStaticShares) {
+  for (const char* id : {"leaf1", "leaf2", "leaf3"}) AddLeaf(id);
+  // The central's SyncLoop counts fewer processes than the ledger knows
+  // (it has not heard of its leaves yet): the ledger tells Redis its own
+  // count, so that Redis keeps a static share for every leaf.
+  for (int i = 0; i < 4; ++i) Round(1000, 1);
+  Reset();
+  for (int i = 0; i < 4; ++i) Round(1000, 1);
+  EXPECT_EQ(recorder_.last.live_replicas, 4u);
+  EXPECT_EQ(LeafTotal(), 63);
+  // It counts more (10: processes that left within its stale period):
+  // Redis keeps floor(103 / 10) = 10 for each of 9 and grants 13; the
+  // leaves are leased 13 + 3 x 10 less the central's 20 and the free 20,
+  // no more than their static shares (20 each), once the leases in force
+  // end.
+  Round(1000, 10);
+  Round(1000, 10);
+  EXPECT_EQ(recorder_.last.live_replicas, 10u);
+  for (int i = 0; i < 6; ++i) Round(1000, 10);
+  EXPECT_EQ(LeafTotal(), 60);
+  // The count stays at 10 for a stale period after the last push with it.
+  for (int i = 0; i < 2; ++i) Round(1000, 4);
+  EXPECT_EQ(LeafTotal(), 60);
+  for (int i = 0; i < 8; ++i) Round(1000, 4);
+  EXPECT_EQ(LeafTotal(), 63);
+  EXPECT_LE(worst_, kLimit);
+}
+
 TEST_F(LeaseLedgerTest, ACentralThatStopsKeepsItsEntryWhileLeasesAreInForce) {
   // Rounds until the leaf holds a lease: the central's first grant is the
   // whole pool, held until its next tick gives part of it back; the
