@@ -155,12 +155,13 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
       if (r) r->loop.TickOnce().IgnoreError();
     }
   }
-  // Ticks every replica until each holds its grant: a new replica starts
-  // with nothing, and a grant that shrinks is freed for the others only when
-  // its holder confirms it at its next tick. A second passes between rounds
-  // so that buckets refill at their granted rate.
+  // Ticks every replica until each holds its grant: a new policy's first
+  // stale period (3 s) grants nothing (its new epoch's recovery window), a
+  // new replica starts with nothing, and a grant that shrinks is freed for
+  // the others only when its holder confirms it at its next tick. A second
+  // passes between rounds so that buckets refill at their granted rate.
   void Converge() {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 6; ++i) {
       TickAll();
       clock_.Advance(absl::Seconds(1));
     }
@@ -248,6 +249,9 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   void EvictGrants(const std::string& policy);
   // The store loses its membership (the config itself kept).
   void WipeMembership();
+  // The store loses everything of `policy` and the config, membership
+  // included (a Redis restarted without persistence, or flushed).
+  void WipeStore(const std::string& policy);
   // Deletes `key` (after the test's key prefix) from the real Redis.
   void RedisDel(const std::string& key);
   // An admin write of `p` (the store's config version moves): each running
@@ -322,12 +326,17 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     return admitted;
   }
   // The warm-up of the window scenarios: four replicas with a 3/s cluster
-  // window `dep`; r0 alone calls it for three seconds, ticking with the
-  // others, so that it holds the three units. Then it takes 10 calls at
-  // once: returns how many it admitted (3 when it holds the whole window).
+  // window `dep`; after the new policy's first stale period (which grants
+  // nothing), r0 alone calls it for three seconds, ticking with the
+  // others, so that it holds the three units. Then it takes 10 calls at once: returns how
+  // many it admitted (3 when it holds the whole window).
   int FillWindowOnFirstOfFour(const std::string& dep) {
     AddReplicas(4);
     Install(ClusterWindow(dep, 3));
+    for (int s = 0; s < 4; ++s) {
+      TickAll();
+      clock_.Advance(absl::Seconds(1));
+    }
     for (int s = 0; s < 3; ++s) {
       for (int i = 0; i < 10; ++i) R(0).Acquire(dep);
       TickAll();
