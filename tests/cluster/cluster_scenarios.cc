@@ -1,5 +1,8 @@
 #include "tests/cluster/cluster_scenarios.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +14,17 @@ namespace sluice::cluster {
 
 std::string* ClusterScenarioTest::redis_address = nullptr;
 std::string* ClusterScenarioTest::redis_cluster_seeds = nullptr;
+std::string* ClusterScenarioTest::redis_clock_file = nullptr;
+
+void ClusterScenarioTest::SyncStoreClock() {
+  if (GetParam() == "fake" || redis_clock_file == nullptr) return;
+  const int fd = open(redis_clock_file->c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << *redis_clock_file;
+  const int64_t us = absl::ToUnixMicros(clock_.Now());
+  const ssize_t written = pwrite(fd, &us, sizeof(us), 0);
+  close(fd);
+  ASSERT_EQ(written, static_cast<ssize_t>(sizeof(us)));
+}
 
 void ClusterScenarioTest::SetUp() {
   if (GetParam() == "redis") {
@@ -935,6 +949,23 @@ TEST_P(ClusterScenarioTest, ANewReplicaFirstAfterAWipeGetsNoPoolOthersHold) {
   // And the three share the whole limit again once the window is over.
   EXPECT_EQ(InForce("inv"), 100);
   EXPECT_GE(per_second.back(), 90);
+}
+
+// The cost of that window: a brand-new policy (or a fresh Redis) grants
+// nothing beyond what replicas apply for its first stale period (3 s), and
+// the whole limit from the next tick after it. Two replicas flat out.
+TEST_P(ClusterScenarioTest, ANewPolicyGrantsNothingForItsFirstStalePeriod) {
+  const PolicyConfig p = ClusterBucket("inv", 100, 100);
+  Pod("r0", p);
+  Pod("r1", p);
+  const std::vector<int64_t> per_second = RunSplitLoad("inv", 6, 1000);
+  std::printf("a new policy (%s), admitted per second from its first tick:",
+              GetParam().c_str());
+  for (int64_t n : per_second) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  EXPECT_EQ(per_second[0] + per_second[1] + per_second[2], 0);
+  EXPECT_GE(per_second[5], 90);
+  EXPECT_EQ(InForce("inv"), 100);
 }
 
 }  // namespace

@@ -45,11 +45,16 @@ class CuttableStore final : public testing::ForwardingStore {
   }
   // Sends `request` now; its reply goes nowhere.
   void Deliver(const TickRequest& request) {
+    if (before_call_) before_call_();
     inner()->Tick(request).IgnoreError();
   }
 
+  // Called before every call that reaches the store (set before use).
+  void set_before_call(std::function<void()> f) { before_call_ = std::move(f); }
+
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
     if (cut_) return absl::UnavailableError("cut off from the store");
+    if (before_call_) before_call_();
     if (hold_next_.exchange(false)) {
       absl::MutexLock lock(&mu_);
       held_ = request;
@@ -63,6 +68,7 @@ class CuttableStore final : public testing::ForwardingStore {
   }
 
  private:
+  std::function<void()> before_call_;
   std::atomic<bool> cut_{false};
   std::atomic<bool> hold_next_{false};
   std::atomic<bool> lose_next_{false};
@@ -118,22 +124,36 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   static std::string* redis_address;
   // Set by the redis cluster binary: its --redis-cluster seeds.
   static std::string* redis_cluster_seeds;
+  // Set by a binary whose redis-server runs with the store clock shim
+  // (tests/testing/store_clock_shim.cc): the file of its clock. Every call
+  // to the store then sets Redis's clock to the test's simulated time, so
+  // Redis expires keys and windows (the recovery window of a new epoch
+  // among them) as the FakeStore does.
+  static std::string* redis_clock_file;
 
  protected:
   void SetUp() override;
   Store* StoreFor(const std::string& replica);
+  // Sets Redis's clock to clock_ (with redis_clock_file; no-op otherwise).
+  void SyncStoreClock();
+  // A replica's path to the store, which syncs Redis's clock first.
+  std::unique_ptr<CuttableStore> PathFor(const std::string& replica) {
+    auto path = std::make_unique<CuttableStore>(StoreFor(replica));
+    path->set_before_call([this] { SyncStoreClock(); });
+    return path;
+  }
   // Adds `n` replicas, named r<index> by their place in replicas_.
   void AddReplicas(int n) {
     for (int i = 0; i < n; ++i) {
       const std::string id = "r" + std::to_string(replicas_.size());
-      paths_.push_back(std::make_unique<CuttableStore>(StoreFor(id)));
+      paths_.push_back(PathFor(id));
       replicas_.push_back(
           std::make_unique<Replica>(id, &clock_, paths_.back().get()));
     }
   }
   void Restart(int i, const std::string& new_id) {
     replicas_[i].reset();
-    paths_[i] = std::make_unique<CuttableStore>(StoreFor(new_id));
+    paths_[i] = PathFor(new_id);
     replicas_[i] =
         std::make_unique<Replica>(new_id, &clock_, paths_[i].get());
   }
@@ -177,7 +197,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   // Server::StartCluster does: one tick before serving, then one a second
   // from the next ms on. Returns its index.
   int Pod(const std::string& id, const PolicyConfig& policy) {
-    paths_.push_back(std::make_unique<CuttableStore>(StoreFor(id)));
+    paths_.push_back(PathFor(id));
     replicas_.push_back(
         std::make_unique<Replica>(id, &clock_, paths_.back().get()));
     replicas_.back()->engine.PutPolicy(policy);
@@ -263,6 +283,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     StoredPolicy stored;
     stored.name = p.name;
     stored.blob = "v" + std::to_string(++admin_writes_);
+    SyncStoreClock();
     ASSERT_TRUE(paths_.front()->PutPolicy(stored, 0).ok());
   }
   // Units of cluster resource `r` of `dep` that running replicas apply now
