@@ -84,7 +84,31 @@ class LeaseLedgerTest : public ::testing::Test {
  protected:
   LeaseLedgerTest() : store_(&clock_), recorder_(&store_) {}
 
-  void SetUp() override { Make(); }
+  void SetUp() override {
+    Settle();
+    Make();
+  }
+
+  // The store has held the tests' policies for a while, as in a running
+  // cluster: their epochs were created before the recovery window that
+  // every new epoch opens (one stale period, tick.lua) and its membership
+  // entry has ended. The clock then goes back to its start.
+  void Settle() {
+    const absl::Time start = clock_.Now();
+    clock_.SetTime(start - 2 * kStale - absl::Seconds(1));
+    TickRequest r;
+    r.replica_id = "settler";
+    r.incarnation = 1;
+    r.sequence = 1;
+    r.stale_after = kStale;
+    for (const char* policy : {"api", "db", "other", "pk"}) {
+      PolicyPush p;
+      p.policy = policy;
+      r.policies.push_back(p);
+    }
+    ASSERT_TRUE(store_.Tick(r).ok());
+    clock_.SetTime(start);
+  }
 
   void Make(size_t max_leaves = 100) {
     LeaseLedger::Options o;
