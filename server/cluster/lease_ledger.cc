@@ -465,8 +465,14 @@ class LeaseLedger::Impl {
   // This life's membership epoch (answered with membership_), and the
   // upstream store's membership that upstream_replicas_ lists.
   const std::string members_epoch_ = NewMembersEpoch();
-  // The name under which the central's own SyncLoop sees all its leaves'
-  // outcomes together (not a replica: no store or leaf uses it).
+  // Names of the aggregated outcome entries (not replicas: no store uses
+  // them): what a leaf sees of the central and its other leaves, and what
+  // the central's own SyncLoop sees of all its leaves. Not the central's
+  // own id, which names its totals in the store (a leaf that moves to
+  // another central sees those there, and must not take them for the
+  // same series).
+  const std::string subtree_id_ =
+      absl::StrCat(options_.replica_id, "/subtree");
   const std::string leaves_id_ = absl::StrCat(options_.replica_id, "/leaves");
   std::string upstream_members_epoch_ ABSL_GUARDED_BY(mu_);
   uint64_t upstream_members_seen_ ABSL_GUARDED_BY(mu_) = 0;
@@ -902,15 +908,15 @@ void LeaseLedger::Impl::ServeBreaker(const std::string& leaf,
   entry.added = Plus(entry.added, growth);
   entry.totals = push.outcomes;
   // Everyone else's totals: other centrals' as upstream has them, and one
-  // entry under the central's id for the central and all its other leaves
-  // (what they added since this entry began, so it only grows). On a first
+  // entry (subtree_id_) for the central and all its other leaves: what
+  // they added, so it only grows, and never by this leaf's own. On a first
   // sight (a new leaf, a new life, a leaf back after expiry, a restarted
   // ledger) it is left out, so that the leaf forgets what it saw under that
-  // id and takes the next one as a fresh start.
+  // name and takes the next one as a fresh start.
   pull->outcomes = policy->upstream_outcomes;
   if (!first) {
     pull->outcomes.push_back(
-        {options_.replica_id, Minus(policy->shared, entry.added)});
+        {subtree_id_, Minus(policy->shared, entry.added)});
   }
 
   // A transition is compare-and-set against the ledger's record.

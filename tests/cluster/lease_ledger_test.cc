@@ -747,7 +747,8 @@ TEST_F(LeaseLedgerTest, OutcomesReachEveryoneOnceAndUpstreamGetsAMonotonicSum) {
   for (const ReplicaOutcomes& o : l2->policies[0].outcomes) {
     seen[o.replica] = o.totals.calls;
   }
-  EXPECT_EQ(seen, (std::map<std::string, uint64_t>{{kCentral, 2 + 4}}));
+  EXPECT_EQ(seen, (std::map<std::string, uint64_t>{
+                      {absl::StrCat(kCentral, "/subtree"), 2 + 4}}));
   // The central sees all its leaves as one replica: what they added.
   c = Central({BreakerPush("db", 1, 1, core::BreakerState::kClosed, 12)});
   ASSERT_TRUE(c.ok());
@@ -1352,7 +1353,8 @@ TEST_F(LeaseLedgerTest, ALeafsReplyCarriesOneEntryForTheCentralAndItsLeaves) {
       // The others' growth this round: 10 calls for each leaf before it.
       EXPECT_EQ(seen, (std::map<std::string, uint64_t>{
                           {"other-central", 40},
-                          {kCentral, static_cast<uint64_t>(i) * 10}}))
+                          {absl::StrCat(kCentral, "/subtree"),
+                           static_cast<uint64_t>(i) * 10}}))
           << id;
     }
   }
@@ -1464,6 +1466,45 @@ TEST_F(LeaseLedgerTest, AnExpiredLeafLeavesTheSumWhereItWas) {
   EXPECT_EQ(a.failures, 1u);
   EXPECT_EQ(b.failures, 35u);
   EXPECT_EQ(central.failures, 36u);
+}
+
+TEST_F(LeaseLedgerTest, ALeafThatMovesToAnotherCentralCountsNoHistory) {
+  LeaseLedger::Options o;
+  o.replica_id = "central-b";
+  o.stale_after = kStale;
+  o.interval = kInterval;
+  o.margin = kMargin;
+  LeaseLedger other(&store_, &clock_, o);
+  uint64_t other_seq = 0;
+  auto other_central = [&](uint64_t calls, uint64_t failures) {
+    return other.Tick(
+        Request("central-b", 1, ++other_seq, {OutcomePush(calls, failures)}));
+  };
+  // History: the central, and leaf b under it, saw many failures.
+  OutcomeView a("a");
+  ASSERT_TRUE(Central({OutcomePush(1000, 500)}).ok());
+  ASSERT_TRUE(other_central(0, 0).ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(Leaf("b", {OutcomePush(200, 100)}).ok());
+    a.Take(Leaf("a", {OutcomePush(300, 100)}));
+    ASSERT_TRUE(Central({OutcomePush(1000, 500)}).ok());
+    ASSERT_TRUE(other_central(0, 0).ok());
+  }
+  a.Take(Leaf("a", {OutcomePush(300, 100)}));
+  EXPECT_EQ(a.failures, 0u);
+  // a moves to central-b, which answers the first central's totals as the
+  // store has them (its leaves' included): news only from there on.
+  for (int i = 0; i < 2; ++i) {
+    a.Take(other.ServeLeaf(Request("a", 7, ++leaf_seq_["a"],
+                                   {OutcomePush(300, 100)})));
+  }
+  EXPECT_EQ(a.failures, 0u);
+  ASSERT_TRUE(Central({OutcomePush(1010, 505)}).ok());
+  ASSERT_TRUE(other_central(3, 2).ok());
+  ASSERT_TRUE(other_central(3, 2).ok());
+  a.Take(other.ServeLeaf(Request("a", 7, ++leaf_seq_["a"],
+                                 {OutcomePush(300, 100)})));
+  EXPECT_EQ(a.failures, 5u + 2u);
 }
 
 }  // namespace
