@@ -1043,9 +1043,18 @@ void LeaseLedger::Impl::ServeBreaker(const std::string& leaf,
   // Probe leases: from what Redis granted this central for the current
   // generation, never more than it holds.
   const uint64_t generation = policy->record ? policy->record->generation : 0;
+  const uint32_t wanted = std::min(push.leases_wanted, push.lease_cap);
+  if (wanted == 0) {
+    // Nearly every tick: no probe wanted, and whatever the leaf held it
+    // gives back with this push. Only leaves that want probes are kept, so
+    // the scans below cost nothing while no breaker is HALF_OPEN.
+    policy->leaf_leases.erase(leaf);
+    pull->leases_granted = 0;
+    return;
+  }
   LeafLease& lease = policy->leaf_leases[leaf];
   const uint32_t wished_before = lease.wanted;
-  lease.wanted = std::min(push.leases_wanted, push.lease_cap);
+  lease.wanted = wanted;
   lease.count = 0;
   uint32_t others = policy->central_leases;
   for (const auto& [id, l] : policy->leaf_leases) {
