@@ -18,24 +18,24 @@ absl::Time SweepAlarm::FromNanos(int64_t nanos) {
 }
 
 SweepAlarm::Wake SweepAlarm::Wait(absl::Time below, absl::Time deadline) {
-  struct Args {
-    const bool* stopped;
-    const std::atomic<int64_t>* due;
-    int64_t below;
-  };
-  absl::MutexLock lock(&mu_);
-  const Args args{&stopped_, &due_, ToNanos(below)};
-  const absl::Condition woken(
-      +[](const Args* a) { return *a->stopped || a->due->load() < a->below; },
-      &args);
-  mu_.AwaitWithDeadline(woken, deadline);
+  const int64_t below_nanos = ToNanos(below);
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto woken = [&] { return stopped_ || due_.load() < below_nanos; };
+  if (deadline == absl::InfiniteFuture()) {
+    woken_.wait(lock, woken);
+  } else if (deadline != absl::InfinitePast()) {
+    woken_.wait_until(lock, absl::ToChronoTime(deadline), woken);
+  }
   if (stopped_) return Wake::kStopped;
-  return due_.load() < args.below ? Wake::kLowered : Wake::kDeadline;
+  return due_.load() < below_nanos ? Wake::kLowered : Wake::kDeadline;
 }
 
 void SweepAlarm::Stop() {
-  absl::MutexLock lock(&mu_);
-  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
+  woken_.notify_all();
 }
 
 SweepPlan PlanSweep(absl::Time due, absl::Time earliest, absl::Time latest) {

@@ -2,10 +2,10 @@
 #define SLUICE_SERVER_CORE_SWEEP_ALARM_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace sluice::core {
@@ -25,10 +25,10 @@ namespace sluice::core {
 // then sees it and publishes the shard's new due time after the Reset) or
 // after (its Lower then comes after the Reset): either way due() is at
 // most the shard's due time once the pass is over. A Lower that lowers
-// due() takes the mutex, so a Wait that planned with the higher value is
-// woken (absl::Mutex evaluates waiters' conditions when it is released);
-// one that reads due() after the Lower plans with the lower value. No
-// wake-up is lost.
+// due() takes the mutex and then notifies, so a Wait that planned with the
+// higher value is either still checking (and sees the new value) or
+// asleep (and is woken); one that reads due() after the Lower plans with
+// the lower value. No wake-up is lost.
 //
 // The hot path pays an atomic load and a comparison; only the first change
 // after a pass (the one that lowers due() to InfinitePast) pays a
@@ -48,12 +48,15 @@ class SweepAlarm {
 
   // Something may be due at `when` (engine clock time). Lowers due() to
   // it if it is earlier, and then wakes a Wait whose `below` is later.
-  void Lower(absl::Time when) ABSL_LOCKS_EXCLUDED(mu_) {
+  void Lower(absl::Time when) {
     const int64_t nanos = ToNanos(when);
     int64_t seen = due_.load();
     while (nanos < seen) {
       if (due_.compare_exchange_weak(seen, nanos)) {
-        absl::MutexLock lock(&mu_);  // its release re-evaluates Wait
+        // A Wait between its check and its sleep holds the mutex: this
+        // waits for it to sleep, so the notice reaches it.
+        { std::lock_guard<std::mutex> lock(mu_); }
+        woken_.notify_all();
         return;
       }
     }
@@ -71,10 +74,10 @@ class SweepAlarm {
   // `deadline` (real time, as absl::Now) passes, whichever is first; at
   // once when one of them holds already. Stop wins over the others, and
   // a lowered due() over the deadline.
-  Wake Wait(absl::Time below, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  Wake Wait(absl::Time below, absl::Time deadline);
 
   // Every Wait, now and later, returns kStopped at once.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop();
 
  private:
   static constexpr int64_t kPast = INT64_MIN;
@@ -85,8 +88,13 @@ class SweepAlarm {
   // Nanoseconds since the Unix epoch; kPast and kFuture stand for the
   // infinite times.
   std::atomic<int64_t> due_{kFuture};
-  absl::Mutex mu_;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // std::mutex and std::condition_variable, not absl::Mutex::Await: the
+  // core tests run under TSan, which sees a pthread wait release its lock
+  // but not Debian's uninstrumented abseil doing so
+  // (tests/testing/tsan_absl_mutex.cc shims only Lock and Unlock).
+  std::mutex mu_;
+  std::condition_variable woken_;
+  bool stopped_ = false;  // guarded by mu_
 };
 
 // When the sweeper sweeps next, and which lowered due time should wake it

@@ -8,6 +8,7 @@
 
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace sluice::core {
