@@ -1023,6 +1023,42 @@ TEST_P(ClusterScenarioTest, AnAdminCreateOnAFreshConfigWaitsItsWindow) {
   EXPECT_EQ(InForce("inv"), 100);
 }
 
+// What the guard is for: Redis loses everything while two replicas apply
+// grants of "inv" (50 each) and cannot reach it for a while (their grants
+// hold for a stale period), a new pod's tick makes a new config, and an
+// operator then writes "inv", a name that config never had. Made without a
+// window, its epoch would let the new pod, which knows no older one, be
+// granted the pool beside the others' grants.
+TEST_P(ClusterScenarioTest, AnAdminCreateRightAfterAWipeHoldsTheLimit) {
+  const PolicyConfig p = ClusterBucket("inv", 100, 100);
+  Pod("r0", p);
+  RunSplitLoad("inv", 1, 1000, [&](int64_t ms) {
+    if (ms == 500) Pod("r1", p);  // ticks half a second after r0
+  });
+  RunSplitLoad("inv", 6, 1000);
+  ASSERT_EQ(InForce("inv"), 100);
+  int64_t worst = 0;
+  RunSplitLoad("inv", 8, 1000, [&](int64_t ms) {
+    if (ms == 100) {
+      Cut(0, true);
+      Cut(1, true);
+      WipeStore("inv");
+      Pod("r2", ClusterBucket("other", 100, 100));
+      AdminWrite(p);  // r2 installs it at 1.101 s, pushes it at 2.101 s
+    }
+    if (ms == 4000) {
+      Cut(0, false);
+      Cut(1, false);
+    }
+    worst = std::max(worst, InForce("inv"));
+  });
+  std::printf("an admin write of a policy right after a wipe (%s): at most "
+              "%lld in force\n",
+              GetParam().c_str(), static_cast<long long>(worst));
+  EXPECT_LE(worst, 100);
+  EXPECT_GE(InForce("inv"), 90);  // back to (nearly) the whole limit
+}
+
 // A policy seeded from a policies file reaches the store in a tick, like
 // one a replica has after a Redis was wiped: it keeps its recovery window,
 // however old the config is.
