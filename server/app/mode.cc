@@ -7,6 +7,7 @@
 #include "server/app/standalone_mode.h"
 #include "server/cluster/redis_sentinel.h"
 #include "server/cluster/redis_store.h"
+#include "server/cluster/sync_loop.h"
 #include "server/tree/upstream_store.h"
 #include "spdlog/spdlog.h"
 
@@ -36,6 +37,11 @@ std::unique_ptr<cluster::Store> RedisStoreFor(const ServerOptions& options) {
   // loop retries a failed tick every 200 ms.
   store_options.max_backoff =
       std::min(options.sync_interval, absl::Milliseconds(200));
+  // The sync loop's stale period (SyncLoop::Options::stale_ticks
+  // intervals): how old the config's epoch must be before an admin write
+  // may create a new policy's epoch without a recovery window.
+  store_options.stale_after =
+      options.sync_interval * cluster::SyncLoop::Options().stale_ticks;
   return std::make_unique<cluster::RedisStore>(store_options);
 }
 

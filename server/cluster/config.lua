@@ -43,7 +43,11 @@
 --       replica's memory: every policy, tombstone and override the store
 --       does not have again, and the version counter at least VERSION.
 --       {version}
---   put NAME BLOB EXPECTED           {"OK", old, new, version} | {"ABORTED", stored}
+--   put NAME BLOB EXPECTED STALE_MS  {"OK", old, new, version, fresh} | {"ABORTED", stored}
+--       fresh is "1" when no replica can hold a grant of NAME: the name is
+--       neither stored nor deleted, and the config's epoch is at least
+--       STALE_MS old (see below); the caller may then create the policy's
+--       epoch without a recovery window.
 --   delete NAME EXPECTED             {"OK", old, "0", version} | {"ABORTED", stored}
 --                                    | {"NOT_FOUND"}
 --   override DEP MODE NOTE           {"OK", version} | {"NOT_FOUND"}
@@ -217,11 +221,31 @@ if op == 'put' then
   if stored and redis.call('HGET', pkey, name) == blob then
     return {'OK', stored, stored, current()}
   end
+  -- Replicas hold grants only of policies in their config. A name this
+  -- config never had is one none of them holds, unless the config itself
+  -- was lost while they still apply grants of a policy of that name: its
+  -- epoch is then new, made at or after the loss, and those grants (each
+  -- valid for a stale period at most from a tick Redis answered before
+  -- the loss) have all ended once it is a stale period old. A deleted name
+  -- may still be applied by replicas that have not ticked since, and its
+  -- epoch may be gone with its slot's data: not fresh either.
+  local fresh = '0'
+  local stale = tonumber(ARGV[5])
+  if not stored and stale and redis.call('HEXISTS', dkey, name) == 0 then
+    local epoch = redis.call('GET', KEYS[1])
+    local s, us = string.match(epoch or '', '^(%d+)%.(%d+)$')
+    if s then
+      local t = redis.call('TIME')
+      local age = (tonumber(t[1]) - tonumber(s)) * 1000 +
+                  math.floor((tonumber(t[2]) - tonumber(us)) / 1000)
+      if age >= stale then fresh = '1' end
+    end
+  end
   local v = redis.call('INCR', vkey)
   redis.call('HSET', pkey, name, blob)
   redis.call('HSET', verkey, name, v)
   redis.call('HDEL', dkey, name)
-  return {'OK', stored or '0', tostring(v), tostring(v)}
+  return {'OK', stored or '0', tostring(v), tostring(v), fresh}
 end
 
 if op == 'delete' then

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "spdlog/spdlog.h"
 #include "wire/address.h"
 
 namespace sluice::cluster {
@@ -732,10 +733,45 @@ absl::StatusOr<ConfigWrite> WriteResult(
 
 absl::StatusOr<ConfigWrite> RedisStore::PutPolicy(const StoredPolicy& policy,
                                                   uint64_t expected_version) {
-  absl::StatusOr<std::vector<std::string>> r = RunConfig(
-      {"put", policy.name, policy.blob, absl::StrCat(expected_version)});
+  absl::StatusOr<std::vector<std::string>> r =
+      RunConfig({"put", policy.name, policy.blob,
+                 absl::StrCat(expected_version), Ms(options_.stale_after)});
   if (!r.ok()) return r.status();
-  return WriteResult(*r, "put", policy.name, expected_version);
+  absl::StatusOr<ConfigWrite> w =
+      WriteResult(*r, "put", policy.name, expected_version);
+  // A policy no replica can hold a grant of (config.lua answers "fresh")
+  // gets its epoch now, so its first tick opens no recovery window. The
+  // write itself has succeeded: a failure here costs that window only.
+  if (w.ok() && w->old_version == 0 && r->size() > 4 && (*r)[4] == "1" &&
+      !CreateEpoch(policy.name)) {
+    spdlog::debug(
+        "policy \"{}\": epoch not created with the write; its first tick "
+        "makes it, with a recovery window",
+        policy.name);
+  }
+  return w;
+}
+
+bool RedisStore::CreateEpoch(const std::string& policy) {
+  // The epoch as tick.lua makes it (Redis TIME "sec.usec"), on the policy's
+  // own slot, and kept a day: tick.lua stretches it to max(ttl, a day) at
+  // every tick. NX: an epoch that exists (a deleted policy's, whose grants
+  // replicas may still hold) stays.
+  static constexpr char kCreate[] =
+      "local t = redis.call('TIME') "
+      "return redis.call('SET', KEYS[1], t[1] .. '.' .. t[2], 'NX', 'PX', "
+      "ARGV[1]) and 1 or 0";
+  const std::string key =
+      absl::StrCat(options_.key_prefix, "{", policy, "}:epoch");
+  std::vector<RedisCommand> commands(1);
+  commands[0].key = key;
+  commands[0].args = {"EVAL", kCreate, "1", key, Ms(absl::Hours(24))};
+  absl::MutexLock lock(&admin_mu_);
+  absl::StatusOr<std::vector<RedisReplyPtr>> replies =
+      admin_router_ != nullptr
+          ? admin_router_->Execute(commands, absl::Now())
+          : admin_connection_.Pipeline(commands, absl::Now());
+  return replies.ok() && (*replies)[0]->type == REDIS_REPLY_INTEGER;
 }
 
 absl::StatusOr<ConfigWrite> RedisStore::DeletePolicy(

@@ -40,6 +40,10 @@ class RedisStore final : public Store {
     absl::Duration max_backoff = absl::Seconds(1);
     // Every key starts with this, then "{<policy>}:" for per-policy keys.
     std::string key_prefix = "sluice:";
+    // The sync loop's stale period: a policy an admin write creates gets
+    // its epoch at once (no recovery window) only while the config's own
+    // epoch is at least this old (config.lua, put).
+    absl::Duration stale_after = absl::Seconds(3);
     // ACL user for AUTH; "" uses the password alone (requirepass).
     std::string user;
     // File holding the password, read at every connect; "" sends no AUTH.
@@ -84,6 +88,10 @@ class RedisStore final : public Store {
   // the admin router's connection to the config slot's master).
   absl::StatusOr<std::vector<std::string>> RunConfig(
       const std::vector<std::string>& args) ABSL_LOCKS_EXCLUDED(admin_mu_);
+  // Creates the epoch of a policy an admin write just created, unless it
+  // has one; false when Redis did not answer (the policy's first tick then
+  // makes it, with a recovery window).
+  bool CreateEpoch(const std::string& policy) ABSL_LOCKS_EXCLUDED(admin_mu_);
   // The key config.lua declares (KEYS[1]); tick.lua declares
   // "<prefix>{<policy>}:epoch" likewise.
   std::string ConfigKey() const {

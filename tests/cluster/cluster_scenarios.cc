@@ -968,5 +968,119 @@ TEST_P(ClusterScenarioTest, ANewPolicyGrantsNothingForItsFirstStalePeriod) {
   EXPECT_EQ(InForce("inv"), 100);
 }
 
+// An operator creates a policy through the admin API while two replicas
+// run: no replica can hold a grant of a name the config never had, so the
+// write creates its epoch at once and the replicas admit from the tick
+// that first pushes it (the one after the tick that installs it), with no
+// recovery window.
+TEST_P(ClusterScenarioTest, AnAdminCreatedPolicyAdmitsFromItsFirstPush) {
+  Pod("r0", ClusterBucket("other", 100, 100));
+  Pod("r1", ClusterBucket("other", 100, 100));
+  RunSplitLoad("other", 5, 100);  // the config's epoch is 5 s old
+  // Both tick at the first ms of every second: the write at 0.5 s is
+  // installed at 1.001 s and first pushed at 2.001 s. Second 0 admits
+  // everything (a dependency without a policy is not limited).
+  int64_t worst = 0;
+  const std::vector<int64_t> per_second =
+      RunSplitLoad("inv", 5, 1000, [&](int64_t ms) {
+        if (ms == 500) AdminWrite(ClusterBucket("inv", 100, 100));
+        worst = std::max(worst, InForce("inv"));
+      });
+  std::printf("an admin-created policy (%s), admitted per second from the "
+              "write:",
+              GetParam().c_str());
+  for (int64_t n : per_second) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  EXPECT_EQ(per_second[1], 0);  // installed, not pushed yet
+  // The first push is granted the pool at once (the first replica to tick
+  // takes it whole; the split evens out as it confirms its smaller grant).
+  EXPECT_GE(per_second[2], 90);
+  EXPECT_GE(per_second[2] + per_second[3] + per_second[4], 200);
+  EXPECT_LE(worst, 100);
+  EXPECT_EQ(InForce("inv"), 100);
+}
+
+// The guard: an admin write of a new name while the config's epoch is
+// younger than a stale period may be one of a config Redis lost while
+// replicas still apply grants of a policy of that name, so the policy's
+// first push still opens the recovery window.
+TEST_P(ClusterScenarioTest, AnAdminCreateOnAFreshConfigWaitsItsWindow) {
+  Pod("r0", ClusterBucket("other", 100, 100));
+  Pod("r1", ClusterBucket("other", 100, 100));
+  // The config's epoch was made at the pods' first tick, 0.5 s before.
+  const std::vector<int64_t> per_second =
+      RunSplitLoad("inv", 8, 1000, [&](int64_t ms) {
+        if (ms == 500) AdminWrite(ClusterBucket("inv", 100, 100));
+      });
+  std::printf("an admin-created policy on a fresh config (%s), admitted per "
+              "second from the write:",
+              GetParam().c_str());
+  for (int64_t n : per_second) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  // First pushed at 2.001 s: nothing until its window has passed.
+  EXPECT_EQ(per_second[2] + per_second[3] + per_second[4], 0);
+  EXPECT_GE(per_second.back(), 90);
+  EXPECT_EQ(InForce("inv"), 100);
+}
+
+// What the guard is for: Redis loses everything while two replicas apply
+// grants of "inv" (50 each) and cannot reach it for a while (their grants
+// hold for a stale period), a new pod's tick makes a new config, and an
+// operator then writes "inv", a name that config never had. Made without a
+// window, its epoch would let the new pod, which knows no older one, be
+// granted the pool beside the others' grants.
+TEST_P(ClusterScenarioTest, AnAdminCreateRightAfterAWipeHoldsTheLimit) {
+  const PolicyConfig p = ClusterBucket("inv", 100, 100);
+  Pod("r0", p);
+  RunSplitLoad("inv", 1, 1000, [&](int64_t ms) {
+    if (ms == 500) Pod("r1", p);  // ticks half a second after r0
+  });
+  RunSplitLoad("inv", 6, 1000);
+  ASSERT_EQ(InForce("inv"), 100);
+  int64_t worst = 0;
+  RunSplitLoad("inv", 8, 1000, [&](int64_t ms) {
+    if (ms == 100) {
+      Cut(0, true);
+      Cut(1, true);
+      WipeStore("inv");
+      Pod("r2", ClusterBucket("other", 100, 100));
+      AdminWrite(p);  // r2 installs it at 1.101 s, pushes it at 2.101 s
+    }
+    if (ms == 4000) {
+      Cut(0, false);
+      Cut(1, false);
+    }
+    worst = std::max(worst, InForce("inv"));
+  });
+  std::printf("an admin write of a policy right after a wipe (%s): at most "
+              "%lld in force\n",
+              GetParam().c_str(), static_cast<long long>(worst));
+  EXPECT_LE(worst, 100);
+  EXPECT_GE(InForce("inv"), 90);  // back to (nearly) the whole limit
+}
+
+// A policy seeded from a policies file reaches the store in a tick, like
+// one a replica has after a Redis was wiped: it keeps its recovery window,
+// however old the config is.
+TEST_P(ClusterScenarioTest, ASeededPolicyWaitsItsWindowOnAnOldConfig) {
+  Pod("r0", ClusterBucket("other", 100, 100));
+  Pod("r1", ClusterBucket("other", 100, 100));
+  RunSplitLoad("other", 5, 100);  // the config's epoch is 5 s old
+  StoredPolicy seed;
+  seed.name = "inv";
+  seed.blob = "seeded";
+  R(0).loop.SetSeed({seed});
+  Install(ClusterBucket("inv", 100, 100));
+  const std::vector<int64_t> per_second = RunSplitLoad("inv", 6, 1000);
+  std::printf("a seeded policy (%s), admitted per second from its first "
+              "tick:",
+              GetParam().c_str());
+  for (int64_t n : per_second) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  EXPECT_EQ(per_second[0] + per_second[1] + per_second[2], 0);
+  EXPECT_GE(per_second.back(), 90);
+  EXPECT_EQ(InForce("inv"), 100);
+}
+
 }  // namespace
 }  // namespace sluice::cluster

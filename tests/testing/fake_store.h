@@ -32,6 +32,13 @@ class FakeStore final : public cluster::Store {
   // `clock` (the store's TIME) must outlive the store.
   explicit FakeStore(core::Clock* clock) : clock_(clock) {}
 
+  // RedisStore::Options::stale_after: how old the config's epoch must be
+  // before a policy an admin write creates gets its epoch at once.
+  void set_stale_after(absl::Duration stale) {
+    absl::MutexLock lock(&mu_);
+    stale_after_ = stale;
+  }
+
   // The next `n` ticks fail without touching the state.
   void FailNextTicks(int n) {
     absl::MutexLock lock(&mu_);
@@ -163,7 +170,10 @@ class FakeStore final : public cluster::Store {
 
     // config.lua read: membership, epoch, seeds, config.
     Membership(request, now, other_life, &reply);
-    if (config_epoch_.empty()) config_epoch_ = NewEpoch(now);
+    if (config_epoch_.empty()) {
+      config_epoch_ = NewEpoch(now);
+      config_epoch_at_ = now;
+    }
     reply.config_epoch = config_epoch_;
     reply.config_lost = !request.config_epoch_seen.empty() &&
                         request.config_epoch_seen != config_epoch_;
@@ -225,10 +235,22 @@ class FakeStore final : public cluster::Store {
       w.config_version = config_version_;
       return w;
     }
+    // config.lua's "fresh" answer: a name neither stored nor deleted, the
+    // config's epoch at least a stale period old. RedisStore then creates
+    // the policy's epoch (NX: one that exists stays) without a recovery
+    // window.
+    const absl::Time now = clock_->Now();
+    const bool fresh = it == policies_.end() && !deleted_.count(policy.name) &&
+                       !config_epoch_.empty() &&
+                       now - config_epoch_at_ >= stale_after_;
     cluster::StoredPolicy p = policy;
     p.version = ++config_version_;
     policies_[p.name] = p;
     deleted_.erase(p.name);
+    if (fresh) {
+      std::string& epoch = epochs_[p.name];
+      if (epoch.empty()) epoch = NewEpoch(now);
+    }
     w.new_version = p.version;
     w.config_version = config_version_;
     return w;
@@ -788,6 +810,8 @@ class FakeStore final : public cluster::Store {
   std::map<std::string, std::map<std::string, cluster::ReplicaWarm>> warm_;
   uint64_t config_version_ = 0;
   std::string config_epoch_;
+  absl::Time config_epoch_at_;
+  absl::Duration stale_after_ = absl::Seconds(3);
   std::map<std::string, cluster::StoredPolicy> policies_;
   std::map<std::string, cluster::StoredOverride> overrides_;
   std::map<std::string, uint64_t> deleted_;
