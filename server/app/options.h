@@ -88,7 +88,11 @@ struct ServerOptions {
   // Answer for a dependency without a policy.
   core::UnknownDependencyAction unknown_dependency =
       core::UnknownDependencyAction::kAllow;
-  // How often the engine expires overdue permits and moves breakers on.
+  // The shortest gap between two sweeps of the engine (expiring overdue
+  // permits, moving breakers on). The housekeeping thread sleeps until the
+  // engine next has something due (Engine::sweep_alarm), at most 1 s, and
+  // no less than this: an idle server wakes about once a second, a busy one
+  // sweeps at most this often.
   absl::Duration sweep_interval = absl::Milliseconds(100);
   // Standalone: the file that keeps adaptive limits, learned baselines and
   // OPEN breakers across a restart (docs/operations.md); "" keeps none.

@@ -19,6 +19,10 @@
 namespace sluice::app {
 namespace {
 
+// The longest the housekeeping thread sleeps between two sweeps, even when
+// the engine says nothing is due before.
+constexpr absl::Duration kLongestSweepGap = absl::Seconds(1);
+
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
 constexpr char kRateLimitServiceName[] =
     "envoy.service.ratelimit.v3.RateLimitService";
@@ -340,8 +344,9 @@ void Server::Shutdown(absl::Time deadline) {
       mu_.Await(absl::Condition(&stopped_));
       return;
     }
-    stopping_ = true;  // also wakes the housekeeping thread
+    stopping_ = true;
   }
+  engine_.sweep_alarm().Stop();  // ends the housekeeping thread's wait
   if (grpc_server_ != nullptr) {
     spdlog::info(
         "shutting down: NOT_SERVING, draining in-flight RPCs for up "
@@ -411,15 +416,29 @@ void Server::SetServing(bool serving) {
 }
 
 void Server::Housekeeping() {
+  core::SweepAlarm& alarm = engine_.sweep_alarm();
   while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                               options_.sweep_interval)) {
-        return;
-      }
-    }
     engine_.Sweep();
+    // In the engine's clock, as the due times are. Another sweep comes no
+    // sooner than sweep_interval, however busy the engine is, and no later
+    // than kLongestSweepGap, whatever the alarm says (a guard: the alarm
+    // should never need it).
+    const absl::Time swept = clock_->Now();
+    const absl::Time earliest = swept + options_.sweep_interval;
+    const absl::Time latest =
+        swept + std::max(options_.sweep_interval, kLongestSweepGap);
+    while (true) {
+      const core::SweepPlan plan =
+          core::PlanSweep(alarm.due(), earliest, latest);
+      // The wait is real time; with a fake clock the sweeps still come, at
+      // most kLongestSweepGap apart.
+      const absl::Duration wait = plan.wake - clock_->Now();
+      const core::SweepAlarm::Wake wake =
+          alarm.Wait(plan.wake_if_below, absl::Now() + wait);
+      if (wake == core::SweepAlarm::Wake::kStopped) return;
+      if (wake == core::SweepAlarm::Wake::kDeadline) break;
+      // kLowered: something became due sooner; plan again.
+    }
   }
 }
 

@@ -138,6 +138,9 @@ class Server {
   // The admin listener and /metrics.
   absl::Status StartOperatorSurfaces();
   void SetServing(bool serving);
+  // The housekeeping thread: sweeps the engine, then sleeps until its
+  // sweep alarm is due (see Options::sweep_interval), until Shutdown stops
+  // the alarm.
   void Housekeeping() ABSL_LOCKS_EXCLUDED(mu_);
 
   // In dependency order: each is built from the ones above it.

@@ -149,6 +149,13 @@ struct PendingBreaker {
   bool sent = false;
 };
 
+// A leaf's outcome totals as it last pushed them, and what they added to
+// PolicyState::shared while this entry lived.
+struct LeafOutcomes {
+  core::OutcomeTotals totals;
+  core::OutcomeTotals added;
+};
+
 struct PolicyState {
   bool per_key = false;
   std::string epoch;
@@ -160,8 +167,13 @@ struct PolicyState {
   std::vector<ReplicaOutcomes> upstream_outcomes;  // other centrals
   core::OutcomeTotals central_totals;
   bool central_has_totals = false;
-  std::map<std::string, core::OutcomeTotals> leaf_totals;
+  std::map<std::string, LeafOutcomes> leaf_totals;
   core::OutcomeTotals leaf_sum;  // monotonic sum of the leaves' deltas
+  // What the central and its known leaves added since (Growth): a leaf is
+  // answered `shared` minus its own `added`, the central `shared` minus
+  // `central_added`. Both only grow.
+  core::OutcomeTotals shared;
+  core::OutcomeTotals central_added;
   // Probe leases Redis granted this central for `lease_generation`.
   uint64_t lease_generation = 0;
   uint32_t leases_held = 0;
@@ -237,6 +249,29 @@ core::OutcomeTotals Plus(const core::OutcomeTotals& a,
   s.calls = a.calls + b.calls;
   s.failures = a.failures + b.failures;
   s.slow = a.slow + b.slow;
+  return s;
+}
+
+// What cumulative totals added since `before`, as a replica's SyncLoop
+// counts it: nothing the first time (history is not news) or after a drop
+// in calls (a restart); a field that dropped adds nothing.
+core::OutcomeTotals Growth(const core::OutcomeTotals& now,
+                           const core::OutcomeTotals* before) {
+  core::OutcomeTotals d;
+  if (before == nullptr || now.calls < before->calls) return d;
+  d.calls = now.calls - before->calls;
+  d.failures = now.failures >= before->failures ? now.failures - before->failures
+                                                : 0;
+  d.slow = now.slow >= before->slow ? now.slow - before->slow : 0;
+  return d;
+}
+
+core::OutcomeTotals Minus(const core::OutcomeTotals& a,
+                          const core::OutcomeTotals& b) {
+  core::OutcomeTotals s;
+  s.calls = a.calls - b.calls;
+  s.failures = a.failures - b.failures;
+  s.slow = a.slow - b.slow;
   return s;
 }
 
@@ -471,6 +506,15 @@ class LeaseLedger::Impl {
   // This life's membership epoch (answered with membership_), and the
   // upstream store's membership that upstream_replicas_ lists.
   const std::string members_epoch_ = NewMembersEpoch();
+  // Names of the aggregated outcome entries (not replicas: no store uses
+  // them): what a leaf sees of the central and its other leaves, and what
+  // the central's own SyncLoop sees of all its leaves. Not the central's
+  // own id, which names its totals in the store (a leaf that moves to
+  // another central sees those there, and must not take them for the
+  // same series).
+  const std::string subtree_id_ =
+      absl::StrCat(options_.replica_id, "/subtree");
+  const std::string leaves_id_ = absl::StrCat(options_.replica_id, "/leaves");
   std::string upstream_members_epoch_ ABSL_GUARDED_BY(mu_);
   uint64_t upstream_members_seen_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -958,28 +1002,28 @@ void LeaseLedger::Impl::ServeBreaker(const std::string& leaf,
                                      const PolicyPush& push,
                                      PolicyState* policy, absl::Time now,
                                      PolicyPull* pull) {
-  // Outcomes: the leaf's totals feed the monotonic sum that goes upstream.
-  auto seen = policy->leaf_totals.find(leaf);
-  core::OutcomeTotals delta = push.outcomes;
-  if (seen != policy->leaf_totals.end() &&
-      push.outcomes.calls >= seen->second.calls) {
-    delta.calls = push.outcomes.calls - seen->second.calls;
-    delta.failures = push.outcomes.failures >= seen->second.failures
-                         ? push.outcomes.failures - seen->second.failures
-                         : 0;
-    delta.slow = push.outcomes.slow >= seen->second.slow
-                     ? push.outcomes.slow - seen->second.slow
-                     : 0;
-  }
-  policy->leaf_sum = Plus(policy->leaf_sum, delta);
-  policy->leaf_totals[leaf] = push.outcomes;
-  // Everyone else's totals: other centrals', the central's, other leaves'.
+  // Outcomes: the leaf's totals feed the monotonic sum that goes upstream
+  // (a first sight or a restart counted in full there), and what the others
+  // see of them, which grows as their own SyncLoop would count it.
+  auto [seen, first] = policy->leaf_totals.try_emplace(leaf);
+  LeafOutcomes& entry = seen->second;
+  const core::OutcomeTotals growth =
+      Growth(push.outcomes, first ? nullptr : &entry.totals);
+  const bool fresh = first || push.outcomes.calls < entry.totals.calls;
+  policy->leaf_sum = Plus(policy->leaf_sum, fresh ? push.outcomes : growth);
+  policy->shared = Plus(policy->shared, growth);
+  entry.added = Plus(entry.added, growth);
+  entry.totals = push.outcomes;
+  // Everyone else's totals: other centrals' as upstream has them, and one
+  // entry (subtree_id_) for the central and all its other leaves: what
+  // they added, so it only grows, and never by this leaf's own. On a first
+  // sight (a new leaf, a new life, a leaf back after expiry, a restarted
+  // ledger) it is left out, so that the leaf forgets what it saw under that
+  // name and takes the next one as a fresh start.
   pull->outcomes = policy->upstream_outcomes;
-  if (policy->central_has_totals) {
-    pull->outcomes.push_back({options_.replica_id, policy->central_totals});
-  }
-  for (const auto& [id, totals] : policy->leaf_totals) {
-    if (id != leaf) pull->outcomes.push_back({id, totals});
+  if (!first) {
+    pull->outcomes.push_back(
+        {subtree_id_, Minus(policy->shared, entry.added)});
   }
 
   // A transition is compare-and-set against the ledger's record.
@@ -1010,9 +1054,18 @@ void LeaseLedger::Impl::ServeBreaker(const std::string& leaf,
   // Probe leases: from what Redis granted this central for the current
   // generation, never more than it holds.
   const uint64_t generation = policy->record ? policy->record->generation : 0;
+  const uint32_t wanted = std::min(push.leases_wanted, push.lease_cap);
+  if (wanted == 0) {
+    // Nearly every tick: no probe wanted, and whatever the leaf held it
+    // gives back with this push. Only leaves that want probes are kept, so
+    // the scans below cost nothing while no breaker is HALF_OPEN.
+    policy->leaf_leases.erase(leaf);
+    pull->leases_granted = 0;
+    return;
+  }
   LeafLease& lease = policy->leaf_leases[leaf];
   const uint32_t wished_before = lease.wanted;
-  lease.wanted = std::min(push.leases_wanted, push.lease_cap);
+  lease.wanted = wanted;
   lease.count = 0;
   uint32_t others = policy->central_leases;
   for (const auto& [id, l] : policy->leaf_leases) {
@@ -1275,6 +1328,11 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
     push->keys.push_back(std::move(key));
   }
   if (own == nullptr || !own->has_breaker) return;
+  const core::OutcomeTotals growth = Growth(
+      own->outcomes,
+      policy->central_has_totals ? &policy->central_totals : nullptr);
+  policy->shared = Plus(policy->shared, growth);
+  policy->central_added = Plus(policy->central_added, growth);
   policy->central_totals = own->outcomes;
   policy->central_has_totals = true;
   push->outcomes = Plus(own->outcomes, policy->leaf_sum);
@@ -1399,10 +1457,9 @@ void LeaseLedger::Impl::TakeBreaker(const PolicyPush& push,
         std::min(central_wanted, policy->leases_held - leaves);
   }
   pull->leases_granted = policy->central_leases;
-  // The central sees its leaves' outcomes as those of other replicas.
-  for (const auto& [id, totals] : policy->leaf_totals) {
-    pull->outcomes.push_back({id, totals});
-  }
+  // The central sees all its leaves as one more replica: what they added.
+  pull->outcomes.push_back(
+      {leaves_id_, Minus(policy->shared, policy->central_added)});
 }
 
 absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(

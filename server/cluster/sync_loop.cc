@@ -130,10 +130,19 @@ void SyncLoop::SetStoreUp(bool up, const std::string& detail) {
     spdlog::info("cluster store {} is up{}; {}", store_->Describe(),
                  first ? "" : " again", detail);
   } else {
+    // Stores name themselves in their errors ("UNAVAILABLE: upstream X:
+    // ..."), and this line names the store up front: drop the repeat, keep
+    // the code and the cause.
+    const std::string store = store_->Describe();
+    std::string cause = detail;
+    if (const size_t at = cause.find(absl::StrCat(store, ": "));
+        at != std::string::npos) {
+      cause.erase(at, store.size() + 2);
+    }
     spdlog::error(
-        "cluster store {} is unreachable: {}; deciding from local state "
+        "cluster store {} is unreachable ({}); deciding from local state "
         "(each policy follows on_store_failure)",
-        store_->Describe(), detail);
+        store, cause);
   }
   if (options_.on_store_change) options_.on_store_change(up, detail);
 }
@@ -342,7 +351,12 @@ absl::StatusOr<TickReply> SyncLoop::Exchange(Round* round) {
   round->took = clock_->Now() - round->start;
   // The message is what TickFailed logs and keeps as last_error.
   if (!reply.ok()) return absl::UnavailableError(reply.status().ToString());
-  if (reply->policies.size() != round->request.policies.size()) {
+  // A leave applies nothing from its reply: an upstream may answer it
+  // with no policies (a central replica's ledger does).
+  const bool empty_leave =
+      round->request.leaving && reply->policies.empty();
+  if (!empty_leave &&
+      reply->policies.size() != round->request.policies.size()) {
     return absl::UnavailableError(
         "store answered for the wrong number of policies");
   }

@@ -107,17 +107,31 @@ end
 -- failover to an empty replica, eviction); for one stale period after that
 -- no replica is granted more than it already applies, while the survivors
 -- rebuild their entries from memory.
+--
+-- Every new epoch opens that window, whoever creates it. A missing epoch
+-- looks the same whether the policy never had state or Redis lost it, and
+-- the first replica to tick may be one with no memory of the epoch (a new
+-- or restarted pod, or one that never pushed this policy): the others may
+-- still apply grants of the lost state, up to the whole limit, until their
+-- next reply, or for a stale period if their replies are lost. Those grants
+-- have all ended or been rebuilt here one stale period after the loss, so
+-- only then is anything that nobody applies handed out. The cost: a
+-- policy's first stale period (a fresh Redis, a brand-new policy) grants
+-- nothing beyond what replicas apply already.
 local rkey = prefix .. ':recovering'
 local epoch = redis.call('GET', ekey)
 local lost = 0
 if not epoch then
   epoch = t[1] .. '.' .. t[2]
   redis.call('SET', ekey, epoch)
-  if epoch_seen ~= '' then
-    redis.call('SET', rkey, '1', 'PX', stale)
-  end
+  redis.call('SET', rkey, '1', 'PX', stale)
 end
-redis.call('PEXPIRE', ekey, ttl)
+-- The epoch outlives the policy's other keys (a day, or ttl if longer): a
+-- policy quiet for longer than ttl, whose grants all ended long ago, then
+-- keeps its epoch and wakes without a recovery window (and replicas that
+-- remember the epoch raise no false data-loss alarm). One short key per
+-- policy, a deleted one's for a day.
+redis.call('PEXPIRE', ekey, math.max(ttl, 86400000))
 if epoch_seen ~= '' and epoch_seen ~= epoch then lost = 1 end
 local recovering = redis.call('EXISTS', rkey) == 1
 -- Grant entries keep their times as milliseconds since the epoch was

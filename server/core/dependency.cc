@@ -124,10 +124,10 @@ class alignas(64) Dependency::Shard {
  public:
   Shard(std::shared_ptr<const PolicyConfig> policy, size_t max_keys,
         const std::string& name, EventSink* sink,
-        std::atomic<bool>* demand_signalled, PermitLedger::Origin origin,
-        const ClusterState& cluster,
+        std::atomic<bool>* demand_signalled, SweepAlarm* alarm,
+        PermitLedger::Origin origin, const ClusterState& cluster,
         absl::Duration permit_grace, absl::Time now)
-      : ledger_(origin) {
+      : alarm_(alarm), ledger_(origin) {
     HotMutexLock lock(&mu_);
     context_.sink = sink;
     context_.demand_signalled = demand_signalled;
@@ -254,17 +254,11 @@ class alignas(64) Dependency::Shard {
   }
 
   // Does what is due; at once, under the lock, when nothing is (see
-  // next_sweep_).
+  // next_sweep_). Either way it publishes next_sweep_ to the alarm, which
+  // the sweep pass has just reset (SweepAlarm).
   void Sweep(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
     HotMutexLock lock(&mu_);
-    if (now < next_sweep_) return;
-    ExpireDue(now);
-    absl::Time next = ledger_.NextDeadline();
-    ForEachGates([&](GateSet& gates) {
-      gates.Sweep(now);
-      next = std::min(next, gates.NextSweep());
-    });
-    next_sweep_ = next;
+    SweepLocked(now);
   }
 
   void Reconfigure(std::shared_ptr<const PolicyConfig> policy,
@@ -334,7 +328,7 @@ class alignas(64) Dependency::Shard {
   // Cluster mode, a policy without per_key: the one gate set's tick.
   void CollectSingle(absl::Duration interval, absl::Time now,
                      DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
-    ChangeLock lock(this);
+    HotMutexLock lock(&mu_);
     if (cluster_.enabled && single_->has_cluster_limit()) {
       out->keys.emplace_back();
       single_->CollectTick(interval, now, &out->keys.back());
@@ -343,6 +337,7 @@ class alignas(64) Dependency::Shard {
     single_->CollectBreaker(now, out);
     out->policy_digest = policy_->digest;
     single_->CollectWarm(out);
+    SweepAfterTick(now);
   }
 
   // Cluster mode, per_key: moves up to `most` keys waiting to be pushed
@@ -373,12 +368,13 @@ class alignas(64) Dependency::Shard {
 
   void ApplySingle(const DependencyUpdate& update, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    ChangeLock lock(this);
+    HotMutexLock lock(&mu_);
     for (const KeyGrant& grant : update.grants) {
       single_->ApplyGrant(grant, now);
     }
     single_->ApplyBreaker(update, now);
     single_->ApplyWarm(update, now);
+    SweepAfterTick(now);
   }
 
   // Warm start: the state of up to `most` keys (the most recently used
@@ -565,6 +561,32 @@ class alignas(64) Dependency::Shard {
     KeyNode::Delete(node);
   }
 
+  void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (now < next_sweep_) {
+      alarm_->Lower(next_sweep_);
+      return;
+    }
+    ExpireDue(now);
+    absl::Time next = ledger_.NextDeadline();
+    ForEachGates([&](GateSet& gates) {
+      gates.Sweep(now);
+      next = std::min(next, gates.NextSweep());
+    });
+    next_sweep_ = next;
+    alarm_->Lower(next);
+  }
+
+  // Ends the sync loop's once-a-tick change to a shard without keys, in
+  // place of ChangeLock: it sweeps the shard (one gate set: cheap) before
+  // the lock is released, so the alarm hears the shard's real next due
+  // time instead of "now". Otherwise every tick of an idle cluster-mode
+  // server would wake the housekeeping thread for a sweep with nothing to
+  // do.
+  void SweepAfterTick(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    next_sweep_ = absl::InfinitePast();
+    SweepLocked(now);
+  }
+
   // Settles every permit past its deadline as a TIMEOUT (or, for a caller
   // that may never report, as CANCELLED: only its slot is freed).
   void ExpireDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -594,14 +616,18 @@ class alignas(64) Dependency::Shard {
 
   // The lock of every method that may change what a sweep has to do:
   // after it, the next sweep does everything and works out next_sweep_
-  // anew. Only Sweep, the const methods and the constructor and destructor
-  // take mu_ without it.
+  // anew, and the alarm wakes the sweeper for it (under the lock: see
+  // SweepAlarm for why no wake-up is lost). Only Sweep, the const methods,
+  // the constructor and destructor, and the tick methods of a shard without
+  // keys (which sweep before they unlock: SweepAfterTick) take mu_ without
+  // it.
   class ABSL_SCOPED_LOCKABLE ChangeLock {
    public:
     explicit ChangeLock(Shard* shard) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard->mu_)
         : shard_(shard) {
       shard_->mu_.Lock();
       shard_->next_sweep_ = absl::InfinitePast();
+      shard_->alarm_->Lower(absl::InfinitePast());
     }
     ~ChangeLock() ABSL_UNLOCK_FUNCTION() { shard_->mu_.Unlock(); }
     ChangeLock(const ChangeLock&) = delete;
@@ -611,6 +637,8 @@ class alignas(64) Dependency::Shard {
     Shard* const shard_;
   };
 
+  // The engine's: outlives every shard.
+  SweepAlarm* const alarm_;
   mutable HotMutex mu_;
   // Before this, Sweep has nothing to do: the earliest of the ledger's next
   // deadline and every gate set's NextSweep, as of the last sweep that did
@@ -644,7 +672,7 @@ size_t Dependency::ShardsFor(const PolicyConfig& policy) {
 
 Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
                        Clock* clock, EventSink* sink, PermitEpochs* epochs,
-                       const ClusterState& cluster,
+                       SweepAlarm* alarm, const ClusterState& cluster,
                        absl::Duration permit_grace,
                        const Dependency* previous)
     : clock_(clock), name_(policy->name), per_key_(policy->per_key) {
@@ -654,7 +682,7 @@ Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
   for (size_t i = 0; i < n; ++i) {
     shards_.push_back(std::make_unique<Shard>(
         policy, ShareOf(policy->max_keys, i, n), name_, sink,
-        &demand_signalled_, epochs->Next(),
+        &demand_signalled_, alarm, epochs->Next(),
         cluster, permit_grace, now));
   }
   if (previous != nullptr) {

@@ -17,6 +17,7 @@
 #include "server/core/gate_set.h"
 #include "server/core/permit_ledger.h"
 #include "server/core/policy_config.h"
+#include "server/core/sweep_alarm.h"
 #include "server/core/tick.h"
 #include "server/core/warm_state.h"
 
@@ -48,9 +49,11 @@ struct DependencyStatus {
 class Dependency {
  public:
   // `previous`, when given, is the dependency this one replaces (see Fits):
-  // its counters and breaker override carry over.
+  // its counters and breaker override carry over. Every shard publishes
+  // when it next has something to sweep to `alarm` (see SweepAlarm), which
+  // must outlive the dependency.
   Dependency(std::shared_ptr<const PolicyConfig> policy, Clock* clock,
-             EventSink* sink, PermitEpochs* epochs,
+             EventSink* sink, PermitEpochs* epochs, SweepAlarm* alarm,
              const ClusterState& cluster,
              absl::Duration permit_grace = absl::ZeroDuration(),
              const Dependency* previous = nullptr);
@@ -70,7 +73,8 @@ class Dependency {
                       Outcome outcome, absl::Duration latency);
   // Expires the permits and moves the gates that are due at `now` (the
   // engine reads the clock once for all dependencies). A shard with nothing
-  // due returns at once.
+  // due returns at once. Each shard publishes its next due time to the
+  // alarm.
   void Sweep(absl::Time now);
   BreakerState PeekBreaker(absl::string_view key);
   // Whether Reconfigure can take `policy`: the same shape of state (per_key

@@ -63,6 +63,9 @@ const Engine::DependencyMap& Engine::Snapshot() {
 
 void Engine::Publish(std::shared_ptr<const DependencyMap> next) {
   current_ = std::move(next);
+  // New dependencies have not been swept yet. Under mu_: a sweep pass that
+  // reset the alarm before this reads the new map after it (CurrentMap).
+  sweep_alarm_.Lower(absl::InfinitePast());
   ++current_version_;
   version_.store(current_version_, std::memory_order_release);
 }
@@ -77,7 +80,7 @@ std::shared_ptr<Dependency> Engine::MakeDependency(
     PolicyConfig policy, const Dependency* previous) {
   return std::make_shared<Dependency>(
       std::make_shared<const PolicyConfig>(std::move(policy)), clock_, sink_,
-      &epochs_, cluster_, options_.permit_grace, previous);
+      &epochs_, &sweep_alarm_, cluster_, options_.permit_grace, previous);
 }
 
 std::shared_ptr<Dependency> Engine::Update(std::shared_ptr<Dependency> dep,
@@ -197,6 +200,8 @@ BreakerState Engine::PeekBreaker(absl::string_view dependency,
 }
 
 void Engine::Sweep() {
+  // Before the map is read: see SweepAlarm.
+  sweep_alarm_.Reset();
   // Hold the snapshot: in `for (x : *CurrentMap())` the shared_ptr temporary
   // dies before the loop runs, and a concurrent swap frees the map.
   const std::shared_ptr<const DependencyMap> map = CurrentMap();

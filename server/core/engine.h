@@ -22,6 +22,7 @@
 #include "server/core/permit_ledger.h"
 #include "server/core/permit_seal.h"
 #include "server/core/policy_config.h"
+#include "server/core/sweep_alarm.h"
 #include "server/core/tick.h"
 #include "server/core/warm_state.h"
 
@@ -117,11 +118,15 @@ class Engine {
   BreakerState PeekBreaker(absl::string_view dependency,
                            absl::string_view key = "");
 
-  // Expires overdue permits and moves breakers whose open time is over. The
-  // server calls this a few times a second so that idle dependencies also
-  // move on. Reads the clock once; a dependency with nothing due costs a
-  // lock and a comparison.
+  // Expires overdue permits and moves breakers whose open time is over, so
+  // that idle dependencies also move on. Reads the clock once; a
+  // dependency with nothing due costs a lock and a comparison. Afterwards
+  // sweep_alarm().due() is the earliest time another sweep can change
+  // anything (until a change lowers it): the server's housekeeping sleeps
+  // until then.
   void Sweep();
+  // When the next Sweep is due, and the wait for it (see SweepAlarm).
+  SweepAlarm& sweep_alarm() { return sweep_alarm_; }
 
   // Forces the breaker of `dependency` (every key) open or closed, or clears
   // the override. NOT_FOUND without a policy, FAILED_PRECONDITION if the
@@ -209,6 +214,8 @@ class Engine {
   const uint64_t id_;
   // Gives each gate set a distinct permit epoch and first sequence.
   PermitEpochs epochs_;
+  // Every shard's next due time; before the map, whose shards point to it.
+  SweepAlarm sweep_alarm_;
   const PermitSeal seal_;
   std::atomic<uint64_t> forged_permits_{0};
   std::atomic<uint64_t> malformed_permits_{0};

@@ -81,8 +81,8 @@ absl::StatusOr<cluster::TickReply> DecodeTickReply(
     const v1::LeaseTickReply& reply);
 
 // Whether `reply` answers `request`: one pull per pushed policy and one
-// grant per pushed key, in push order. INVALID_ARGUMENT naming the first
-// mismatch.
+// grant per pushed key, in push order; or, to a leave, nothing at all.
+// INVALID_ARGUMENT naming the first mismatch.
 absl::Status CheckReplyAnswers(const cluster::TickRequest& request,
                                const cluster::TickReply& reply);
 

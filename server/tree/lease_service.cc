@@ -15,8 +15,9 @@ void AddLeaseServerArguments(grpc::ServerBuilder* builder,
                              absl::Duration min_ping_interval) {
   // gRPC's server refuses pings closer than 5 minutes apart while no call
   // is in flight (two strikes, then GOAWAY): a leaf pings every
-  // keepalive_time so that it notices a central replica that stopped
-  // answering within the grace period.
+  // keepalive_time (1 s), idle or not, so that it notices a central replica
+  // that stopped answering within the grace period (see
+  // UpstreamStore::Options::keepalive_time for why not only during ticks).
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder->AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,

@@ -63,12 +63,22 @@ class UpstreamStore final : public cluster::Store {
     absl::Duration timeout = absl::Seconds(1);
     // Keepalive ping interval on an open connection, and how long a ping
     // may go unanswered before the connection counts as broken and the
-    // channel moves to another address. gRPC 1.51 delays a ping to 1 s
-    // after the previous one, so pings go every 0.5-1 s. Measured
+    // channel moves to another address. The ticks themselves cannot do
+    // this: a tick that misses its deadline leaves a connection that is
+    // open but silent (a paused or cut-off central replica) in place, and
+    // gRPC moves only off a broken one. Pings go while idle too: with
+    // GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS off they would have to come
+    // every half tick deadline (125 ms at the default 250 ms) to fall
+    // inside a tick that hangs, and the keepalive timer firing that often
+    // cost an idle leaf as much as the pings it saves. Measured
     // (tests/tree/lease_move_test, 1 s deadline, 200 ms retries): a leaf
-    // moves 1.45-1.98 s after its central replica stops answering, and
-    // within 45 ms after it closes.
-    absl::Duration keepalive_time = absl::Milliseconds(500);
+    // moves 1.95 s after its central replica stops answering (the same as
+    // with 500 ms, which gRPC 1.51 paced at up to two pings a second) and
+    // within 45 ms after it closes; 1.5 s moved after 2.45 s, too close to
+    // the 3 s grace period of a 1 s tick. On an idle leaf with 100
+    // policies, 1 s instead of 500 ms halved gRPC's timer-thread wake-ups
+    // (about 460 to 300 in 26 s).
+    absl::Duration keepalive_time = absl::Seconds(1);
     absl::Duration keepalive_timeout = absl::Milliseconds(500);
     // Reconnect backoff after a failed connect: from min up to max. gRPC
     // also gives each connect attempt (TCP and TLS handshakes) at least the

@@ -388,6 +388,27 @@ TEST_F(TreeServerTest, AnUnreachableUpstreamIsLoggedWithItsCodeOnce) {
   for (const auto& [level, line] : log.lines()) {
     EXPECT_THAT(line, Not(HasSubstr("UNAVAILABLE: UNAVAILABLE"))) << line;
   }
+  // The sync loop's outage line names the upstream once, with the code.
+  std::vector<std::string> unreachable;
+  for (const auto& [level, line] : log.lines()) {
+    if (level == spdlog::level::err &&
+        absl::StrContains(line, "is unreachable")) {
+      unreachable.push_back(line);
+    }
+  }
+  ASSERT_EQ(unreachable.size(), 1u);
+  EXPECT_THAT(unreachable[0],
+              StartsWith(absl::StrCat("cluster store upstream ", upstream,
+                                      " is unreachable (UNAVAILABLE: ")));
+  // (gRPC's own cause may quote the address it dialled, "ipv4:...": that is
+  // the connection's word, not the line naming the store a second time.)
+  const std::string store = absl::StrCat("upstream ", upstream);
+  size_t named = 0;
+  for (size_t at = unreachable[0].find(store); at != std::string::npos;
+       at = unreachable[0].find(store, at + 1)) {
+    ++named;
+  }
+  EXPECT_EQ(named, 1u) << unreachable[0];
 }
 
 }  // namespace

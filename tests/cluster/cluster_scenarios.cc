@@ -1,5 +1,8 @@
 #include "tests/cluster/cluster_scenarios.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +14,17 @@ namespace sluice::cluster {
 
 std::string* ClusterScenarioTest::redis_address = nullptr;
 std::string* ClusterScenarioTest::redis_cluster_seeds = nullptr;
+std::string* ClusterScenarioTest::redis_clock_file = nullptr;
+
+void ClusterScenarioTest::SyncStoreClock() {
+  if (GetParam() == "fake" || redis_clock_file == nullptr) return;
+  const int fd = open(redis_clock_file->c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << *redis_clock_file;
+  const int64_t us = absl::ToUnixMicros(clock_.Now());
+  const ssize_t written = pwrite(fd, &us, sizeof(us), 0);
+  close(fd);
+  ASSERT_EQ(written, static_cast<ssize_t>(sizeof(us)));
+}
 
 void ClusterScenarioTest::SetUp() {
   if (GetParam() == "redis") {
@@ -54,6 +68,23 @@ void ClusterScenarioTest::WipeMembership() {
   }
   RedisDel("{config}:replicas");
   RedisDel("{config}:lives");
+}
+
+void ClusterScenarioTest::WipeStore(const std::string& policy) {
+  if (GetParam() == "fake") {
+    fake_.WipeAll();
+    return;
+  }
+  // Key by key (tick.lua's and config.lua's keys): in a Redis Cluster they
+  // live on different nodes, and DEL through redis-cli -c follows MOVED.
+  for (const char* key : {"epoch", "recovering", "lives", "g:", "a:",
+                          "outcomes", "breaker", "probes", "warm"}) {
+    RedisDel("{" + policy + "}:" + key);
+  }
+  for (const char* key : {"epoch", "version", "policies", "pversions",
+                          "deleted", "overrides", "replicas", "lives"}) {
+    RedisDel(std::string("{config}:") + key);
+  }
 }
 
 void ClusterScenarioTest::RedisDel(const std::string& suffix) {
@@ -761,7 +792,9 @@ TEST_P(ClusterScenarioTest, CallsInFlightOutliveAKilledReplicasEntry) {
   Install(p);
   TickAll();
   std::vector<core::Decision> held;
-  for (int s = 0; s < 3; ++s) {
+  // Past the new policy's first stale period (it grants nothing), then r0
+  // alone takes calls until it holds the 4 slots.
+  for (int s = 0; s < 6; ++s) {
     for (int i = 0; i < 10; ++i) {
       core::Decision d = R(0).Acquire("pool");
       // Never reported: in flight until they time out.
@@ -884,6 +917,58 @@ TEST_P(ClusterScenarioTest, StaticSharesHoldWhenTheMembershipIsWiped) {
   std::printf("per_key cold key after a membership wipe at 10 replicas: "
               "%.0f of 100 in force at worst\n", worst);
   EXPECT_LE(worst, 110);
+}
+
+// Issue 24, hole 3: the store loses everything (a Redis restarted without
+// persistence) and the first to tick after it is a replica with no memory
+// of the policy's epoch (a new pod). Two replicas run flat out on a
+// 100/s bucket (burst 100) and apply 50 units each; the new one must not
+// be handed the pool they still apply until their next reply (200 in
+// force): every new epoch opens a recovery window of one stale period.
+TEST_P(ClusterScenarioTest, ANewReplicaFirstAfterAWipeGetsNoPoolOthersHold) {
+  const PolicyConfig p = ClusterBucket("inv", 100, 100);
+  Pod("r0", p);
+  Pod("r1", p);
+  // Flat out (1000 calls/s against 100/s), past the new epoch's window.
+  RunSplitLoad("inv", 6, 1000);
+  ASSERT_EQ(InForce("inv"), 100);
+  WipeStore("inv");
+  clock_.Advance(absl::Milliseconds(300));
+  ms_ += 300;
+  Pod("r2", p);  // its first tick: epoch_seen "", the store empty
+  int64_t most = InForce("inv");
+  const std::vector<int64_t> per_second =
+      RunSplitLoad("inv", 8, 1000, [&](int64_t) {
+        most = std::max(most, InForce("inv"));
+      });
+  const int64_t worst = *std::max_element(per_second.begin(), per_second.end());
+  std::printf("hole 3 (%s): at most %lld units in force of 100; admitted per "
+              "second after the wipe:",
+              GetParam().c_str(), static_cast<long long>(most));
+  for (int64_t n : per_second) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  EXPECT_LE(most, 100);
+  EXPECT_LE(worst, 220);  // 1.10 x (limit + burst)
+  // And the three share the whole limit again once the window is over.
+  EXPECT_EQ(InForce("inv"), 100);
+  EXPECT_GE(per_second.back(), 90);
+}
+
+// The cost of that window: a brand-new policy (or a fresh Redis) grants
+// nothing beyond what replicas apply for its first stale period (3 s), and
+// the whole limit from the next tick after it. Two replicas flat out.
+TEST_P(ClusterScenarioTest, ANewPolicyGrantsNothingForItsFirstStalePeriod) {
+  const PolicyConfig p = ClusterBucket("inv", 100, 100);
+  Pod("r0", p);
+  Pod("r1", p);
+  const std::vector<int64_t> per_second = RunSplitLoad("inv", 6, 1000);
+  std::printf("a new policy (%s), admitted per second from its first tick:",
+              GetParam().c_str());
+  for (int64_t n : per_second) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  EXPECT_EQ(per_second[0] + per_second[1] + per_second[2], 0);
+  EXPECT_GE(per_second[5], 90);
+  EXPECT_EQ(InForce("inv"), 100);
 }
 
 }  // namespace

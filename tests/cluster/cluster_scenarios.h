@@ -45,11 +45,16 @@ class CuttableStore final : public testing::ForwardingStore {
   }
   // Sends `request` now; its reply goes nowhere.
   void Deliver(const TickRequest& request) {
+    if (before_call_) before_call_();
     inner()->Tick(request).IgnoreError();
   }
 
+  // Called before every call that reaches the store (set before use).
+  void set_before_call(std::function<void()> f) { before_call_ = std::move(f); }
+
   absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
     if (cut_) return absl::UnavailableError("cut off from the store");
+    if (before_call_) before_call_();
     if (hold_next_.exchange(false)) {
       absl::MutexLock lock(&mu_);
       held_ = request;
@@ -63,6 +68,7 @@ class CuttableStore final : public testing::ForwardingStore {
   }
 
  private:
+  std::function<void()> before_call_;
   std::atomic<bool> cut_{false};
   std::atomic<bool> hold_next_{false};
   std::atomic<bool> lose_next_{false};
@@ -118,22 +124,36 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   static std::string* redis_address;
   // Set by the redis cluster binary: its --redis-cluster seeds.
   static std::string* redis_cluster_seeds;
+  // Set by a binary whose redis-server runs with the store clock shim
+  // (tests/testing/store_clock_shim.cc): the file of its clock. Every call
+  // to the store then sets Redis's clock to the test's simulated time, so
+  // Redis expires keys and windows (the recovery window of a new epoch
+  // among them) as the FakeStore does.
+  static std::string* redis_clock_file;
 
  protected:
   void SetUp() override;
   Store* StoreFor(const std::string& replica);
+  // Sets Redis's clock to clock_ (with redis_clock_file; no-op otherwise).
+  void SyncStoreClock();
+  // A replica's path to the store, which syncs Redis's clock first.
+  std::unique_ptr<CuttableStore> PathFor(const std::string& replica) {
+    auto path = std::make_unique<CuttableStore>(StoreFor(replica));
+    path->set_before_call([this] { SyncStoreClock(); });
+    return path;
+  }
   // Adds `n` replicas, named r<index> by their place in replicas_.
   void AddReplicas(int n) {
     for (int i = 0; i < n; ++i) {
       const std::string id = "r" + std::to_string(replicas_.size());
-      paths_.push_back(std::make_unique<CuttableStore>(StoreFor(id)));
+      paths_.push_back(PathFor(id));
       replicas_.push_back(
           std::make_unique<Replica>(id, &clock_, paths_.back().get()));
     }
   }
   void Restart(int i, const std::string& new_id) {
     replicas_[i].reset();
-    paths_[i] = std::make_unique<CuttableStore>(StoreFor(new_id));
+    paths_[i] = PathFor(new_id);
     replicas_[i] =
         std::make_unique<Replica>(new_id, &clock_, paths_[i].get());
   }
@@ -155,12 +175,13 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
       if (r) r->loop.TickOnce().IgnoreError();
     }
   }
-  // Ticks every replica until each holds its grant: a new replica starts
-  // with nothing, and a grant that shrinks is freed for the others only when
-  // its holder confirms it at its next tick. A second passes between rounds
-  // so that buckets refill at their granted rate.
+  // Ticks every replica until each holds its grant: a new policy's first
+  // stale period (3 s) grants nothing (its new epoch's recovery window), a
+  // new replica starts with nothing, and a grant that shrinks is freed for
+  // the others only when its holder confirms it at its next tick. A second
+  // passes between rounds so that buckets refill at their granted rate.
   void Converge() {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 6; ++i) {
       TickAll();
       clock_.Advance(absl::Seconds(1));
     }
@@ -193,7 +214,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   // Server::StartCluster does: one tick before serving, then one a second
   // from the next ms on. Returns its index.
   int Pod(const std::string& id, const PolicyConfig& policy) {
-    paths_.push_back(std::make_unique<CuttableStore>(StoreFor(id)));
+    paths_.push_back(PathFor(id));
     replicas_.push_back(
         std::make_unique<Replica>(id, &clock_, paths_.back().get()));
     replicas_.back()->engine.PutPolicy(policy);
@@ -265,6 +286,9 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
   void EvictGrants(const std::string& policy);
   // The store loses its membership (the config itself kept).
   void WipeMembership();
+  // The store loses everything of `policy` and the config, membership
+  // included (a Redis restarted without persistence, or flushed).
+  void WipeStore(const std::string& policy);
   // Deletes `key` (after the test's key prefix) from the real Redis.
   void RedisDel(const std::string& key);
   // An admin write of `p` (the store's config version moves): each running
@@ -276,6 +300,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     StoredPolicy stored;
     stored.name = p.name;
     stored.blob = "v" + std::to_string(++admin_writes_);
+    SyncStoreClock();
     ASSERT_TRUE(paths_.front()->PutPolicy(stored, 0).ok());
   }
   // Units of cluster resource `r` of `dep` that running replicas apply now
@@ -339,12 +364,17 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     return admitted;
   }
   // The warm-up of the window scenarios: four replicas with a 3/s cluster
-  // window `dep`; r0 alone calls it for three seconds, ticking with the
-  // others, so that it holds the three units. Then it takes 10 calls at
-  // once: returns how many it admitted (3 when it holds the whole window).
+  // window `dep`; after the new policy's first stale period (which grants
+  // nothing), r0 alone calls it for three seconds, ticking with the
+  // others, so that it holds the three units. Then it takes 10 calls at once: returns how
+  // many it admitted (3 when it holds the whole window).
   int FillWindowOnFirstOfFour(const std::string& dep) {
     AddReplicas(4);
     Install(ClusterWindow(dep, 3));
+    for (int s = 0; s < 4; ++s) {
+      TickAll();
+      clock_.Advance(absl::Seconds(1));
+    }
     for (int s = 0; s < 3; ++s) {
       for (int i = 0; i < 10; ++i) R(0).Acquire(dep);
       TickAll();

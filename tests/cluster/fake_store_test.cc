@@ -12,6 +12,37 @@ namespace {
 INSTANTIATE_TEST_SUITE_P(Fake, ClusterScenarioTest, ::testing::Values("fake"));
 INSTANTIATE_TEST_SUITE_P(Fake, FakeStoreTest, ::testing::Values("fake"));
 
+// A store that answers a leave with no policies, as a central replica's
+// lease ledger does.
+class EmptyLeaveStore final : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  absl::StatusOr<TickReply> Tick(const TickRequest& request) override {
+    absl::StatusOr<TickReply> reply = inner()->Tick(request);
+    if (reply.ok() && request.leaving) reply->policies.clear();
+    return reply;
+  }
+};
+
+TEST(SyncLoopLeaveTest, ALeaveAnsweredWithNoPoliciesSucceeds) {
+  testing::FakeClock clock;
+  testing::FakeStore store(&clock);
+  EmptyLeaveStore path(&store);
+  Replica r("r0", &clock, &path);
+  PolicyConfig p;
+  p.name = "inv";
+  core::RateLimitConfig rl;
+  rl.rate = 100;
+  rl.burst = 100;
+  rl.scope = core::Scope::kCluster;
+  p.rate_limit = rl;
+  r.engine.PutPolicy(p);
+  r.Acquire("inv");
+  ASSERT_TRUE(r.loop.TickOnce().ok());
+  const absl::Status s = r.loop.Leave();
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST_P(FakeStoreTest, AdmittedCountsReachTheStoreOnceEach) {
   AddReplicas(2);
   Install(ClusterBucket("inv", 1000, 1000));

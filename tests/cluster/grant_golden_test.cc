@@ -88,6 +88,9 @@ struct GoldenCase {
   int line = 0;
   int index = 0;
   bool per_key = false;
+  // Whether the case starts on a store that never held the policy (no
+  // epoch); otherwise its epoch is older than a stale period (see Settle).
+  bool fresh = false;
   absl::Duration stale = absl::Seconds(3);
   std::string known_difference;
   std::vector<Step> steps;
@@ -208,6 +211,8 @@ absl::StatusOr<std::vector<GoldenCase>> ParseCases(const std::string& text) {
         absl::string_view w = words[i];
         if (w == "per_key") {
           c.per_key = true;
+        } else if (w == "fresh") {
+          c.fresh = true;
         } else if (absl::ConsumePrefix(&w, "stale=")) {
           if (!ParseMs(w, &c.stale) || c.stale == absl::InfiniteDuration()) {
             return error("stale= takes milliseconds");
@@ -433,6 +438,10 @@ class GoldenCaseTest : public ::testing::Test {
     RedisStore redis_store(*options);
     // The policy's store epoch each replica knows, per store.
     std::map<std::string, std::string> fake_epochs, redis_epochs;
+    if (!case_.fresh) {
+      Settle(&clock, &fake);
+      Settle(&clock, &redis_store);
+    }
 
     for (const Step& s : case_.steps) {
       const absl::Time at = CaseStart(case_) + absl::Milliseconds(s.at_ms);
@@ -473,6 +482,29 @@ class GoldenCaseTest : public ::testing::Test {
     if (over.lost) base.lost = over.lost;
     if (over.valid_for) base.valid_for = over.valid_for;
     return base;
+  }
+
+  // A store on which the policy's epoch was created long enough before the
+  // case's start that its recovery window is over (every new epoch opens
+  // one: tick.lua), as in a cluster that has been running: one tick of a
+  // replica that pushes the policy without keys, two stale periods and a
+  // second before the start, when its membership has ended too.
+  void Settle(testing::FakeClock* clock, Store* store) {
+    const absl::Time at =
+        CaseStart(case_) - 2 * case_.stale - absl::Seconds(1);
+    clock->SetTime(at);
+    ASSERT_TRUE(redis->SetClock(at));
+    TickRequest request;
+    request.replica_id = "settler";
+    request.incarnation = 1;
+    request.sequence = 1;
+    request.stale_after = case_.stale;
+    PolicyPush push;
+    push.policy = kPolicy;
+    push.per_key = case_.per_key;
+    request.policies.push_back(std::move(push));
+    absl::StatusOr<TickReply> reply = store->Tick(request);
+    ASSERT_TRUE(reply.ok()) << reply.status();
   }
 
   Answer Run(Store* store, const Step& s, std::string* epoch) {

@@ -85,7 +85,31 @@ class LeaseLedgerTest : public ::testing::Test {
  protected:
   LeaseLedgerTest() : store_(&clock_), recorder_(&store_) {}
 
-  void SetUp() override { Make(); }
+  void SetUp() override {
+    Settle();
+    Make();
+  }
+
+  // The store has held the tests' policies for a while, as in a running
+  // cluster: their epochs were created before the recovery window that
+  // every new epoch opens (one stale period, tick.lua) and its membership
+  // entry has ended. The clock then goes back to its start.
+  void Settle() {
+    const absl::Time start = clock_.Now();
+    clock_.SetTime(start - 2 * kStale - absl::Seconds(1));
+    TickRequest r;
+    r.replica_id = "settler";
+    r.incarnation = 1;
+    r.sequence = 1;
+    r.stale_after = kStale;
+    for (const char* policy : {"api", "db", "other", "pk"}) {
+      PolicyPush p;
+      p.policy = policy;
+      r.policies.push_back(p);
+    }
+    ASSERT_TRUE(store_.Tick(r).ok());
+    clock_.SetTime(start);
+  }
 
   void Make(size_t max_leaves = 100) {
     LeaseLedger::Options o;
@@ -731,23 +755,35 @@ TEST_F(LeaseLedgerTest, OutcomesReachEveryoneOnceAndUpstreamGetsAMonotonicSum) {
   absl::StatusOr<TickReply> l2 = Leaf(
       "leaf2", {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 3)});
   ASSERT_TRUE(l2.ok());
-  std::map<std::string, uint64_t> seen;
-  for (const ReplicaOutcomes& o : l2->policies[0].outcomes) {
-    seen[o.replica] = o.totals.calls;
-  }
-  EXPECT_EQ(seen, (std::map<std::string, uint64_t>{{kCentral, 10},
-                                                  {"leaf1", 5}}));
+  // A leaf's first reply leaves the central's entry out (history is not
+  // news); later ones carry one entry for the central and its other
+  // leaves: what they added since.
+  EXPECT_TRUE(l2->policies[0].outcomes.empty());
   absl::StatusOr<TickReply> c = Central(
       {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 12)});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(recorder_.last.policies[0].outcomes.calls, 12u + 5u + 3u);
-  // The central sees its leaves as replicas.
-  seen.clear();
-  for (const ReplicaOutcomes& o : c->policies[0].outcomes) {
+  ASSERT_TRUE(
+      Leaf("leaf1", {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 9)})
+          .ok());
+  l2 = Leaf("leaf2", {BreakerPush("db", 1, 1, core::BreakerState::kClosed, 3)});
+  ASSERT_TRUE(l2.ok());
+  std::map<std::string, uint64_t> seen;
+  for (const ReplicaOutcomes& o : l2->policies[0].outcomes) {
     seen[o.replica] = o.totals.calls;
   }
-  EXPECT_EQ(seen["leaf1"], 5u);
-  EXPECT_EQ(seen["leaf2"], 3u);
+  EXPECT_EQ(seen, (std::map<std::string, uint64_t>{
+                      {absl::StrCat(kCentral, "/subtree"), 2 + 4}}));
+  // The central sees all its leaves as one replica: what they added.
+  c = Central({BreakerPush("db", 1, 1, core::BreakerState::kClosed, 12)});
+  ASSERT_TRUE(c.ok());
+  seen.clear();
+  for (const ReplicaOutcomes& o : c->policies[0].outcomes) {
+    if (o.replica != kCentral) seen[o.replica] = o.totals.calls;  // skipped
+  }
+  EXPECT_EQ(seen, (std::map<std::string, uint64_t>{
+                      {absl::StrCat(kCentral, "/leaves"), 4}}));
+  EXPECT_EQ(recorder_.last.policies[0].outcomes.calls, 12u + 9u + 3u);
   // leaf1 restarts (its totals start again): upstream's sum never drops.
   leaf_seq_["leaf1"] = 0;
   ASSERT_TRUE(Leaf("leaf1",
@@ -757,7 +793,7 @@ TEST_F(LeaseLedgerTest, OutcomesReachEveryoneOnceAndUpstreamGetsAMonotonicSum) {
   ASSERT_TRUE(Central({BreakerPush("db", 1, 1, core::BreakerState::kClosed,
                                    12)})
                   .ok());
-  EXPECT_EQ(recorder_.last.policies[0].outcomes.calls, 12u + 5u + 3u + 2u);
+  EXPECT_EQ(recorder_.last.policies[0].outcomes.calls, 12u + 9u + 3u + 2u);
 }
 
 TEST_F(LeaseLedgerTest, ProbeLeasesAreSummedUpstreamAndNeverOverLeased) {
@@ -1450,6 +1486,230 @@ TEST_F(LeaseLedgerMembershipTest, TheCentralAndItsStoreLeaveTheListOutToo) {
   EXPECT_FALSE(r->members_unchanged);
   EXPECT_NE(std::find(r->replicas.begin(), r->replicas.end(), "leaf1"),
             r->replicas.end());
+}
+
+// Outcomes in replies: a leaf is answered the other centrals' entries and
+// one for the central and all its other leaves.
+
+PolicyPush OutcomePush(uint64_t calls, uint64_t failures) {
+  PolicyPush p = BreakerPush("db", 1, 1, core::BreakerState::kClosed, calls);
+  p.outcomes.failures = failures;
+  return p;
+}
+
+// What a replica's SyncLoop counts from the outcomes in its pulls, as
+// SyncLoop::ApplyBreakerRecords does: per other replica, what its totals
+// grew since the last pull that named it; nothing on a first sight or when
+// its calls dropped; a replica a pull leaves out is forgotten. Also checks
+// that no entry ever drops (a drop makes a SyncLoop skip that tick).
+class OutcomeView {
+ public:
+  explicit OutcomeView(std::string self) : self_(std::move(self)) {}
+
+  void Take(const absl::StatusOr<TickReply>& reply) {
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_EQ(reply->policies.size(), 1u);
+    std::map<std::string, core::OutcomeTotals> next;
+    for (const ReplicaOutcomes& o : reply->policies[0].outcomes) {
+      if (o.replica == self_) continue;
+      auto before = seen_.find(o.replica);
+      if (before != seen_.end()) {
+        const core::OutcomeTotals& b = before->second;
+        EXPECT_GE(o.totals.calls, b.calls) << self_ << " sees " << o.replica;
+        EXPECT_GE(o.totals.failures, b.failures)
+            << self_ << " sees " << o.replica;
+        if (o.totals.calls >= b.calls) {
+          calls += o.totals.calls - b.calls;
+          failures += o.totals.failures >= b.failures
+                          ? o.totals.failures - b.failures
+                          : 0;
+        }
+      }
+      next[o.replica] = o.totals;
+    }
+    seen_ = std::move(next);
+  }
+
+  uint64_t calls = 0;
+  uint64_t failures = 0;
+
+ private:
+  std::string self_;
+  std::map<std::string, core::OutcomeTotals> seen_;
+};
+
+TEST_F(LeaseLedgerTest, ALeafsReplyCarriesOneEntryForTheCentralAndItsLeaves) {
+  ASSERT_TRUE(Central({OutcomePush(0, 0)}).ok());
+  // Another central, straight on the store.
+  TickRequest other = Request("other-central", 9, 1, {OutcomePush(40, 4)});
+  ASSERT_TRUE(store_.Tick(other).ok());
+  ASSERT_TRUE(Central({OutcomePush(0, 0)}).ok());
+  constexpr int kLeaves = 50;
+  for (int round = 1; round <= 2; ++round) {
+    for (int i = 0; i < kLeaves; ++i) {
+      const std::string id = absl::StrCat("leaf", i);
+      absl::StatusOr<TickReply> r = Leaf(id, {OutcomePush(round * 10, round)});
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (round == 1) continue;
+      std::map<std::string, uint64_t> seen;
+      for (const ReplicaOutcomes& o : r->policies[0].outcomes) {
+        seen[o.replica] = o.totals.calls;
+      }
+      // The others' growth this round: 10 calls for each leaf before it.
+      EXPECT_EQ(seen, (std::map<std::string, uint64_t>{
+                          {"other-central", 40},
+                          {absl::StrCat(kCentral, "/subtree"),
+                           static_cast<uint64_t>(i) * 10}}))
+          << id;
+    }
+  }
+  // The central's own view: the other central and its leaves as one.
+  absl::StatusOr<TickReply> c = Central({OutcomePush(0, 0)});
+  ASSERT_TRUE(c.ok());
+  std::map<std::string, uint64_t> seen;
+  for (const ReplicaOutcomes& o : c->policies[0].outcomes) {
+    // Its own entry as the store has it is there too (its SyncLoop skips
+    // it).
+    if (o.replica != kCentral) seen[o.replica] = o.totals.calls;
+  }
+  EXPECT_EQ(seen, (std::map<std::string, uint64_t>{
+                      {"other-central", 40},
+                      {absl::StrCat(kCentral, "/leaves"), kLeaves * 10}}));
+}
+
+TEST_F(LeaseLedgerTest, ALeafsFailuresReachTheOthersOnceAndNeverItself) {
+  OutcomeView central(kCentral), a("a"), b("b");
+  central.Take(Central({OutcomePush(5, 1)}));
+  for (int i = 0; i < 2; ++i) {
+    a.Take(Leaf("a", {OutcomePush(10, 2)}));
+    b.Take(Leaf("b", {OutcomePush(7, 0)}));
+    central.Take(Central({OutcomePush(5, 1)}));
+  }
+  EXPECT_EQ(a.failures + b.failures + central.failures, 0u);
+  // A burst on a: b sees it at its next tick, the central at its own.
+  a.Take(Leaf("a", {OutcomePush(30, 17)}));
+  EXPECT_EQ(a.failures, 0u);
+  b.Take(Leaf("b", {OutcomePush(7, 0)}));
+  EXPECT_EQ(b.calls, 20u);
+  EXPECT_EQ(b.failures, 15u);
+  central.Take(Central({OutcomePush(5, 1)}));
+  EXPECT_EQ(central.failures, 15u);
+  // The central's failures and b's reach a, and each the other.
+  central.Take(Central({OutcomePush(9, 4)}));
+  b.Take(Leaf("b", {OutcomePush(9, 2)}));
+  a.Take(Leaf("a", {OutcomePush(30, 17)}));
+  central.Take(Central({OutcomePush(9, 4)}));
+  EXPECT_EQ(a.failures, 3u + 2u);
+  EXPECT_EQ(b.failures, 15u + 3u);
+  EXPECT_EQ(central.failures, 15u + 2u);
+  // Nothing new: nobody counts anything twice.
+  a.Take(Leaf("a", {OutcomePush(30, 17)}));
+  b.Take(Leaf("b", {OutcomePush(9, 2)}));
+  central.Take(Central({OutcomePush(9, 4)}));
+  EXPECT_EQ(a.failures, 5u);
+  EXPECT_EQ(b.failures, 18u);
+  EXPECT_EQ(central.failures, 17u);
+}
+
+TEST_F(LeaseLedgerTest, ARestartedLeafMakesNoOneSeeADropOrItsPastAgain) {
+  OutcomeView central(kCentral), b("b");
+  central.Take(Central({OutcomePush(0, 0)}));
+  for (int i = 0; i < 3; ++i) {
+    // a's totals grow in the last round only, once b knows the central's
+    // entry.
+    ASSERT_TRUE(Leaf("a", {OutcomePush(i < 2 ? 100 : 200, i < 2 ? 50 : 100)})
+                    .ok());
+    b.Take(Leaf("b", {OutcomePush(0, 0)}));
+    central.Take(Central({OutcomePush(0, 0)}));
+  }
+  EXPECT_EQ(b.failures, 50u);
+  EXPECT_EQ(central.failures, 50u);
+  // a restarts: a new life, its totals from 0. Its first push is not news
+  // (the others would not have counted it either); what it adds after is.
+  leaf_seq_["a"] = 0;
+  OutcomeView a("a");
+  a.Take(Leaf("a", {OutcomePush(4, 1)}, 99));
+  b.Take(Leaf("b", {OutcomePush(0, 0)}));
+  central.Take(Central({OutcomePush(0, 0)}));
+  EXPECT_EQ(b.failures, 50u);
+  EXPECT_EQ(central.failures, 50u);
+  a.Take(Leaf("a", {OutcomePush(14, 9)}, 99));
+  b.Take(Leaf("b", {OutcomePush(3, 3)}));
+  central.Take(Central({OutcomePush(0, 0)}));
+  a.Take(Leaf("a", {OutcomePush(14, 9)}, 99));
+  EXPECT_EQ(b.failures, 50u + 8u);
+  EXPECT_EQ(central.failures, 50u + 8u + 3u);
+  // The new life sees b's failures, not its own nor its past life's.
+  EXPECT_EQ(a.failures, 3u);
+}
+
+TEST_F(LeaseLedgerTest, AnExpiredLeafLeavesTheSumWhereItWas) {
+  OutcomeView central(kCentral), a("a"), b("b");
+  central.Take(Central({OutcomePush(0, 0)}));
+  for (int i = 0; i < 3; ++i) {
+    a.Take(Leaf("a", {OutcomePush(i < 2 ? 10 : 40, i < 2 ? 0 : 30)}));
+    b.Take(Leaf("b", {OutcomePush(0, 0)}));
+    central.Take(Central({OutcomePush(0, 0)}));
+  }
+  EXPECT_EQ(b.failures, 30u);
+  // a goes silent and is dropped; b and the central tick on.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(kStale / 4);
+    b.Take(Leaf("b", {OutcomePush(0, 0)}));
+    central.Take(Central({OutcomePush(0, 0)}));
+  }
+  EXPECT_EQ(ledger_->stats().leaves, 1u);
+  EXPECT_EQ(b.failures, 30u);
+  EXPECT_EQ(central.failures, 30u);
+  // a comes back in the same life with more failures: it is news from
+  // its second push on, to the others; a never counts its own past.
+  a.Take(Leaf("a", {OutcomePush(60, 40)}));
+  a.Take(Leaf("a", {OutcomePush(70, 45)}));
+  b.Take(Leaf("b", {OutcomePush(1, 1)}));
+  central.Take(Central({OutcomePush(0, 0)}));
+  a.Take(Leaf("a", {OutcomePush(70, 45)}));
+  EXPECT_EQ(a.failures, 1u);
+  EXPECT_EQ(b.failures, 35u);
+  EXPECT_EQ(central.failures, 36u);
+}
+
+TEST_F(LeaseLedgerTest, ALeafThatMovesToAnotherCentralCountsNoHistory) {
+  LeaseLedger::Options o;
+  o.replica_id = "central-b";
+  o.stale_after = kStale;
+  o.interval = kInterval;
+  o.margin = kMargin;
+  LeaseLedger other(&store_, &clock_, o);
+  uint64_t other_seq = 0;
+  auto other_central = [&](uint64_t calls, uint64_t failures) {
+    return other.Tick(
+        Request("central-b", 1, ++other_seq, {OutcomePush(calls, failures)}));
+  };
+  // History: the central, and leaf b under it, saw many failures.
+  OutcomeView a("a");
+  ASSERT_TRUE(Central({OutcomePush(1000, 500)}).ok());
+  ASSERT_TRUE(other_central(0, 0).ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(Leaf("b", {OutcomePush(200, 100)}).ok());
+    a.Take(Leaf("a", {OutcomePush(300, 100)}));
+    ASSERT_TRUE(Central({OutcomePush(1000, 500)}).ok());
+    ASSERT_TRUE(other_central(0, 0).ok());
+  }
+  a.Take(Leaf("a", {OutcomePush(300, 100)}));
+  EXPECT_EQ(a.failures, 0u);
+  // a moves to central-b, which answers the first central's totals as the
+  // store has them (its leaves' included): news only from there on.
+  for (int i = 0; i < 2; ++i) {
+    a.Take(other.ServeLeaf(Request("a", 7, ++leaf_seq_["a"],
+                                   {OutcomePush(300, 100)})));
+  }
+  EXPECT_EQ(a.failures, 0u);
+  ASSERT_TRUE(Central({OutcomePush(1010, 505)}).ok());
+  ASSERT_TRUE(other_central(3, 2).ok());
+  ASSERT_TRUE(other_central(3, 2).ok());
+  a.Take(other.ServeLeaf(Request("a", 7, ++leaf_seq_["a"],
+                                 {OutcomePush(300, 100)})));
+  EXPECT_EQ(a.failures, 5u + 2u);
 }
 
 }  // namespace

@@ -2,15 +2,20 @@
 // a real redis-server started by this binary.
 #include "server/cluster/redis_store.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "tests/cluster/cluster_scenarios.h"
 #include "tests/cluster/membership_cases.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
 namespace sluice::cluster {
@@ -365,20 +370,48 @@ TEST(RedisStoreTest, AReplicaAnswersReadOnly) {
 
 namespace {
 
-// One redis-server for the tests of this binary, started when tests run
-// (not when CTest only lists them at build time).
+// The redis-servers of this binary, started when tests run (not when CTest
+// only lists them at build time): one on the real clock for the RedisStore
+// tests, and one for the scenarios on their simulated clock (the store
+// clock shim preloaded; each scenario sets it before every call).
 class RedisEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
     ASSERT_TRUE(server_.Start()) << server_.StartError();
     sluice::cluster::redis = &server_;
-    address_ = server_.address();
+
+    ASSERT_NE(std::string(sluice::testing::kStoreClockShimPath), "")
+        << "this build has no sluice_store_clock_shim";
+    clock_file_ = dir_.File("clock");
+    const int fd = open(clock_file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0) << clock_file_;
+    const int64_t us =
+        absl::ToUnixMicros(sluice::testing::FakeClock::DefaultStart());
+    const ssize_t written = pwrite(fd, &us, sizeof(us), 0);
+    close(fd);
+    ASSERT_EQ(written, static_cast<ssize_t>(sizeof(us)));
+    scenarios_.set_env(
+        {absl::StrCat("LD_PRELOAD=", sluice::testing::kStoreClockShimPath),
+         absl::StrCat("SLUICE_STORE_CLOCK_FILE=", clock_file_)});
+    ASSERT_TRUE(scenarios_.Start()) << scenarios_.StartError();
+    const std::vector<std::string> time = scenarios_.Run({"TIME"});
+    ASSERT_EQ(time.size(), 2u);
+    ASSERT_EQ(time[0], absl::StrCat(us / 1000000))
+        << "the scenarios' redis-server does not run on their clock";
+    address_ = scenarios_.address();
     sluice::cluster::ClusterScenarioTest::redis_address = &address_;
+    sluice::cluster::ClusterScenarioTest::redis_clock_file = &clock_file_;
   }
-  void TearDown() override { server_.Kill(); }
+  void TearDown() override {
+    scenarios_.Kill();
+    server_.Kill();
+  }
 
  private:
   sluice::testing::RedisServer server_;
+  sluice::testing::TempDir dir_{"cluster_redis"};
+  std::string clock_file_;
+  sluice::testing::RedisServer scenarios_;
   std::string address_;
 };
 

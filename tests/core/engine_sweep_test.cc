@@ -7,12 +7,15 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
+#include "server/core/sweep_alarm.h"
 #include "tests/core/engine_test_util.h"
 
 namespace sluice::core {
@@ -294,6 +297,166 @@ TEST_F(SweepSkipEquivalenceTest, SkippingShardsWithNothingDueChangesNothing) {
         << p.name;
     EXPECT_GT(Outcomes(a->counters, Outcome::kTimeout), 0u) << p.name;
   }
+}
+
+// The engine's due time (Engine::sweep_alarm), which the housekeeping
+// thread sleeps until: right after a sweep it is the earliest thing due,
+// and any change brings it to InfinitePast (sweep soon) at once.
+TEST_F(EngineSweepTest, NothingDueAfterASweepOfIdleDependencies) {
+  PolicyConfig p = MakePolicy("a");
+  WithBreaker(p, 1);
+  engine_.PutPolicy(p);
+  engine_.PutPolicy(MakePolicy("b"));
+  EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfinitePast());  // new map
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfiniteFuture());
+  // A second sweep with nothing done publishes the same.
+  clock_.Advance(absl::Seconds(5));
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfiniteFuture());
+}
+
+TEST_F(EngineSweepTest, ANewPermitLowersTheDueTimeAndItsExpiryRaisesIt) {
+  engine_.PutPolicy(MakePolicy("a"));  // call_timeout 1 s: expires after 2 s
+  engine_.Sweep();
+  ASSERT_EQ(engine_.sweep_alarm().due(), absl::InfiniteFuture());
+  const absl::Time issued = clock_.Now();
+  ASSERT_EQ(Acquire("a").verdict, Verdict::kAllow);
+  // The change itself asks for a sweep; the sweep finds the deadline.
+  EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfinitePast());
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), issued + absl::Seconds(2));
+  // A sweep before the deadline leaves it.
+  clock_.Advance(absl::Seconds(1));
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), issued + absl::Seconds(2));
+  // An earlier deadline (another dependency's permit) comes first.
+  engine_.PutPolicy(MakePolicy("b"));
+  const absl::Time second = clock_.Now();
+  ASSERT_EQ(Acquire("b").verdict, Verdict::kAllow);
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), issued + absl::Seconds(2));
+  // The first permit swept: the second one's deadline is next.
+  clock_.Advance(absl::Seconds(1));
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), second + absl::Seconds(2));
+  // Both swept: nothing is due.
+  clock_.Advance(absl::Seconds(1));
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfiniteFuture());
+  EXPECT_EQ(Outcomes(Inspect("a").counters, Outcome::kTimeout), 1u);
+}
+
+TEST_F(EngineSweepTest, ABreakerOpeningMakesItsOpenUntilDue) {
+  PolicyConfig p = MakePolicy("a");
+  WithBreaker(p, 1);  // 15 s open
+  engine_.PutPolicy(p);
+  engine_.Sweep();
+  const absl::Time tripped = clock_.Now();
+  Report("a", Acquire("a"), Outcome::kFailure);
+  EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfinitePast());
+  engine_.Sweep();
+  EXPECT_EQ(engine_.sweep_alarm().due(), tripped + absl::Seconds(15));
+  // At open_until the sweep moves it to HALF_OPEN, which waits for a
+  // probe, not for time.
+  clock_.Advance(absl::Seconds(15));
+  engine_.Sweep();
+  ASSERT_EQ(sink_.transitions().size(), 2u);
+  EXPECT_EQ(sink_.transitions()[1].to, BreakerState::kHalfOpen);
+  EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfiniteFuture());
+}
+
+TEST_F(EngineSweepTest, AChangeAfterASweepWakesASleeperPlannedBeforeIt) {
+  engine_.PutPolicy(MakePolicy("a"));
+  engine_.Sweep();
+  SweepAlarm& alarm = engine_.sweep_alarm();
+  // The housekeeping thread's plan: nothing due, so the longest gap.
+  const absl::Time now = clock_.Now();
+  const SweepPlan plan = PlanSweep(alarm.due(), now + absl::Milliseconds(100),
+                                   now + absl::Seconds(1));
+  ASSERT_EQ(plan.wake, now + absl::Seconds(1));
+  // A call lands between the plan and the wait: the wait does not sleep
+  // (its deadline is an hour of real time away).
+  ASSERT_EQ(Acquire("a").verdict, Verdict::kAllow);
+  EXPECT_EQ(alarm.Wait(plan.wake_if_below, absl::Now() + absl::Hours(1)),
+            SweepAlarm::Wake::kLowered);
+}
+
+TEST_F(EngineSweepTest, AChangeWakesASleeperWaitingOnAnotherThread) {
+  engine_.PutPolicy(MakePolicy("a"));
+  engine_.Sweep();
+  SweepAlarm& alarm = engine_.sweep_alarm();
+  const absl::Time now = clock_.Now();
+  const SweepPlan plan = PlanSweep(alarm.due(), now + absl::Milliseconds(100),
+                                   now + absl::Seconds(1));
+  SweepAlarm::Wake wake = SweepAlarm::Wake::kDeadline;
+  // Whether it waits already or not yet, only the change can end its wait.
+  std::thread sleeper([&] {
+    wake = alarm.Wait(plan.wake_if_below, absl::InfiniteFuture());
+  });
+  ASSERT_EQ(Acquire("a").verdict, Verdict::kAllow);
+  sleeper.join();
+  EXPECT_EQ(wake, SweepAlarm::Wake::kLowered);
+}
+
+// Cluster mode: the sync loop's tick changes every dependency once a
+// second. For a dependency without keys the tick sweeps it itself, so the
+// alarm hears its real next due time and an idle server's housekeeping
+// thread sleeps through the tick.
+class EngineSweepTickTest : public ::testing::Test {
+ protected:
+  EngineSweepTickTest() : engine_(&clock_, ClusterOptions(), &sink_) {}
+  static Engine::Options ClusterOptions() {
+    Engine::Options o = SeededOptions();
+    o.cluster = true;
+    return o;
+  }
+  void Tick() {
+    clock_.Advance(absl::Seconds(1));
+    const std::vector<DependencyTick> ticks =
+        engine_.CollectTick(absl::Seconds(1));
+    std::vector<DependencyUpdate> updates;
+    for (const DependencyTick& t : ticks) {
+      updates.emplace_back();
+      updates.back().name = t.name;
+    }
+    engine_.ApplyTick(updates);
+  }
+
+  testing::FakeClock clock_;
+  testing::RecordingEventSink sink_;
+  Engine engine_;
+};
+
+TEST_F(EngineSweepTickTest, ATickOfIdleDependenciesLeavesNothingDue) {
+  PolicyConfig cluster = MakePolicy("cluster");
+  WithBucket(cluster, 10, 10);
+  cluster.rate_limit->scope = Scope::kCluster;
+  WithBreaker(cluster, 5);
+  engine_.PutPolicy(cluster);
+  engine_.PutPolicy(MakePolicy("plain"));
+  engine_.SetStoreState(true, 1);
+  engine_.Sweep();
+  ASSERT_EQ(engine_.sweep_alarm().due(), absl::InfiniteFuture());
+  for (int i = 0; i < 3; ++i) {
+    Tick();
+    EXPECT_EQ(engine_.sweep_alarm().due(), absl::InfiniteFuture()) << i;
+  }
+}
+
+TEST_F(EngineSweepTickTest, ATickPublishesAPermitsDeadlineAndExpiresItOnTime) {
+  engine_.PutPolicy(MakePolicy("plain"));  // call_timeout 1 s
+  engine_.SetStoreState(true, 1);
+  const absl::Time issued = clock_.Now();
+  ASSERT_TRUE(engine_.Acquire("plain", "", 1).ok());
+  engine_.sweep_alarm().Reset();  // as a sweep pass begins
+  Tick();
+  EXPECT_EQ(engine_.sweep_alarm().due(), issued + absl::Seconds(2));
+  // The tick at the deadline settles the permit itself.
+  Tick();
+  const absl::StatusOr<DependencyStatus> s = engine_.Inspect("plain", "");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Outcomes(s->counters, Outcome::kTimeout), 1u);
 }
 
 }  // namespace

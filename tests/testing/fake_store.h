@@ -531,9 +531,9 @@ class FakeStore final : public cluster::Store {
     std::string& epoch = epochs_[push.policy];
     if (epoch.empty()) {
       epoch = NewEpoch(now);
-      if (!push.epoch_seen.empty()) {
-        recovering_until_[push.policy] = now + stale;
-      }
+      // tick.lua: every new epoch opens the recovery window (the policy's
+      // state may have been lost, whoever notices first).
+      recovering_until_[push.policy] = now + stale;
     }
     pull.epoch = epoch;
     pull.lost = !push.epoch_seen.empty() && push.epoch_seen != epoch;

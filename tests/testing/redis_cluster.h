@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -36,6 +37,14 @@ class RedisCluster {
       nodes_.push_back(std::make_unique<RedisServer>());
     }
   }
+  // Extra environment variables ("NAME=VALUE") for every node's Start.
+  void set_env(const std::vector<std::string>& env) {
+    for (auto& n : nodes_) n->set_env(env);
+  }
+  // The nodes' cluster-node-timeout and repl-timeout (ms; the default 2000
+  // lets the tests fail a master over quickly). A cluster on a simulated
+  // clock that jumps takes long ones, or it would fail its masters over.
+  void set_timeouts_ms(int64_t ms) { timeout_ms_ = ms; }
   ~RedisCluster() {
     for (auto& n : nodes_) n->Kill();
   }
@@ -51,9 +60,11 @@ class RedisCluster {
       // default 5 s wait for more replicas to share it.
       if (!n->Start({"--cluster-enabled", "yes", "--cluster-config-file",
                      "nodes-" + port + ".conf", "--dir", dir_.path(),
-                     "--cluster-node-timeout", "2000", "--cluster-port",
-                     std::to_string(FreePort()), "--repl-diskless-sync-delay",
-                     "0"})) {
+                     "--cluster-node-timeout", std::to_string(timeout_ms_),
+                     "--repl-timeout",
+                     std::to_string(std::max<int64_t>(60, timeout_ms_ / 1000)),
+                     "--cluster-port", std::to_string(FreePort()),
+                     "--repl-diskless-sync-delay", "0"})) {
         start_error_ = "redis cluster: node " + port +
                        " did not start: " + n->StartError();
         return false;
@@ -340,6 +351,7 @@ class RedisCluster {
 
   TempDir dir_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+  int64_t timeout_ms_ = 2000;
   std::string start_error_;
 };
 

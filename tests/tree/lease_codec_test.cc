@@ -716,6 +716,36 @@ TEST(LeaseCodecHostile, AReplyMustAnswerEveryPushedKey) {
               HasSubstr("the reply answers 1 policies, the request pushed 2"));
 }
 
+TEST(LeaseCodecHostile, ALeaveMayBeAnsweredWithNoPolicies) {
+  // The central's ledger answers a leave with no policies: the leaf gives
+  // everything back and applies nothing from the reply.
+  cluster::TickRequest request = FullRequest();
+  ASSERT_EQ(request.policies.size(), 2u);
+  request.leaving = true;
+  cluster::TickReply reply = FullReply();
+  reply.policies.clear();
+  EXPECT_TRUE(CheckReplyAnswers(request, reply).ok());
+
+  // A full answer to a leave is fine too.
+  EXPECT_TRUE(CheckReplyAnswers(request, FullReply()).ok());
+
+  // A partial one is not.
+  reply = FullReply();
+  reply.policies.pop_back();
+  absl::Status s = CheckReplyAnswers(request, reply);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("the reply answers 1 policies, the request pushed 2"));
+
+  // An empty answer to a tick that is not a leave is still refused.
+  request.leaving = false;
+  reply.policies.clear();
+  s = CheckReplyAnswers(request, reply);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("the reply answers 0 policies, the request pushed 2"));
+}
+
 TEST(LeaseCodecHostile, TheWireBudgetStopsFloodsBeforeParsing) {
   // Half a million empty nested messages in 1 MB: refused on the count,
   // without building them.
