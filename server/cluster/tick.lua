@@ -138,6 +138,43 @@ local recovering = redis.call('EXISTS', rkey) == 1
 -- created: shorter than Redis's full time, which matters per key.
 local base = tonumber(string.match(epoch, '^(%d+)')) * 1000
 
+-- per_key: the live count a key's static share `each` is reserved with.
+-- A process applies the static share of the live count it last heard of,
+-- and a central leases out its leaves' shares under the live count it last
+-- sent, each for up to a stale period; a tick that counts more processes
+-- must not shrink the reservation under them at once. So each is
+-- floor(limit / least), least being the smallest live count any replica
+-- sent for this policy within the last stale period. <prefix>:least holds
+-- "least until pending pending_until" (Redis times): least counts until
+-- `until`; `pending` is the smallest larger count sent since, which takes
+-- over when least ends. One short key per policy, expiring a stale period
+-- after its last tick.
+local least = live
+if per_key then
+  local qkey = prefix .. ':least'
+  local q = {}
+  for x in string.gmatch(redis.call('GET', qkey) or '', '%S+') do
+    q[#q + 1] = tonumber(x)
+  end
+  local held, held_until, pend, pend_until = q[1], q[2], q[3], q[4]
+  if held and held_until < now then
+    held, held_until, pend, pend_until = pend, pend_until, nil, nil
+    if held and held_until < now then held, held_until = nil, nil end
+  end
+  if not held or live <= held then
+    -- A pending count (larger, and ending no later) no longer matters.
+    held, held_until, pend, pend_until = live, now + stale, nil, nil
+  elseif not pend or live <= pend then
+    pend, pend_until = live, now + stale
+  else
+    pend_until = now + stale
+  end
+  least = held
+  local v = held .. ' ' .. held_until
+  if pend then v = v .. ' ' .. pend .. ' ' .. pend_until end
+  redis.call('SET', qkey, v, 'PX', stale + 1)
+end
+
 -- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp, uexp,
 -- life}, with the fields left out as zeros.
 local function fields(v)
@@ -229,7 +266,7 @@ for k = 1, nkeys do
   -- (see below); an entry's grant comes on top of it.
   local each = {0, 0}
   if per_key then
-    each = {math.floor(limit[1] / live), math.floor(limit[2] / live)}
+    each = {math.floor(limit[1] / least), math.floor(limit[2] / least)}
   end
   -- Entries of the other replicas (and of this one's other lives): what
   -- each holds, and the live ones' demand.
