@@ -1362,14 +1362,8 @@ LeaseLedger::Impl::Round LeaseLedger::Impl::BuildRound(
   const uint32_t live = LiveLeaves(start);
   round.up.weight = 1 + live;
   // The store counts every leaf of this central among the processes on a
-  // per_key static share (see ReservedLeaves). Before any count was heard
-  // (the central's first tick) it sends 0 as its SyncLoop does: the store
-  // then does not take 1 + leaves for a count static shares are applied
-  // with.
-  round.up.live_replicas =
-      request.live_replicas == 0 && upstream_weight_ == 0
-          ? 0
-          : std::max(request.live_replicas, TreeWeight(start));
+  // per_key static share (see ReservedLeaves).
+  round.up.live_replicas = std::max(request.live_replicas, TreeWeight(start));
   if (request.leaving) {
     stopping_ = true;
     // Giving the central's entry back would free what its leaves may still

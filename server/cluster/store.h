@@ -142,9 +142,7 @@ struct TickRequest {
   // Lifetime of the state keys; refreshed on every tick. Also how long a
   // replica's warm entry outlives its last tick.
   absl::Duration key_ttl = absl::Minutes(10);
-  // Live replicas this replica knows of (static shares of per_key keys);
-  // 0 before any reply told it (counted as 1, but not recorded as a count
-  // static shares are applied with: see tick.lua's <prefix>:least).
+  // Live replicas this replica knows of (static shares of per_key keys).
   uint32_t live_replicas = 1;
   // The last tick of a replica that stops: it gives its grants, leases and
   // membership back.

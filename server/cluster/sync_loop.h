@@ -223,10 +223,8 @@ class SyncLoop {
   // publishing this replica's own.
   bool adopt_first_ ABSL_GUARDED_BY(tick_mu_) = true;
   // The live weight counted for static shares: the most the store reported
-  // over the last stale period (recent_live_, by tick start). Sent with
-  // every tick; 0 until a reply told one (the store then does not take it
-  // for a count static shares are applied with).
-  uint32_t live_replicas_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  // over the last stale period (recent_live_, by tick start).
+  uint32_t live_replicas_ ABSL_GUARDED_BY(tick_mu_) = 1;
   std::deque<std::pair<absl::Time, uint32_t>> recent_live_
       ABSL_GUARDED_BY(tick_mu_);
   // When this process may apply per_key static shares (see

@@ -7,8 +7,7 @@
 -- data, and the writes there would make the migration fail). Every time is Redis's own
 -- (TIME), never a replica's clock; replicas send durations only.
 --
--- ARGV: replica, stale_ms, ttl_ms, live (replicas this one knows of; 0
---   before it heard a count),
+-- ARGV: replica, stale_ms, ttl_ms, live (replicas this one knows of),
 --   leaving ("1": give everything back), epoch_seen ("" if none), per_key,
 --   incarnation (the replica process's life), sequence (its tick count),
 --   nkeys, and per key:
@@ -149,10 +148,8 @@ local base = tonumber(string.match(epoch, '^(%d+)')) * 1000
 -- "least until pending pending_until" (Redis times): least counts until
 -- `until`; `pending` is the smallest larger count sent since, which takes
 -- over when least ends. One short key per policy, expiring a stale period
--- after its last tick. A replica that has heard no count yet sends 0 (it
--- applies no static share): its tick leaves the record alone.
+-- after its last tick.
 local least = live
-local heard = tonumber(ARGV[4]) > 0
 if per_key then
   local qkey = prefix .. ':least'
   local q = {}
@@ -164,22 +161,18 @@ if per_key then
     held, held_until, pend, pend_until = pend, pend_until, nil, nil
     if held and held_until < now then held, held_until = nil, nil end
   end
-  if not heard then
-    least = held or live
+  if not held or live <= held then
+    -- A pending count (larger, and ending no later) no longer matters.
+    held, held_until, pend, pend_until = live, now + stale, nil, nil
+  elseif not pend or live <= pend then
+    pend, pend_until = live, now + stale
   else
-    if not held or live <= held then
-      -- A pending count (larger, and ending no later) no longer matters.
-      held, held_until, pend, pend_until = live, now + stale, nil, nil
-    elseif not pend or live <= pend then
-      pend, pend_until = live, now + stale
-    else
-      pend_until = now + stale
-    end
-    least = held
-    local v = held .. ' ' .. held_until
-    if pend then v = v .. ' ' .. pend .. ' ' .. pend_until end
-    redis.call('SET', qkey, v, 'PX', stale + 1)
+    pend_until = now + stale
   end
+  least = held
+  local v = held .. ' ' .. held_until
+  if pend then v = v .. ' ' .. pend .. ' ' .. pend_until end
+  redis.call('SET', qkey, v, 'PX', stale + 1)
 end
 
 -- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp, uexp,

@@ -557,23 +557,18 @@ class FakeStore final : public cluster::Store {
         q.pending = 0;
         if (q.held > 0 && q.held_until < now) q.held = 0;
       }
-      if (request.live_replicas == 0) {
-        // Heard no count yet (applies no static share): leaves it alone.
-        if (q.held > 0) least = q.held;
+      if (q.held == 0 || live <= q.held) {
+        q.held = live;
+        q.held_until = now + stale;
+        q.pending = 0;
+      } else if (q.pending == 0 || live <= q.pending) {
+        q.pending = live;
+        q.pending_until = now + stale;
       } else {
-        if (q.held == 0 || live <= q.held) {
-          q.held = live;
-          q.held_until = now + stale;
-          q.pending = 0;
-        } else if (q.pending == 0 || live <= q.pending) {
-          q.pending = live;
-          q.pending_until = now + stale;
-        } else {
-          q.pending_until = now + stale;
-        }
-        q.written = now;
-        least = q.held;
+        q.pending_until = now + stale;
       }
+      q.written = now;
+      least = q.held;
     }
 
     for (const core::KeyTick& key : push.keys) {
