@@ -279,6 +279,8 @@ class FakeStore final : public cluster::Store {
     uint64_t incarnation = 0;
     uint64_t sequence = 0;
     absl::Time until;
+    // When this life first ticked the policy (tick.lua's `since`).
+    absl::Time since;
   };
 
   // Whether the membership or any pushed policy already applied a newer
@@ -514,6 +516,7 @@ class FakeStore final : public cluster::Store {
                                  absl::Time now, bool other_life)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string& me = request.replica_id;
+    bool settled = false;
     {
       auto& lives = lives_[push.policy];
       auto l = lives.find(me);
@@ -521,10 +524,16 @@ class FakeStore final : public cluster::Store {
           l->second.incarnation != request.incarnation && request.leaving) {
         other_life = true;
       }
+      absl::Time since = now;
+      if (l != lives.end() && l->second.until >= now &&
+          l->second.incarnation == request.incarnation) {
+        since = l->second.since;
+      }
       if (!other_life) {
         lives[me] = {request.incarnation, request.sequence,
-                     now + request.key_ttl};
+                     now + request.key_ttl, since};
       }
+      settled = now - since >= request.stale_after / 2;
     }
     const absl::Duration stale = request.stale_after;
     const int64_t live = std::max<uint32_t>(1, request.live_replicas);
@@ -557,18 +566,24 @@ class FakeStore final : public cluster::Store {
         q.pending = 0;
         if (q.held > 0 && q.held_until < now) q.held = 0;
       }
-      if (q.held == 0 || live <= q.held) {
-        q.held = live;
-        q.held_until = now + stale;
-        q.pending = 0;
-      } else if (q.pending == 0 || live <= q.pending) {
-        q.pending = live;
-        q.pending_until = now + stale;
+      if (!settled) {
+        // A life ticking the policy for less than half a stale period
+        // leaves the record alone.
+        if (q.held > 0) least = q.held;
       } else {
-        q.pending_until = now + stale;
+        if (q.held == 0 || live <= q.held) {
+          q.held = live;
+          q.held_until = now + stale;
+          q.pending = 0;
+        } else if (q.pending == 0 || live <= q.pending) {
+          q.pending = live;
+          q.pending_until = now + stale;
+        } else {
+          q.pending_until = now + stale;
+        }
+        q.written = now;
+        least = q.held;
       }
-      q.written = now;
-      least = q.held;
     }
 
     for (const core::KeyTick& key : push.keys) {
