@@ -41,6 +41,8 @@ constexpr absl::Duration kHandOver = absl::Milliseconds(20);
 constexpr size_t kMaxPastLives = 8;
 // Leaf ids listed in a reply's replicas at most.
 constexpr size_t kMaxListedLeaves = 1000;
+// Tree weights remembered over a stale period at most (StaticWeight).
+constexpr size_t kMaxWeights = 1024;
 
 // A random membership epoch for this ledger's life: with the membership
 // version it makes a pair that no other life of a central answers.
@@ -364,14 +366,16 @@ class LeaseLedger::Impl {
   void ForgetLeaf(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many sluiced processes share static shares across the tree.
   uint32_t TreeWeight(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The smallest tree weight of the last stale period: a process applies
+  // the static share of the count it last heard (SyncLoop updates it at its
+  // next tick), so what the subtree's static shares may add up to follows
+  // the smallest count any of them may still use.
+  uint32_t StaticWeight(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // per_key: the leaves whose static shares upstream keeps outside this
   // central's grant, and the most processes upstream may count when it
   // does (see SentRound).
   int64_t ReservedLeaves(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t ReservedLive() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // This central keeps the tree's spare static share (see Resplit): it is
-  // first in upstream's list of replicas.
-  bool KeepsSpare() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The processes of the subtree that use a per_key key's static share
   // without asking (the central and leaves that do not push it), and what
   // the subtree may apply of it at `now`, static shares included.
@@ -462,6 +466,8 @@ class LeaseLedger::Impl {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> upstream_replicas_ ABSL_GUARDED_BY(mu_);
   uint32_t upstream_weight_ ABSL_GUARDED_BY(mu_) = 0;
+  // TreeWeight as it changed (StaticWeight), oldest first, bounded.
+  std::deque<std::pair<absl::Time, uint32_t>> weights_ ABSL_GUARDED_BY(mu_);
   // The weight of the last push upstream answered.
   uint32_t sent_weight_ ABSL_GUARDED_BY(mu_) = 1;
   // The pushes upstream answered within the last stale period: the weight
@@ -572,11 +578,21 @@ uint32_t LeaseLedger::Impl::ReservedLive() const {
   return live;
 }
 
-bool LeaseLedger::Impl::KeepsSpare() const {
-  for (const std::string& id : upstream_replicas_) {
-    if (id < options_.replica_id) return false;
+uint32_t LeaseLedger::Impl::StaticWeight(absl::Time now) {
+  const uint32_t weight = TreeWeight(now);
+  if (weights_.empty() || weights_.back().second != weight) {
+    weights_.emplace_back(now, weight);
   }
-  return true;
+  // An entry holds until the next one: the first is dropped once the
+  // second is older than the stale period.
+  while (weights_.size() > 1 &&
+         (weights_[1].first <= now - options_.stale_after ||
+          weights_.size() > kMaxWeights)) {
+    weights_.pop_front();
+  }
+  uint32_t least = weight;
+  for (const auto& [at, w] : weights_) least = std::min(least, w);
+  return least;
 }
 
 int64_t LeaseLedger::Impl::ColdParties(const Pool& pool, absl::Time now) {
@@ -589,7 +605,7 @@ int64_t LeaseLedger::Impl::ColdParties(const Pool& pool, absl::Time now) {
 
 core::Units LeaseLedger::Impl::SubtreeInForce(const Pool& pool,
                                               absl::Time now) {
-  const int64_t tree = TreeWeight(now);
+  const int64_t tree = StaticWeight(now);
   const int64_t cold = ColdParties(pool, now);
   core::Units total{};
   for (int r = 0; r < kR; ++r) {
@@ -687,7 +703,7 @@ void LeaseLedger::Impl::Record(Pool* pool, const std::string& party,
   h.hold = key.applied;
   h.hold_until = now + left;
   if (pool->per_key) {
-    const int64_t tree = TreeWeight(now);
+    const int64_t tree = StaticWeight(now);
     for (int r = 0; r < kR; ++r) h.base[r] = pool->limit[r] / (tree + 1);
   }
   Recount(pool, &h, now);
@@ -716,7 +732,7 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
   // by demand. per_key: every process of the subtree that does not push
   // the key uses its static share without asking.
   int64_t cold = 0;
-  const int64_t tree = TreeWeight(now);
+  const int64_t tree = StaticWeight(now);
   if (pool->per_key) {
     const int64_t subtree = 1 + LiveLeaves(now);
     cold = std::max<int64_t>(0, subtree - static_cast<int64_t>(names.size()));
@@ -736,16 +752,11 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
     // per_key: upstream granted the central `units` on top of the static
     // shares it keeps for the leaves (pool->statics); the subtree's own
     // static shares (of every party, pushing or not) come out of both.
-    // One static share of the tree stays free, for a process that joins
-    // before the others hear of it (as the `+ 1` in floor(limit / (weight
-    // + 1)) does for cold keys; a hot key's pool is leased out in full
-    // otherwise): the first central in upstream's list keeps it, out of
-    // its leaves' static shares.
+    // The pool is leased out in full: a process that joins meanwhile takes
+    // no static share before every lease issued without counting it has
+    // ended (SyncLoop::AcceptMembership).
     const int64_t base = pool->per_key ? pool->limit[r] / (tree + 1) : 0;
-    const int64_t spare = pool->per_key && KeepsSpare() ? base : 0;
-    pool->fair_total[r] = pool->units[r] +
-                          std::max<int64_t>(0, pool->statics[r] - spare) -
-                          cold * base;
+    pool->fair_total[r] = pool->units[r] + pool->statics[r] - cold * base;
     if (pool->limit[r] <= 0) continue;  // not cluster-scope: nothing to split
     for (size_t j = 0; j < names.size(); ++j) {
       const Holding& h = *asking[j];

@@ -160,7 +160,10 @@ absl::Status SyncLoop::TickFailed(absl::Time start, absl::Duration took,
   if (start >= held_until || !store_known_) {
     SetStoreUp(false, error);
     adopt_first_ = true;
-    engine_->SetStoreState(false, 0);
+    // Silent for a stale period: the store forgets this process, and counts
+    // it again only at its next good tick.
+    statics_from_ = absl::InfiniteFuture();
+    engine_->SetStoreState(false, 0, /*static_shares=*/false);
   } else if (failed_in_a_row_ == 1) {
     spdlog::warn(
         "cluster store {} did not answer ({}); keeping this replica's grants "
@@ -363,6 +366,7 @@ absl::StatusOr<TickReply> SyncLoop::Exchange(Round* round) {
 uint32_t SyncLoop::AcceptMembership(const Round& round,
                                     const TickReply& reply) {
   failed_in_a_row_ = 0;
+  const absl::Time previous_success = last_success_;
   last_success_ = round.start;
   const absl::Duration offset = reply.store_now - (round.start + round.took / 2);
   drift_ = offset_known_ ? absl::AbsDuration(offset - offset_)
@@ -372,6 +376,22 @@ uint32_t SyncLoop::AcceptMembership(const Round& round,
   // The store lists the replicas only when its membership changed since
   // the one this replica applied; otherwise the last list holds.
   const bool listed = !reply.members_unchanged;
+  // Static shares of per_key keys. The store counts this process from this
+  // tick on (it joins, or comes back after it forgot it: the store lost its
+  // membership, or this process was silent for a stale period, or a leaf
+  // reached another central), but grants it issued before, which left no
+  // room for this process's static share, stay in force for up to a stale
+  // period from their own tick, which started before this reply came. A
+  // leaf's central counts it at once but its store upstream only from the
+  // central's next tick, up to an interval later. So the static shares wait
+  // stale_after + interval from this reply.
+  const absl::Time replied = round.start + round.took;
+  const bool forgotten =
+      statics_from_ == absl::InfiniteFuture() ||
+      (listed && reply.members_epoch != members_epoch_) ||
+      round.start >= previous_success + stale_after();
+  if (forgotten) statics_from_ = replied + static_share_wait();
+  const bool statics = replied >= statics_from_;
   if (listed) {
     replicas_ = reply.replicas;
     members_epoch_ = reply.members_epoch;
@@ -393,7 +413,7 @@ uint32_t SyncLoop::AcceptMembership(const Round& round,
   for (const auto& [at, n] : recent_live_) counted = std::max(counted, n);
   live_replicas_ = counted;
   SetStoreUp(true, absl::StrCat(live, " live replica", live == 1 ? "" : "s"));
-  engine_->SetStoreState(true, counted);
+  engine_->SetStoreState(true, counted, statics);
   if (listed) {
     absl::MutexLock lock(&forward_mu_);
     live_.clear();

@@ -193,6 +193,16 @@ class SyncLoop {
   absl::Duration stale_after() const {
     return options_.interval * options_.stale_ticks;
   }
+ public:
+  // How long after its first good tick (and after the store was down or
+  // lost its membership) a process waits before it applies per_key static
+  // shares: every grant issued before the store counted it has ended by
+  // then (see AcceptMembership).
+  absl::Duration static_share_wait() const {
+    return stale_after() + options_.interval;
+  }
+
+ private:
 
   core::Engine* const engine_;
   Store* const store_;
@@ -217,6 +227,10 @@ class SyncLoop {
   uint32_t live_replicas_ ABSL_GUARDED_BY(tick_mu_) = 1;
   std::deque<std::pair<absl::Time, uint32_t>> recent_live_
       ABSL_GUARDED_BY(tick_mu_);
+  // When this process may apply per_key static shares (see
+  // AcceptMembership): InfiniteFuture until the store has counted it, and
+  // again after the store went down or lost its membership.
+  absl::Time statics_from_ ABSL_GUARDED_BY(tick_mu_) = absl::InfiniteFuture();
   // The live replicas as the store last listed them, and the membership
   // (epoch, version) of that list: the store lists them again only when
   // its membership differs (TickRequest::members_seen).

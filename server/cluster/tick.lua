@@ -87,17 +87,22 @@ local other_life = false
 -- life of this replica is kept.
 local life = tonumber(string.sub(incarnation, -6)) or 0
 local prev_field = replica .. '\0prev'
+-- The entry also keeps when this life first ticked the policy (`since`,
+-- Redis's time; see <prefix>:least).
+local since = now
 do
   local stored = redis.call('HGET', lkey, replica)
   if stored then
-    local inc, seq = string.match(stored, '^(%S+) (%S+)$')
+    local inc, seq, at = string.match(stored, '^(%S+) (%S+) ?(%S*)$')
     if inc == incarnation and tonumber(seq) > sequence then
       return redis.error_reply('STALE tick request: a newer one was applied')
     end
     other_life = leaving and inc ~= incarnation
+    if inc == incarnation and at ~= '' then since = tonumber(at) end
   end
   if not other_life then
-    redis.call('HSET', lkey, replica, incarnation .. ' ' .. sequence)
+    redis.call('HSET', lkey, replica,
+               incarnation .. ' ' .. sequence .. ' ' .. since)
     redis.call('PEXPIRE', lkey, ttl)
   end
 end
@@ -137,6 +142,53 @@ local recovering = redis.call('EXISTS', rkey) == 1
 -- Grant entries keep their times as milliseconds since the epoch was
 -- created: shorter than Redis's full time, which matters per key.
 local base = tonumber(string.match(epoch, '^(%d+)')) * 1000
+
+-- per_key: the live count a key's static share `each` is reserved with.
+-- A process applies the static share of the live count it last heard of,
+-- and a central leases out its leaves' shares under the live count it last
+-- sent, each for up to a stale period; a tick that counts more processes
+-- must not shrink the reservation under them at once. So each is
+-- floor(limit / least), least being the smallest live count any replica
+-- sent for this policy within the last stale period. <prefix>:least holds
+-- "least until pending pending_until" (Redis times): least counts until
+-- `until`; `pending` is the smallest larger count sent since, which takes
+-- over when least ends. One short key per policy, expiring a stale period
+-- after its last tick. A life's counts are recorded only once it has
+-- ticked the policy for half a stale period: before that it applies no
+-- static share (a process waits a stale period and an interval after its
+-- first tick, a central keeps no leaf's share before its pushes of a stale
+-- period), and its first counts may be low (when many start together, each
+-- first hears only those that ticked before it).
+local least = live
+local settled = now - since >= stale / 2
+if per_key then
+  local qkey = prefix .. ':least'
+  local q = {}
+  for x in string.gmatch(redis.call('GET', qkey) or '', '%S+') do
+    q[#q + 1] = tonumber(x)
+  end
+  local held, held_until, pend, pend_until = q[1], q[2], q[3], q[4]
+  if held and held_until < now then
+    held, held_until, pend, pend_until = pend, pend_until, nil, nil
+    if held and held_until < now then held, held_until = nil, nil end
+  end
+  if not settled then
+    least = held or live
+  else
+    if not held or live <= held then
+      -- A pending count (larger, and ending no later) no longer matters.
+      held, held_until, pend, pend_until = live, now + stale, nil, nil
+    elseif not pend or live <= pend then
+      pend, pend_until = live, now + stale
+    else
+      pend_until = now + stale
+    end
+    least = held
+    local v = held .. ' ' .. held_until
+    if pend then v = v .. ' ' .. pend .. ' ' .. pend_until end
+    redis.call('SET', qkey, v, 'PX', stale + 1)
+  end
+end
 
 -- A grant entry as {exp, g1, d1, u1, g2, d2, u2, h1, h2, hexp, uexp,
 -- life}, with the fields left out as zeros.
@@ -229,7 +281,7 @@ for k = 1, nkeys do
   -- (see below); an entry's grant comes on top of it.
   local each = {0, 0}
   if per_key then
-    each = {math.floor(limit[1] / live), math.floor(limit[2] / live)}
+    each = {math.floor(limit[1] / least), math.floor(limit[2] / least)}
   end
   -- Entries of the other replicas (and of this one's other lives): what
   -- each holds, and the live ones' demand.

@@ -258,20 +258,36 @@ WarmImport Engine::ImportWarmState(
   return result;
 }
 
-void Engine::SetStoreState(bool up, uint32_t live_replicas) {
+void Engine::SetStoreState(bool up, uint32_t live_replicas,
+                           bool static_shares) {
   std::shared_ptr<const DependencyMap> map;
   ClusterState cluster;
   {
     absl::MutexLock lock(&mu_);
     const uint32_t live = live_replicas > 0 ? live_replicas : cluster_.live_replicas;
     // Every tick reports the state; only a change touches the gates.
-    if (cluster_.store_up == up && cluster_.live_replicas == live) return;
+    if (cluster_.store_up == up && cluster_.live_replicas == live &&
+        cluster_.static_shares == static_shares) {
+      return;
+    }
     cluster_.store_up = up;
     cluster_.live_replicas = live;
+    cluster_.static_shares = static_shares;
     cluster = cluster_;
     map = current_;
   }
   for (const auto& [name, dep] : *map) dep->SetClusterState(cluster);
+}
+
+Units Engine::StaticUnits(absl::string_view dependency) {
+  absl::StatusOr<std::shared_ptr<Dependency>> dep = Lookup(dependency);
+  if (!dep.ok()) return Units{};
+  ClusterState cluster;
+  {
+    absl::MutexLock lock(&mu_);
+    cluster = cluster_;
+  }
+  return GateSet::StaticUnits(*(*dep)->policy(), cluster);
 }
 
 absl::StatusOr<std::shared_ptr<Dependency>> Engine::Lookup(

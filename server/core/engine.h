@@ -141,11 +141,19 @@ class Engine {
   // Cluster mode. The sync loop calls these once per tick, off the request
   // path: CollectTick drains each dependency's demand of the tick that ends
   // now; ApplyTick hands back shares and shared breaker state; and
-  // SetStoreState says whether the store answered.
+  // SetStoreState says whether the store answered, how many processes
+  // share static shares, and whether this one may apply its own yet (a
+  // per_key key's static share; see ClusterState::static_shares).
   std::vector<DependencyTick> CollectTick(absl::Duration interval);
   void ApplyTick(const std::vector<DependencyUpdate>& updates);
-  void SetStoreState(bool up, uint32_t live_replicas)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void SetStoreState(bool up, uint32_t live_replicas,
+                     bool static_shares = true) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Cluster mode, a per_key policy: the units of each cluster-scope
+  // resource any key of `dependency` applies without a grant now (its
+  // static share; zero while the sync loop holds static shares back, with
+  // the store down, or for a policy without per_key cluster limits).
+  Units StaticUnits(absl::string_view dependency) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Warm start. ExportWarmState: the adaptive limits, learned baselines and
   // OPEN breakers of every dependency, at most `max_keys` keys of each

@@ -72,11 +72,49 @@ int64_t GateSet::ClusterUnits(int r, absl::Time now) const {
   // LOCAL with the store down: the last known replica count splits it.
   if (!cluster_.store_up) return limit / live;
   const bool granted = share_->has_grant && now < share_->grant_until;
-  // A per_key key keeps a static share on every replica, which leaves room
-  // for one replica joining before the others hear of it; a grant for a hot
-  // key comes on top. A new replica starts with nothing else and asks.
-  const int64_t base = policy_->per_key ? limit / (live + 1) : 0;
+  const int64_t base = StaticShare(*policy_, limit, cluster_);
   return granted ? std::max(base, GrantUnits(r)) : base;
+}
+
+int64_t GateSet::StaticShare(const PolicyConfig& policy, int64_t limit,
+                             const ClusterState& cluster) {
+  // A per_key key keeps a static share on every process, which leaves room
+  // for one process joining before the others hear of it; a grant for a
+  // hot key comes on top. A new process starts with its grants only, and
+  // takes static shares once the sync loop says that every grant the store
+  // issued before it counted this process has ended.
+  if (!policy.per_key || !cluster.enabled || !cluster.store_up ||
+      !cluster.static_shares) {
+    return 0;
+  }
+  const int64_t live = std::max<uint32_t>(1, cluster.live_replicas);
+  return limit / (live + 1);
+}
+
+Units GateSet::ClusterLimit(const PolicyConfig& policy,
+                            const ClusterState& cluster) {
+  Units limit{};
+  if (!cluster.enabled) return limit;
+  const RateLimitConfig* rate =
+      policy.rate_limit ? &*policy.rate_limit : nullptr;
+  if (rate && rate->scope == Scope::kCluster) {
+    limit[kRateUnits] = static_cast<int64_t>(std::floor(
+        rate->algorithm == RateAlgorithm::kTokenBucket ? rate->burst
+                                                       : rate->rate));
+  }
+  if (policy.concurrency && policy.concurrency->scope == Scope::kCluster) {
+    limit[kSlotUnits] = policy.concurrency->max_in_flight;
+  }
+  return limit;
+}
+
+Units GateSet::StaticUnits(const PolicyConfig& policy,
+                           const ClusterState& cluster) {
+  Units out = ClusterLimit(policy, cluster);
+  for (int r = 0; r < kClusterResources; ++r) {
+    out[r] = StaticShare(policy, out[r], cluster);
+  }
+  return out;
 }
 
 int64_t GateSet::GrantUnits(int r) const {
@@ -94,15 +132,7 @@ void GateSet::ApplyLimits(absl::Time now) {
   } else {
     share_.reset();
   }
-  Units cluster_limit{};
-  if (cluster_.enabled && cluster_rate()) {
-    cluster_limit[kRateUnits] = static_cast<int64_t>(std::floor(
-        rate->algorithm == RateAlgorithm::kTokenBucket ? rate->burst
-                                                       : rate->rate));
-  }
-  if (cluster_.enabled && cluster_concurrency()) {
-    cluster_limit[kSlotUnits] = max_in_flight();
-  }
+  const Units cluster_limit = ClusterLimit(*policy_, cluster_);
   if (share_) share_->limit = cluster_limit;
 
   if (rate && rate->algorithm == RateAlgorithm::kTokenBucket) {

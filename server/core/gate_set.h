@@ -51,6 +51,10 @@ struct ClusterState {
   bool store_up = false;
   // Live replicas at the last successful sync (at least 1).
   uint32_t live_replicas = 1;
+  // A per_key key's static share may be applied: the sync loop says so only
+  // once every grant issued before the store counted this process has
+  // ended (SyncLoop::AcceptMembership). Until then only grants count.
+  bool static_shares = false;
 };
 
 // Live state of the gates of one policy: for one key of a per_key policy, or
@@ -221,6 +225,17 @@ class GateSet final : public BreakerListener {
   void OnTransition(BreakerState from, BreakerState to,
                     const std::string& cause, absl::Time at,
                     uint64_t generation, absl::Time open_until) override;
+
+  // What a per_key key of `policy` applies without a grant (its static
+  // share of `limit`), and per resource for a key without state; zero when
+  // the policy has no per_key cluster limit or `cluster` does not allow
+  // static shares. ClusterLimit: the cluster-scope limits as written.
+  static int64_t StaticShare(const PolicyConfig& policy, int64_t limit,
+                             const ClusterState& cluster);
+  static Units ClusterLimit(const PolicyConfig& policy,
+                            const ClusterState& cluster);
+  static Units StaticUnits(const PolicyConfig& policy,
+                           const ClusterState& cluster);
 
  private:
   // A refusal for `reason`: DEGRADE when the fallback covers it, else REJECT

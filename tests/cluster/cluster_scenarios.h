@@ -187,6 +187,23 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     }
   }
 
+  // Ticks every replica once a second until each applies its static share
+  // of per_key policy `dep`: a replica takes static shares only
+  // SyncLoop::static_share_wait() after its first tick, once the store's
+  // grants that did not count it have ended.
+  void SettleStaticShares(const std::string& dep) {
+    for (int s = 0; s < 10; ++s) {
+      bool all = true;
+      for (auto& r : replicas_) {
+        if (r && r->engine.StaticUnits(dep) == core::Units{}) all = false;
+      }
+      if (all) return;
+      TickAll();
+      clock_.Advance(absl::Seconds(1));
+    }
+    ADD_FAILURE() << "no static shares of " << dep << " after 10 s";
+  }
+
   // Simulated time in 1 ms steps, for the scenarios with many replicas
   // (the same model as bench/cluster_transients): each running replica
   // ticks once a second at its own offset, and a gateway's traffic of

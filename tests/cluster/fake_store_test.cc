@@ -382,5 +382,146 @@ TEST_P(FakeStoreTest, SyncLoopKeepsItsMembershipWhileTheStoreLeavesItOut) {
   EXPECT_EQ(store_.membership_listed(), listed_after);
 }
 
+// per_key static shares wait until every grant the store issued before it
+// counted the process has ended (SyncLoop::static_share_wait(): the stale
+// period and an interval after the first good tick).
+class StaticShareWaitTest : public FakeStoreTest {
+ protected:
+  static constexpr int64_t kLimit = 90;
+  void SetUp() override {
+    FakeStoreTest::SetUp();
+    keyed_ = ClusterBucket("inv", kLimit, kLimit);
+    keyed_.per_key = true;
+  }
+  // A second of load: 200 calls for "hot" on each of the first `hot`
+  // replicas, then every running replica ticks.
+  void Second(int hot) {
+    for (int r = 0; r < hot; ++r) {
+      if (!Running(r)) continue;
+      for (int i = 0; i < 200; ++i) {
+        R(r).engine.Acquire("inv", "hot", 1).IgnoreError();
+      }
+    }
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  // Units of "hot" in force across the replicas: each one's grant while
+  // it holds one, and its static share in any case (the engine's own).
+  int64_t HotInForce() {
+    int64_t sum = 0;
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      if (!Running(static_cast<int>(r))) continue;
+      Replica& rep = R(static_cast<int>(r));
+      int64_t units = rep.engine.StaticUnits("inv")[core::kRateUnits];
+      absl::StatusOr<core::DependencyStatus> s = rep.engine.Inspect("inv", "hot");
+      if (s.ok() && s->gates && s->gates->has_grant) {
+        units = std::max(units, s->gates->granted[core::kRateUnits]);
+      }
+      sum += units;
+    }
+    return sum;
+  }
+  int64_t StaticOf(int r) {
+    return R(r).engine.StaticUnits("inv")[core::kRateUnits];
+  }
+  PolicyConfig keyed_;
+};
+
+TEST_P(StaticShareWaitTest, AJoinerTakesNoStaticShareBeforeTheGrantsThatMissedItEnd) {
+  AddReplicas(2);
+  Install(keyed_);
+  for (int t = 0; t < 8; ++t) Second(2);
+  // Both replicas hot: the store hands out the whole pool.
+  EXPECT_EQ(HotInForce(), kLimit);
+  EXPECT_EQ(StaticOf(0), kLimit / 3);
+
+  AddReplicas(1);
+  R(2).engine.PutPolicy(keyed_);
+  const absl::Time joined = clock_.Now();
+  int64_t worst = 0;
+  absl::Duration waited = absl::InfiniteDuration();
+  for (int t = 0; t < 8; ++t) {
+    Second(2);
+    worst = std::max(worst, HotInForce());
+    if (StaticOf(2) > 0 && waited == absl::InfiniteDuration()) {
+      waited = clock_.Now() - absl::Seconds(1) - joined;
+    }
+  }
+  EXPECT_LE(worst, kLimit);
+  // Its first good tick at +0, the stale period (3 s) and an interval (1 s)
+  // later its static share; no earlier.
+  EXPECT_EQ(waited, R(2).loop.static_share_wait());
+  EXPECT_EQ(waited, absl::Seconds(4));
+  EXPECT_EQ(StaticOf(2), kLimit / 4);
+}
+
+// The cost: a new replica has no static share for a cold key, and the
+// store grants none for a key whose demand its static share covers; the
+// replica serves it once its wait is over, from the tick that ends it.
+TEST_P(StaticShareWaitTest, ANewReplicaServesAColdKeyOnlyAfterItsWait) {
+  AddReplicas(1);
+  Install(keyed_);
+  const absl::Time first_tick = clock_.Now();
+  absl::Duration served = absl::InfiniteDuration();
+  for (int ms = 0; ms < 10000 && served == absl::InfiniteDuration(); ++ms) {
+    if (ms % 1000 == 0) R(0).loop.TickOnce().IgnoreError();
+    if (ms % 100 == 0) {
+      absl::StatusOr<core::Decision> d = R(0).engine.Acquire("inv", "k", 1);
+      ASSERT_TRUE(d.ok());
+      if (d->verdict == core::Verdict::kAllow) served = clock_.Now() - first_tick;
+    }
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  // Its bucket starts empty at the static share and fills at the rate.
+  EXPECT_GE(served, R(0).loop.static_share_wait());
+  EXPECT_LE(served, R(0).loop.static_share_wait() + absl::Milliseconds(100));
+  std::printf("cold per_key key on a new replica: first call allowed %s "
+              "after its first tick\n",
+              absl::FormatDuration(served).c_str());
+}
+
+// After the store was out of reach for a stale period it has forgotten the
+// replica, and the grants it issued meanwhile did not count it: the wait
+// starts again at the first good tick.
+TEST_P(StaticShareWaitTest, TheWaitStartsAgainAfterTheStoreWasDown) {
+  AddReplicas(2);
+  Install(keyed_);
+  for (int t = 0; t < 6; ++t) Second(0);
+  ASSERT_EQ(StaticOf(1), kLimit / 3);
+  paths_[1]->set_cut(true);
+  for (int t = 0; t < 4; ++t) Second(0);
+  paths_[1]->set_cut(false);
+  Second(0);
+  EXPECT_EQ(StaticOf(1), 0);
+  EXPECT_EQ(StaticOf(0), kLimit / 3);
+  for (int t = 0; t < 3; ++t) Second(0);
+  EXPECT_EQ(StaticOf(1), 0);
+  Second(0);
+  EXPECT_EQ(StaticOf(1), kLimit / 3);
+  // A failed tick within the stale period is no restart.
+  paths_[1]->set_cut(true);
+  Second(0);
+  paths_[1]->set_cut(false);
+  Second(0);
+  EXPECT_EQ(StaticOf(1), kLimit / 3);
+}
+
+// A store that lost its membership (a new epoch) counts every replica anew.
+TEST_P(StaticShareWaitTest, TheWaitStartsAgainWhenTheStoreLostItsMembership) {
+  AddReplicas(2);
+  Install(keyed_);
+  for (int t = 0; t < 6; ++t) Second(0);
+  ASSERT_EQ(StaticOf(0), kLimit / 3);
+  store_.WipeMembershipVersion();
+  Second(0);
+  EXPECT_EQ(StaticOf(0), 0);
+  EXPECT_EQ(StaticOf(1), 0);
+  for (int t = 0; t < 4; ++t) Second(0);
+  EXPECT_EQ(StaticOf(0), kLimit / 3);
+  EXPECT_EQ(StaticOf(1), kLimit / 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fake, StaticShareWaitTest, ::testing::Values("fake"));
+
 }  // namespace
 }  // namespace sluice::cluster

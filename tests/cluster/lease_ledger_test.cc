@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <random>
@@ -871,11 +872,14 @@ TEST_F(LeaseLedgerTest, PerKeyStaticSharesAreBudgetedForTheWholeTree) {
 // per_key pools: Redis (tick.lua) keeps floor(limit / live) apart for each
 // process without an entry, the central's leaves included, and grants the
 // central what is left. The ledger leases the leaves that plus the central's
-// grant, less one static share kept free for a process joining; what every
-// process applies (its static share floor(limit / (live + 1)) or its
-// grant, whichever is more, the central's static share included) never
-// adds up to more than the limit. A limit of 103: static shares do not
-// divide it, so that what is leased on top of them shows.
+// grant, in full; what every process applies (its static share
+// floor(limit / (live + 1)) or its grant, whichever is more, the central's
+// static share included) never adds up to more than the limit. A process
+// takes static shares only SyncLoop::static_share_wait() (stale period +
+// interval) after its first reply, as SyncLoop::AcceptMembership decides;
+// the fixture also keeps what would be in force without that wait. A limit
+// of 103: static shares do not divide it, so that what is leased on top of
+// them shows.
 class PerKeyPoolTest : public LeaseLedgerTest {
  protected:
   static constexpr int64_t kLimit = 103;
@@ -905,6 +909,7 @@ class PerKeyPoolTest : public LeaseLedgerTest {
       const StoreGrant& g = l->policies[0].grants[0];
       leaf.live = std::max<uint32_t>(
           {1, static_cast<uint32_t>(l->replicas.size()), l->live_weight});
+      if (!leaf.up) leaf.statics_from = clock_.Now() + kStale + kInterval;
       leaf.up = true;
       leaf.grant = g.granted ? g.units[0] : 0;
       leaf.until = clock_.Now() + std::min(kStale, g.valid_for);
@@ -921,33 +926,40 @@ class PerKeyPoolTest : public LeaseLedgerTest {
     leaves_.erase(id);
   }
   // What a leaf applies now: its grant while in force, and its static
-  // share in any case (GateSet::ClusterUnits).
-  int64_t Applies(const std::string& id) const {
+  // share once its wait is over (GateSet::ClusterUnits), or (`eager`) from
+  // its first reply on, as before the wait.
+  int64_t Applies(const std::string& id, bool eager = false) const {
     const auto& leaf = leaves_.at(id);
     if (!leaf.up) return 0;  // no store reply yet: nothing cluster-scope
-    const int64_t base = kLimit / (leaf.live + 1);
+    const bool statics = eager || clock_.Now() >= leaf.statics_from;
+    const int64_t base = statics ? kLimit / (leaf.live + 1) : 0;
     return std::max(base, clock_.Now() < leaf.until ? leaf.grant : 0);
   }
-  int64_t LeafTotal() const {
+  int64_t LeafTotal(bool eager = false) const {
     int64_t sum = 0;
-    for (const auto& [id, leaf] : leaves_) sum += Applies(id);
+    for (const auto& [id, leaf] : leaves_) sum += Applies(id, eager);
     return sum;
   }
-  // The most the tree applies, since the last Reset.
+  // The most the tree applies, since the last Reset (the central's static
+  // share always counted).
   void Check() {
-    worst_ = std::max(worst_, LeafTotal() + kLimit / (central_live_ + 1));
+    const int64_t central = kLimit / (central_live_ + 1);
+    worst_ = std::max(worst_, LeafTotal() + central);
+    worst_eager_ = std::max(worst_eager_, LeafTotal(true) + central);
   }
-  void Reset() { worst_ = 0; }
+  void Reset() { worst_ = worst_eager_ = 0; }
 
   struct LeafState {
     bool up = false;
     uint32_t live = 1;
     int64_t grant = 0;
     absl::Time until = absl::InfinitePast();
+    absl::Time statics_from = absl::InfiniteFuture();
   };
   std::map<std::string, LeafState> leaves_;
   uint32_t central_live_ = 1;
   int64_t worst_ = 0;
+  int64_t worst_eager_ = 0;
 };
 
 TEST_F(PerKeyPoolTest, TheLeavesStaticSharesRedisKeepsApartAreLeasedOnTop) {
@@ -957,13 +969,16 @@ TEST_F(PerKeyPoolTest, TheLeavesStaticSharesRedisKeepsApartAreLeasedOnTop) {
   for (int i = 0; i < 4; ++i) Round();
   EXPECT_LE(worst_, kLimit);
   // 4 processes: Redis keeps 3 x floor(103 / 4) = 75 for the leaves and
-  // grants the central 28. Static shares are floor(103 / 5) = 20: one is
-  // the central's, one stays free; the leaves lease 28 + 75 - 40 = 63 (21
-  // each), where before they had their static shares and nothing on top
-  // (the ledger took them out of the 28).
+  // grants the central 28. Static shares are floor(103 / 5) = 20, the
+  // central's; the leaves lease 28 + 75 - 20 = 83 (27 or 28 each), where
+  // before they had their static shares and nothing on top (the ledger
+  // took them out of the 28).
   EXPECT_EQ(store_.Held("pk", "hot", 0), 28);
-  for (const auto& [id, leaf] : leaves_) EXPECT_EQ(leaf.grant, 21) << id;
-  EXPECT_EQ(LeafTotal(), 63);
+  for (const auto& [id, leaf] : leaves_) {
+    EXPECT_GE(leaf.grant, 27) << id;
+    EXPECT_LE(leaf.grant, 28) << id;
+  }
+  EXPECT_EQ(LeafTotal(), 83);
   // Upstream hears what the subtree applies above the leaves' static
   // shares (83 - 75), no more than its grant, and their demand above them.
   const core::KeyTick& up = recorder_.last.policies[0].keys[0];
@@ -973,27 +988,37 @@ TEST_F(PerKeyPoolTest, TheLeavesStaticSharesRedisKeepsApartAreLeasedOnTop) {
   EXPECT_EQ(recorder_.last.live_replicas, 4u);
 }
 
-TEST_F(PerKeyPoolTest, ANewLeafsStaticShareComesFromThePoolUntilEveryoneCountsIt) {
+TEST_F(PerKeyPoolTest, ANewLeafTakesNoStaticShareBeforeTheLeasesThatMissedItEnd) {
   for (const char* id : {"leaf1", "leaf2", "leaf3"}) AddLeaf(id);
   for (int i = 0; i < 8; ++i) Round();
-  // A fourth leaf applies its static share from its first reply on, before
-  // the others hear of it: the static share kept free holds it. Once a
-  // stale period of pushes counted it, it is leased as the others are.
+  // The pool is leased out in full. A fourth leaf that took its static
+  // share from its first reply on would put the tree over the limit until
+  // the others' leases shrink; it waits a stale period and an interval,
+  // asking for grants meanwhile, and the tree stays within the limit.
   AddLeaf("leaf4");
   Reset();
-  for (int i = 0; i < 8; ++i) Round();
+  int64_t first_grant = -1;
+  for (int i = 0; i < 8; ++i) {
+    Round();
+    if (first_grant < 0) first_grant = leaves_.at("leaf4").grant;
+  }
   EXPECT_LE(worst_, kLimit);
+  EXPECT_GT(worst_eager_, kLimit);
+  std::printf("joiner: worst %lld, without the wait %lld, first grant %lld\n",
+              static_cast<long long>(worst_),
+              static_cast<long long>(worst_eager_),
+              static_cast<long long>(first_grant));
   // 5 processes: 4 x floor(103 / 5) = 80 kept apart, 23 granted; static
-  // shares are floor(103 / 6) = 17, the central's and the free one; the
-  // leaves share 23 + 80 - 34 = 69.
-  EXPECT_EQ(LeafTotal(), 69);
+  // shares are floor(103 / 6) = 17, the central's only; the leaves share
+  // 23 + 80 - 17 = 86.
+  EXPECT_EQ(LeafTotal(), 86);
   for (const auto& [id, leaf] : leaves_) EXPECT_GE(leaf.grant, 17) << id;
   // One leaves: its static share is no longer leased out once it is gone,
   // and the others get it a stale period later.
   RemoveLeaf("leaf4");
   Reset();
   for (int i = 0; i < 8; ++i) Round();
-  EXPECT_EQ(LeafTotal(), 63);
+  EXPECT_EQ(LeafTotal(), 83);
   EXPECT_LE(worst_, kLimit);
 }
 
@@ -1006,12 +1031,11 @@ TEST_F(PerKeyPoolTest, TheLargestLiveCountOfThePeriodSetsTheStaticShares) {
   Reset();
   for (int i = 0; i < 4; ++i) Round(1000, 1);
   EXPECT_EQ(recorder_.last.live_replicas, 4u);
-  EXPECT_EQ(LeafTotal(), 63);
+  EXPECT_EQ(LeafTotal(), 83);
   // It counts more (10: processes that left within its stale period):
   // Redis keeps floor(103 / 10) = 10 for each of 9 and grants 13; the
-  // leaves are leased 13 + 3 x 10 less the central's 20 and the free 20,
-  // no more than their static shares (20 each), once the leases in force
-  // end.
+  // leaves are leased 13 + 3 x 10 less the central's 20, no more than
+  // their static shares (20 each), once the leases in force end.
   Round(1000, 10);
   Round(1000, 10);
   EXPECT_EQ(recorder_.last.live_replicas, 10u);
@@ -1021,7 +1045,7 @@ TEST_F(PerKeyPoolTest, TheLargestLiveCountOfThePeriodSetsTheStaticShares) {
   for (int i = 0; i < 2; ++i) Round(1000, 4);
   EXPECT_EQ(LeafTotal(), 60);
   for (int i = 0; i < 8; ++i) Round(1000, 4);
-  EXPECT_EQ(LeafTotal(), 63);
+  EXPECT_EQ(LeafTotal(), 83);
   EXPECT_LE(worst_, kLimit);
 }
 

@@ -97,19 +97,48 @@ TEST(InForceCheckerTest, SeesGrantsOverTheLimitUntilTheyEnd) {
   EXPECT_EQ(c.violating_checks(), 2u);
 }
 
-TEST(InForceCheckerTest, CountsStaticSharesOfPerKeyKeys) {
+// Static shares come from each process's engine (Engine::StaticUnits),
+// whether or not the process pushed the key.
+TEST(InForceCheckerTest, CountsEveryEnginesStaticShareOfPerKeyKeys) {
+  testing::FakeClock clock;
   InForceChecker c;
-  const absl::Time t0 = testing::FakeClock::DefaultStart();
-  // Three processes each told of 2 live replicas: 33 each, 99 in all.
-  for (const char* id : {"a", "b", "c"}) {
+  const absl::Time t0 = clock.Now();
+  core::PolicyConfig policy;
+  policy.name = "p";
+  policy.per_key = true;
+  core::RateLimitConfig rate;
+  rate.rate = 100;
+  rate.burst = 100;
+  rate.scope = core::Scope::kCluster;
+  policy.rate_limit = rate;
+  core::Engine::Options options;
+  options.cluster = true;
+  std::vector<std::unique_ptr<core::Engine>> engines;
+  for (int i = 0; i < 4; ++i) {
+    engines.push_back(std::make_unique<core::Engine>(&clock, options));
+    engines.back()->PutPolicy(policy);
+    engines.back()->SetStoreState(true, 2, /*static_shares=*/true);
+  }
+  // Each told of 2 live processes: 33 each. a and b push the key; c has
+  // the policy but never pushed it (a central no call of the key reached):
+  // it counts all the same. 99 in all.
+  c.Watch("a", engines[0].get());
+  c.Watch("b", engines[1].get());
+  c.Watch("c", engines[2].get());
+  for (const char* id : {"a", "b"}) {
     c.Note(id, t0, t0, OneKey(id, 100, true),
            Granted(0, absl::Seconds(3), 2, false));
   }
   c.Check(t0);
   EXPECT_EQ(c.violating_checks(), 0u);
+  EXPECT_EQ(c.UnitsOf("c", "p", "k", 0, t0), 33);
   // A fourth makes 132.
-  c.Note("d", t0, t0, OneKey("d", 100, true),
-         Granted(0, absl::Seconds(3), 2, false));
+  c.Watch("d", engines[3].get());
+  c.Check(t0);
+  EXPECT_EQ(c.violating_checks(), 1u);
+  // Its sync loop holds its static share back (it has just joined): 99.
+  engines[3]->SetStoreState(true, 2, /*static_shares=*/false);
+  EXPECT_EQ(c.UnitsOf("d", "p", "k", 0, t0), 0);
   c.Check(t0);
   EXPECT_EQ(c.violating_checks(), 1u);
   // A grant on top of the static share counts as the larger of the two.

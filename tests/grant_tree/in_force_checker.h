@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/cluster/store.h"
+#include "server/core/engine.h"
 #include "server/core/tick.h"
 
 namespace sluice::tree_testing {
@@ -24,11 +25,13 @@ namespace sluice::tree_testing {
 // reply, with the tick's start. A reply's grant is in force on that process
 // from the reply until start + min(stale period, valid_for), the bound
 // SyncLoop::ApplyGrants gives the engine, and a newer reply replaces it.
-// A per_key key also holds its static share, floor(limit / (live + 1)), on
-// every process that has the policy and whose store is up (live from the
-// process's last reply, as SyncLoop hands it to the engine; see
-// GateSet::ClusterUnits). Not thread-safe; the harness calls it from its
-// one thread.
+// A per_key key also holds its static share on every process whose engine
+// has the policy, whether or not the process pushed the key (a central that
+// never sees the key applies it all the same to the first call): the
+// checker asks each process's engine (Engine::StaticUnits, the share
+// GateSet::ClusterUnits applies; zero while the sync loop holds static
+// shares back or the store is down). Not thread-safe; the harness calls it
+// from its one thread.
 class InForceChecker {
  public:
   struct Violation {
@@ -48,20 +51,12 @@ class InForceChecker {
             const absl::StatusOr<cluster::TickReply>& reply) {
     Process& p = processes_[process];
     for (const cluster::PolicyPush& push : request.policies) {
-      p.per_key[push.policy] = push.per_key;
       for (const core::KeyTick& key : push.keys) {
         p.limits[{push.policy, key.key}] = key.limit;
       }
     }
     if (!reply.ok() || request.leaving) return;
     if (reply->policies.size() != request.policies.size()) return;
-    p.last_ok = start;
-    p.stale = request.stale_after;
-    // As SyncLoop counts them: the processes the store weighs, at least
-    // the replicas it names (SyncLoop may count more over its stale
-    // period, which only makes its static shares smaller).
-    p.live = std::max<uint32_t>(
-        {1, static_cast<uint32_t>(reply->replicas.size()), reply->live_weight});
     for (size_t i = 0; i < request.policies.size(); ++i) {
       const cluster::PolicyPush& push = request.policies[i];
       const cluster::PolicyPull& pull = reply->policies[i];
@@ -75,6 +70,12 @@ class InForceChecker {
             start + std::min(request.stale_after, pull.grants[k].valid_for);
       }
     }
+  }
+
+  // The engine of `process`, asked for its static shares; must outlive the
+  // process's entry (Forget it first).
+  void Watch(const std::string& process, core::Engine* engine) {
+    processes_[process].engine = engine;
   }
 
   // The process is gone (killed, or stopped): its engine applies nothing.
@@ -156,22 +157,20 @@ class InForceChecker {
   struct Process {
     // The limits this process pushed last, per (policy, key).
     std::map<Key, core::Units> limits;
-    absl::Time last_ok = absl::InfinitePast();
-    absl::Duration stale = absl::Seconds(3);
-    uint32_t live = 1;
-    std::map<std::string, bool> per_key;
+    core::Engine* engine = nullptr;
     std::map<Key, Held> held;
   };
 
   static int64_t Units(const Process& p, const std::string& policy,
                        const std::string& key, int64_t limit, int r,
                        absl::Time now) {
-    const bool store_up =
-        p.last_ok != absl::InfinitePast() && now < p.last_ok + p.stale;
-    auto per_key = p.per_key.find(policy);
-    const bool has_static =
-        store_up && per_key != p.per_key.end() && per_key->second;
-    const int64_t base = has_static ? limit / (p.live + 1) : 0;
+    // What the engine applies to a key without a grant, capped at the
+    // limit checked (the engine's own policy may have a higher one while a
+    // change spreads; its grant is scaled the same way).
+    const int64_t base =
+        p.engine == nullptr
+            ? 0
+            : std::min(limit, p.engine->StaticUnits(policy)[r]);
     auto h = p.held.find({policy, key});
     if (h == p.held.end()) return base;
     const Held& held = h->second;

@@ -263,6 +263,7 @@ class TreeProcess final : public core::EventSink {
     } else {
       base = path_.get();
     }
+    if (checker != nullptr) checker->Watch(options_.id, &engine_);
     observed_ =
         std::make_unique<ObservedStore>(base, clock, checker, options_.id);
     cluster::ClusterConfig::Options co;

@@ -99,6 +99,7 @@ class FakeStore final : public cluster::Store {
     leases_.clear();
     epochs_.clear();
     recovering_until_.clear();
+    least_.clear();
     warm_.clear();
     policies_.clear();
     overrides_.clear();
@@ -300,6 +301,8 @@ class FakeStore final : public cluster::Store {
     uint64_t incarnation = 0;
     uint64_t sequence = 0;
     absl::Time until;
+    // When this life first ticked the policy (tick.lua's `since`).
+    absl::Time since;
   };
 
   // Whether the membership or any pushed policy already applied a newer
@@ -535,6 +538,7 @@ class FakeStore final : public cluster::Store {
                                  absl::Time now, bool other_life)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string& me = request.replica_id;
+    bool settled = false;
     {
       auto& lives = lives_[push.policy];
       auto l = lives.find(me);
@@ -542,10 +546,16 @@ class FakeStore final : public cluster::Store {
           l->second.incarnation != request.incarnation && request.leaving) {
         other_life = true;
       }
+      absl::Time since = now;
+      if (l != lives.end() && l->second.until >= now &&
+          l->second.incarnation == request.incarnation) {
+        since = l->second.since;
+      }
       if (!other_life) {
         lives[me] = {request.incarnation, request.sequence,
-                     now + request.key_ttl};
+                     now + request.key_ttl, since};
       }
+      settled = now - since >= request.stale_after / 2;
     }
     const absl::Duration stale = request.stale_after;
     const int64_t live = std::max<uint32_t>(1, request.live_replicas);
@@ -565,12 +575,45 @@ class FakeStore final : public cluster::Store {
     auto rec = recovering_until_.find(push.policy);
     bool recovering = rec != recovering_until_.end() && now <= rec->second;
 
+    // tick.lua's <prefix>:least: the smallest live count sent within the
+    // last stale period, which per_key static shares are reserved with.
+    int64_t least = live;
+    if (push.per_key) {
+      Least& q = least_[push.policy];
+      // tick.lua's key expires a stale period (+1 ms) after its last write.
+      if (q.written + stale + absl::Milliseconds(1) < now) q = Least{};
+      if (q.held > 0 && q.held_until < now) {
+        q.held = q.pending;
+        q.held_until = q.pending_until;
+        q.pending = 0;
+        if (q.held > 0 && q.held_until < now) q.held = 0;
+      }
+      if (!settled) {
+        // A life ticking the policy for less than half a stale period
+        // leaves the record alone.
+        if (q.held > 0) least = q.held;
+      } else {
+        if (q.held == 0 || live <= q.held) {
+          q.held = live;
+          q.held_until = now + stale;
+          q.pending = 0;
+        } else if (q.pending == 0 || live <= q.pending) {
+          q.pending = live;
+          q.pending_until = now + stale;
+        } else {
+          q.pending_until = now + stale;
+        }
+        q.written = now;
+        least = q.held;
+      }
+    }
+
     for (const core::KeyTick& key : push.keys) {
       auto& entries = grants_[{push.policy, key.key}];
       core::Units each{};
       if (push.per_key) {
         for (int r = 0; r < core::kClusterResources; ++r) {
-          each[r] = key.limit[r] / live;
+          each[r] = key.limit[r] / least;
         }
       }
       // tick.lua's uexp: units taken under a grant stay in use this much
@@ -807,6 +850,16 @@ class FakeStore final : public cluster::Store {
   std::map<std::string, std::map<std::string, Lease>> leases_;
   std::map<std::string, std::string> epochs_;
   std::map<std::string, absl::Time> recovering_until_;
+  // tick.lua's <prefix>:least per policy ("least until pending
+  // pending_until"), and when it was last written (its key's expiry).
+  struct Least {
+    int64_t held = 0;
+    absl::Time held_until = absl::InfinitePast();
+    int64_t pending = 0;
+    absl::Time pending_until = absl::InfinitePast();
+    absl::Time written = absl::InfinitePast();
+  };
+  std::map<std::string, Least> least_;
   std::map<std::string, std::map<std::string, cluster::ReplicaWarm>> warm_;
   uint64_t config_version_ = 0;
   std::string config_epoch_;
