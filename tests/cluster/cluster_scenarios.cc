@@ -733,7 +733,8 @@ TEST_P(ClusterScenarioTest, SwitchingPerKeyOffAppliesNoPerKeyGrant) {
   keyed.per_key = true;
   Install(keyed);
   const std::string keys[] = {"a", "b", "c"};
-  for (int s = 0; s < 4; ++s) {
+  // Past the new epoch's recovery window and the static shares' wait.
+  for (int s = 0; s < 8; ++s) {
     for (int i = 0; i < 200; ++i) {
       for (int r = 0; r < 3; ++r) {
         R(r).engine.Acquire("inv", keys[r], 1).IgnoreError();
@@ -831,7 +832,8 @@ TEST_P(ClusterScenarioTest, AKeyBackOnItsStaticShareIsHeldUntilItsGrantEnds) {
     for (int i = 0; i < 200; ++i) R(r).engine.Acquire("inv", "k", 1).IgnoreError();
   };
   TickAll();
-  for (int s = 0; s < 3; ++s) {
+  // Past the new epoch's recovery window and the static shares' wait.
+  for (int s = 0; s < 8; ++s) {
     hot(0);
     TickAll();
     clock_.Advance(absl::Seconds(1));
