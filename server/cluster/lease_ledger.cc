@@ -1251,7 +1251,8 @@ void LeaseLedger::Impl::AddSubtree(const PolicyPush* own,
   // usage and books on top of the central's, and as `applied` every grant
   // in force under this central (with the pool itself while it lasts: the
   // leases issued from it while this tick is under way are within it).
-  auto sum_into = [&](Pool* pool, core::KeyTick* key) {
+  auto sum_into = [&](Pool* pool, core::KeyTick* key)
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     core::Units applied{};
     absl::Time latest = absl::InfinitePast();
     // per_key: the leaves' demand and usage within their static shares,
