@@ -165,6 +165,16 @@ struct TickRequest {
   // differs. "" before the first list: the reply always carries one.
   std::string members_epoch_seen;
   uint64_t members_seen = 0;
+  // The breaker records this replica has seen (TickReply::breakers_epoch,
+  // breakers_version); 0, 0 before the first. See TickReply::breakers.
+  uint64_t breakers_epoch_seen = 0;
+  uint64_t breakers_seen = 0;
+};
+
+// The stored breaker record of a policy the request did not push.
+struct PolicyBreaker {
+  std::string policy;
+  core::BreakerRecord record;  // times on the store's clock
 };
 
 struct TickReply {
@@ -202,6 +212,18 @@ struct TickReply {
   // that it gave units back). The sync loop keeps it within [kMinTickGap,
   // interval]. Zero: the usual interval.
   absl::Duration tick_again_in = absl::ZeroDuration();
+  // Quiet policies. A store that sets breakers_epoch (non-zero; a central
+  // replica's ledger) answers for the breakers of policies a request left
+  // out: `breakers` holds the record of every policy not pushed whose
+  // record changed since the request's (breakers_epoch_seen,
+  // breakers_seen), or of every policy that has one when the epoch
+  // differs. A replica may then leave out a policy with nothing to push
+  // (SyncLoop's quiet policies) and still hear of every trip. A store that
+  // leaves the epoch 0 (Redis) answers breakers only in `policies`, and
+  // every policy with a breaker must be pushed.
+  uint64_t breakers_epoch = 0;
+  uint64_t breakers_version = 0;
+  std::vector<PolicyBreaker> breakers;
 };
 
 // The least time between two ticks of one replica that a nudge or the
