@@ -330,6 +330,7 @@ std::optional<metrics::SyncSnapshot> ClusterMode::sync_snapshot() const {
   s.reports_not_forwarded = stats.reports_not_forwarded;
   s.clock_offset = stats.clock_offset;
   s.store_resets = stats.store_resets;
+  s.quiet_policies = stats.quiet_policies;
   const cluster::StoreStatus status = store_->status();
   s.store_endpoint = status.endpoint;
   s.store_errors.assign(status.errors.begin(), status.errors.end());

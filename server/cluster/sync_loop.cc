@@ -242,8 +242,11 @@ absl::Status SyncLoop::Tick(bool leaving) {
   DeliverInbox(*reply);
   PullConfig(round, *reply);
   uint64_t resets = 0;
-  const std::vector<core::DependencyUpdate> updates =
+  std::vector<core::DependencyUpdate> updates =
       PolicyUpdates(round, *reply, &resets);
+  AddQuietBreakers(round, *reply, &updates);
+  breakers_epoch_ = reply->breakers_epoch;
+  breakers_seen_ = reply->breakers_version;
   engine_->ApplyTick(updates);
   adopt_first_ = false;
   RecordStats(round, *reply, live, resets);
@@ -303,6 +306,8 @@ SyncLoop::Round SyncLoop::BuildRequest(bool leaving) {
   request.config_epoch_seen = config_epoch_;
   request.members_epoch_seen = members_epoch_;
   request.members_seen = members_seen_;
+  request.breakers_epoch_seen = breakers_epoch_;
+  request.breakers_seen = breakers_seen_;
   if (restore_pending_ && config_) request.restore = config_;
   round.seeding = seed_pending_;
   if (round.seeding) request.seed = seed_;
@@ -310,14 +315,87 @@ SyncLoop::Round SyncLoop::BuildRequest(bool leaving) {
     absl::MutexLock lock(&forward_mu_);
     request.forwarded.swap(forward_queue_);
   }
+  size_t active = 0;
   for (core::DependencyTick& tick : round.ticks) {
     if (tick.keys.empty() && !tick.has_breaker && !tick.has_warm) {
+      continue;
+    }
+    ++active;
+    if (LeaveOut(tick, round)) {
+      round.quiet.insert(tick.name);
       continue;
     }
     request.policies.push_back(PushFor(tick));
     round.pushed.push_back(&tick);
   }
+  if (activity_.size() > active) {
+    // Policies deleted, or with nothing to share any more.
+    const uint64_t current = sequence_;
+    absl::erase_if(activity_, [current](const auto& a) {
+      return a.second.sequence != current;
+    });
+  }
   return round;
+}
+
+bool SyncLoop::LeaveOut(const core::DependencyTick& tick, const Round& round) {
+  PolicyActivity& activity = activity_[tick.name];
+  activity.sequence = sequence_;
+  // Idle: nothing in this tick that the store does not have already.
+  bool idle = !tick.has_warm && tick.leases_wanted == 0;
+  for (const core::KeyTick& key : tick.keys) {
+    for (int r = 0; r < core::kClusterResources; ++r) {
+      if (key.demand[r] > 0 || key.usage[r] > 0) idle = false;
+    }
+  }
+  if (tick.has_breaker) {
+    const core::OutcomeTotals& pushed = activity.pushed_outcomes;
+    idle = idle && tick.breaker.generation == tick.breaker.base &&
+           tick.outcomes.calls == pushed.calls &&
+           tick.outcomes.failures == pushed.failures &&
+           tick.outcomes.slow == pushed.slow;
+  }
+  if (!idle) {
+    activity.idle_since = absl::InfiniteFuture();
+  } else if (activity.idle_since == absl::InfiniteFuture()) {
+    activity.idle_since = round.start;
+  }
+  // Only with a store that answers for the breakers of policies left out,
+  // and not while this replica adopts the store's state first (after the
+  // store was unreachable every policy is pushed once).
+  const bool quiet =
+      idle && breakers_epoch_ != 0 && !adopt_first_ &&
+      !round.request.leaving &&
+      round.start - activity.idle_since >=
+          options_.interval * options_.quiet_ticks;
+  if (quiet) {
+    activity.left_out = true;
+    return true;
+  }
+  if (activity.left_out) {
+    // Back from quiet: what the others added meanwhile is history, not
+    // news for the breaker window, so their totals are taken afresh.
+    seen_outcomes_.erase(tick.name);
+    activity.left_out = false;
+  }
+  activity.pushed_outcomes = tick.outcomes;
+  return false;
+}
+
+void SyncLoop::AddQuietBreakers(const Round& round, const TickReply& reply,
+                                std::vector<core::DependencyUpdate>* updates) {
+  for (const PolicyBreaker& stored : reply.breakers) {
+    // A policy this tick pushed has its record in its pull.
+    if (!round.quiet.contains(stored.policy)) continue;
+    core::DependencyUpdate update;
+    update.name = stored.policy;
+    core::BreakerRecord record = stored.record;
+    if (record.open_until != absl::InfinitePast()) {
+      record.open_until -= offset_;
+    }
+    update.breaker = std::move(record);
+    updates->push_back(std::move(update));
+  }
 }
 
 PolicyPush SyncLoop::PushFor(core::DependencyTick& tick) const {
@@ -520,6 +598,7 @@ void SyncLoop::RecordStats(const Round& round, const TickReply& reply,
   stats_.last_success = round.start;
   stats_.clock_offset = offset_;
   stats_.store_resets += resets;
+  stats_.quiet_policies = static_cast<uint32_t>(round.quiet.size());
   stats_.reports_forwarded +=
       round.request.forwarded.size() - reply.inbox_dropped;
   stats_.reports_not_forwarded += reply.inbox_dropped;

@@ -44,6 +44,8 @@ struct SyncStats {
   // Times the store turned out to have lost its data (config or a policy's
   // shared state), each rebuilt from this replica's memory.
   uint64_t store_resets = 0;
+  // Policies left out of the last tick as quiet (see SyncLoop).
+  uint32_t quiet_policies = 0;
 };
 
 // Keeps the engine in step with the cluster: once per interval (and soon
@@ -58,6 +60,17 @@ struct SyncStats {
 // long a grant lasts) does the engine switch to store-down behaviour (each
 // policy's on_store_failure). Both transitions are logged once. Every time
 // shared through the store is on the store's clock; this loop converts.
+//
+// Quiet policies. With a store that answers for the breakers of policies a
+// tick leaves out (TickReply::breakers_epoch set: a central replica's
+// ledger), a policy that has had nothing to say for quiet_ticks intervals
+// is left out of the tick: no demand, no units in use, no outcomes since
+// its last push, no breaker transition to publish, no probe wanted, no
+// warm state. Its grants then lapse, and its breaker follows the records
+// the store sends for it. Its first demand after that is refused by the
+// cluster gates, which nudges the loop (EventSink::OnClusterDemand): the
+// policy is pushed with the next tick, kMinGap later. So an idle leaf's
+// tick carries only membership, whatever the number of policies.
 class SyncLoop {
  public:
   struct Options {
@@ -78,6 +91,10 @@ class SyncLoop {
     std::function<void(const std::string& detail)> on_store_reset;
     // How soon a failed tick is tried again.
     absl::Duration retry = absl::Milliseconds(200);
+    // A policy idle for this many intervals is left out of ticks (quiet
+    // policies, above). Long enough that a policy called every few seconds
+    // keeps its grants between calls.
+    int quiet_ticks = 10;
   };
 
   // `engine`, `store` and `clock` must outlive the loop.
@@ -131,6 +148,8 @@ class SyncLoop {
     std::vector<core::DependencyTick> ticks;
     // The ticks pushed, in request.policies order (they point into ticks).
     std::vector<const core::DependencyTick*> pushed;
+    // Policies left out as quiet.
+    absl::flat_hash_set<std::string> quiet;
     TickRequest request;
     // The request carries the seed.
     bool seeding = false;
@@ -144,6 +163,14 @@ class SyncLoop {
   absl::Status Tick(bool leaving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   Round BuildRequest(bool leaving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_)
       ABSL_LOCKS_EXCLUDED(forward_mu_);
+  // Whether `tick` is left out of this round as quiet; keeps each policy's
+  // idle time.
+  bool LeaveOut(const core::DependencyTick& tick, const Round& round)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // The stored breaker records of quiet policies the store sent.
+  void AddQuietBreakers(const Round& round, const TickReply& reply,
+                        std::vector<core::DependencyUpdate>* updates)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   // What this replica pushes for one policy; moves the keys out of `tick`.
   PolicyPush PushFor(core::DependencyTick& tick) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
@@ -267,6 +294,20 @@ class SyncLoop {
   absl::flat_hash_map<std::string,
                       absl::flat_hash_map<std::string, SeenOutcomes>>
       seen_outcomes_ ABSL_GUARDED_BY(tick_mu_);
+  // Quiet policies: the breaker records the store last answered for
+  // (TickReply::breakers_epoch; 0: the store does not, and every policy
+  // is pushed), and per policy since when it has been idle, the outcome
+  // totals it last pushed, and whether the last tick left it out.
+  uint64_t breakers_epoch_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  uint64_t breakers_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  struct PolicyActivity {
+    absl::Time idle_since = absl::InfiniteFuture();
+    core::OutcomeTotals pushed_outcomes;
+    bool left_out = false;
+    uint64_t sequence = 0;  // the tick that last saw the policy
+  };
+  absl::flat_hash_map<std::string, PolicyActivity> activity_
+      ABSL_GUARDED_BY(tick_mu_);
 
   // Reports waiting to be forwarded, and who may receive them.
   static constexpr size_t kMaxForwardQueue = 100000;

@@ -40,6 +40,7 @@ enum class MetricId : int {
   kReportsForwarded,
   kStoreClockOffset,
   kStoreResets,
+  kQuietPolicies,
   kStoreErrors,
   kStoreEvents,
   kStoreEndpoint,
@@ -178,6 +179,12 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "Reports for permits of another replica: out (passed on to the "
          "issuer), in (received for this replica's permits), dropped (issuer "
          "not live, or the queue full). Cluster mode only."},
+        {MetricId::kQuietPolicies, "sluice_sync_quiet_policies",
+         MetricType::kGauge, {nullptr},
+         "Policies left out of the last sync tick because they have been "
+         "idle (no demand, no units in use, no breaker news) for 10 "
+         "intervals; the first call to one wakes it. Leaves of the grant "
+         "tree only; 0 elsewhere."},
         {MetricId::kStoreClockOffset, "sluice_store_clock_offset_seconds",
          MetricType::kGauge, {nullptr},
          "The store's clock (Redis TIME) minus this replica's, at the last "

@@ -265,6 +265,8 @@ std::vector<MetricFamily> Metrics::Collect() const {
         absl::ToDoubleSeconds(sync->clock_offset));
     Add(family(MetricId::kStoreResets), MetricId::kStoreResets, {},
         static_cast<double>(sync->store_resets));
+    Add(family(MetricId::kQuietPolicies), MetricId::kQuietPolicies, {},
+        sync->quiet_policies);
     for (const auto& [kind, n] : sync->store_errors) {
       Add(family(MetricId::kStoreErrors), MetricId::kStoreErrors, {kind},
           static_cast<double>(n));

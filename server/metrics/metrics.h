@@ -78,6 +78,7 @@ struct SyncSnapshot {
   uint64_t reports_not_forwarded = 0;
   absl::Duration clock_offset = absl::ZeroDuration();
   uint64_t store_resets = 0;
+  uint32_t quiet_policies = 0;
   // The store's Describe-like endpoint and its error and event counts by
   // kind (a copy of cluster::StoreStatus).
   std::string store_endpoint;

@@ -336,7 +336,15 @@ TEST_F(TreeProcessTest, CpuOfAnIdleLeafWithAHundredPolicies) {
   ASSERT_NO_FATAL_FAILURE(StartCentral("central", policies));
   ASSERT_NO_FATAL_FAILURE(StartLeaf("leaf", centrals_[0]->target()));
   ASSERT_NO_FATAL_FAILURE(WaitLeavesReady(100));
-  // Past start-up work (the first ticks, the policies' first build).
+  // Idle: every policy has been quiet for 10 ticks, and the leaf's ticks
+  // leave them all out (sluice_sync_quiet_policies).
+  const absl::Time quiet_by = absl::Now() + 20 * kTick;
+  while (leaves_[0]->Metric("sluice_sync_quiet_policies") < 100 &&
+         absl::Now() < quiet_by) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_EQ(leaves_[0]->Metric("sluice_sync_quiet_policies"), 100);
+  // Past the last tick that pushed them.
   absl::SleepFor(2 * kTick);
   const pid_t leaf = leaves_[0]->pid(), central = centrals_[0]->pid();
   const absl::Duration leaf_from = CpuTime(leaf), central_from = CpuTime(central);

@@ -866,5 +866,156 @@ TEST_F(GrantTreeTest, ADelayedOrReplayedLeafRequestIsIgnored) {
   ExpectInvariantHeld();
 }
 
+// ---- Quiet policies: a leaf leaves out of its ticks a policy that has
+// had nothing to say for 10 intervals (SyncLoop::Options::quiet_ticks).
+
+// The policies a leaf's last tick pushed.
+std::vector<std::string> Pushed(TreeProcess& p) {
+  std::vector<std::string> names;
+  const std::optional<TickRequest>& last = p.path()->last_sent();
+  if (last) {
+    for (const cluster::PolicyPush& push : last->policies) {
+      names.push_back(push.policy);
+    }
+  }
+  return names;
+}
+
+constexpr absl::Duration kQuietAfter = absl::Seconds(10);
+
+TEST_F(GrantTreeTest, AnIdleLeafsTicksCarryNoPolicies) {
+  Build(kBucket, 2, 4);
+  // Pushed while the policies are new to the leaves...
+  EXPECT_TRUE(EveryLeaf([](TreeProcess& p) { return Pushed(p).size() == 2; }));
+  // ...and left out once idle for 10 ticks.
+  tree_->Run(kQuietAfter);
+  EXPECT_TRUE(EveryLeaf([](TreeProcess& p) {
+    return Pushed(p).empty() && p.loop().stats().quiet_policies == 2;
+  }));
+  // The centrals keep pushing both to Redis, which answers breakers only
+  // for what is pushed.
+  for (int c = 0; c < tree_->centrals(); ++c) {
+    EXPECT_EQ(tree_->central(c)->loop().stats().quiet_policies, 0u);
+  }
+  // A quiet leaf still ticks (membership) and keeps its policies.
+  tree_->Run(absl::Seconds(5));
+  EXPECT_TRUE(EveryLeaf([](TreeProcess& p) {
+    return p.loop().stats().store_up && p.failed_ticks() == 0 &&
+           RateOf(p, "api") == 100;
+  }));
+  EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  ExpectInvariantHeld();
+}
+
+// The first call to a quiet policy is refused (its grant lapsed), nudges
+// the leaf's loop, and the policy is pushed with a tick 50 ms later; the
+// leaf then admits as a new leaf would.
+TEST_F(GrantTreeTest, TheFirstCallToAQuietPolicyWakesIt) {
+  absl::Duration worst_wake = absl::ZeroDuration();
+  absl::Duration worst_admit = absl::ZeroDuration();
+  for (int phase = 0; phase < 4; ++phase) {
+    Build(kBucket, 2, 4);
+    tree_->Run(kQuietAfter + absl::Milliseconds(phase * 250 + 13));
+    TreeProcess* leaf = tree_->leaf(phase % 4);
+    ASSERT_TRUE(Pushed(*leaf).empty());
+    tree_->SetLoad(phase % 4, {"api", "", 1000});
+    const absl::Duration woke = tree_->RunUntil(
+        [&] {
+          const std::vector<std::string> pushed = Pushed(*leaf);
+          return std::find(pushed.begin(), pushed.end(), "api") !=
+                 pushed.end();
+        },
+        absl::Seconds(5));
+    const absl::Duration admitted = tree_->RunUntil(
+        [&] { return leaf->admitted() > 0; }, absl::Seconds(5));
+    std::printf("  quiet policy (phase %d): pushed %s after the first call, "
+                "first admit %s later\n",
+                phase, absl::FormatDuration(woke).c_str(),
+                absl::FormatDuration(admitted).c_str());
+    worst_wake = std::max(worst_wake, woke);
+    worst_admit = std::max(worst_admit, woke + admitted);
+    // The first call comes in the first simulated ms; the nudged tick
+    // kMinGap after it.
+    EXPECT_LE(woke, absl::Milliseconds(60));
+    EXPECT_GE(leaf->demand_nudges(), 1u);
+    EXPECT_LE(woke + admitted, absl::Seconds(2));
+    // Its other policy stays quiet.
+    tree_->Run(absl::Seconds(2));
+    EXPECT_EQ(Pushed(*leaf), std::vector<std::string>{"api"});
+    ExpectInvariantHeld();
+  }
+  std::printf("  quiet policy woken: pushed after %s at worst, first admit "
+              "after %s at worst\n",
+              absl::FormatDuration(worst_wake).c_str(),
+              absl::FormatDuration(worst_admit).c_str());
+}
+
+// A trip on one leaf reaches leaves that left the policy out, under both
+// centrals, through the records their central sends for policies not
+// pushed; they adopt it and stay quiet.
+TEST_F(GrantTreeTest, ABreakerTripReachesQuietLeaves) {
+  Build(kBucket, 2, 12);
+  tree_->Run(kQuietAfter);
+  ASSERT_TRUE(EveryLeaf([](TreeProcess& p) { return Pushed(p).empty(); }));
+  tree_->leaf(0)->Fail("flaky", 3);
+  ASSERT_EQ(tree_->leaf(0)->engine().PeekBreaker("flaky"),
+            core::BreakerState::kOpen);
+  const absl::Duration took = tree_->RunUntil(
+      [&] {
+        return EveryLeaf([](TreeProcess& p) {
+          return p.engine().PeekBreaker("flaky") == core::BreakerState::kOpen;
+        });
+      },
+      absl::Seconds(10));
+  std::printf("  breaker trip to every quiet leaf: %s\n",
+              absl::FormatDuration(took).c_str());
+  EXPECT_LE(took, absl::Seconds(2) + absl::Milliseconds(100));
+  tree_->Run(absl::Seconds(1));
+  for (int l = 1; l < tree_->leaves(); ++l) {
+    EXPECT_TRUE(Pushed(*tree_->leaf(l)).empty()) << "leaf " << l;
+  }
+  ExpectInvariantHeld();
+}
+
+// A quiet leaf that moves to the other central is sent every record there
+// (its breakers epoch is the old central's), so it hears of a trip that
+// happened before it arrived.
+TEST_F(GrantTreeTest, AQuietLeafThatMovesGetsEveryRecordAtItsNewCentral) {
+  Build(kBucket, 2, 4);
+  tree_->Run(kQuietAfter);
+  // Leaf 1 (under central 1) trips; leaf 0 (under central 0) moves to
+  // central 1 at once, before central 0 heard of the trip.
+  tree_->leaf(1)->Fail("flaky", 3);
+  tree_->MoveLeaf(0, 1);
+  const absl::Duration took = tree_->RunUntil(
+      [&] {
+        return tree_->leaf(0)->engine().PeekBreaker("flaky") ==
+               core::BreakerState::kOpen;
+      },
+      absl::Seconds(10));
+  std::printf("  trip reached a quiet leaf that moved after %s\n",
+              absl::FormatDuration(took).c_str());
+  EXPECT_LE(took, absl::Seconds(2));
+  EXPECT_EQ(tree_->leaf(0)->path()->central(), 1);
+  ExpectInvariantHeld();
+}
+
+// A policy called every few seconds never goes quiet, so every call finds
+// the grant it holds between calls.
+TEST_F(GrantTreeTest, APolicyCalledEveryFewSecondsStaysAwake) {
+  Build(kBucket, 2, 4);
+  int refused = 0;
+  for (int i = 0; i < 12; ++i) {
+    tree_->Run(absl::Seconds(5));
+    if (!tree_->leaf(2)->Call("api")) ++refused;
+    tree_->leaf(2)->SettleAll();
+    const std::vector<std::string> pushed = Pushed(*tree_->leaf(2));
+    EXPECT_NE(std::find(pushed.begin(), pushed.end(), "api"), pushed.end())
+        << "call " << i;
+  }
+  EXPECT_EQ(refused, 0);
+  ExpectInvariantHeld();
+}
+
 }  // namespace
 }  // namespace sluice::tree_testing
