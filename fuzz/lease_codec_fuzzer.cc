@@ -9,7 +9,9 @@
 //   and its message is valid UTF-8 on one line;
 // - what decodes is within the bounds lease_codec.h states, which the
 //   ledger relies on: counts, names, no policy or key pushed twice, no
-//   negative amount or duration;
+//   negative amount or duration; and, which the leaf relies on, breaker
+//   records of policies left out only under a breakers epoch, one per
+//   policy, none for a policy the leaf pushed;
 // - what decodes encodes to a message that decodes again, and one pass
 //   through the codec is its fixed point: encoding that second decode gives
 //   the same message (the first pass may normalise, e.g. an unset breaker
@@ -132,6 +134,16 @@ void CheckReplyBounds(const cluster::TickReply& r) {
     Check(p.warm.size() <= tree::kMaxLeaseReplicas, "too many warm entries");
   }
   CheckForwarded(r.forwarded_to_me);
+  Check(r.breakers.empty() || r.breakers_epoch != 0,
+        "breaker records without a breakers epoch");
+  Check(r.breakers.size() <= tree::kMaxLeaseBreakers,
+        "too many breaker records");
+  absl::flat_hash_set<std::string> policies;
+  for (const cluster::PolicyBreaker& b : r.breakers) {
+    CheckName(b.policy);
+    Check(policies.insert(b.policy).second, "two records for one policy");
+    Check(NonNegative(b.record.open_duration), "a negative open_duration");
+  }
 }
 
 // One lease message read as its receiver reads it: the raw bytes checked
@@ -197,6 +209,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Check(reply->policies[i].grants.size() ==
                   request->policies[i].keys.size(),
               "CheckReplyAnswers took a reply for other keys");
+      }
+      if (!empty_leave) {
+        absl::flat_hash_set<std::string> pushed;
+        for (const cluster::PolicyPush& p : request->policies) {
+          pushed.insert(p.policy);
+        }
+        for (const cluster::PolicyBreaker& b : reply->breakers) {
+          Check(!pushed.contains(b.policy),
+                "CheckReplyAnswers took a record for a pushed policy");
+        }
       }
     } else {
       CheckError(answers);

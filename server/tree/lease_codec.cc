@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -588,6 +589,48 @@ absl::StatusOr<cluster::PolicyPull> GetPull(const v1::LeasePolicyPull& proto,
   return p;
 }
 
+void PutPolicyBreaker(const cluster::PolicyBreaker& b,
+                      v1::LeasePolicyBreaker* out) {
+  out->set_policy(b.policy);
+  PutBreaker(b.record, out->mutable_record());
+}
+
+// TickReply::breakers, the records of policies the request left out. Only a
+// store that answers for those (breakers_epoch set) may send any, and one
+// per policy: a leaf given two records for a policy would have to guess
+// which one stands.
+absl::Status GetPolicyBreakers(const v1::LeaseTickReply& proto,
+                               const Path& root,
+                               std::vector<cluster::PolicyBreaker>* out) {
+  const Path path = root.Field("breakers");
+  if (proto.breakers_epoch() == 0 && proto.breakers_size() > 0) {
+    return Invalid(
+        path, absl::StrCat("must be empty when breakers_epoch is 0 (a store "
+                           "that does not answer for policies left out), got ",
+                           proto.breakers_size(), " entries"));
+  }
+  SLUICE_RETURN_IF_ERROR(
+      CheckCount(path, proto.breakers_size(), kMaxLeaseBreakers));
+  out->reserve(proto.breakers_size());
+  absl::flat_hash_set<absl::string_view> seen;
+  seen.reserve(proto.breakers_size());
+  for (int i = 0; i < proto.breakers_size(); ++i) {
+    const v1::LeasePolicyBreaker& pb = proto.breakers(i);
+    const Path item = root.Item("breakers", i);
+    SLUICE_RETURN_IF_ERROR(CheckName(item.Field("policy"), pb.policy()));
+    if (!seen.insert(pb.policy()).second) {
+      return Invalid(
+          item.Field("policy"),
+          absl::StrCat(wire::QuoteUntrusted(pb.policy()), " has two records"));
+    }
+    if (!pb.has_record()) return Invalid(item.Field("record"), "must be set");
+    SLUICE_ASSIGN_OR_RETURN(core::BreakerRecord record,
+                            GetBreaker(pb.record(), item.Field("record")));
+    out->push_back({pb.policy(), std::move(record)});
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void EncodeTickRequest(const cluster::TickRequest& request,
@@ -616,6 +659,8 @@ void EncodeTickRequest(const cluster::TickRequest& request,
   }
   out->set_members_epoch_seen(request.members_epoch_seen);
   out->set_members_seen(request.members_seen);
+  out->set_breakers_epoch_seen(request.breakers_epoch_seen);
+  out->set_breakers_seen(request.breakers_seen);
 }
 
 absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
@@ -677,6 +722,10 @@ absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
       GetForwardedList(proto.forwarded(), root, "forwarded", &r.forwarded));
   r.members_epoch_seen = proto.members_epoch_seen();
   r.members_seen = proto.members_seen();
+  // Any pair is taken: one the central does not know (say a version
+  // without its epoch) only gets the leaf every record.
+  r.breakers_epoch_seen = proto.breakers_epoch_seen();
+  r.breakers_seen = proto.breakers_seen();
   return r;
 }
 
@@ -703,6 +752,12 @@ void EncodeTickReply(const cluster::TickReply& reply, v1::LeaseTickReply* out) {
   out->set_members_epoch(reply.members_epoch);
   out->set_members_version(reply.members_version);
   out->set_members_unchanged(reply.members_unchanged);
+  out->set_breakers_epoch(reply.breakers_epoch);
+  out->set_breakers_version(reply.breakers_version);
+  out->mutable_breakers()->Reserve(static_cast<int>(reply.breakers.size()));
+  for (const cluster::PolicyBreaker& b : reply.breakers) {
+    PutPolicyBreaker(b, out->add_breakers());
+  }
 }
 
 absl::StatusOr<cluster::TickReply> DecodeTickReply(
@@ -754,6 +809,9 @@ absl::StatusOr<cluster::TickReply> DecodeTickReply(
         r.tick_again_in,
         GetDuration(proto.tick_again_in(), root.Field("tick_again_in")));
   }
+  r.breakers_epoch = proto.breakers_epoch();
+  r.breakers_version = proto.breakers_version();
+  SLUICE_RETURN_IF_ERROR(GetPolicyBreakers(proto, root, &r.breakers));
   return r;
 }
 
@@ -775,6 +833,21 @@ absl::Status CheckReplyAnswers(const cluster::TickRequest& request,
       return absl::InvalidArgumentError(
           absl::StrCat("policies[", i, "].grants: the reply answers ", got,
                        " keys, the request pushed ", want));
+    }
+  }
+  if (reply.breakers.empty()) return absl::OkStatus();
+  // A pushed policy's breaker is answered in its pull; a second record
+  // for it would leave the leaf two answers to choose from.
+  absl::flat_hash_set<absl::string_view> pushed;
+  pushed.reserve(request.policies.size());
+  for (const cluster::PolicyPush& p : request.policies) pushed.insert(p.policy);
+  for (size_t i = 0; i < reply.breakers.size(); ++i) {
+    if (pushed.contains(reply.breakers[i].policy)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "breakers[", i, "].policy ",
+          wire::QuoteUntrusted(reply.breakers[i].policy),
+          " was pushed: its breaker is answered in its pull, not in "
+          "breakers"));
     }
   }
   return absl::OkStatus();

@@ -39,6 +39,11 @@ inline constexpr int64_t kMaxLeaseFields = 1'500'000;
 inline constexpr int64_t kMaxLeaseRequestFields = 300'000;
 // Policies pushed in one tick (and answered in one reply).
 inline constexpr size_t kMaxLeasePolicies = 4096;
+// Breaker records of policies a tick left out, in one reply
+// (TickReply::breakers). More than kMaxLeasePolicies: a leaf that has not
+// seen the central's epoch gets the record of every policy that has one,
+// and a config holds up to kMaxLeaseConfigEntries policies.
+inline constexpr size_t kMaxLeaseBreakers = 10000;
 // Keys of one policy in one tick (core::Dependency::kMaxKeysPerTick), and
 // of all policies together (what fits kMaxLeaseRequestBytes).
 inline constexpr size_t kMaxLeaseKeysPerPolicy = 10000;
@@ -81,7 +86,9 @@ absl::StatusOr<cluster::TickReply> DecodeTickReply(
     const v1::LeaseTickReply& reply);
 
 // Whether `reply` answers `request`: one pull per pushed policy and one
-// grant per pushed key, in push order; or, to a leave, nothing at all.
+// grant per pushed key, in push order, and no record in `breakers` for a
+// pushed policy (its pull answers for its breaker); or, to a leave,
+// nothing at all.
 // INVALID_ARGUMENT naming the first mismatch.
 absl::Status CheckReplyAnswers(const cluster::TickRequest& request,
                                const cluster::TickReply& reply);

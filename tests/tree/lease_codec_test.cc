@@ -34,7 +34,9 @@ using ::testing::HasSubstr;
 // A store-clock instant with whole milliseconds (what the wire carries).
 absl::Time StoreMs(int64_t ms) { return absl::FromUnixMillis(ms); }
 
-// Every field of a TickRequest set to something other than its default.
+// Every field of a TickRequest set to something other than its default,
+// but for the breaker records seen (QuietRequest): the golden message of a
+// leaf that predates them.
 cluster::TickRequest FullRequest() {
   cluster::TickRequest r;
   r.replica_id = "leaf-7";
@@ -113,6 +115,8 @@ cluster::TickRequest FullRequest() {
   return r;
 }
 
+// Every field of a TickReply set, but for the breakers of policies left
+// out (QuietReply): the golden message of a central that predates them.
 cluster::TickReply FullReply() {
   cluster::TickReply r;
   r.store_now = StoreMs(1700000000123);
@@ -175,6 +179,73 @@ cluster::TickReply FullReply() {
   r.forwarded_to_me.push_back(f);
   r.inbox_dropped = 3;
   r.tick_again_in = absl::Milliseconds(350);
+  return r;
+}
+
+// A leaf's tick that leaves its quiet policies out: it pushes "inventory"
+// only, and says which breaker records it has seen.
+cluster::TickRequest QuietRequest() {
+  cluster::TickRequest r;
+  r.replica_id = "leaf-7";
+  r.incarnation = 0xfedcba9876543210ULL;
+  r.sequence = 43;
+  r.weight = 1;
+  r.stale_after = absl::Seconds(3);
+  r.live_replicas = 5;
+  cluster::PolicyPush p;
+  p.policy = "inventory";
+  p.epoch_seen = "e-inventory-3";
+  core::KeyTick k;
+  k.limit = {100, 0};
+  k.demand = {40, 0};
+  p.keys.push_back(k);
+  r.policies.push_back(p);
+  r.config_seen = 18;
+  r.config_epoch_seen = "e-config-1";
+  r.members_epoch_seen = "m-epoch-2";
+  r.members_seen = 17;
+  r.breakers_epoch_seen = 0x9e3779b97f4a7c15ULL;
+  r.breakers_seen = 41;
+  return r;
+}
+
+// The central's answer to QuietRequest: the pushed policy's pull, and the
+// records of two policies the leaf left out that changed since version 41.
+cluster::TickReply QuietReply() {
+  cluster::TickReply r;
+  r.store_now = StoreMs(1700000000123);
+  r.config_epoch = "e-config-1";
+  r.live_weight = 9;
+  r.members_epoch = "m-epoch-2";
+  r.members_version = 17;
+  r.members_unchanged = true;
+  cluster::PolicyPull p;
+  p.epoch = "e-inventory-3";
+  cluster::StoreGrant g;
+  g.units = {60, 0};
+  g.valid_for = absl::Milliseconds(2750);
+  p.grants.push_back(g);
+  r.policies.push_back(p);
+  r.breakers_epoch = 0x9e3779b97f4a7c15ULL;
+  r.breakers_version = 44;
+  cluster::PolicyBreaker open;
+  open.policy = "search";
+  open.record.generation = 3;
+  open.record.base = 2;
+  open.record.state = core::BreakerState::kOpen;
+  open.record.open_until = StoreMs(1700000015000);
+  open.record.open_duration = absl::Seconds(15);
+  open.record.cause = "failure rate 0.6 >= 0.5";
+  open.record.replica = "leaf-2";
+  r.breakers.push_back(open);
+  cluster::PolicyBreaker closed;
+  closed.policy = "billing";
+  closed.record.generation = 6;
+  closed.record.state = core::BreakerState::kClosed;
+  closed.record.open_duration = absl::Seconds(30);
+  closed.record.cause = "probes succeeded";
+  closed.record.replica = "central-0";
+  r.breakers.push_back(closed);
   return r;
 }
 
@@ -297,6 +368,73 @@ TEST(LeaseCodecGolden, GoldenReplyDecodesToTheReply) {
                    again);
 }
 
+TEST(LeaseCodecGolden, QuietRequestMatchesTheGoldenMessage) {
+  v1::LeaseTickRequest proto;
+  EncodeTickRequest(QuietRequest(), &proto);
+  const v1::LeaseTickRequest golden =
+      ReadGolden<v1::LeaseTickRequest>("tick_request_quiet.textproto");
+  ExpectEqualProto(golden, proto);
+
+  absl::StatusOr<cluster::TickRequest> r = DecodeTickRequest(golden);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->breakers_epoch_seen, 0x9e3779b97f4a7c15ULL);
+  EXPECT_EQ(r->breakers_seen, 41u);
+  ASSERT_EQ(r->policies.size(), 1u);
+  EXPECT_EQ(r->policies[0].policy, "inventory");
+  v1::LeaseTickRequest again;
+  EncodeTickRequest(*r, &again);
+  ExpectEqualProto(golden, again);
+}
+
+TEST(LeaseCodecGolden, QuietReplyMatchesTheGoldenMessage) {
+  v1::LeaseTickReply proto;
+  EncodeTickReply(QuietReply(), &proto);
+  const v1::LeaseTickReply golden =
+      ReadGolden<v1::LeaseTickReply>("tick_reply_quiet.textproto");
+  ExpectEqualProto(golden, proto);
+
+  absl::StatusOr<cluster::TickReply> r = DecodeTickReply(golden);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->breakers_epoch, 0x9e3779b97f4a7c15ULL);
+  EXPECT_EQ(r->breakers_version, 44u);
+  ASSERT_EQ(r->breakers.size(), 2u);
+  const cluster::PolicyBreaker& open = r->breakers[0];
+  EXPECT_EQ(open.policy, "search");
+  EXPECT_EQ(open.record.generation, 3u);
+  EXPECT_EQ(open.record.base, 2u);
+  EXPECT_EQ(open.record.state, core::BreakerState::kOpen);
+  EXPECT_EQ(open.record.open_until, StoreMs(1700000015000));
+  EXPECT_EQ(open.record.open_duration, absl::Seconds(15));
+  EXPECT_EQ(open.record.cause, "failure rate 0.6 >= 0.5");
+  EXPECT_EQ(open.record.replica, "leaf-2");
+  const cluster::PolicyBreaker& closed = r->breakers[1];
+  EXPECT_EQ(closed.policy, "billing");
+  EXPECT_EQ(closed.record.state, core::BreakerState::kClosed);
+  EXPECT_EQ(closed.record.open_until, absl::InfinitePast());
+  EXPECT_EQ(closed.record.replica, "central-0");
+  EXPECT_TRUE(CheckReplyAnswers(QuietRequest(), *r).ok());
+  v1::LeaseTickReply again;
+  EncodeTickReply(*r, &again);
+  ExpectEqualProto(golden, again);
+}
+
+// A central that predates the breaker records sends none of their fields:
+// the leaf reads epoch 0, which tells it to push every policy that has a
+// breaker.
+TEST(LeaseCodecGolden, AnOlderCentralsReplyHasNoBreakersEpoch) {
+  absl::StatusOr<cluster::TickReply> r =
+      DecodeTickReply(ReadGolden<v1::LeaseTickReply>("tick_reply.textproto"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->breakers_epoch, 0u);
+  EXPECT_EQ(r->breakers_version, 0u);
+  EXPECT_TRUE(r->breakers.empty());
+  absl::StatusOr<cluster::TickRequest> q = DecodeTickRequest(
+      ReadGolden<v1::LeaseTickRequest>("tick_request.textproto"));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->breakers_epoch_seen, 0u);
+  EXPECT_EQ(q->breakers_seen, 0u);
+}
+
 // --- Membership -----------------------------------------------------------
 
 // Issue 24: a central's reply to each leaf tick used to list every live
@@ -404,6 +542,58 @@ TEST(LeaseCodecRoundTrip, FullMessagesSurviveSerialization) {
   v1::LeaseTickReply reply_again;
   EncodeTickReply(*reply_decoded, &reply_again);
   ExpectEqualProto(reply, reply_again);
+}
+
+TEST(LeaseCodecRoundTrip, BreakerRecordsSurviveSerialization) {
+  // The widest values the fields take: the epoch is a fixed64.
+  cluster::TickRequest request = QuietRequest();
+  request.breakers_epoch_seen = std::numeric_limits<uint64_t>::max();
+  request.breakers_seen = std::numeric_limits<uint64_t>::max() - 1;
+  v1::LeaseTickRequest request_proto;
+  EncodeTickRequest(request, &request_proto);
+  std::string bytes;
+  ASSERT_TRUE(request_proto.SerializeToString(&bytes));
+  v1::LeaseTickRequest parsed;
+  ASSERT_TRUE(rpc::ParseBounded(bytes, kLeaseTickBudget, &parsed).ok());
+  absl::StatusOr<cluster::TickRequest> decoded = DecodeTickRequest(parsed);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->breakers_epoch_seen, request.breakers_epoch_seen);
+  EXPECT_EQ(decoded->breakers_seen, request.breakers_seen);
+
+  cluster::TickReply reply = QuietReply();
+  reply.breakers_epoch = std::numeric_limits<uint64_t>::max();
+  reply.breakers_version = std::numeric_limits<uint64_t>::max() - 1;
+  // A name that is a whole name's worth of bytes, and a record as long
+  // as a record may be.
+  cluster::PolicyBreaker longest;
+  longest.policy = std::string(wire::kMaxNameBytes, 'p');
+  longest.record.generation = std::numeric_limits<uint64_t>::max();
+  longest.record.state = core::BreakerState::kForcedOpen;
+  longest.record.cause = std::string(kMaxLeaseTextBytes, 'c');
+  longest.record.replica = std::string(wire::kMaxNameBytes, 'r');
+  reply.breakers.push_back(longest);
+  v1::LeaseTickReply reply_proto;
+  EncodeTickReply(reply, &reply_proto);
+  ASSERT_TRUE(reply_proto.SerializeToString(&bytes));
+  v1::LeaseTickReply reply_parsed;
+  ASSERT_TRUE(rpc::ParseBounded(bytes, kLeaseReplyBudget, &reply_parsed).ok());
+  absl::StatusOr<cluster::TickReply> back = DecodeTickReply(reply_parsed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->breakers_epoch, reply.breakers_epoch);
+  EXPECT_EQ(back->breakers_version, reply.breakers_version);
+  ASSERT_EQ(back->breakers.size(), 3u);
+  for (size_t i = 0; i < reply.breakers.size(); ++i) {
+    const core::BreakerRecord& want = reply.breakers[i].record;
+    const core::BreakerRecord& got = back->breakers[i].record;
+    EXPECT_EQ(back->breakers[i].policy, reply.breakers[i].policy) << i;
+    EXPECT_EQ(got.generation, want.generation) << i;
+    EXPECT_EQ(got.base, want.base) << i;
+    EXPECT_EQ(got.state, want.state) << i;
+    EXPECT_EQ(got.open_until, want.open_until) << i;
+    EXPECT_EQ(got.open_duration, want.open_duration) << i;
+    EXPECT_EQ(got.cause, want.cause) << i;
+    EXPECT_EQ(got.replica, want.replica) << i;
+  }
 }
 
 TEST(LeaseCodecRoundTrip, TheLargestValidRequestFitsTheBudget) {
@@ -696,6 +886,108 @@ TEST(LeaseCodecHostile, ReplyFieldsOutOfRangeAreNamed) {
     p.mutable_forwarded_to_me(0)->clear_issuer();
     ExpectReplyRefused(p, "forwarded_to_me[0].issuer must be set");
   }
+}
+
+v1::LeaseTickReply QuietGoldenReply() {
+  return ReadGolden<v1::LeaseTickReply>("tick_reply_quiet.textproto");
+}
+
+TEST(LeaseCodecHostile, BreakerRecordsOfPoliciesLeftOutAreChecked) {
+  {
+    // Counted before any entry is built: empty entries are enough.
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.clear_breakers();
+    for (size_t i = 0; i <= kMaxLeaseBreakers; ++i) p.add_breakers();
+    ExpectReplyRefused(p,
+                       "breakers must hold at most 10000 entries, got 10001");
+  }
+  {
+    // Exactly the bound is taken.
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.clear_breakers();
+    for (size_t i = 0; i < kMaxLeaseBreakers; ++i) {
+      v1::LeasePolicyBreaker* b = p.add_breakers();
+      b->set_policy(absl::StrCat("policy-", i));
+      b->mutable_record()->set_generation(1);
+    }
+    absl::StatusOr<cluster::TickReply> r = DecodeTickReply(p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->breakers.size(), kMaxLeaseBreakers);
+  }
+  {
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(1)->clear_record();
+    ExpectReplyRefused(p, "breakers[1].record must be set");
+  }
+  {
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(0)->clear_policy();
+    ExpectReplyRefused(p, "breakers[0].policy must be set");
+  }
+  {
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(1)->set_policy(
+        std::string(wire::kMaxNameBytes + 1, 'p'));
+    ExpectReplyRefused(p,
+                       "breakers[1].policy must be at most 256 bytes, got 257");
+  }
+  {
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(0)->mutable_record()->set_state(
+        static_cast<v1::BreakerState>(9));
+    ExpectReplyRefused(
+        p, "breakers[0].record.state must be a BreakerState, got 9");
+  }
+  {
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(1)->mutable_record()->set_open_until_ms(-1);
+    ExpectReplyRefused(p, "breakers[1].record.open_until_ms must not be");
+  }
+  {
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(1)->mutable_record()->set_cause(std::string(1025, 'c'));
+    ExpectReplyRefused(p, "breakers[1].record.cause must be at most 1024");
+  }
+  {
+    // Records from a store that says it does not answer for policies left
+    // out: refused, not applied.
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.clear_breakers_epoch();
+    ExpectReplyRefused(p, "breakers must be empty when breakers_epoch is 0");
+  }
+  {
+    // Epoch 0 and no records is an older central's reply.
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.clear_breakers_epoch();
+    p.clear_breakers();
+    EXPECT_TRUE(DecodeTickReply(p).ok());
+  }
+  {
+    // Two records for one policy: the leaf could not tell which stands.
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(1)->set_policy("search");
+    ExpectReplyRefused(p, "breakers[1].policy \"search\" has two records");
+  }
+  {
+    // A name that is not UTF-8 is repeated escaped.
+    v1::LeaseTickReply p = QuietGoldenReply();
+    p.mutable_breakers(0)->set_policy("a\xff\"b");
+    p.mutable_breakers(1)->set_policy("a\xff\"b");
+    ExpectReplyRefused(p, "breakers[1].policy \"a\\xff\\\"b\" has two records");
+  }
+}
+
+TEST(LeaseCodecHostile, AReplyHasNoRecordInBreakersForAPushedPolicy) {
+  const cluster::TickRequest request = QuietRequest();
+  cluster::TickReply reply = QuietReply();
+  ASSERT_TRUE(CheckReplyAnswers(request, reply).ok());
+
+  // "inventory" was pushed: its breaker is answered in policies[0].
+  reply.breakers[1].policy = "inventory";
+  absl::Status s = CheckReplyAnswers(request, reply);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("breakers[1].policy \"inventory\" was pushed"));
 }
 
 TEST(LeaseCodecHostile, AReplyMustAnswerEveryPushedKey) {
