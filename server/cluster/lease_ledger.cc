@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/cluster/grant_book.h"
 
@@ -50,6 +51,17 @@ std::string NewMembersEpoch() {
   std::random_device rd;
   return absl::StrCat(absl::Hex(rd(), absl::kZeroPad8),
                       absl::Hex(rd(), absl::kZeroPad8));
+}
+
+// A random breakers epoch for this ledger's life, never 0 (a store that
+// answers 0 keeps no breakers version; see TickReply::breakers_epoch).
+uint64_t NewBreakersEpoch() {
+  std::random_device rd;
+  uint64_t epoch = 0;
+  while (epoch == 0) {
+    epoch = (static_cast<uint64_t>(rd()) << 32) | rd();
+  }
+  return epoch;
 }
 
 constexpr int kR = core::kClusterResources;
@@ -164,6 +176,8 @@ struct PolicyState {
   // waiting to go upstream.
   std::optional<core::BreakerRecord> record;
   std::optional<PendingBreaker> pending;
+  // The breakers version of the record's last change (0: no record yet).
+  uint64_t record_version = 0;
   std::vector<ReplicaOutcomes> upstream_outcomes;  // other centrals
   core::OutcomeTotals central_totals;
   bool central_has_totals = false;
@@ -435,6 +449,12 @@ class LeaseLedger::Impl {
   // Drops expired holdings; true when the pool can go.
   bool Prune(Pool* pool, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Replaces a policy's breaker record. A change that leaves must hear of
+  // (`news`) is a new breakers version.
+  void SetRecord(const std::string& name, PolicyState* policy,
+                 core::BreakerRecord record, bool news)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // ServeLeaf's parts.
   void ServeBreaker(const std::string& leaf, const PolicyPush& push,
                     PolicyState* policy, absl::Time now, PolicyPull* pull)
@@ -442,6 +462,10 @@ class LeaseLedger::Impl {
   void RouteForwards(const TickRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeafConfig(const TickRequest& request, TickReply* reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The breaker records of policies the request left out that changed
+  // since the version it saw (TickReply::breakers).
+  void AnswerBreakers(const TickRequest& request, TickReply* reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Tick's parts.
@@ -517,6 +541,14 @@ class LeaseLedger::Impl {
   const std::string leaves_id_ = absl::StrCat(options_.replica_id, "/leaves");
   std::string upstream_members_epoch_ ABSL_GUARDED_BY(mu_);
   uint64_t upstream_members_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  // Breaker records as leaves hear of them: this life's epoch, a version
+  // that grows with every change of a policy's record, and the policy of
+  // each change by version (one entry per policy that has a record, its
+  // last change: at most kMaxPolicies), so that a leaf a few changes behind
+  // is answered without a scan of every policy.
+  const uint64_t breakers_epoch_ = NewBreakersEpoch();
+  uint64_t breakers_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::string> breaker_changes_ ABSL_GUARDED_BY(mu_);
 };
 
 uint32_t LeaseLedger::Impl::LiveLeaves(absl::Time now) {
@@ -967,6 +999,40 @@ void LeaseLedger::Impl::LeafConfig(const TickRequest& request,
   }
 }
 
+void LeaseLedger::Impl::SetRecord(const std::string& name,
+                                  PolicyState* policy,
+                                  core::BreakerRecord record, bool news) {
+  policy->record = std::move(record);
+  if (!news) return;
+  breaker_changes_.erase(policy->record_version);
+  policy->record_version = ++breakers_version_;
+  breaker_changes_.emplace(policy->record_version, name);
+}
+
+void LeaseLedger::Impl::AnswerBreakers(const TickRequest& request,
+                                       TickReply* reply) {
+  reply->breakers_epoch = breakers_epoch_;
+  reply->breakers_version = breakers_version_;
+  // A version of this life: the changes after it. Any other (a new leaf,
+  // one that moved from another central, a restarted central, a version
+  // this life never answered): every record.
+  const bool this_life = request.breakers_epoch_seen == breakers_epoch_ &&
+                         request.breakers_seen <= breakers_version_;
+  if (this_life && request.breakers_seen == breakers_version_) return;
+  auto change = this_life ? breaker_changes_.upper_bound(request.breakers_seen)
+                          : breaker_changes_.begin();
+  if (change == breaker_changes_.end()) return;
+  // A pushed policy's record is in its pull already.
+  absl::flat_hash_set<absl::string_view> pushed;
+  for (const PolicyPush& push : request.policies) pushed.insert(push.policy);
+  for (; change != breaker_changes_.end(); ++change) {
+    if (pushed.contains(change->second)) continue;
+    auto policy = policies_.find(change->second);
+    if (policy == policies_.end()) continue;
+    reply->breakers.push_back({change->second, *policy->second.record});
+  }
+}
+
 void LeaseLedger::Impl::RouteForwards(const TickRequest& request) {
   for (const core::ForwardedReport& f : request.forwarded) {
     if (f.issuer == request.replica_id) {
@@ -1042,7 +1108,7 @@ void LeaseLedger::Impl::ServeBreaker(const std::string& leaf,
       pending.base = before;
       pending.leaf = leaf;
       policy->pending = std::move(pending);
-      policy->record = std::move(stored);
+      SetRecord(push.policy, policy, std::move(stored), /*news=*/true);
       ++stats_.breaker_accepted;
       nudge_wanted_ = true;
     } else {
@@ -1230,6 +1296,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
       reply.tick_again_in =
           std::max(again - now, absl::Nanoseconds(1));
     }
+    AnswerBreakers(request, &reply);
     RouteForwards(request);
     reply.forwarded_to_me.assign(record.inbox.begin(), record.inbox.end());
     record.inbox.clear();
@@ -1423,17 +1490,26 @@ void LeaseLedger::Impl::TakeBreaker(const PolicyPush& push,
   }
   if (pull->breaker) {
     core::BreakerRecord record = *pull->breaker;
+    bool refused = false;
     if (policy->pending && policy->pending->sent) {
       if (record.generation == policy->pending->record.generation &&
           record.replica == self) {
         record.replica = policy->pending->leaf;
       } else {
         ++stats_.breaker_upstream_refused;
+        refused = true;
       }
       policy->pending.reset();
     }
     if (!policy->pending) {
-      policy->record = record;
+      // News to the leaves: a new generation or state, or another writer's
+      // record in place of the transition the ledger accepted (possibly
+      // under the same generation). Upstream's copy of the record held
+      // (named under the central's id, times to the millisecond) is not.
+      const bool news = refused || !policy->record ||
+                        policy->record->generation != record.generation ||
+                        policy->record->state != record.state;
+      SetRecord(push.policy, policy, record, news);
     }
     pull->breaker = std::move(record);
   }
@@ -1592,6 +1668,11 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::Tick(const TickRequest& request) {
     return absl::UnavailableError(
         "store answered for the wrong number of policies");
   }
+  // The breakers part of the reply stays as upstream answered it (Redis:
+  // epoch 0), not this ledger's: upstream answers breakers only for the
+  // policies pushed, and the ledger takes a record only from the pull of a
+  // policy the central pushed (TakeBreaker), so the central must keep
+  // pushing every policy with a breaker, quiet or not.
   return TakeReply(request, &round, *std::move(reply));
 }
 

@@ -1714,3 +1714,253 @@ TEST_F(LeaseLedgerTest, ALeafThatMovesToAnotherCentralCountsNoHistory) {
 
 }  // namespace
 }  // namespace sluice::cluster
+
+namespace sluice::cluster {
+namespace {
+
+// Issue 24, quiet policies: a leaf leaves a policy with nothing to push out
+// of its tick, and hears of that policy's breaker record changes in
+// TickReply::breakers instead of its pull.
+class LeaseLedgerBreakersTest : public LeaseLedgerTest {
+ protected:
+  // A leaf's tick that reports, and then takes, the breakers version it
+  // saw, as the leaf's SyncLoop does.
+  absl::StatusOr<TickReply> Tick(const std::string& id,
+                                 std::vector<PolicyPush> policies = {}) {
+    TickRequest r = Request(id, 7, ++leaf_seq_[id], std::move(policies));
+    r.breakers_epoch_seen = seen_[id].first;
+    r.breakers_seen = seen_[id].second;
+    absl::StatusOr<TickReply> reply = ledger_->ServeLeaf(r);
+    if (reply.ok()) {
+      seen_[id] = {reply->breakers_epoch, reply->breakers_version};
+    }
+    return reply;
+  }
+
+  std::map<std::string, std::pair<uint64_t, uint64_t>> seen_;
+};
+
+// The policies a reply's `breakers` names, in order.
+std::vector<std::string> Named(const TickReply& reply) {
+  std::vector<std::string> names;
+  for (const PolicyBreaker& b : reply.breakers) names.push_back(b.policy);
+  return names;
+}
+
+TEST_F(LeaseLedgerBreakersTest, ALeafThatLeftAPolicyOutHearsOfItsTripOnce) {
+  absl::StatusOr<TickReply> c =
+      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  // The central's own tick answers as upstream (Redis) does: no breakers
+  // version, so its SyncLoop keeps pushing every policy.
+  EXPECT_EQ(c->breakers_epoch, 0u);
+  EXPECT_TRUE(c->breakers.empty());
+  const uint64_t g0 = store_.Breaker("db")->generation;
+  absl::StatusOr<TickReply> l =
+      Tick("leaf1", {BreakerPush("db", g0, g0, core::BreakerState::kClosed)});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_NE(l->breakers_epoch, 0u);
+  EXPECT_TRUE(l->breakers.empty());  // db is in the pull
+  // Quiet: db left out, nothing changed, nothing to hear.
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->breakers.empty());
+
+  // leaf2 trips db.
+  ASSERT_TRUE(
+      Tick("leaf2", {BreakerPush("db", g0, g0 + 1, core::BreakerState::kOpen)})
+          .ok());
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(Named(*l), std::vector<std::string>{"db"});
+  EXPECT_EQ(l->breakers[0].record.generation, g0 + 1);
+  EXPECT_EQ(l->breakers[0].record.state, core::BreakerState::kOpen);
+  EXPECT_EQ(l->breakers[0].record.replica, "leaf2");
+  // Once: the next tick saw it.
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->breakers.empty());
+  // Upstream's copy of the same record (named under the central's id from
+  // its second tick on, times to the millisecond) is no news either.
+  for (int i = 0; i < 2; ++i) {
+    clock_.Advance(absl::Milliseconds(100));
+    ASSERT_TRUE(
+        Central({BreakerPush("db", g0 + 1, g0 + 1, core::BreakerState::kOpen)})
+            .ok());
+    l = Tick("leaf1");
+    ASSERT_TRUE(l.ok());
+    EXPECT_TRUE(l->breakers.empty()) << "central tick " << i;
+  }
+  EXPECT_EQ(store_.Breaker("db")->generation, g0 + 1);
+}
+
+TEST_F(LeaseLedgerBreakersTest, ALeafOfAnotherEpochGetsEveryRecord) {
+  ASSERT_TRUE(Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed),
+                       BreakerPush("api", 0, 0, core::BreakerState::kClosed)})
+                  .ok());
+  // A new leaf (epoch 0): every record.
+  absl::StatusOr<TickReply> l = Tick("leaf1");
+  ASSERT_TRUE(l.ok()) << l.status();
+  std::vector<std::string> names = Named(*l);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"api", "db"}));
+  for (const PolicyBreaker& b : l->breakers) {
+    EXPECT_EQ(b.record.generation, store_.Breaker(b.policy)->generation)
+        << b.policy;
+  }
+  const auto [epoch, version] = seen_["leaf1"];
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->breakers.empty());
+  // An epoch of another central (or an earlier life of this one), or a
+  // version this life never answered: every record again.
+  for (const auto& [stale_epoch, stale_version] :
+       std::vector<std::pair<uint64_t, uint64_t>>{
+           {epoch + 1, version}, {epoch, version + 5}, {0, 0}}) {
+    seen_["leaf1"] = {stale_epoch, stale_version};
+    l = Tick("leaf1");
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ(l->breakers.size(), 2u) << stale_epoch << " " << stale_version;
+    EXPECT_EQ(l->breakers_epoch, epoch);
+    EXPECT_EQ(l->breakers_version, version);
+  }
+}
+
+TEST_F(LeaseLedgerBreakersTest, APushedPolicyIsNeverInBreakers) {
+  ASSERT_TRUE(Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed),
+                       BreakerPush("api", 0, 0, core::BreakerState::kClosed)})
+                  .ok());
+  const uint64_t g0 = store_.Breaker("db")->generation;
+  auto db = [&](uint64_t base) {
+    return BreakerPush("db", base, base, core::BreakerState::kClosed);
+  };
+  // A new leaf pushing db: only api's record.
+  absl::StatusOr<TickReply> l = Tick("leaf1", {db(g0)});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(Named(*l), std::vector<std::string>{"api"});
+  // db trips while leaf1 pushes it: in its pull, not in breakers.
+  ASSERT_TRUE(
+      Tick("leaf2", {BreakerPush("db", g0, g0 + 1, core::BreakerState::kOpen)})
+          .ok());
+  l = Tick("leaf1", {db(g0)});
+  ASSERT_TRUE(l.ok());
+  ASSERT_TRUE(l->policies[0].breaker.has_value());
+  EXPECT_EQ(l->policies[0].breaker->generation, g0 + 1);
+  EXPECT_TRUE(l->breakers.empty());
+  // It saw that version; left out now, db is no news.
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->breakers.empty());
+}
+
+TEST_F(LeaseLedgerBreakersTest, ARecordChangedUpstreamReachesALeafThatLeftItOut) {
+  ASSERT_TRUE(
+      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
+  const uint64_t g0 = store_.Breaker("db")->generation;
+  ASSERT_TRUE(
+      Tick("leaf1", {BreakerPush("db", g0, g0, core::BreakerState::kClosed)})
+          .ok());
+  // Another central trips db in the store; this central takes the record
+  // with its next tick.
+  TickRequest other = Request("other-central", 9, 1,
+                              {BreakerPush("db", g0, g0 + 5,
+                                           core::BreakerState::kOpen)});
+  ASSERT_TRUE(store_.Tick(other).ok());
+  absl::StatusOr<TickReply> l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->breakers.empty());  // not taken yet
+  ASSERT_TRUE(
+      Central({BreakerPush("db", g0, g0, core::BreakerState::kClosed)}).ok());
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(Named(*l), std::vector<std::string>{"db"});
+  EXPECT_EQ(l->breakers[0].record.generation, g0 + 5);
+  EXPECT_EQ(l->breakers[0].record.state, core::BreakerState::kOpen);
+  EXPECT_EQ(l->breakers[0].record.replica, "other-central");
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->breakers.empty());
+}
+
+// A transition the ledger accepted that upstream refuses gives way to the
+// other writer's record, even under the same generation: leaves told of
+// the first hear of the second.
+TEST_F(LeaseLedgerBreakersTest, AnotherWritersRecordUnderTheSameGenerationIsNews) {
+  ASSERT_TRUE(
+      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
+  const uint64_t g0 = store_.Breaker("db")->generation;
+  ASSERT_TRUE(
+      Tick("leaf1", {BreakerPush("db", g0, g0, core::BreakerState::kClosed)})
+          .ok());
+  ASSERT_TRUE(
+      Tick("leaf2", {BreakerPush("db", g0, g0 + 1, core::BreakerState::kOpen)})
+          .ok());
+  absl::StatusOr<TickReply> l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(Named(*l), std::vector<std::string>{"db"});
+  EXPECT_EQ(l->breakers[0].record.replica, "leaf2");
+  // Another central's transition from the same base reached the store
+  // first, as generation g0 + 1 too.
+  PolicyPush theirs = BreakerPush("db", g0, g0 + 1, core::BreakerState::kOpen);
+  theirs.breaker.cause = "theirs";
+  ASSERT_TRUE(store_.Tick(Request("other-central", 9, 1, {theirs})).ok());
+  ASSERT_TRUE(
+      Central({BreakerPush("db", g0, g0, core::BreakerState::kClosed)}).ok());
+  ASSERT_EQ(ledger_->stats().breaker_upstream_refused, 1u);
+  l = Tick("leaf1");
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(Named(*l), std::vector<std::string>{"db"});
+  EXPECT_EQ(l->breakers[0].record.generation, g0 + 1);
+  EXPECT_EQ(l->breakers[0].record.replica, "other-central");
+  EXPECT_EQ(l->breakers[0].record.cause, "theirs");
+}
+
+// A store that lost its records rebuilds one from the first replica that
+// pushes: another state under the same generation is news too.
+TEST_F(LeaseLedgerBreakersTest, ARebuiltRecordOfAnotherStateIsNews) {
+  ASSERT_TRUE(
+      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
+  const uint64_t g0 = store_.Breaker("db")->generation;
+  ASSERT_TRUE(
+      Tick("leaf1", {BreakerPush("db", g0, g0, core::BreakerState::kClosed)})
+          .ok());
+  store_.WipeAll();
+  ASSERT_TRUE(store_.Tick(Request("other-central", 9, 1,
+                                  {BreakerPush("db", g0, g0,
+                                               core::BreakerState::kOpen)}))
+                  .ok());
+  ASSERT_EQ(store_.Breaker("db")->generation, g0);
+  ASSERT_TRUE(
+      Central({BreakerPush("db", g0, g0, core::BreakerState::kClosed)}).ok());
+  absl::StatusOr<TickReply> l = Tick("leaf1");
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(Named(*l), std::vector<std::string>{"db"});
+  EXPECT_EQ(l->breakers[0].record.generation, g0);
+  EXPECT_EQ(l->breakers[0].record.state, core::BreakerState::kOpen);
+}
+
+// Leaving a policy out is not giving it up: the leaf's outcome totals stay,
+// so that its next push of them counts only what they grew.
+TEST_F(LeaseLedgerBreakersTest, ALeftOutPolicyKeepsTheLeafsOutcomeTotals) {
+  ASSERT_TRUE(Central({OutcomePush(10, 0)}).ok());
+  ASSERT_TRUE(Tick("leaf1", {OutcomePush(5, 1)}).ok());
+  // Quiet for longer than a stale period (the leaf itself keeps ticking).
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(kStale / 2);
+    ASSERT_TRUE(Central({OutcomePush(10, 0)}).ok());
+    ASSERT_TRUE(Tick("leaf1").ok());
+  }
+  absl::StatusOr<TickReply> l = Tick("leaf1", {OutcomePush(8, 2)});
+  ASSERT_TRUE(l.ok()) << l.status();
+  // Not a first sight: the entry for the central and its other leaves is
+  // there.
+  ASSERT_EQ(l->policies[0].outcomes.size(), 1u);
+  EXPECT_EQ(l->policies[0].outcomes[0].replica,
+            absl::StrCat(kCentral, "/subtree"));
+  ASSERT_TRUE(Central({OutcomePush(10, 0)}).ok());
+  // 10 + 8: the leaf's 5 counted once, then the 3 it grew.
+  EXPECT_EQ(recorder_.last.policies[0].outcomes.calls, 10u + 8u);
+}
+
+}  // namespace
+}  // namespace sluice::cluster
