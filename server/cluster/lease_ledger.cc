@@ -1518,10 +1518,13 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
       }
       if (k < own_keys) {
         // The central's own share, computed as a leaf's is; it ends with
-        // the pool (same clock, same start).
+        // the pool (same clock, same start), or where Issue ended it
+        // sooner (a unit above the central's whole share, one it holds
+        // only until the slot's end), as the ledger counts it.
         StoreGrant mine = Issue(&pool, options_.replica_id, now, pool.until,
                                 request.policies[i].keys[k]);
-        mine.valid_for = pool.until - round->start;
+        mine.valid_for = std::min(mine.valid_for + (now - round->start),
+                                  pool.until - round->start);
         mine.granted = mine.granted && got.granted;
         pull.grants[k] = mine;
       }

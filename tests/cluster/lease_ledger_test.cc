@@ -274,7 +274,10 @@ TEST_F(LeaseLedgerTest, TheCentralsGrantIsSplitByDemandAndNeverOverspent) {
   EXPECT_EQ(recorder_.last.weight, 2u);
   ASSERT_EQ(c->policies.size(), 1u);
   ASSERT_EQ(c->policies[0].grants.size(), 1u);
-  EXPECT_EQ(c->policies[0].grants[0].valid_for, kStale);
+  // Its new share has a unit above its whole share: that grant lasts until
+  // just after the central's next tick (the gap between its ticks, 100 ms,
+  // and a fifth), as long as the ledger counts it and no longer.
+  EXPECT_EQ(c->policies[0].grants[0].valid_for, absl::Milliseconds(120));
   // The central's share shrank, but it applied 100 when it asked: that is
   // held until its next tick says otherwise.
   EXPECT_LT(central_units, 50);
@@ -1710,6 +1713,67 @@ TEST_F(LeaseLedgerTest, ALeafThatMovesToAnotherCentralCountsNoHistory) {
   a.Take(other.ServeLeaf(Request("a", 7, ++leaf_seq_["a"],
                                  {OutcomePush(300, 100)})));
   EXPECT_EQ(a.failures, 5u + 2u);
+}
+
+// The central's own grant ends where the ledger counts it to end: a unit
+// it holds above its whole share, taking turns with a leaf at slot
+// boundaries, is not applied by the central past the boundary after which
+// the leaf holds it, even when the central's next tick comes late (it
+// said at its last tick that it applied nothing). Both tick every
+// interval, the leaf also when told to, and the central stalls after each
+// tick that gave it the unit; both apply each grant from their tick's
+// start for valid_for, and say what they apply at their next tick.
+TEST_F(LeaseLedgerTest, TheCentralsGrantEndsWhereTheLedgerCountsIt) {
+  struct Party {
+    int64_t units = 0;
+    absl::Time until = absl::InfinitePast();
+    absl::Time next = absl::InfinitePast();
+  };
+  auto applied = [](const Party& p, absl::Time now) {
+    return Key("", 1, 1, now < p.until ? p.units : 0,
+               now < p.until ? p.until - now : absl::ZeroDuration());
+  };
+  auto in_force = [](const Party& p, absl::Time now) {
+    return now < p.until ? p.units : 0;
+  };
+  Party central, leaf;
+  const absl::Time start = clock_.Now();
+  leaf.next = start + absl::Milliseconds(150);
+  int64_t central_ms = 0, leaf_ms = 0;
+  for (int ms = 0; ms < 8000; ++ms) {
+    const absl::Time now = clock_.Now();
+    if (now >= central.next) {
+      absl::StatusOr<TickReply> c =
+          Central({Push("api", {applied(central, now)})});
+      ASSERT_TRUE(c.ok()) << c.status();
+      const StoreGrant& g = c->policies[0].grants[0];
+      const bool gained = in_force(central, now) == 0 && g.units[0] > 0;
+      central.units = g.granted ? g.units[0] : 0;
+      central.until = now + std::min(kStale, g.valid_for);
+      central.next = now + (gained ? 2 * kInterval : kInterval);
+    }
+    if (now >= leaf.next) {
+      absl::StatusOr<TickReply> l =
+          Leaf("leaf1", {Push("api", {applied(leaf, now)})});
+      ASSERT_TRUE(l.ok()) << l.status();
+      const StoreGrant& g = l->policies[0].grants[0];
+      leaf.units = g.granted ? g.units[0] : 0;
+      leaf.until = now + std::min(kStale, g.valid_for);
+      leaf.next =
+          now + (l->tick_again_in > absl::ZeroDuration()
+                     ? std::clamp(l->tick_again_in, kMinTickGap, kInterval)
+                     : kInterval);
+    }
+    ASSERT_LE(in_force(central, now) + in_force(leaf, now), 1)
+        << "at +" << (now - start);
+    central_ms += in_force(central, now);
+    leaf_ms += in_force(leaf, now);
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  // The unit took turns (the check is not vacuous), and was seldom idle.
+  EXPECT_GT(central_ms, 2000);
+  EXPECT_GT(leaf_ms, 2000);
+  EXPECT_GT(central_ms + leaf_ms, 6500);
 }
 
 }  // namespace
