@@ -38,6 +38,11 @@ constexpr size_t kMaxUpstreamForwards = 100000;
 // leaf's word on when its grant ends reaches the ledger a one-way trip late.
 constexpr absl::Duration kHandOver = absl::Milliseconds(20);
 
+// Leaves tick a moment after the central's upstream round returns, each at
+// its own offset within the interval / kAlignSpread after it (AlignedTick),
+// so that a thousand leaves do not arrive in the same millisecond.
+constexpr int kAlignSpread = 4;
+
 // Earlier lives of a leaf remembered.
 constexpr size_t kMaxPastLives = 8;
 // Leaf ids listed in a reply's replicas at most.
@@ -65,6 +70,18 @@ uint64_t NewBreakersEpoch() {
 }
 
 constexpr int kR = core::kClusterResources;
+
+// FNV-1a of a leaf id: the same on every central and in every process life,
+// so a leaf keeps its place in the spread when it moves or a central
+// restarts.
+uint64_t StableHash(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 absl::Time Later(absl::Time a, absl::Time b) { return a < b ? b : a; }
 
@@ -376,6 +393,13 @@ class LeaseLedger::Impl {
     return !stopping_ && last_good_ != absl::InfinitePast() &&
            now < last_good_ + options_.stale_after;
   }
+  // When a leaf should tick next to hear what the central's next upstream
+  // round brings: a moment after that round has returned, kMinTickGap to
+  // an interval from `now`. InfiniteFuture when the ledger cannot tell (no
+  // good round yet, or the last one failed and the central retries at its
+  // own pace).
+  absl::Time AlignedTick(const std::string& leaf, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t LiveLeaves(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetLeaf(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many sluiced processes share static shares across the tree.
@@ -415,10 +439,12 @@ class LeaseLedger::Impl {
   // The party's grant from the pool, valid until `end` (at most), issued
   // and recorded at `now`. With `again`, lowers *again to when the party
   // should tick next to get units owed to it or to free units it gave
-  // back (TickReply::tick_again_in).
+  // back (TickReply::tick_again_in). `told`: the tick the reply asks of
+  // the party besides (AlignedTick); InfiniteFuture when none.
   StoreGrant Issue(Pool* pool, const std::string& party, absl::Time now,
                    absl::Time end, const core::KeyTick& key,
-                   absl::Time* again = nullptr)
+                   absl::Time* again = nullptr,
+                   absl::Time told = absl::InfiniteFuture())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Slots of Options::interval x 2 on the ledger's clock: units above
   // whole shares change hands at their boundaries.
@@ -487,6 +513,12 @@ class LeaseLedger::Impl {
   // and the store clock's offset from the central's then.
   absl::Time last_good_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Duration offset_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  // The latest upstream round begun (its start; it may be under way), how
+  // long the last good one took, and whether the last one that returned
+  // failed: when the central's ticks bring news (AlignedTick).
+  absl::Time round_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration round_took_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  bool round_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> upstream_replicas_ ABSL_GUARDED_BY(mu_);
   uint32_t upstream_weight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -550,6 +582,39 @@ class LeaseLedger::Impl {
   uint64_t breakers_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::string> breaker_changes_ ABSL_GUARDED_BY(mu_);
 };
+
+absl::Time LeaseLedger::Impl::AlignedTick(const std::string& leaf,
+                                          absl::Time now) const {
+  const absl::Duration interval = options_.interval;
+  if (last_good_ == absl::InfinitePast() || round_failed_ ||
+      interval <= absl::ZeroDuration()) {
+    return absl::InfiniteFuture();
+  }
+  // The central's SyncLoop starts a tick an interval after the previous
+  // one returned, and a round takes about as long as the last good one:
+  // rounds return a period apart, the latest (perhaps still under way) at
+  // round_start_ + round_took_. The leaf has heard every round returned by
+  // now; it aims at the first one after, at its offset.
+  const absl::Duration period = interval + round_took_;
+  absl::Time news = round_start_ + round_took_;
+  if (news <= now) {
+    // At most a few periods: the latest round is within the stale period
+    // (UpstreamGood).
+    absl::Duration rest;
+    news += (absl::IDivDuration(now - news, period, &rest) + 1) * period;
+  }
+  const int64_t spread = absl::ToInt64Nanoseconds(interval / kAlignSpread);
+  const absl::Duration offset = absl::Nanoseconds(
+      spread > 0 ? static_cast<int64_t>(StableHash(leaf) %
+                                        static_cast<uint64_t>(spread))
+                 : 0);
+  // Not sooner than the leaf may tick again (then still after that round),
+  // and not later than an interval: a leaf that ticks between the last
+  // round's return and its offset ticks an interval later, after the next
+  // round unless it ticked within a round trip of the last one. A leaf
+  // arrives its own round trip after the time it is given besides.
+  return std::min(std::max(news + offset, now + kMinTickGap), now + interval);
+}
 
 uint32_t LeaseLedger::Impl::LiveLeaves(absl::Time now) {
   // Silent leaves are dropped at most every tenth of a stale period, so a
@@ -820,8 +885,8 @@ void LeaseLedger::Impl::Resplit(Pool* pool, absl::Time now) {
 
 StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
                                     absl::Time now, absl::Time end,
-                                    const core::KeyTick& key,
-                                    absl::Time* again) {
+                                    const core::KeyTick& key, absl::Time* again,
+                                    absl::Time told) {
   StoreGrant grant;
   const bool usable = pool->have && pool->granted && end > now;
   if (!usable) {
@@ -876,7 +941,11 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
   // tick, so that once the party is told to give the unit back, it is free
   // for another a moment later (not a stale period later).
   if (above_whole && h.interval > absl::ZeroDuration()) {
-    end = std::min(end, now + h.interval + h.interval / 5);
+    // The tick the party was asked for may come later than its ticks have
+    // come so far (a hand-over or a nudge shortened the gaps).
+    absl::Duration gap = h.interval;
+    if (told != absl::InfiniteFuture()) gap = std::max(gap, told - now);
+    end = std::min(end, now + gap + gap / 5);
   }
   // Units above whole shares change hands at the slot's end: a party that
   // has one now and not in the next slot holds its grant until then, and
@@ -1248,6 +1317,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
     reply.live_weight = TreeWeight(now);
     reply.policies.reserve(request.policies.size());
     absl::Time again = absl::InfiniteFuture();
+    const absl::Time aligned = AlignedTick(request.replica_id, now);
     for (const PolicyPush& push : request.policies) {
       PolicyPull pull;
       PolicyState* policy = FindOrAddPolicy(push.policy);
@@ -1283,7 +1353,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
             std::min(now + options_.stale_after,
                      pool->until - options_.margin);
         pull.grants.push_back(
-            Issue(pool, request.replica_id, now, end, key, &again));
+            Issue(pool, request.replica_id, now, end, key, &again, aligned));
       }
       if (push.has_breaker) {
         ServeBreaker(request.replica_id, push, policy, now, &pull);
@@ -1291,10 +1361,15 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
       if (push.has_warm) pull.warm = policy->warm;
       reply.policies.push_back(std::move(pull));
     }
-    if (again != absl::InfiniteFuture()) {
+    // The leaf's next tick hears the central's next upstream round (a
+    // breaker another central stored reaches it then, not an interval
+    // later), unless units owed or given back want it sooner. An aligned
+    // tick less than kMinTickGap before the one `again` asks for is left
+    // out: the leaf could not tick again in time for its units.
+    const absl::Time next = again < aligned + kMinTickGap ? again : aligned;
+    if (next != absl::InfiniteFuture()) {
       // Positive, so that the leaf sees it; it waits at least kMinGap.
-      reply.tick_again_in =
-          std::max(again - now, absl::Nanoseconds(1));
+      reply.tick_again_in = std::max(next - now, absl::Nanoseconds(1));
     }
     AnswerBreakers(request, &reply);
     RouteForwards(request);
@@ -1594,10 +1669,13 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
       }
       if (k < own_keys) {
         // The central's own share, computed as a leaf's is; it ends with
-        // the pool (same clock, same start).
+        // the pool (same clock, same start), or where Issue ended it
+        // sooner (a unit above the central's whole share, one it holds
+        // only until the slot's end), as the ledger counts it.
         StoreGrant mine = Issue(&pool, options_.replica_id, now, pool.until,
                                 request.policies[i].keys[k]);
-        mine.valid_for = pool.until - round->start;
+        mine.valid_for = std::min(mine.valid_for + (now - round->start),
+                                  pool.until - round->start);
         mine.granted = mine.granted && got.granted;
         pull.grants[k] = mine;
       }
@@ -1646,12 +1724,15 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::Tick(const TickRequest& request) {
       central_wish_[push.policy] = push.leases_wanted;
     }
     round = BuildRound(request, start);
+    round_start_ = start;
   }
   // Never under the lock: leaves are served from memory meanwhile.
   absl::StatusOr<TickReply> reply = upstream_->Tick(round.up);
   absl::MutexLock lock(&mu_);
   ++stats_.upstream_ticks;
-  if (!reply.ok() || reply->policies.size() != round.up.policies.size()) {
+  round_failed_ =
+      !reply.ok() || reply->policies.size() != round.up.policies.size();
+  if (round_failed_) {
     ++stats_.upstream_failures;
     // Leaves' reports go again with the next tick; a leaf transition too.
     for (core::ForwardedReport& f : round.leaf_forwards) {
@@ -1668,6 +1749,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::Tick(const TickRequest& request) {
     return absl::UnavailableError(
         "store answered for the wrong number of policies");
   }
+  round_took_ = std::max(clock_->Now() - round.start, absl::ZeroDuration());
   // The breakers part of the reply stays as upstream answered it (Redis:
   // epoch 0), not this ledger's: upstream answers breakers only for the
   // policies pushed, and the ledger takes a record only from the pull of a

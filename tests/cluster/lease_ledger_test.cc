@@ -274,7 +274,10 @@ TEST_F(LeaseLedgerTest, TheCentralsGrantIsSplitByDemandAndNeverOverspent) {
   EXPECT_EQ(recorder_.last.weight, 2u);
   ASSERT_EQ(c->policies.size(), 1u);
   ASSERT_EQ(c->policies[0].grants.size(), 1u);
-  EXPECT_EQ(c->policies[0].grants[0].valid_for, kStale);
+  // Its new share has a unit above its whole share: that grant lasts until
+  // just after the central's next tick (the gap between its ticks, 100 ms,
+  // and a fifth), as long as the ledger counts it and no longer.
+  EXPECT_EQ(c->policies[0].grants[0].valid_for, absl::Milliseconds(120));
   // The central's share shrank, but it applied 100 when it asked: that is
   // held until its next tick says otherwise.
   EXPECT_LT(central_units, 50);
@@ -322,8 +325,9 @@ TEST_F(LeaseLedgerTest, UnitsChangeHandsWhenTheGiverConfirms) {
   ASSERT_TRUE(a.ok()) << a.status();
   const StoreGrant first = a->policies[0].grants[0];
   ASSERT_EQ(first.units[0], 100);
-  // Nothing to wait for, nothing to give back: the usual interval.
-  EXPECT_EQ(a->tick_again_in, absl::ZeroDuration());
+  // Nothing to wait for, nothing to give back: the usual interval (the
+  // central's next round is an interval away, a's offset after it more).
+  EXPECT_EQ(a->tick_again_in, kInterval);
 
   clock_.Advance(absl::Milliseconds(100));
   absl::StatusOr<TickReply> b = Leaf("b", {Push("api", {Key("", 100, 200)})});
@@ -356,7 +360,11 @@ TEST_F(LeaseLedgerTest, UnitsChangeHandsWhenTheGiverConfirms) {
                                   smaller.valid_for - kMinTickGap)})});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->policies[0].grants[0].units[0], smaller.units[0]);
-  EXPECT_EQ(a->tick_again_in, absl::ZeroDuration());
+  // Nothing to confirm any more: a's usual tick, just after the central's
+  // next round (an interval after its last one, 250 ms ago).
+  const absl::Duration to_next_round = kInterval - absl::Milliseconds(250);
+  EXPECT_GE(a->tick_again_in, to_next_round);
+  EXPECT_LT(a->tick_again_in, to_next_round + kInterval / 4);
   clock_.Advance(absl::Milliseconds(20));
   b = Leaf("b", {Push("api", {Key("", 100, 200)})});
   ASSERT_TRUE(b.ok());
@@ -1710,6 +1718,142 @@ TEST_F(LeaseLedgerTest, ALeafThatMovesToAnotherCentralCountsNoHistory) {
   a.Take(other.ServeLeaf(Request("a", 7, ++leaf_seq_["a"],
                                  {OutcomePush(300, 100)})));
   EXPECT_EQ(a.failures, 5u + 2u);
+}
+
+// The central's own grant ends where the ledger counts it to end: a unit
+// it holds above its whole share, taking turns with a leaf at slot
+// boundaries, is not applied by the central past the boundary after which
+// the leaf holds it, even when the central's next tick comes late (it
+// said at its last tick that it applied nothing). Both tick every
+// interval, the leaf also when told to, and the central stalls after each
+// tick that gave it the unit; both apply each grant from their tick's
+// start for valid_for, and say what they apply at their next tick.
+TEST_F(LeaseLedgerTest, TheCentralsGrantEndsWhereTheLedgerCountsIt) {
+  struct Party {
+    int64_t units = 0;
+    absl::Time until = absl::InfinitePast();
+    absl::Time next = absl::InfinitePast();
+  };
+  auto applied = [](const Party& p, absl::Time now) {
+    return Key("", 1, 1, now < p.until ? p.units : 0,
+               now < p.until ? p.until - now : absl::ZeroDuration());
+  };
+  auto in_force = [](const Party& p, absl::Time now) {
+    return now < p.until ? p.units : 0;
+  };
+  Party central, leaf;
+  const absl::Time start = clock_.Now();
+  leaf.next = start + absl::Milliseconds(150);
+  int64_t central_ms = 0, leaf_ms = 0;
+  for (int ms = 0; ms < 8000; ++ms) {
+    const absl::Time now = clock_.Now();
+    if (now >= central.next) {
+      absl::StatusOr<TickReply> c =
+          Central({Push("api", {applied(central, now)})});
+      ASSERT_TRUE(c.ok()) << c.status();
+      const StoreGrant& g = c->policies[0].grants[0];
+      const bool gained = in_force(central, now) == 0 && g.units[0] > 0;
+      central.units = g.granted ? g.units[0] : 0;
+      central.until = now + std::min(kStale, g.valid_for);
+      central.next = now + (gained ? 2 * kInterval : kInterval);
+    }
+    if (now >= leaf.next) {
+      absl::StatusOr<TickReply> l =
+          Leaf("leaf1", {Push("api", {applied(leaf, now)})});
+      ASSERT_TRUE(l.ok()) << l.status();
+      const StoreGrant& g = l->policies[0].grants[0];
+      leaf.units = g.granted ? g.units[0] : 0;
+      leaf.until = now + std::min(kStale, g.valid_for);
+      leaf.next =
+          now + (l->tick_again_in > absl::ZeroDuration()
+                     ? std::clamp(l->tick_again_in, kMinTickGap, kInterval)
+                     : kInterval);
+    }
+    ASSERT_LE(in_force(central, now) + in_force(leaf, now), 1)
+        << "at +" << (now - start);
+    central_ms += in_force(central, now);
+    leaf_ms += in_force(leaf, now);
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  // The unit took turns (the check is not vacuous), and was seldom idle.
+  EXPECT_GT(central_ms, 2000);
+  EXPECT_GT(leaf_ms, 2000);
+  EXPECT_GT(central_ms + leaf_ms, 6500);
+}
+
+// A leaf's usual tick comes just after the central's next upstream round
+// has returned (the round starts an interval after the last one returned
+// and takes a round trip), at an offset of the leaf's own within a quarter
+// of the interval, and never more than an interval away: a breaker another
+// central stored reaches the leaf then, not an interval later. The ledger
+// follows the central's latest round (an early tick moves the cadence), one
+// under way included, and does not align while the last round failed.
+TEST_F(LeaseLedgerTest, ALeafTicksJustAfterTheCentralsNextRound) {
+  constexpr absl::Duration kTrip = absl::Milliseconds(10);
+  recorder_.after = [this] { clock_.Advance(kTrip); };
+  auto central = [&] {
+    const absl::Time start = clock_.Now();
+    EXPECT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+    return start;
+  };
+  // When a leaf with nothing owed is told to tick next.
+  auto told = [&](const std::string& id) {
+    absl::StatusOr<TickReply> r = Leaf(id, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return absl::InfinitePast();
+    EXPECT_GE(r->tick_again_in, kMinTickGap);
+    EXPECT_LE(r->tick_again_in, kInterval);
+    return clock_.Now() + r->tick_again_in;
+  };
+  absl::Time start = central();
+  absl::Time next_round = start + kTrip + kInterval + kTrip;
+  clock_.Advance(kInterval / 2);
+  const absl::Duration offset = told("leaf0") - next_round;
+  EXPECT_GE(offset, absl::ZeroDuration());
+  EXPECT_LT(offset, kInterval / 4);
+  // The offset is the leaf's own, the same at another time; the leaves'
+  // offsets spread over the quarter.
+  clock_.Advance(absl::Milliseconds(30));
+  EXPECT_EQ(told("leaf0") - next_round, offset);
+  absl::Duration least = absl::InfiniteDuration();
+  absl::Duration most = -absl::InfiniteDuration();
+  for (int i = 1; i < 50; ++i) {
+    const absl::Duration o = told(absl::StrCat("leaf", i)) - next_round;
+    EXPECT_GE(o, absl::ZeroDuration()) << "leaf" << i;
+    EXPECT_LT(o, kInterval / 4) << "leaf" << i;
+    least = std::min(least, o);
+    most = std::max(most, o);
+  }
+  EXPECT_LT(least, kInterval / 16);
+  EXPECT_GT(most, kInterval / 4 - kInterval / 16);
+
+  // An early central tick (a nudge) moves the cadence.
+  start = central();
+  next_round = start + kTrip + kInterval + kTrip;
+  clock_.Advance(kInterval / 2);
+  EXPECT_EQ(told("leaf0") - next_round, offset);
+
+  // A leaf served while a round is under way aims just after it returns,
+  // or as soon as it may tick again.
+  absl::Time inside = absl::InfinitePast();
+  recorder_.before = [&] { inside = told("leaf0"); };
+  start = central();
+  recorder_.before = nullptr;
+  EXPECT_EQ(inside, std::max(start + kTrip + offset, start + kMinTickGap));
+
+  // The last round failed: the central retries at its own pace, and the
+  // leaf, owed nothing, is left to its usual interval.
+  clock_.Advance(kInterval / 2);
+  store_.FailNextTicks(1);
+  EXPECT_FALSE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  absl::StatusOr<TickReply> r = Leaf("leaf0", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tick_again_in, absl::ZeroDuration());
+  // The next good round aligns it again.
+  start = central();
+  next_round = start + kTrip + kInterval + kTrip;
+  clock_.Advance(kInterval / 2);
+  EXPECT_EQ(told("leaf0") - next_round, offset);
 }
 
 }  // namespace

@@ -297,8 +297,10 @@ TEST_F(GrantTreeTest, KillingACentralUnderLoadMovesItsLeavesAndHoldsTheLimit) {
 // Acceptance: a breaker trip on one leaf reaches every leaf under both
 // centrals within 2 ticks. With the nudges a real process makes (the leaf's
 // SyncLoop on the transition, the ledger's to its central), each nudge
-// costing SyncLoop's 50 ms gap. Tried at 10 phases of the trip. The
-// policy has a breaker only, so the figure does not depend on rate grants.
+// costing SyncLoop's 50 ms gap; the other central takes the record at its
+// next tick, and its leaves just after it (the ledger aligns their ticks
+// with its central's). Tried at 10 phases of the trip. The policy has a
+// breaker only, so the figure does not depend on rate grants.
 TEST_F(GrantTreeTest, BreakerTripReachesEveryLeafWithinTwoTicks) {
   absl::Duration worst = absl::ZeroDuration();
   for (int phase = 0; phase < 10; ++phase) {
@@ -319,8 +321,7 @@ TEST_F(GrantTreeTest, BreakerTripReachesEveryLeafWithinTwoTicks) {
     std::printf("  trip at +%d ms into a second: every leaf OPEN after %s\n",
                 phase * 100 + 7, absl::FormatDuration(took).c_str());
     worst = std::max(worst, took);
-    EXPECT_LE(took, absl::Seconds(2) + absl::Milliseconds(100))
-        << "trip phase " << phase;
+    EXPECT_LE(took, absl::Seconds(2)) << "trip phase " << phase;
     ExpectInvariantHeld();
   }
   std::printf("  breaker trip to every leaf, worst of 10 phases: %s\n",
