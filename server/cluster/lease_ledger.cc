@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -142,6 +143,9 @@ struct Pool {
   bool granted = true;
   core::Units units{};
   absl::Time until = absl::InfinitePast();
+  // The limits upstream split `units` under (what the central pushed; a
+  // policy change may reach a party before the pool is split again).
+  core::Units units_limit{};
   // per_key: the static shares upstream keeps for this central's leaves
   // outside the grant (it counts them among the processes without an
   // entry), which the pool adds to `units`: `each` per leaf, and `statics`
@@ -923,6 +927,17 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     grant.units[r] =
         std::max<int64_t>(0, std::min(share, pool->fair_total[r] - others));
     if (grant.units[r] < share) waiting = true;
+    // A party that pushed a lower limit than the pool was split under (the
+    // policy change reached it first) applies the grant as one made under
+    // its own limit (SyncLoop sets KeyGrant::limit to the limit pushed), so
+    // it gets the units scaled as its engine scales a grant split under a
+    // higher limit (GateSet::GrantUnits), not the pool's units.
+    const int64_t from = pool->units_limit[r];
+    if (from > key.limit[r] && grant.units[r] > 0) {
+      grant.units[r] = static_cast<int64_t>(
+          absl::int128(grant.units[r]) * std::max<int64_t>(0, key.limit[r]) /
+          from);
+    }
     if (now < h.hold_until && grant.units[r] < h.hold[r]) giving_back = true;
     if (grant.units[r] > h.whole[r]) above_whole = true;
     if (pool->per_key &&
@@ -1657,6 +1672,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::TakeReply(
       pool.have = true;
       pool.granted = got.granted;
       pool.units = got.granted ? got.units : core::Units{};
+      pool.units_limit = push.keys[k].limit;
       pool.until = round->start + std::min(stale, got.valid_for);
       if (pool.per_key) {
         // tick.lua keeps floor(limit / live) for each process without an

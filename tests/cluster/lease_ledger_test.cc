@@ -1865,6 +1865,41 @@ namespace {
 // Issue 24, quiet policies: a leaf leaves a policy with nothing to push out
 // of its tick, and hears of that policy's breaker record changes in
 // TickReply::breakers instead of its pull.
+// A limit lowered from 1000 to 100 reaches a leaf before its central's
+// pool is split again: the leaf pushes the new limit and applies what it is
+// granted as a grant under 100, so the ledger scales its share of the pool
+// (split under 1000) by 100/1000, as the engine scales a grant split under
+// a higher limit. Unscaled, the leaf would apply min(share, 100) = 100 while
+// the central still applies its share of the old split.
+TEST_F(LeaseLedgerTest, AGrantFromAPoolSplitUnderAHigherLimitIsScaled) {
+  int64_t central_units = 0;
+  auto central = [&](int64_t limit) {
+    absl::StatusOr<TickReply> c = Central(
+        {Push("api", {Key("", limit, 300, central_units, kStale)})});
+    ASSERT_TRUE(c.ok()) << c.status();
+    central_units = c->policies[0].grants[0].units[0];
+  };
+  central(1000);
+  int64_t before = 0;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<TickReply> l =
+        Leaf("leaf1", {Push("api", {Key("", 1000, 600, before, kStale)})});
+    ASSERT_TRUE(l.ok()) << l.status();
+    before = l->policies[0].grants[0].units[0];
+    clock_.Advance(absl::Milliseconds(250));
+    central(1000);
+  }
+  ASSERT_GE(before, 500);
+  absl::StatusOr<TickReply> lowered =
+      Leaf("leaf1", {Push("api", {Key("", 100, 600, before, kStale)})});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const int64_t after = lowered->policies[0].grants[0].units[0];
+  EXPECT_EQ(after, before * 100 / 1000);
+  // What both apply under the new limit (the central's engine scales its
+  // own grant, split under 1000, the same way) stays within it.
+  EXPECT_LE(after + central_units * 100 / 1000, 100);
+}
+
 class LeaseLedgerBreakersTest : public LeaseLedgerTest {
  protected:
   // A leaf's tick that reports, and then takes, the breakers version it
