@@ -1916,6 +1916,16 @@ class LeaseLedgerBreakersTest : public LeaseLedgerTest {
     return reply;
   }
 
+  // The central and leaf1 push db CLOSED at the stored generation (*g0).
+  void DbClosedAtLeaf1(uint64_t* g0) {
+    ASSERT_TRUE(
+        Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
+    *g0 = store_.Breaker("db")->generation;
+    ASSERT_TRUE(Tick("leaf1", {BreakerPush("db", *g0, *g0,
+                                           core::BreakerState::kClosed)})
+                    .ok());
+  }
+
   std::map<std::string, std::pair<uint64_t, uint64_t>> seen_;
 };
 
@@ -2033,12 +2043,8 @@ TEST_F(LeaseLedgerBreakersTest, APushedPolicyIsNeverInBreakers) {
 }
 
 TEST_F(LeaseLedgerBreakersTest, ARecordChangedUpstreamReachesALeafThatLeftItOut) {
-  ASSERT_TRUE(
-      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
-  const uint64_t g0 = store_.Breaker("db")->generation;
-  ASSERT_TRUE(
-      Tick("leaf1", {BreakerPush("db", g0, g0, core::BreakerState::kClosed)})
-          .ok());
+  uint64_t g0 = 0;
+  ASSERT_NO_FATAL_FAILURE(DbClosedAtLeaf1(&g0));
   // Another central trips db in the store; this central takes the record
   // with its next tick.
   TickRequest other = Request("other-central", 9, 1,
@@ -2065,12 +2071,8 @@ TEST_F(LeaseLedgerBreakersTest, ARecordChangedUpstreamReachesALeafThatLeftItOut)
 // other writer's record, even under the same generation: leaves told of
 // the first hear of the second.
 TEST_F(LeaseLedgerBreakersTest, AnotherWritersRecordUnderTheSameGenerationIsNews) {
-  ASSERT_TRUE(
-      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
-  const uint64_t g0 = store_.Breaker("db")->generation;
-  ASSERT_TRUE(
-      Tick("leaf1", {BreakerPush("db", g0, g0, core::BreakerState::kClosed)})
-          .ok());
+  uint64_t g0 = 0;
+  ASSERT_NO_FATAL_FAILURE(DbClosedAtLeaf1(&g0));
   ASSERT_TRUE(
       Tick("leaf2", {BreakerPush("db", g0, g0 + 1, core::BreakerState::kOpen)})
           .ok());
@@ -2097,12 +2099,8 @@ TEST_F(LeaseLedgerBreakersTest, AnotherWritersRecordUnderTheSameGenerationIsNews
 // A store that lost its records rebuilds one from the first replica that
 // pushes: another state under the same generation is news too.
 TEST_F(LeaseLedgerBreakersTest, ARebuiltRecordOfAnotherStateIsNews) {
-  ASSERT_TRUE(
-      Central({BreakerPush("db", 0, 0, core::BreakerState::kClosed)}).ok());
-  const uint64_t g0 = store_.Breaker("db")->generation;
-  ASSERT_TRUE(
-      Tick("leaf1", {BreakerPush("db", g0, g0, core::BreakerState::kClosed)})
-          .ok());
+  uint64_t g0 = 0;
+  ASSERT_NO_FATAL_FAILURE(DbClosedAtLeaf1(&g0));
   store_.WipeAll();
   ASSERT_TRUE(store_.Tick(Request("other-central", 9, 1,
                                   {BreakerPush("db", g0, g0,

@@ -220,6 +220,17 @@ class GrantTreeTest : public ::testing::Test {
     }
     return true;
   }
+  // Runs until every leaf's breaker of `dep` is OPEN (at most 10 s); the
+  // time it took, or InfiniteDuration.
+  absl::Duration UntilEveryLeafOpen(const std::string& dep) {
+    return tree_->RunUntil(
+        [&] {
+          return EveryLeaf([&](TreeProcess& p) {
+            return p.engine().PeekBreaker(dep) == core::BreakerState::kOpen;
+          });
+        },
+        absl::Seconds(10));
+  }
   static double RateOf(TreeProcess& p, const std::string& dep) {
     absl::StatusOr<v1::Policy> got = p.policies().Get(dep);
     return got.ok() ? got->rate_limit().rate() : -1;
@@ -311,13 +322,7 @@ TEST_F(GrantTreeTest, BreakerTripReachesEveryLeafWithinTwoTicks) {
     tripper->Fail("flaky", 3);
     ASSERT_EQ(tripper->engine().PeekBreaker("flaky"),
               core::BreakerState::kOpen);
-    const absl::Duration took = tree_->RunUntil(
-        [&] {
-          return EveryLeaf([](TreeProcess& p) {
-            return p.engine().PeekBreaker("flaky") == core::BreakerState::kOpen;
-          });
-        },
-        absl::Seconds(10));
+    const absl::Duration took = UntilEveryLeafOpen("flaky");
     std::printf("  trip at +%d ms into a second: every leaf OPEN after %s\n",
                 phase * 100 + 7, absl::FormatDuration(took).c_str());
     worst = std::max(worst, took);
@@ -961,13 +966,7 @@ TEST_F(GrantTreeTest, ABreakerTripReachesQuietLeaves) {
   tree_->leaf(0)->Fail("flaky", 3);
   ASSERT_EQ(tree_->leaf(0)->engine().PeekBreaker("flaky"),
             core::BreakerState::kOpen);
-  const absl::Duration took = tree_->RunUntil(
-      [&] {
-        return EveryLeaf([](TreeProcess& p) {
-          return p.engine().PeekBreaker("flaky") == core::BreakerState::kOpen;
-        });
-      },
-      absl::Seconds(10));
+  const absl::Duration took = UntilEveryLeafOpen("flaky");
   std::printf("  breaker trip to every quiet leaf: %s\n",
               absl::FormatDuration(took).c_str());
   EXPECT_LE(took, absl::Seconds(2));
