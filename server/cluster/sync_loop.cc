@@ -367,7 +367,7 @@ bool SyncLoop::LeaveOut(const core::DependencyTick& tick, const Round& round) {
       idle && breakers_epoch_ != 0 && !adopt_first_ &&
       !round.request.leaving &&
       round.start - activity.idle_since >=
-          options_.interval * options_.quiet_ticks;
+          std::max(options_.quiet_after, stale_after());
   if (quiet) {
     activity.left_out = true;
     return true;

@@ -63,8 +63,8 @@ struct SyncStats {
 //
 // Quiet policies. With a store that answers for the breakers of policies a
 // tick leaves out (TickReply::breakers_epoch set: a central replica's
-// ledger), a policy that has had nothing to say for quiet_ticks intervals
-// is left out of the tick: no demand, no units in use, no outcomes since
+// ledger), a policy that has had nothing to say for quiet_after (and at
+// least the stale period) is left out of the tick: no demand, no units in use, no outcomes since
 // its last push, no breaker transition to publish, no probe wanted, no
 // warm state. Its grants then lapse, and its breaker follows the records
 // the store sends for it. Its first demand after that is refused by the
@@ -91,10 +91,10 @@ class SyncLoop {
     std::function<void(const std::string& detail)> on_store_reset;
     // How soon a failed tick is tried again.
     absl::Duration retry = absl::Milliseconds(200);
-    // A policy idle for this many intervals is left out of ticks (quiet
-    // policies, above). Long enough that a policy called every few seconds
-    // keeps its grants between calls.
-    int quiet_ticks = 10;
+    // A policy idle this long is left out of ticks (quiet policies,
+    // above). Long enough that a policy called every few seconds keeps its
+    // grants between calls, whatever the interval.
+    absl::Duration quiet_after = absl::Seconds(10);
   };
 
   // `engine`, `store` and `clock` must outlive the loop.

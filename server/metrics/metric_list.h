@@ -182,8 +182,8 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
         {MetricId::kQuietPolicies, "sluice_sync_quiet_policies",
          MetricType::kGauge, {nullptr},
          "Policies left out of the last sync tick because they have been "
-         "idle (no demand, no units in use, no breaker news) for 10 "
-         "intervals; the first call to one wakes it. Leaves of the grant "
+         "idle (no demand, no units in use, no breaker news) for 10 s; "
+         "the first call to one wakes it. Leaves of the grant "
          "tree only; 0 elsewhere."},
         {MetricId::kStoreClockOffset, "sluice_store_clock_offset_seconds",
          MetricType::kGauge, {nullptr},

@@ -336,7 +336,7 @@ TEST_F(TreeProcessTest, CpuOfAnIdleLeafWithAHundredPolicies) {
   ASSERT_NO_FATAL_FAILURE(StartCentral("central", policies));
   ASSERT_NO_FATAL_FAILURE(StartLeaf("leaf", centrals_[0]->target()));
   ASSERT_NO_FATAL_FAILURE(WaitLeavesReady(100));
-  // Idle: every policy has been quiet for 10 ticks, and the leaf's ticks
+  // Idle: every policy has been quiet for 10 s, and the leaf's ticks
   // leave them all out (sluice_sync_quiet_policies).
   const absl::Time quiet_by = absl::Now() + 20 * kTick;
   while (leaves_[0]->Metric("sluice_sync_quiet_policies") < 100 &&

@@ -873,7 +873,7 @@ TEST_F(GrantTreeTest, ADelayedOrReplayedLeafRequestIsIgnored) {
 }
 
 // ---- Quiet policies: a leaf leaves out of its ticks a policy that has
-// had nothing to say for 10 intervals (SyncLoop::Options::quiet_ticks).
+// had nothing to say for 10 s (SyncLoop::Options::quiet_after).
 
 // The policies a leaf's last tick pushed.
 std::vector<std::string> Pushed(TreeProcess& p) {
@@ -893,7 +893,7 @@ TEST_F(GrantTreeTest, AnIdleLeafsTicksCarryNoPolicies) {
   Build(kBucket, 2, 4);
   // Pushed while the policies are new to the leaves...
   EXPECT_TRUE(EveryLeaf([](TreeProcess& p) { return Pushed(p).size() == 2; }));
-  // ...and left out once idle for 10 ticks.
+  // ...and left out once idle for 10 s.
   tree_->Run(kQuietAfter);
   EXPECT_TRUE(EveryLeaf([](TreeProcess& p) {
     return Pushed(p).empty() && p.loop().stats().quiet_policies == 2;
