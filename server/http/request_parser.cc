@@ -179,12 +179,24 @@ class RequestParser::Beast final : public beast_http::basic_parser<true> {
     const size_t limit = owner_->limits_.max_body_bytes;
     if (size > limit - std::min(limit, owner_->body_.size())) {
       Refuse(ec, 413, "chunked body above the body limit");
+      return;
+    }
+    if (size > 0) {
+      owner_->at_chunk_line_ = false;
+      owner_->chunk_left_ = size;
     }
   }
 
-  std::size_t on_chunk_body_impl(std::uint64_t, boost::beast::string_view body,
+  std::size_t on_chunk_body_impl(std::uint64_t remain,
+                                 boost::beast::string_view body,
                                  error_code& ec) override {
-    return Append(body, ec);
+    const size_t n = Append(body, ec);
+    owner_->chunk_left_ = remain - std::min<uint64_t>(remain, n);
+    if (!ec && owner_->chunk_left_ == 0) {
+      owner_->at_chunk_line_ = true;
+      owner_->after_chunk_ = true;
+    }
+    return n;
   }
 
   void on_finish_impl(error_code&) override {}
@@ -230,6 +242,9 @@ void RequestParser::Reset() {
   scanned_ = 0;
   lines_ = 0;
   head_end_ = 0;
+  at_chunk_line_ = true;
+  after_chunk_ = false;
+  chunk_left_ = 0;
   beast_.reset();
   // The strings keep their storage for the connection's next request (a
   // body only while small), so a keep-alive request allocates little.
@@ -333,10 +348,56 @@ size_t RequestParser::Consume(absl::string_view input) {
   if (state_ != State::kBody) return 0;
   beast_->eager(true);
   while (used < input.size()) {
+    // Beast reads a chunk-size line's extensions on past the line's end
+    // into whatever follows, and when that asks for more it has already
+    // taken the chunk's size off its own body limit, again at every retry:
+    // the same bytes read in other pieces were answered 400 or 413. So it
+    // gets each such line alone and whole (after the previous chunk's CRLF,
+    // up to its LF), and each chunk's data up to its end and no further;
+    // the answer then depends on the bytes alone. Waiting for the LF is
+    // bounded below. A whole line that still asks for more is malformed,
+    // unless it is the last chunk's (size 0), which needs its trailer
+    // section too: that one gets the line and the section, up to the
+    // section's empty line and no further.
+    const bool line_alone = head_.chunked && at_chunk_line_;
+    size_t size = input.size() - used;
+    size_t from = used;  // where the chunk-size line starts
+    absl::string_view chunk_size;  // the line's hex digits
+    if (head_.chunked && !at_chunk_line_) {
+      size = static_cast<size_t>(std::min<uint64_t>(size, chunk_left_));
+    }
+    if (line_alone) {
+      if (after_chunk_) {
+        // A chunk's data ends with CRLF.
+        if (input.size() - used < 2) break;
+        if (input.substr(used, 2) != "\r\n") {
+          Fail(400, "malformed request body: bad chunk");
+          return used;
+        }
+      }
+      from = used + (after_chunk_ ? 2 : 0);
+      const size_t lf = from >= input.size() ? absl::string_view::npos
+                                             : input.find('\n', from);
+      if (lf == absl::string_view::npos) break;
+      size = lf + 1 - used;
+      chunk_size = input.substr(from, lf - from);
+      chunk_size = chunk_size.substr(
+          0, chunk_size.find_first_not_of("0123456789abcdefABCDEF"));
+    }
     error_code ec;
-    const size_t n = beast_->put(
-        boost::asio::const_buffer(input.data() + used, input.size() - used),
-        ec);
+    size_t n = beast_->put(
+        boost::asio::const_buffer(input.data() + used, size), ec);
+    if (line_alone && ec == beast_http::error::need_more && n == 0 &&
+        state_ != State::kError) {
+      if (chunk_size.find_first_not_of('0') != absl::string_view::npos) {
+        Fail(400, "malformed request body: bad chunk extension");
+        return used;
+      }
+      const size_t end = input.find("\r\n\r\n", from);
+      if (end == absl::string_view::npos) break;
+      n = beast_->put(
+          boost::asio::const_buffer(input.data() + used, end + 4 - used), ec);
+    }
     used += n;
     if (state_ == State::kError) return used;
     if (ec == beast_http::error::need_more) break;

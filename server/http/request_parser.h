@@ -120,6 +120,13 @@ class RequestParser {
   size_t scanned_ = 0;
   size_t lines_ = 0;
   size_t head_end_ = 0;
+  // A chunked body: Beast is at a chunk-size line (the first, or the one
+  // after a chunk's data and its CRLF). Such a line goes to Beast only
+  // whole (see Consume).
+  bool at_chunk_line_ = true;
+  bool after_chunk_ = false;
+  // Bytes of the current chunk's data Beast has not taken yet.
+  uint64_t chunk_left_ = 0;
   std::unique_ptr<Beast> beast_;
   ParsedHead head_;
   std::string body_;

@@ -146,6 +146,36 @@ TEST(RequestParserTest, BadChunksAre400) {
   EXPECT_EQ(endless.status, 400);
 }
 
+// Found by http_request_fuzzer: a chunk extension with an unclosed quoted
+// string. Beast read it on past the line into what followed, and took the
+// chunk's size off its body limit again at every retry, so the same bytes
+// were 400 whole and 413 in small reads. Each chunk-size line now reaches
+// Beast alone and whole: 400 every way, whatever follows the line.
+TEST(RequestParserTest, AnUnclosedQuotedChunkExtensionIs400EveryWay) {
+  for (const std::string& after :
+       {std::string(), std::string("x\r\n"), std::string(200, 'f'),
+        std::string("\" more\r\n0\r\n\r\n")}) {
+    const ParseOutcome out = ParseEveryWay(
+        Post("Transfer-Encoding: chunked\r\n",
+             "5ccccccccccccccc;x=\"aAHof /v1/acquire HTTP/1.1\r\n" + after));
+    EXPECT_EQ(out.kind, Kind::kRefused) << after;
+    EXPECT_EQ(out.status, 400) << after;
+  }
+  // Also found by it: a chunk's data not followed by CRLF was refused when
+  // read at once (Beast went on into the next line) and waited for more
+  // when read in small pieces.
+  const ParseOutcome no_crlf = ParseEveryWay(
+      Post("Transfer-Encoding: chunked\r\n", "1;x=y\r\n{\"d PKST /v1/p a"));
+  EXPECT_EQ(no_crlf.kind, Kind::kRefused);
+  EXPECT_EQ(no_crlf.status, 400);
+  // A chunk too large for the body limit, with a well-formed line, is 413
+  // every way.
+  const ParseOutcome big = ParseEveryWay(
+      Post("Transfer-Encoding: chunked\r\n", "5ccccccccccccccc;x=1\r\nab"));
+  EXPECT_EQ(big.kind, Kind::kRefused);
+  EXPECT_EQ(big.status, 413);
+}
+
 TEST(RequestParserTest, LimitsAnswer414And431And413) {
   EXPECT_EQ(ParseEveryWay("GET /" + std::string(9000, 'a')).status, 414);
   EXPECT_EQ(ParseEveryWay("GET /" + std::string(8000, 'a') +
