@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Global-limit accuracy of cluster mode: three replicas share a cluster token
 // bucket of 100/s (burst 10) through the real sync loop, under uniform load,
 // skewed load, and a step change of skew. Time is simulated (1 ms steps,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-key cluster limits at scale: three replicas (each an Engine, a
 // SyncLoop and a RedisStore, in this process) share a per_key token bucket
 // through a real redis-server that this program starts. Every replica sees

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cluster mode under transients (issue 8): a store stall, a store that
 // restarts empty, a wake-up from idle, one skewed clock, a tiny concurrency
 // cap, a tiny sliding window, and a rolling restart, each at N = 3, 10 and 50

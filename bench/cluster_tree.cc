@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Redis cost of the grant tree (issue 24): how much time Redis spends in the
 // tick scripts when leaves lease from central replicas instead of ticking
 // against Redis themselves.

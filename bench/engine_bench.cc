@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cost of one in-process decision (Engine::Acquire + Engine::Report) beside
 // a plain std::mutex counter, measured in the same run, at 1, 2 and 4
 // threads. Also counts heap allocations per decision: the goal is none for a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory per key of a per_key policy, for two policies:
 //   bucket   a token bucket only;
 //   guarded  a token bucket, an in-flight cap and a breaker with a

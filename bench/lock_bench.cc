@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which lock for the request path (server/core/hot_mutex.h): the candidates
 // side by side in one run, on a critical section the size of a dependency's
 // (Acquire or Report holds the lock for 50-100 ns), at 1, 2 and 4 threads.

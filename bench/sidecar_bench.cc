@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sidecar mode (issue 14): Acquire latency over a Unix socket against TCP
 // loopback in the same run, and the CPU and memory of one sluiced sidecar
 // idle and under a fixed offered rate.

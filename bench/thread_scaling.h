@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Google Benchmark reporter for benchmarks run at several thread counts:
 // the usual table, then each benchmark at N threads against itself at 1
 // (real time per op at N / at 1 = throughput at 1 / throughput at N). With

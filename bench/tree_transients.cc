@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The transients of bench/cluster_transients, plus killing a central replica
 // under load, on the grant tree at 1,000 leaves (issue 24): central replicas
 // (LeaseLedger over a FakeStore as Redis) and leaves leasing from them, all

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The layering rules of Sluice, and the functions that make the build enforce
 # them.
 #

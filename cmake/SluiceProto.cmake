@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sluice_grpc_proto_library(<target> PROTOS <file>... IMPORT_ROOT <dir>)
 #
 # Generates the C++ messages and gRPC stubs of PROTOS (absolute paths under

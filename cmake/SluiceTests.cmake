@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # How tests are registered, so that CTest can run them side by side and the
 # sanitizer builds compile only what their tests need.
 #

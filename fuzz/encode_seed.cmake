@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -P script (sluice_fuzz_encode_seeds): encodes the text-format
 # message TEXT, of type TYPE defined in PROTO under PROTO_ROOT, into the
 # binary seed SEED with PROTOC.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the HTTP API's request parser (server/http/
 // request_parser.h), the code every byte a client sends goes through. The
 // first input byte picks how the rest is cut into reads (all at once, or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the HTTP API's JSON request decoders: the bytes of
 // one request body, decoded as each endpoint decodes it (the count check of
 // CheckJsonShape with the endpoint's budget, then protobuf's JSON parser

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target of the lease protocol's codec (server/tree/lease_codec.h).
 // Each input is read twice, as the two ends of a lease call read it: as a
 // leaf's tick by a central replica (LeaseServiceImpl: the raw bytes checked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the permit id of every report (rpc::ParsePermitId and
 // PermitIssuer), then the engine's check of what parses. Properties checked:
 // an error message is valid UTF-8 (a proto3 string); a parsed id formats

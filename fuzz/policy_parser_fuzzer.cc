@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the policies file parser (policy::ParsePolicies, YAML or
 // JSON), then, for what parses, the validation into the core's config and
 // the YAML sluicectl writes back, which must parse again.

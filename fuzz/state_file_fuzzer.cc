@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target of the --state-file reader: any bytes go through
 // app::DecodeStateFile (header, length, CRC-32C, JSON, then the bounds of
 // every value) without a crash, a leak or undefined behaviour, and what it

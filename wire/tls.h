@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_WIRE_TLS_H_
 #define SLUICE_WIRE_TLS_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-example-backend: an HTTP backend whose failure rate, latency and
 // capacity can be changed while it runs, and which can simply be killed.
 //

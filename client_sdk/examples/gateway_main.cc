@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-example-gateway: an HTTP gateway that asks Sluice, through the SDK,
 // before every backend call.
 //

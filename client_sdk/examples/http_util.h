@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_CLIENT_SDK_EXAMPLES_HTTP_UTIL_H_
 #define SLUICE_CLIENT_SDK_EXAMPLES_HTTP_UTIL_H_
 

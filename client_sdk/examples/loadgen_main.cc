@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-example-loadgen: an open-loop HTTP load generator for the example
 // gateway. Requests go out on a schedule of rates (RateSchedule), whatever
 // the answers, as real users arrive; each waits for a free keep-alive

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The smallest adoption of the SDK: the snippet in docs/sdk.md and the
 // README, compiled so that it stays true. Usage:
 //   sluice-example-quickstart SLUICE_TARGET DEPENDENCY

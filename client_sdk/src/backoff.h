@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_CLIENT_SRC_BACKOFF_H_
 #define SLUICE_CLIENT_SRC_BACKOFF_H_
 

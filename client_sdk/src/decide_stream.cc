@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "decide_stream.h"
 
 #include <grpc/support/log.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice.js: NGINX asks Sluice before each proxied call and reports the
 // outcome after it. Loaded by nginx.conf beside it (js_import); the set-up is
 // in docs/nginx.md. Written for njs 0.7.9 (Debian 12's libnginx-mod-http-js).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tables and goals for scripts/demo-adaptive.
 
 Reads the work directory the script filled: params.env, and per mode

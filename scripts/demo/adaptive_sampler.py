@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Samples the limit and the queue for scripts/demo-adaptive.
 
 Four times a second, appends one line to --out:

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- wrk script for scripts/demo-three-phase: counts responses by kind (the
 -- gateway's X-Sluice-Result header and the status) in every thread, and
 -- prints one summary line at the end:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Sourced by the demo scripts (bash). claim_ports N fills the array `ports`
 # with N free loopback ports for servers that cannot report a port 0

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tables, books and targets for scripts/demo-three-phase.
 
 Reads the work directory the script filled (params.env, wrk-*.txt,

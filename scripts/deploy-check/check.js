@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // Checks the Kubernetes manifests under deploy/kubernetes. The schema checks
 // are kubernetes-models' own (its compiled OpenAPI validators: required
 // fields, types, enums, formats); this file adds only what that library does

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of check.js: deploy/kubernetes as it is passes, and each kind of
 // mistake the check exists for fails, on a broken copy of the tree.
 // Run: node --test scripts/deploy-check/ (scripts/lint-deploy does).

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // Checks deploy/envoy/envoy.yaml (an Envoy v3 bootstrap), the Sluice policies
 // file it goes with, and Sluice's copies of Envoy's rate-limit protos:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of envoy_check.js: deploy/envoy and proto/envoy as committed pass,
 // and each kind of mistake the check exists for fails, on a broken copy.
 // The Lua filter's reports are also run under LuaJIT (Envoy's Lua) with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loads Envoy's own API definitions, and Sluice's copies of the few of them
 // that the rate-limit service uses, with protobufjs; and compares the two.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks a JSON value (a YAML file after loading) against a protobuf message
 // type the way a strict proto3 JSON parser followed by protoc-gen-validate
 // would: every key must be a field of the message (by its proto name or its

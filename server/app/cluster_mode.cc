@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/app/cluster_mode.h"
 
 #include <grpcpp/grpcpp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluiced: turns flags (and SLUICE_* environment variables) into
 // Server::Options, runs the server, and shuts it down on SIGTERM/SIGINT.
 

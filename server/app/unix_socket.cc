@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/app/unix_socket.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_SERVER_APP_UNIX_SOCKET_H_
 #define SLUICE_SERVER_APP_UNIX_SOCKET_H_
 

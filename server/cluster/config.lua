@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- The operator config every replica shares: policies and breaker overrides,
 -- under one hash tag. KEYS[1] is the config's epoch key
 -- "sluice:{config}:epoch", the others start with its prefix

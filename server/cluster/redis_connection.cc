@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/cluster/redis_connection.h"
 
 #include <hiredis/hiredis.h>

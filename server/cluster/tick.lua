@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- One replica's tick for one policy. All keys share the policy's hash tag:
 -- KEYS[1] is the policy's epoch key "sluice:{<policy>}:epoch" and every
 -- other key starts with its prefix "sluice:{<policy>}". The declared key is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/cluster/warm_view.h"
 
 #include <algorithm>

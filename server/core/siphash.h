@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_SERVER_CORE_SIPHASH_H_
 #define SLUICE_SERVER_CORE_SIPHASH_H_
 

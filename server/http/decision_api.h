@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_SERVER_HTTP_DECISION_API_H_
 #define SLUICE_SERVER_HTTP_DECISION_API_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/http/json_fast.h"
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_SERVER_RPC_ADMIN_TOKENS_H_
 #define SLUICE_SERVER_RPC_ADMIN_TOKENS_H_
 

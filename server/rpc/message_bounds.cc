@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/rpc/message_bounds.h"
 
 #include <google/protobuf/io/coded_stream.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/rpc/rate_limit_service.h"
 
 #include <algorithm>

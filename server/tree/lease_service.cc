@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/tree/lease_service.h"
 
 #include <google/protobuf/arena.h>

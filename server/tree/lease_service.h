@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_SERVER_TREE_LEASE_SERVICE_H_
 #define SLUICE_SERVER_TREE_LEASE_SERVICE_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Two real sluiced replicas sharing a real redis-server, driven over the
 // admin and data-plane APIs; plus one standalone replica for /metrics.
 // Propagation times are printed ("propagation: ...") and recorded as test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AdminService over real in-process gRPC (port 0), standalone backend.
 
 #include "server/rpc/admin_service.h"

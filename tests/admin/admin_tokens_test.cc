@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin token file: its format, the token set, and reloads driven by
 // PollOnce (the watcher's own thread waits an hour, so nothing here sleeps).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-call end to end against a real standalone sluiced: health,
 // acquire, report, where flags may go, and its exit codes (0 ok, 1 RPC error
 // or not SERVING, 2 usage).

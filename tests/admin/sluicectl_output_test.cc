@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluicectl's output formats: what scripts parse must stay JSON whatever
 // text the server sends back.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluicectl end to end against a real standalone sluiced: apply (diff,
 // dry run, CAS), get, list, breaker open, state, watch, and its exit codes
 // for an unreachable server, a wrong token and a refused request.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DecisionService.Decide against app::Server in process, on a fake clock:
 // results matched by request_id, error results that leave the stream open,
 // the per-message limit, many calls in flight on one stream, half-close and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the DecisionService edge: request validation and the
 // core <-> proto conversions. (server/rpc has no tests directory of its own
 // yet; these live beside the server's integration test.)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine's observers in sluiced: the log lines of adaptive moves and the
 // fan-out to every sink.
 

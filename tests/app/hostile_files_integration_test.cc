@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A real sluiced whose admin token file or state file is a FIFO: the file
 // is refused with a log line and never waited on, a later token rotation is
 // still seen, start-up goes on, and SIGTERM ends sluiced within 5 s.

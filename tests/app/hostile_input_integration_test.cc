@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real sluiced against hostile request shapes, its memory read from
 // /proc/<pid>/status: a Decide message of a million empty calls, a client
 // that never reads its Decide responses, count-amplified HTTP and RLS

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data port's request budgets, checked on serialized bytes before
 // protobuf builds anything.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Permit ids on the wire against a client that guesses them: through
 // DecisionServiceImpl's per-call handlers (which every front end shares),
 // on a fake clock, standalone and with reports forwarded between two

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // app::Server in process: the whole server on a fake clock, its cluster
 // store in memory, talked to over in-process channels. Standalone and
 // cluster mode (two servers sharing one FakeStore, their sync ticks driven

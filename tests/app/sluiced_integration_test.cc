@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starts the real sluiced binary and drives it over gRPC. Each test runs its
 // own process on port 0 with its own policies file, and stops it with SIGTERM
 // expecting exit code 0. The tests wait on conditions (the port file, the

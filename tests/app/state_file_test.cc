@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The --state-file format and its file handling: what survives a round trip,
 // and that every file that is not a whole, intact state file of this version
 // is refused with a message naming the problem.

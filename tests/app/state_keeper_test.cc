@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StateFileKeeper between two engines on fake clocks: what one engine
 // learned is where the next one starts, a policy that changed or went is
 // reported and left cold, a bad file leaves the engine cold, and write

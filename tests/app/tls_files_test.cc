@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TLS flags' checks, the startup check of the certificate files (a
 // FIFO or a directory refused at once), the reloader that feeds the HTTP
 // API and gRPC (driven by CheckNow, no thread): no bad pair reaches either,

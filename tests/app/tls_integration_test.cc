@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TLS of a real sluiced (--tls-cert, --tls-key, --tls-client-ca) with real
 // certificates made by openssl: the data gRPC API through the SDK, the
 // admin API through sluicectl and the HTTP API through curl; mutual TLS;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grant tree's flags (--upstream, --upstream-tls-*, --upstream-timeout,
 // --max-leaves) and their wiring in app::Server: a central replica on the
 // in-memory store serving a leaf over a real loopback gRPC connection. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The life of a listener's Unix socket file: what UnixSocketClaim frees,
 // what it refuses to touch, its lock, and what Release removes. Real sockets
 // in a temporary directory; no network, no sleeps.

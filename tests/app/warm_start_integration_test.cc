@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Warm start end to end (CTest label "integration"): a real standalone
 // sluiced with --state-file learns an adaptive limit and trips a breaker, is
 // stopped with SIGTERM and started again, and comes back with both; a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK against a real DecisionServiceImpl and core Engine, in process.
 #include <grpcpp/grpcpp.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK's names and enum conversions, which read the generated proto ones.
 
 #include "convert.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK on a Decide stream that stays open but stops answering (a hung
 // Sluice, a blackholed connection): calls end at the deadlines their unary
 // RPCs would have, the dead stream is cancelled and replaced, reports drain,

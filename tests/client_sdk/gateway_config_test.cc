@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The example gateway's sluice_tls block: its fields reach ClientOptions'
 // TlsOptions, and a misspelt one is refused by name.
 

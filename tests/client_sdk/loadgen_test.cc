@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The load generator's pure parts: when requests are due, how answers are
 // read and counted. No sockets, no clock.
 #include <gtest/gtest.h>

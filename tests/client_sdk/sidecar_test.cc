@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK's sidecar preset against a Sluice on a Unix socket that is not
 // there yet, then starts, then restarts: the gateway side of a pod whose
 // sidecar starts late or crashes. Real time (gRPC's reconnect backoff is

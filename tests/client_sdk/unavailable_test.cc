@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK when Sluice is down or slow: every Acquire returns within its
 // deadline (plus 5 ms, the bound) and follows the failure mode.
 #include <grpcpp/grpcpp.h>

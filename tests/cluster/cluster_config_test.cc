@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared operator config (policies and overrides) across replicas, on
 // the FakeStore: seeding from the policies file, admin writes with
 // compare-and-set, deletes that stick, overrides, and a store that loses its

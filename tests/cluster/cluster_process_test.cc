@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cluster mode end to end: three real sluiced processes share limits and
 // breakers through a real redis-server on loopback. These tests run for
 // seconds of wall time by nature (the sync interval is 1 s); they assert the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tests/cluster/cluster_scenarios.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cluster mode under transients, end to end: one test per row of the table
 // in issue 8 (Redis stalls and restarts, idle replicas waking together, a
 // skewed clock, small concurrency and window limits, per-key breakers,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The golden cases of the tick protocol's grant arithmetic
 // (tests/cluster/golden/grant_cases.txt), run on both of its
 // implementations: tick.lua and config.lua in a real redis-server (through

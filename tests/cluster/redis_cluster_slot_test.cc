@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Key slots and node addresses of Redis Cluster routing (no Redis needed).
 #include "gtest/gtest.h"
 #include "server/cluster/redis_cluster.h"

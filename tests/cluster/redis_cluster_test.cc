@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RedisStore on a real Redis Cluster (3 masters, 3 replicas, started by
 // this binary): the shared cluster scenarios, key slots against Redis's own,
 // how ticks spread over the masters, a slot migration (ASK, then MOVED) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pieces of the Redis connection set-up that need no server: parsing
 // --redis-sentinels, classifying errors, reading the password file, and the
 // rate-limited failure log.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster scenarios and the Redis store's own failure handling, against
 // a real redis-server started by this binary.
 #include "server/cluster/redis_store.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cluster mode against a TLS-only Redis through a stunnel sidecar, end to
 // end: hiredis 0.14 speaks no TLS, so sluiced talks plaintext to stunnel on
 // loopback and stunnel talks TLS (server verified against a CA, client

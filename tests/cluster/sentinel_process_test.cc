@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Redis Sentinel and Redis AUTH end to end: real sluiced processes, real
 // redis-server and redis-sentinel processes on loopback. A SENTINEL FAILOVER
 // under load, then the old master killed: no RPC fails, the global limit

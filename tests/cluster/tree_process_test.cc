@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grant tree on real processes: a real redis-server, two central
 // sluiced replicas on it, and twelve leaves (sluiced --upstream), half of
 // them following each central replica first. Measured from outside, the way

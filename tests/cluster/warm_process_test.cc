@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cluster warm start end to end (CTest label "integration"): two real
 // sluiced processes on a real redis-server. Replica A learns an adaptive
 // limit from its own traffic; replica B, started fresh, starts from A's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CombineWarm: which stored warm entries a replica starts from.
 
 #include "server/cluster/warm_view.h"

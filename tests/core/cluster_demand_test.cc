@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EventSink::OnClusterDemand: a cluster-scope gate that refuses a key the
 // store has heard no demand for tells the sink once, so the sync loop can
 // tick at once instead of a whole interval later.

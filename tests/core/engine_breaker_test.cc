@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The circuit breaker as the Engine drives it.
 #include <cstdint>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-flight cap and permit expiry, through the Engine.
 #include <cstdint>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gate order, degradation, shadow mode and per-key state, through the Engine.
 #include <cstdint>
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The housekeeping sweep: a shard with nothing due returns at once, and what
 // is due (permit expiry, OPEN to HALF_OPEN, adaptive windows, the
 // throttle's stop) still happens at the first sweep at or past its time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TESTS_CORE_ENGINE_TEST_UTIL_H_
 #define SLUICE_TESTS_CORE_ENGINE_TEST_UTIL_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many threads on one Engine. Run under TSan too (-DSLUICE_TSAN=ON).
 #include <algorithm>
 #include <atomic>

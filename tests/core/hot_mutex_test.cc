@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HotMutex: mutual exclusion, TryLock, and waiters that go to sleep. Runs
 // under TSan too, where a missing acquire or release on the lock word shows
 // up as a race on the guarded counter.

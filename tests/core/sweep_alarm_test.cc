@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SweepAlarm, the wait of the housekeeping thread: due() is the earliest
 // time published since the last Reset, and a Wait ends when due() goes
 // below what it planned with, when stopped, or at its deadline. No test

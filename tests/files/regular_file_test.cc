@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // files::ReadRegularFile never blocks and reads only regular files, within
 // a size bound; files::WriteFileAtomically replaces a file whole, with the
 // mode and modification time asked for.

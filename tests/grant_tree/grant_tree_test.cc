@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grant tree on simulated time: central replicas (LeaseLedger over one
 // FakeStore as Redis) and leaves (SyncLoops leasing from a central), each
 // ticking once a simulated second at its own phase. Every test checks the

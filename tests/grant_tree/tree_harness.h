@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TESTS_GRANT_TREE_TREE_HARNESS_H_
 #define SLUICE_TESTS_GRANT_TREE_TREE_HARNESS_H_
 

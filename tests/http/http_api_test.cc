@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP/JSON decision API of a whole app::Server in process: a fake
 // clock, port 0 for every listener, and an HTTP client on loopback. Every
 // endpoint and every error a gateway can meet, and that HTTP decides,

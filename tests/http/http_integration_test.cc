@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real sluiced binary with --http-listen 127.0.0.1:0, found through
 // the http= line of its --port-file and driven over HTTP by an httplib
 // client, next to gRPC on the same process. Each test runs its own sluiced

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP server under hostile load, in real time (CTest label
 // "integration"): hundreds of slow-header, slow-body and silent-TLS
 // connections held while a clean client is served; thousands of idle

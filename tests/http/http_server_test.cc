@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // http::HttpServer on its own (an engine and a DecisionServiceImpl, no
 // gRPC server): its health switch, its connection handling (keep-alive,
 // the connection cap and shedding, the deadline of each phase, stopping

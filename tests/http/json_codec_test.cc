@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JSON mapping of the HTTP API: what parses, what prints, and that each
 // error names the field and what it takes, whatever protobuf's own wording.
 

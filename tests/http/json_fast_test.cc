@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The direct JSON path of the hot endpoints against protobuf's converter:
 // what the fast printer prints is byte for byte what PrintJson prints, and
 // what the fast decoder takes, ParseJson takes into an equal message.

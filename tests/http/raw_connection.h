@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TESTS_HTTP_RAW_CONNECTION_H_
 #define SLUICE_TESTS_HTTP_RAW_CONNECTION_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP server's request parser without a socket (ParseRequest and
 // RequestParser): what it serves, what it refuses and with which status,
 // how much it holds before refusing, and that the pieces bytes arrive in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Links the installed SDK and checks the promise a gateway relies on most:
 // with Sluice unreachable, Acquire fails open, decided locally.
 #include <cstdio>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installs a Sluice build into a fresh prefix, then configures, builds and
 # runs the consumer project against it.
 #   cmake -DBUILD_DIR=<sluice build> -DWORK_DIR=<scratch>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NGINX as the gateway, end to end: the real nginx (Debian's, with njs from
 // libnginx-mod-http-js) runs deploy/nginx/nginx.conf and sluice.js in front
 // of sluice-example-backend, and decides through a real sluiced's HTTP API

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // deploy/envoy/policies.yaml, loaded and served by the real server: each
 // descriptor that deploy/envoy/envoy.yaml's routes send (as
 // scripts/deploy-check/envoy_check.js derives them) is answered by the

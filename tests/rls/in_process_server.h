@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TESTS_RLS_IN_PROCESS_SERVER_H_
 #define SLUICE_TESTS_RLS_IN_PROCESS_SERVER_H_
 

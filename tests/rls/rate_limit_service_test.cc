@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Envoy's rate-limit service (RLS v3) against app::Server in process: a
 // client built from our rls.proto calls ShouldRateLimit over a real TCP gRPC
 // channel, while the server decides on a fake clock, so every count below is

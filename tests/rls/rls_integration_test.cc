@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real sluiced binary as Envoy's rate-limit service: a client built from
 // our rls.proto calls ShouldRateLimit over TCP from several threads for a
 // few seconds of real time, and the limits hold within 5%, per descriptor

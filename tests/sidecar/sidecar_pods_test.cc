@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sidecar mode (issue 14) end to end: three simulated pods. Each pod is a
 // sluiced listening on a Unix socket in its own directory (cluster mode,
 // --replica-id pod-N) plus the example gateway whose `sluice:` target is that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TESTS_TESTING_CHILD_PROCESS_H_
 #define SLUICE_TESTS_TESTING_CHILD_PROCESS_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TESTS_TESTING_FAKE_STORE_H_
 #define SLUICE_TESTS_TESTING_FAKE_STORE_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An LD_PRELOAD companion of libfaketime for tests that run one process with
 // a shifted clock (LD_PRELOAD="libfaketimeMT.so.1:<this>" FAKETIME=+4s).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An LD_PRELOAD library that stops a process's wall clock at a time a test
 // sets, for a redis-server whose TIME (and so tick.lua's now and its keys'
 // expiries) a test must control to the millisecond.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linked into core-only test binaries when built with -DSLUICE_TSAN=ON.
 //
 // Debian's abseil is not built with ThreadSanitizer, so TSan cannot see the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-bench end to end against a real standalone sluiced: counted unary,
 // stream and HTTP runs and their JSON, verdict counts when a breaker trips, and
 // its exit codes (0 ok, 1 failed calls or no connection, 2 usage). And its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-bench's pure parts: the dependency mix, the key draw, the
 // histogram's percentiles and its command line.
 

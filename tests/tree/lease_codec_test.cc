@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The lease codec against checked-in golden messages (tests/tree/golden/),
 // round trips, and what a hostile peer may send.
 

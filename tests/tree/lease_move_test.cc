@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A leaf follows one central replica and moves to another behind the same
 // target when the one it uses goes away (closes) or stops answering (a
 // paused process, a cut network: here a TCP proxy that stops moving bytes).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A leaf's UpstreamStore against LeaseServiceImpl over in-process gRPC on
 // loopback (port 0), with a fake LeafServer in place of the central
 // replica's ledger.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TOOLS_COMMON_COMMAND_LINE_H_
 #define SLUICE_TOOLS_COMMON_COMMAND_LINE_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TOOLS_SLUICE_BENCH_HTTP_LOAD_H_
 #define SLUICE_TOOLS_SLUICE_BENCH_HTTP_LOAD_H_
 

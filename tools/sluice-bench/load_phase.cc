@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/sluice-bench/load_phase.h"
 
 #include <grpcpp/alarm.h>

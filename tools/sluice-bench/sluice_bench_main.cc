@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-bench: load for a running sluiced, through gRPC or the HTTP/JSON
 // API, with the health check of the same front end as the baseline. `sluice-bench --help` lists the flags.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice-call: a small DecisionService client for operators and examples.
 //
 //   sluice-call [--target ADDRESS] acquire DEP [--key K] [--permits N]

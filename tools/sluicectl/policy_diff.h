@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TOOLS_SLUICECTL_POLICY_DIFF_H_
 #define SLUICE_TOOLS_SLUICECTL_POLICY_DIFF_H_
 

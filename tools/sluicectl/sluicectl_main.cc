@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluicectl: the operator CLI over sluice.v1.AdminService.
 //
 // Exit codes: 0 success; 1 the server refused the request (invalid policy,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/sluicectl/state_view.h"
 
 #include <cstdint>

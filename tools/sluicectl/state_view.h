@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_TOOLS_SLUICECTL_STATE_VIEW_H_
 #define SLUICE_TOOLS_SLUICECTL_STATE_VIEW_H_
 

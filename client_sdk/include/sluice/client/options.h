@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef SLUICE_CLIENT_OPTIONS_H_
 #define SLUICE_CLIENT_OPTIONS_H_
 
