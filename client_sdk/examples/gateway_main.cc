@@ -333,6 +333,13 @@ int Run() {
                                          : client::FailureMode::kFailClosed;
   options.caller = "sluice-example-gateway";
   options.tls = config->sluice_tls;
+  // Before the client: the signal mask is inherited by the threads gRPC
+  // starts in Create, so SIGTERM reaches the waiting thread alone. Blocked
+  // only afterwards, it could land on a gRPC thread and be dropped, which
+  // as a container's PID 1 (no default action) leaves the gateway running
+  // until its grace period ends in SIGKILL.
+  httplib::Server server;
+  StopOnSignal(&server);
   absl::StatusOr<std::unique_ptr<client::Client>> sluice =
       client::Client::Create(options);
   if (!sluice.ok()) {
@@ -347,8 +354,6 @@ int Run() {
                  absl::GetFlag(FLAGS_events_log).c_str());
     return 2;
   }
-  httplib::Server server;
-  StopOnSignal(&server);
   ConfigureServer(&server, config->threads);
   const int threads = config->threads;
   Gateway gateway(*std::move(config), *std::move(sluice), &events);

@@ -51,6 +51,7 @@ class Mapper:
         self.subnet = subnet
         self.images = images
         self.notes = []
+        self.ports = {}
         self.by_kind = {}
         for obj in objects:
             self.by_kind.setdefault(obj["kind"], {})[obj["metadata"]["name"]] = obj
@@ -196,6 +197,13 @@ class Mapper:
         for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
             if kind in c:
                 c[kind] = self.map_probe(c["name"], c[kind])
+        if c.get("ports"):
+            self.ports[(pod_name, c["name"])] = {
+                p["name"]: p["containerPort"] for p in c["ports"] if "name" in p}
+            c.pop("ports")
+            self.note("containerPort: not published; each pod is reached on its "
+                      "own address (podman 4.3 binds a containerPort on the "
+                      "host, where two replicas collide)")
         if "lifecycle" in c:
             c.pop("lifecycle")
             self.note("container %s: lifecycle hooks (preStop) not run; podman "
@@ -271,10 +279,21 @@ class Mapper:
                 v["configMap"].setdefault("optional", False)
                 volumes.append(v)
             elif "emptyDir" in v:
-                if v["emptyDir"].get("medium") == "Memory":
-                    self.note("emptyDir %s (medium: Memory): a podman volume on "
-                              "disk" % v["name"])
-                volumes.append(v)
+                path = os.path.join(out_dir, "volumes", pod["name"], v["name"])
+                os.makedirs(path)
+                # As the kubelet makes an emptyDir: world-writable, or, with
+                # an fsGroup, that group's and setgid.
+                if fs_group is not None and os.geteuid() == 0:
+                    os.chown(path, 0, fs_group)
+                os.chmod(path, 0o2777 if fs_group is not None else 0o777)
+                volumes.append({"name": v["name"],
+                                "hostPath": {"path": path, "type": "Directory"}})
+                self.note("emptyDir volumes: a host directory per pod, mode 0777 "
+                          "(2777 and group fsGroup with an fsGroup), as the "
+                          "kubelet makes them; sizeLimit and medium: Memory are "
+                          "not applied (podman 4.3 makes an emptyDir a named "
+                          "volume that every pod of the Deployment shares, "
+                          "owned by whichever container mounts it first)")
             else:
                 fail("volume %s: %s has no mapping" % (v["name"], list(v)))
         spec["volumes"] = volumes
@@ -285,9 +304,8 @@ class Mapper:
             self.note("terminationGracePeriodSeconds: `podman pod stop -t` "
                       "of scripts/kube-play uses the pod's value")
         if fs_group is not None:
-            self.note("securityContext.fsGroup: applied to the Secret files "
-                      "above; emptyDir volumes belong to the pod's runAsUser "
-                      "and runAsGroup")
+            self.note("securityContext.fsGroup: applied by this script to the "
+                      "Secret files and emptyDir directories it makes")
         spec["hostAliases"] = aliases
         spec["hostname"] = pod["name"]
         spec["restartPolicy"] = "Always"
@@ -336,8 +354,7 @@ def main():
             "containers": [{"name": c["name"],
                             "probes": {k: c[k] for k in ("startupProbe", "readinessProbe",
                                                          "livenessProbe") if k in c},
-                            "ports": {p["name"]: p["containerPort"]
-                                      for p in c.get("ports", []) if "name" in p}}
+                            "ports": m.ports.get((pod["name"], c["name"]), {})}
                            for c in obj["spec"]["containers"]],
         })
     m.note("startupProbe and readinessProbe: run by scripts/kube-play, which "
