@@ -4,7 +4,7 @@
 Debian 12) can run, and says what it changed.
 
 Usage: kube_to_podman.py RENDERED.yaml OUT_DIR --subnet 10.90.0 \
-           [--image FROM=TO]...
+           [--image FROM=TO]... [--secret NAME=DIR]...
 
 Reads the objects of RENDERED.yaml (the output of `kubectl kustomize`) and
 writes into OUT_DIR:
@@ -46,7 +46,8 @@ def fail(message):
 
 
 class Mapper:
-    def __init__(self, objects, subnet, images):
+    def __init__(self, objects, subnet, images, secret_dirs=None):
+        self.secret_dirs = secret_dirs or {}
         self.objects = objects
         self.subnet = subnet
         self.images = images
@@ -210,10 +211,27 @@ class Mapper:
                       "sends SIGTERM at once" % c["name"])
         return c
 
-    def secret_value(self, name, key):
+    def secret(self, name):
+        """The Secret NAME: rendered, or made from --secret NAME=DIR (what
+        `kubectl create secret generic NAME --from-file=DIR` would make)."""
         secret = self.kind("Secret").get(name)
-        if secret is None:
-            fail("Secret %s is not in the rendered objects" % name)
+        if secret is not None:
+            return secret
+        directory = self.secret_dirs.get(name)
+        if directory is None:
+            fail("Secret %s is not in the overlay: create its files in a "
+                 "directory and pass --secret %s=DIR" % (name, name))
+        keys = {}
+        for key in sorted(os.listdir(directory)):
+            path = os.path.join(directory, key)
+            if os.path.isfile(path):
+                with open(path) as f:
+                    keys[key] = f.read()
+        self.note("Secret %s: from the files of %s" % (name, directory))
+        return {"stringData": keys}
+
+    def secret_value(self, name, key):
+        secret = self.secret(name)
         if key in secret.get("stringData", {}):
             return secret["stringData"][key]
         if key in secret.get("data", {}):
@@ -221,9 +239,7 @@ class Mapper:
         fail("Secret %s has no key %s" % (name, key))
 
     def write_secret(self, name, out_dir, mode, group):
-        secret = self.kind("Secret").get(name)
-        if secret is None:
-            fail("Secret %s is not in the rendered objects" % name)
+        secret = self.secret(name)
         directory = os.path.join(out_dir, "secrets", name)
         os.makedirs(directory, exist_ok=True)
         keys = dict(secret.get("stringData", {}))
@@ -320,7 +336,15 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--subnet", required=True)
     parser.add_argument("--image", action="append", default=[])
+    parser.add_argument("--secret", action="append", default=[],
+                        help="NAME=DIR: a Secret the overlay expects to exist")
     args = parser.parse_args()
+    secret_dirs = {}
+    for item in args.secret:
+        name, _, directory = item.partition("=")
+        if not os.path.isdir(directory):
+            fail("--secret %s: %s is not a directory" % (item, directory))
+        secret_dirs[name] = os.path.abspath(directory)
 
     images = {}
     for item in args.image:
@@ -329,7 +353,7 @@ def main():
     with open(args.rendered) as f:
         objects = [o for o in yaml.safe_load_all(f) if o]
 
-    m = Mapper(objects, args.subnet, images)
+    m = Mapper(objects, args.subnet, images, secret_dirs)
     m.check_kinds()
     pods = m.plan_pods()
     aliases = m.host_aliases(pods)

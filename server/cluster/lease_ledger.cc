@@ -1259,9 +1259,16 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
     if (!UpstreamGood(now)) {
       ++stats_.leaf_ticks_refused;
       ++stats_.refused_unavailable;
-      return absl::UnavailableError(
-          stopping_ ? "central replica is stopping"
-                    : "central replica has no current grant from its store");
+      // Stopping: UNAVAILABLE, and the leaf moves to another central. Cut off
+      // from the store: FAILED_PRECONDITION, a definite answer, so the leaf
+      // decides from local state at once. This central already waited out
+      // its stale period; a leaf waiting out its own as well would refuse
+      // calls on a grant that nobody renews.
+      if (stopping_) {
+        return absl::UnavailableError("central replica is stopping");
+      }
+      return absl::FailedPreconditionError(
+          "central replica has no current grant from its store");
     }
     auto leaf = leaves_.find(request.replica_id);
     if (leaf == leaves_.end()) {

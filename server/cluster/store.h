@@ -254,7 +254,11 @@ struct StoreStatus {
 // request rate: it refreshes this replica's membership and, for every policy,
 // stores what the replica pushes and returns what all replicas stored. It
 // fails as a whole (UNAVAILABLE, DEADLINE_EXCEEDED) when the store is
-// unreachable or too slow; a failed tick may still have been applied, which
+// unreachable or too slow, and with FAILED_PRECONDITION when it answered
+// that it cannot serve at all (a central replica cut off from its own
+// store): the sync loop then decides from local state at once instead of
+// holding its grants for the stale period. A failed tick may still have been
+// applied, which
 // is harmless because every pushed value is a level or a cumulative total,
 // never an increment. Tick is called from the sync loop's thread only; the
 // config writes may come from any thread, concurrently with Tick.

@@ -154,11 +154,14 @@ absl::Status SyncLoop::TickOnce() {
 }
 
 absl::Status SyncLoop::TickFailed(absl::Time start, absl::Duration took,
-                                  const std::string& error,
+                                  const std::string& error, bool refused,
                                   std::vector<core::ForwardedReport> unsent) {
   ++failed_in_a_row_;
   const absl::Time held_until = last_success_ + stale_after();
-  if (start >= held_until || !store_known_) {
+  // A store that answered it cannot serve will not renew the grants within
+  // the stale period: holding them would refuse calls on grants that run
+  // out, so local state decides at once.
+  if (start >= held_until || !store_known_ || refused) {
     SetStoreUp(false, error);
     adopt_first_ = true;
     // Silent for a stale period: the store forgets this process, and counts
@@ -231,9 +234,10 @@ absl::Status SyncLoop::Tick(bool leaving) {
                                options_.interval);
   }
   if (!reply.ok()) {
-    return TickFailed(round.start, round.took,
-                      std::string(reply.status().message()),
-                      std::move(round.request.forwarded));
+    return TickFailed(
+        round.start, round.took, std::string(reply.status().message()),
+        reply.status().code() == absl::StatusCode::kFailedPrecondition,
+        std::move(round.request.forwarded));
   }
   if (leaving) {
     spdlog::info("left the cluster: grants, leases and membership given back");
@@ -429,7 +433,15 @@ absl::StatusOr<TickReply> SyncLoop::Exchange(Round* round) {
   absl::StatusOr<TickReply> reply = store_->Tick(round->request);
   round->took = clock_->Now() - round->start;
   // The message is what TickFailed logs and keeps as last_error.
-  if (!reply.ok()) return absl::UnavailableError(reply.status().ToString());
+  if (!reply.ok()) {
+    // FAILED_PRECONDITION is the store's answer that it cannot serve (see
+    // Store::Tick); any other failure is the store not answering.
+    return absl::Status(
+        reply.status().code() == absl::StatusCode::kFailedPrecondition
+            ? absl::StatusCode::kFailedPrecondition
+            : absl::StatusCode::kUnavailable,
+        reply.status().ToString());
+  }
   // A leave applies nothing from its reply: an upstream may answer it
   // with no policies (a central replica's ledger does).
   const bool empty_leave =

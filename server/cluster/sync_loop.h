@@ -208,9 +208,10 @@ class SyncLoop {
                    uint64_t resets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_)
       ABSL_LOCKS_EXCLUDED(stats_mu_);
   // A tick that failed: the store counts as down once it has been silent
-  // for the stale period.
+  // for the stale period, or at once when it `refused` (answered
+  // FAILED_PRECONDITION: it cannot serve).
   absl::Status TickFailed(absl::Time start, absl::Duration took,
-                          const std::string& error,
+                          const std::string& error, bool refused,
                           std::vector<core::ForwardedReport> unsent)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   // Applies the config part of a good tick.

@@ -243,7 +243,8 @@ TEST(CreditSplitTest, SubUnitSharesTakeTurnsInProportion) {
 
 TEST_F(LeaseLedgerTest, LeavesAreRefusedUntilTheCentralHasAGrant) {
   absl::StatusOr<TickReply> r = Leaf("leaf1", {Push("api", {Key("", 100, 10)})});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  // A definite refusal: the leaf decides from local state at once.
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ledger_->stats().refused_unavailable, 1u);
 }
 
@@ -602,7 +603,7 @@ TEST_F(LeaseLedgerTest, UnavailableOnceTheStoreIsDownPastTheStalePeriod) {
   clock_.Advance(absl::Milliseconds(501));
   EXPECT_FALSE(Central({Push("api", {Key("", 100, 10)})}).ok());
   EXPECT_EQ(Leaf("leaf1", {Push("api", {Key("", 100, 10)})}).status().code(),
-            absl::StatusCode::kUnavailable);
+            absl::StatusCode::kFailedPrecondition);
   store_.SetDown(false);
   ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
   EXPECT_TRUE(Leaf("leaf1", {Push("api", {Key("", 100, 10)})}).ok());

@@ -804,6 +804,50 @@ TEST_F(GrantTreeTest, RedisCutShorterThanTheGraceKeepsTheTreeLimited) {
   ExpectInvariantHeld();
 }
 
+// Redis cut off from both centrals for longer than the stale period, under
+// load. Once its grace has passed, each central answers its leaves that it
+// cannot grant (FAILED_PRECONDITION), and they decide from their local
+// share at once. A leaf that waited out a stale period of its own after its
+// central's would refuse calls on grants that nobody renews: a second or
+// more in which next to nothing is admitted, with Redis merely down.
+TEST_F(GrantTreeTest, RedisCutLongerThanTheGraceLeavesGoLocalWithoutAGap) {
+  constexpr char kLocal[] = R"(policies:
+  - name: api
+    on_store_failure: LOCAL
+    rate_limit: { rate: 100, per: 1s, burst: 100, scope: CLUSTER }
+)";
+  Build(kLocal, 2, 12);
+  LoadAll("api", 1000);
+  tree_->Run(absl::Seconds(4));
+  tree_->RunToSecondBoundary();
+  const int64_t cut = tree_->second();
+  tree_->central(0)->upstream()->set_cut(true);
+  tree_->central(1)->upstream()->set_cut(true);
+  tree_->Run(absl::Seconds(8));
+  tree_->central(0)->upstream()->set_cut(false);
+  tree_->central(1)->upstream()->set_cut(false);
+  tree_->Run(absl::Seconds(6));
+  int64_t worst = 0;
+  int64_t fewest = INT64_MAX;
+  std::printf("  Redis cut for 8 s at second %lld; per second:",
+              static_cast<long long>(cut));
+  for (int64_t s = cut - 1; s < cut + 14; ++s) {
+    const int64_t a = tree_->AdmittedIn("api", s);
+    std::printf(" %lld", static_cast<long long>(a));
+    worst = std::max(worst, a);
+    if (s >= cut && s < cut + 8) fewest = std::min(fewest, a);
+  }
+  std::printf("\n");
+  // Local shares: 12 of 14 processes loaded, 100/14 each, about 86/s.
+  EXPECT_GE(fewest, 60) << "a second of the cut with next to nothing admitted";
+  EXPECT_LE(worst, 220);
+  EXPECT_GE(Admitted("api", cut + 11, cut + 14), 240);
+  EXPECT_EQ(tree_->DecisionErrors(), 0u);
+  EXPECT_EQ(tree_->UnknownDecisions(), unknown_mark_)
+      << "calls decided by a leaf without its policy";
+  ExpectInvariantHeld();
+}
+
 // Every central down: the leaves' store is down, and each policy's
 // on_store_failure applies once the grace period (the stale period) has
 // passed since the last good tick, exactly as with Redis down today:
