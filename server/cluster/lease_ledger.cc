@@ -39,6 +39,11 @@ constexpr size_t kMaxUpstreamForwards = 100000;
 // How long after a unit is free the party it goes to is asked to tick: a
 // leaf's word on when its grant ends reaches the ledger a one-way trip late.
 constexpr absl::Duration kHandOver = absl::Milliseconds(20);
+// How long before its own grants end a central cut off from its store stops
+// serving leaves (FAILED_PRECONDITION), so that they go to their local state
+// while their grants still hold: a leaf's round trip and its tick's slack,
+// with room. At most a quarter of the stale period.
+constexpr absl::Duration kLeafHandoff = absl::Milliseconds(250);
 
 // Leaves tick a moment after the central's upstream round returns, each at
 // its own offset within the interval / kAlignSpread after it (AlignedTick),
@@ -398,6 +403,14 @@ class LeaseLedger::Impl {
     return !stopping_ && last_good_ != absl::InfinitePast() &&
            now < last_good_ + options_.stale_after;
   }
+  // When leaves start being refused for want of a store: a handoff before
+  // the central's own grants end (a stale period after its last good
+  // round), so that a leaf told so goes local before its grants end.
+  absl::Time LeavesRefusedFrom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Duration handoff =
+        std::min(kLeafHandoff, options_.stale_after / 4);
+    return last_good_ + options_.stale_after - handoff;
+  }
   // When a leaf should tick next to hear what the central's next upstream
   // round brings: a moment after that round has returned, kMinTickGap to
   // an interval from `now`. InfiniteFuture when the ledger cannot tell (no
@@ -591,9 +604,17 @@ class LeaseLedger::Impl {
 absl::Time LeaseLedger::Impl::AlignedTick(const std::string& leaf,
                                           absl::Time now) const {
   const absl::Duration interval = options_.interval;
-  if (last_good_ == absl::InfinitePast() || round_failed_ ||
-      interval <= absl::ZeroDuration()) {
+  if (last_good_ == absl::InfinitePast() || interval <= absl::ZeroDuration()) {
     return absl::InfiniteFuture();
+  }
+  if (round_failed_) {
+    // The central is riding out a store failure on its grants. Ask the
+    // leaf back when ServeLeaf starts refusing it, a handoff before those
+    // grants end (when that is sooner than an interval): the leaf then
+    // goes to its local state while its own grants still hold, instead of
+    // refusing calls on ended grants until its next tick.
+    return std::min(std::max(LeavesRefusedFrom(), now + kMinTickGap),
+                    now + interval);
   }
   // The central's SyncLoop starts a tick an interval after the previous
   // one returned, and a round takes about as long as the last good one:
@@ -1256,7 +1277,7 @@ absl::StatusOr<TickReply> LeaseLedger::Impl::ServeLeaf(
       return absl::InvalidArgumentError(
           "lease request: replica_id is the central replica's own");
     }
-    if (!UpstreamGood(now)) {
+    if (!UpstreamGood(now) || now >= LeavesRefusedFrom()) {
       ++stats_.leaf_ticks_refused;
       ++stats_.refused_unavailable;
       // Stopping: UNAVAILABLE, and the leaf moves to another central. Cut off

@@ -446,17 +446,22 @@ TEST_F(LeaseLedgerTest, ASubUnitShareChangesHandsAtTheSlotBoundary) {
   EXPECT_EQ(turns["b"], 4);
 }
 
+// The central stops serving leaves this long before its own grants end
+// (lease_ledger.cc's kLeafHandoff, a quarter of kStale here).
+constexpr absl::Duration kHandoff = absl::Milliseconds(250);
+
 TEST_F(LeaseLedgerTest, ALeaseNeverOutlivesThePoolMinusTheMargin) {
   ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
-  clock_.Advance(kStale - absl::Milliseconds(80));
+  clock_.Advance(kStale - kHandoff - absl::Milliseconds(10));
   absl::StatusOr<TickReply> l = Leaf("leaf1", {Push("api", {Key("", 100, 5)})});
   ASSERT_TRUE(l.ok());
-  EXPECT_EQ(l->policies[0].grants[0].valid_for, absl::Milliseconds(30));
-  clock_.Advance(absl::Milliseconds(40));
+  EXPECT_EQ(l->policies[0].grants[0].valid_for,
+            kHandoff + absl::Milliseconds(10) - kMargin);
+  // A handoff before the central's grants end, its leaves are told it
+  // cannot grant, and go to their local state while their grants hold.
+  clock_.Advance(absl::Milliseconds(10));
   l = Leaf("leaf1", {Push("api", {Key("", 100, 5)})});
-  ASSERT_TRUE(l.ok());
-  EXPECT_EQ(l->policies[0].grants[0].units[0], 0);
-  EXPECT_LE(l->policies[0].grants[0].valid_for, absl::ZeroDuration());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(LeaseLedgerTest, KeysOnlyLeavesPushGoUpstreamAndAreStripped) {
@@ -1844,13 +1849,24 @@ TEST_F(LeaseLedgerTest, ALeafTicksJustAfterTheCentralsNextRound) {
   EXPECT_EQ(inside, std::max(start + kTrip + offset, start + kMinTickGap));
 
   // The last round failed: the central retries at its own pace, and the
-  // leaf, owed nothing, is left to its usual interval.
+  // leaf, owed nothing, is asked back an interval later, or when the
+  // central starts refusing leaves (a handoff before its grants end, a
+  // stale period after its last good round) if that comes sooner.
+  const absl::Time last_good = start;
   clock_.Advance(kInterval / 2);
   store_.FailNextTicks(1);
   EXPECT_FALSE(Central({Push("api", {Key("", 100, 10)})}).ok());
   absl::StatusOr<TickReply> r = Leaf("leaf0", {});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->tick_again_in, absl::ZeroDuration());
+  EXPECT_EQ(r->tick_again_in, kInterval);
+  const absl::Time refused_from = last_good + kStale - kHandoff;
+  clock_.Advance(refused_from - kInterval / 2 - clock_.Now());
+  r = Leaf("leaf0", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tick_again_in, kInterval / 2);
+  clock_.Advance(kInterval / 2);
+  EXPECT_EQ(Leaf("leaf0", {}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   // The next good round aligns it again.
   start = central();
   next_round = start + kTrip + kInterval + kTrip;
