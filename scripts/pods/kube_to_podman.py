@@ -286,9 +286,10 @@ class Mapper:
                 volumes.append({"name": v["name"],
                                 "hostPath": {"path": path, "type": "Directory"}})
                 self.note("Secret volume %s: a host directory holding the Secret's "
-                          "keys, mode %o, group fsGroup (podman 4.3 writes a "
-                          "Secret volume's data still base64-encoded)"
-                          % (v["secret"]["secretName"], mode))
+                          "keys, mode %04o%s (podman 4.3 writes a Secret "
+                          "volume's data still base64-encoded)"
+                          % (v["secret"]["secretName"], mode,
+                             ", group %d (fsGroup)" % fs_group if fs_group is not None else ""))
             elif "configMap" in v:
                 # podman 4.3 dereferences `optional` without checking it.
                 v = copy.deepcopy(v)
