@@ -201,6 +201,26 @@ class GrantTreeTest : public ::testing::Test {
     for (int64_t s = from; s < to; ++s) n += tree_->AdmittedIn(dep, s, key);
     return n;
   }
+  // Cuts Redis off from both central replicas for `cut_for` from the next
+  // second boundary, runs `after` more, and prints what was admitted for
+  // "api" in each second from the one before the cut. Returns the second the
+  // cut began.
+  int64_t CutRedis(absl::Duration cut_for, absl::Duration after) {
+    tree_->RunToSecondBoundary();
+    const int64_t cut = tree_->second();
+    for (int c = 0; c < 2; ++c) tree_->central(c)->upstream()->set_cut(true);
+    tree_->Run(cut_for);
+    for (int c = 0; c < 2; ++c) tree_->central(c)->upstream()->set_cut(false);
+    tree_->Run(after);
+    std::printf("  Redis cut for %s at second %lld; per second:",
+                absl::FormatDuration(cut_for).c_str(),
+                static_cast<long long>(cut));
+    for (int64_t s = cut - 1; s < tree_->second(); ++s) {
+      std::printf(" %lld", static_cast<long long>(tree_->AdmittedIn("api", s)));
+    }
+    std::printf("\n");
+    return cut;
+  }
   void ExpectInvariantHeld() {
     EXPECT_EQ(tree_->checker().violating_checks(), 0u)
         << "grants in force over the limit at "
@@ -779,23 +799,11 @@ TEST_F(GrantTreeTest, RedisCutShorterThanTheGraceKeepsTheTreeLimited) {
   Build(kBucket, 2, 12);
   LoadAll("api", 1000);
   tree_->Run(absl::Seconds(4));
-  tree_->RunToSecondBoundary();
-  const int64_t cut = tree_->second();
-  tree_->central(0)->upstream()->set_cut(true);
-  tree_->central(1)->upstream()->set_cut(true);
-  tree_->Run(absl::Seconds(2));
-  tree_->central(0)->upstream()->set_cut(false);
-  tree_->central(1)->upstream()->set_cut(false);
-  tree_->Run(absl::Seconds(5));
+  const int64_t cut = CutRedis(absl::Seconds(2), absl::Seconds(5));
   int64_t worst = 0;
-  std::printf("  Redis cut for 2 s at second %lld; per second:",
-              static_cast<long long>(cut));
   for (int64_t s = cut - 1; s < cut + 7; ++s) {
-    const int64_t a = tree_->AdmittedIn("api", s);
-    std::printf(" %lld", static_cast<long long>(a));
-    worst = std::max(worst, a);
+    worst = std::max(worst, tree_->AdmittedIn("api", s));
   }
-  std::printf("\n");
   EXPECT_LE(worst, 220);
   EXPECT_GE(Admitted("api", cut + 4, cut + 7), 240);
   EXPECT_EQ(tree_->DecisionErrors(), 0u);
@@ -819,25 +827,14 @@ TEST_F(GrantTreeTest, RedisCutLongerThanTheGraceLeavesGoLocalWithoutAGap) {
   Build(kLocal, 2, 12);
   LoadAll("api", 1000);
   tree_->Run(absl::Seconds(4));
-  tree_->RunToSecondBoundary();
-  const int64_t cut = tree_->second();
-  tree_->central(0)->upstream()->set_cut(true);
-  tree_->central(1)->upstream()->set_cut(true);
-  tree_->Run(absl::Seconds(8));
-  tree_->central(0)->upstream()->set_cut(false);
-  tree_->central(1)->upstream()->set_cut(false);
-  tree_->Run(absl::Seconds(6));
+  const int64_t cut = CutRedis(absl::Seconds(8), absl::Seconds(6));
   int64_t worst = 0;
   int64_t fewest = INT64_MAX;
-  std::printf("  Redis cut for 8 s at second %lld; per second:",
-              static_cast<long long>(cut));
   for (int64_t s = cut - 1; s < cut + 14; ++s) {
     const int64_t a = tree_->AdmittedIn("api", s);
-    std::printf(" %lld", static_cast<long long>(a));
     worst = std::max(worst, a);
     if (s >= cut && s < cut + 8) fewest = std::min(fewest, a);
   }
-  std::printf("\n");
   // Local shares: 12 of 14 processes loaded, 100/14 each, about 86/s.
   EXPECT_GE(fewest, 60) << "a second of the cut with next to nothing admitted";
   EXPECT_LE(worst, 220);
