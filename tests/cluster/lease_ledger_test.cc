@@ -447,7 +447,7 @@ TEST_F(LeaseLedgerTest, ASubUnitShareChangesHandsAtTheSlotBoundary) {
 }
 
 // The central stops serving leaves this long before its own grants end
-// (lease_ledger.cc's kLeafHandoff, a quarter of kStale here).
+// (lease_ledger.cc's kLeafHandoff, 500 ms, cut to a quarter of kStale here).
 constexpr absl::Duration kHandoff = absl::Milliseconds(250);
 
 TEST_F(LeaseLedgerTest, ALeaseNeverOutlivesThePoolMinusTheMargin) {
