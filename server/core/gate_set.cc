@@ -18,12 +18,6 @@ absl::Duration ConcurrencyRetryAfter(absl::Duration call_timeout) {
   return std::min(call_timeout, absl::Seconds(1));
 }
 
-// How long a key that held grants keeps at least its store-down share once
-// the store is back (ClusterUnits): the store's first grants after an
-// outage take a second or two to reach every process (the stale period of
-// a 1 s tick is 3 s).
-constexpr absl::Duration kStoreReturnHold = absl::Seconds(3);
-
 }  // namespace
 
 GateSet::GateSet(const PolicyConfig& policy, absl::Time now,
@@ -77,17 +71,10 @@ int64_t GateSet::ClusterUnits(int r, absl::Time now) const {
   const int64_t limit = share_->limit[r];
   const int64_t live = std::max<uint32_t>(1, cluster_.live_replicas);
   // LOCAL with the store down: the last known replica count splits it.
-  const int64_t local = limit / live;
-  if (!cluster_.store_up) return local;
+  if (!cluster_.store_up) return limit / live;
   const bool granted = share_->has_grant && now < share_->grant_until;
   const int64_t base = StaticShare(*policy_, limit, cluster_);
-  const int64_t units = granted ? std::max(base, GrantUnits(r)) : base;
-  // Back from a store outage, a key that held grants before keeps at least
-  // its store-down share for a while: its grants start again only as the
-  // store splits the limit anew (a second or two), and it would refuse
-  // every call meanwhile. What it applies goes upstream with its ticks,
-  // where it counts against the others' grants.
-  return now < share_->local_until ? std::max(units, local) : units;
+  return granted ? std::max(base, GrantUnits(r)) : base;
 }
 
 int64_t GateSet::StaticShare(const PolicyConfig& policy, int64_t limit,
@@ -521,11 +508,6 @@ bool GateSet::SharedBreaker() const {
 }
 
 void GateSet::SetClusterState(const ClusterState& cluster, absl::Time now) {
-  if (share_ && share_->ever_granted && !cluster_.store_up &&
-      cluster.store_up) {
-    share_->has_grant = false;
-    share_->local_until = now + kStoreReturnHold;
-  }
   cluster_ = cluster;
   if (breaker_) {
     // Probe leases need the store; without it, probe as a single replica
@@ -612,7 +594,6 @@ void GateSet::ApplyGrant(const KeyGrant& grant, absl::Time now) {
   if (share_->has_grant) {
     share_->grant = grant.units;
     share_->grant_limit = grant.limit;
-    share_->ever_granted = true;
   }
   share_->grant_until = grant.valid_until;
   ApplyLimits(now);

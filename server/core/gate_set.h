@@ -324,11 +324,6 @@ class GateSet final : public BreakerListener {
     // The limits the grant is a share of (KeyGrant::limit).
     Units grant_limit{};
     absl::Time grant_until = absl::InfinitePast();
-    // Held a grant at some point. Such a key, when the store comes back,
-    // applies at least its store-down share until local_until (see
-    // ClusterUnits).
-    bool ever_granted = false;
-    absl::Time local_until = absl::InfinitePast();
     // A cluster-scope gate refused a call since the last tick.
     bool refused_by_cluster = false;
     // The last tick collected carried demand (see RefusedByCluster).

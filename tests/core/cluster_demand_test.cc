@@ -109,53 +109,6 @@ TEST_F(ClusterDemandTest, NoSignalWhileTheStoreIsDownOrForALocalLimit) {
   EXPECT_TRUE(sink_.seen().empty());
 }
 
-// Back from a store outage, a key that held grants keeps at least its
-// store-down share (LOCAL: the limit over the last known replica count)
-// while the store splits the limit anew, instead of refusing every call
-// until its next grant; a key that never held one starts from nothing, as
-// before; and the hold ends.
-TEST_F(ClusterDemandTest, AKeyBackFromAStoreOutageKeepsItsShareForAWhile) {
-  PolicyConfig p = MakePolicy("api");
-  WithBucket(p, 100, 100);
-  p.rate_limit->scope = Scope::kCluster;
-  p.on_store_failure = StoreFailureMode::kLocal;
-  engine_.PutPolicy(p);
-  PolicyConfig fresh = p;
-  fresh.name = "fresh";
-  engine_.PutPolicy(fresh);
-  engine_.SetStoreState(true, 2);
-  // No grant yet: both refuse (and their keys' gates exist from now on).
-  EXPECT_EQ(Call("api"), Reason::kRateLimited);
-  EXPECT_EQ(Call("fresh"), Reason::kRateLimited);
-  DependencyUpdate update;
-  update.name = "api";
-  KeyGrant grant;
-  grant.units[kRateUnits] = 10;
-  grant.limit[kRateUnits] = 100;
-  grant.valid_until = clock_.Now() + absl::Seconds(3);
-  update.grants.push_back(grant);
-  engine_.ApplyTick({update});
-  clock_.Advance(absl::Seconds(1));  // the bucket fills to its grant
-  EXPECT_EQ(Call("api"), Reason::kNone);
-
-  engine_.SetStoreState(false, 2);
-  clock_.Advance(absl::Seconds(1));  // and to its store-down share, 50
-  EXPECT_EQ(Call("api"), Reason::kNone);
-  EXPECT_EQ(Call("fresh"), Reason::kNone);
-
-  clock_.Advance(absl::Seconds(5));  // the grant from before has ended
-  engine_.SetStoreState(true, 2);
-  EXPECT_EQ(Call("api"), Reason::kNone) << "refused on its return";
-  EXPECT_EQ(Call("fresh"), Reason::kRateLimited);
-
-  // The hold over, with no grant yet: the store's to answer.
-  clock_.Advance(absl::Seconds(3));
-  update.grants[0].granted = false;
-  update.grants[0].units = {};
-  engine_.ApplyTick({update});
-  EXPECT_EQ(Call("api"), Reason::kRateLimited);
-}
-
 TEST_F(ClusterDemandTest, PerKeySignalsAtMostOncePerTick) {
   engine_.PutPolicy(ClusterBucket("users", true));
   engine_.SetStoreState(true, 2);
