@@ -599,7 +599,7 @@ TEST_F(LeaseLedgerTest, ALeaseThisLedgerNeverIssuedIsNotPushedUpstream) {
   EXPECT_LE(other->policies[0].grants[0].units[0], 70);
 }
 
-TEST_F(LeaseLedgerTest, UnavailableOnceTheStoreIsDownPastTheStalePeriod) {
+TEST_F(LeaseLedgerTest, RefusedOnceTheStoreIsDownPastTheStalePeriod) {
   ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
   store_.SetDown(true);
   clock_.Advance(absl::Milliseconds(500));

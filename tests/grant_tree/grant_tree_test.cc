@@ -813,9 +813,9 @@ TEST_F(GrantTreeTest, RedisCutShorterThanTheGraceKeepsTheTreeLimited) {
 }
 
 // Redis cut off from both centrals for longer than the stale period, under
-// load. Once its grace has passed, each central answers its
-// leaves that it cannot grant (FAILED_PRECONDITION), and they decide from
-// their local share at once. A leaf that waited out a stale period of its own after its
+// load. Once its grace has passed, each central answers its leaves that it
+// cannot grant (FAILED_PRECONDITION), and they decide from their local share
+// at once. A leaf that waited out a stale period of its own after its
 // central's would refuse calls on grants that nobody renews: a second or
 // more in which next to nothing is admitted, with Redis merely down.
 TEST_F(GrantTreeTest, RedisCutLongerThanTheGraceLeavesGoLocalWithoutAGap) {
