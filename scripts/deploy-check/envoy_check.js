@@ -580,10 +580,10 @@ function crossCheck(boot, policies, bootFile, policiesFile) {
 // ---------------------------------------------------------------------------
 
 // Fields of sluice.v1 that the deployment files here use and that
-// proto/sluice/v1/policy.proto may not define yet (they land with the
+// proto/sluice/v1 may not define yet (they land with the
 // external authorization service). A missing one is added to the loaded
 // root in the shape given, so the files are checked against it; once
-// policy.proto has the field, its own definition is used and the entry is
+// proto/sluice/v1 has the field, its own definition is used and the entry is
 // reported as redundant (loadSluice's `notes`).
 const PENDING_SLUICE_FIELDS = [
   { message: 'sluice.v1.Fallback', name: 'http_status', id: 7, type: 'uint32' },
@@ -603,10 +603,10 @@ function loadSluice(protoDir, notes = []) {
   for (const f of PENDING_SLUICE_FIELDS) {
     const type = root.lookupType(f.message);
     if (type.fields[f.name]) {
-      notes.push(`${f.message}.${f.name} is in policy.proto now; drop it from PENDING_SLUICE_FIELDS`);
+      notes.push(`${f.message}.${f.name} is in proto/sluice/v1 now; drop it from PENDING_SLUICE_FIELDS`);
     } else {
       type.add(new protobuf.Field(f.name, f.id, f.type));
-      notes.push(`${f.message}.${f.name} = ${f.id} (${f.type}) is not in policy.proto yet; checked in that shape`);
+      notes.push(`${f.message}.${f.name} = ${f.id} (${f.type}) is not in proto/sluice/v1 yet; checked in that shape`);
     }
   }
   root.resolveAll();
