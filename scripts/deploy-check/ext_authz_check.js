@@ -15,7 +15,8 @@
 //      health-check routes do not ask Sluice.
 //   2. Against the policies (crossCheck): every route that asks Sluice names
 //      a policy of the policies file in context_extensions
-//      sluice_dependency (a route's own config, else its virtual host's);
+//      sluice_dependency (the virtual host's context_extensions merged with
+//      the route's, as Envoy does);
 //      a sluice_key needs a per_key policy; every policy is named by some
 //      route; and a route to a policy that hands out permits (breaker or
 //      in-flight cap) ends, and its access-log entry is flushed, within
@@ -163,7 +164,10 @@ function collect(hcm, at, ctx) {
     const vhostConfig = perFilter(vhost, vat);
     for (const [r, route] of list(vhost && vhost.routes).entries()) {
       const rat = `${vat}.routes[${r}]`;
-      const config = perFilter(route, rat) || vhostConfig;
+      // Envoy merges the two levels: the route's `disabled` wins, and its
+      // context_extensions override the virtual host's key by key.
+      const own = perFilter(route, rat);
+      const config = own || vhostConfig;
       const disabled = Boolean(config && config.disabled);
       const path = matchPath(route && route.match);
       if (HEALTH_PATHS.test(path) && !disabled) {
@@ -171,7 +175,8 @@ function collect(hcm, at, ctx) {
           'disable ext_authz there (ExtAuthzPerRoute disabled: true) so a limit never fails a probe');
       }
       if (disabled) continue;
-      const extensions = (config && config.check_settings && config.check_settings.context_extensions) || {};
+      const extensionsOf = (c) => (c && c.check_settings && c.check_settings.context_extensions) || {};
+      const extensions = { ...extensionsOf(vhostConfig), ...extensionsOf(own) };
       routes.push({
         at: `${file}: ${rat}`,
         match: describeMatch(route && route.match),

@@ -209,6 +209,27 @@ test('a per-route config under a key that is not an HTTP filter fails', () => {
 
 // --- against the policies
 
+test('context_extensions of the virtual host and the route merge, the route\'s winning', () => {
+  // The virtual host names "search" for every route; a route that only sets
+  // sluice_key still names "search" (which has no per_key), and the others
+  // keep their own names.
+  const r = checkEdited('bootstrap', (doc) => {
+    const vhost = hcm(doc).route_config.virtual_hosts[0];
+    vhost.typed_per_filter_config = {
+      'envoy.filters.http.ext_authz': {
+        '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute',
+        check_settings: { context_extensions: { sluice_dependency: 'search' } },
+      },
+    };
+    delete perRoute(doc, '/api/inventory').check_settings.context_extensions.sluice_dependency;
+    perRoute(doc, '/api/inventory').check_settings.context_extensions.sluice_key = 'k';
+  }, true);
+  expectProblem(r, /sluice_key "k" names a key of policy "search", which has no per_key/);
+  expectProblem(r, /policy "inventory" is named by no route's sluice_dependency/);
+  assert.match(r.lines.join('\n'), /route prefix \/api\/reports\/export -> reports key "export"/);
+  assert.doesNotMatch(r.lines.join('\n'), /healthz ->/);
+});
+
 test('a sluice_dependency that names no policy fails, and so does the policy it left', () => {
   const r = checkEdited('bootstrap', (t) => t.replace('sluice_dependency: search', 'sluice_dependency: serach'));
   expectProblem(r, /context_extensions sluice_dependency "serach" is not a policy of .*policies-ext-authz\.yaml/);
