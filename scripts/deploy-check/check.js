@@ -461,4 +461,7 @@ function main(argv) {
   return problems.length === 0 ? 0 : 1;
 }
 
-process.exitCode = main(process.argv.slice(2));
+if (require.main === module) process.exitCode = main(process.argv.slice(2));
+
+// istio_check.js checks the Kubernetes objects of deploy/istio the same way.
+module.exports = { checkObject, tracking, unknownFields };

@@ -418,11 +418,33 @@ function checkPolicies(doc, sluiceRoot, file) {
   const policies = doc && Array.isArray(doc.policies) ? doc.policies : [];
   const names = new Set();
   const claimed = new Map();
+  const routes = new Map();
   for (const [i, p] of policies.entries()) {
     const at = `${file}: policies[${i}] "${p && p.name}"`;
     if (!p || typeof p !== 'object') continue;
     if (names.has(p.name)) problems.push(`${at}: the name is used twice`);
     names.add(p.name);
+    for (const [j, r] of list(p.http_routes).entries()) {
+      const rat = `${at}: http_routes[${j}]`;
+      if (!r || typeof r !== 'object') continue;
+      if (r.path_prefix !== undefined && r.path_prefix !== '' && !String(r.path_prefix).startsWith('/')) {
+        problems.push(`${rat}.path_prefix "${r.path_prefix}" does not start with "/"`);
+      }
+      for (const name of Object.keys(r.headers || {})) {
+        if (name !== name.toLowerCase()) problems.push(`${rat}.headers: "${name}" must be lowercase`);
+      }
+      if (r.key_header && !p.per_key) {
+        problems.push(`${rat}.key_header "${r.key_header}" partitions the policy by key; that needs per_key: true`);
+      }
+      const id = JSON.stringify([r.host || '', r.path_prefix || '', [...list(r.methods)].sort(),
+        Object.entries(r.headers || {}).sort()]);
+      if (routes.has(id)) {
+        problems.push(`${rat}: the same HTTP route is claimed by policy "${routes.get(id)}"; ` +
+          'Sluice refuses a tie');
+      } else {
+        routes.set(id, p.name);
+      }
+    }
     const status = p.fallback && p.fallback.http_status;
     if (status !== undefined && status !== 0 && !(Number.isInteger(status) && status >= 200 && status <= 599)) {
       problems.push(`${at}: fallback.http_status ${JSON.stringify(status)} must be 0 (= 200) or 200..599`);
@@ -587,6 +609,20 @@ function crossCheck(boot, policies, bootFile, policiesFile) {
 // reported as redundant (loadSluice's `notes`).
 const PENDING_SLUICE_FIELDS = [
   { message: 'sluice.v1.Fallback', name: 'http_status', id: 7, type: 'uint32' },
+  { message: 'sluice.v1.Policy', name: 'http_routes', id: 17, type: 'HttpRoute', rule: 'repeated' },
+];
+// Messages those fields need, added the same way when missing.
+const PENDING_SLUICE_TYPES = [
+  {
+    name: 'HttpRoute',
+    fields: [
+      { name: 'host', id: 1, type: 'string' },
+      { name: 'path_prefix', id: 2, type: 'string' },
+      { name: 'methods', id: 3, type: 'string', rule: 'repeated' },
+      { name: 'headers', id: 4, type: 'string', keyType: 'string' },
+      { name: 'key_header', id: 5, type: 'string' },
+    ],
+  },
 ];
 
 function loadSluice(protoDir, notes = []) {
@@ -600,16 +636,35 @@ function loadSluice(protoDir, notes = []) {
     return target;
   };
   root.loadSync(['sluice/v1/policy.proto'], { keepCase: true });
+  const sluiceV1 = root.lookup('sluice.v1');
+  // protobufjs's resolveAll() skips what is added after loading; these are
+  // resolved one by one below.
+  const added = [];
+  for (const t of PENDING_SLUICE_TYPES) {
+    if (sluiceV1.get(t.name)) continue;
+    const type = new protobuf.Type(t.name);
+    sluiceV1.add(type);
+    for (const f of t.fields) {
+      const field = f.keyType ? new protobuf.MapField(f.name, f.id, f.keyType, f.type)
+        : new protobuf.Field(f.name, f.id, f.type, f.rule);
+      type.add(field);
+      added.push(field);
+    }
+  }
   for (const f of PENDING_SLUICE_FIELDS) {
     const type = root.lookupType(f.message);
     if (type.fields[f.name]) {
       notes.push(`${f.message}.${f.name} is in proto/sluice/v1 now; drop it from PENDING_SLUICE_FIELDS`);
     } else {
-      type.add(new protobuf.Field(f.name, f.id, f.type));
-      notes.push(`${f.message}.${f.name} = ${f.id} (${f.type}) is not in proto/sluice/v1 yet; checked in that shape`);
+      const field = new protobuf.Field(f.name, f.id, f.type, f.rule);
+      type.add(field);
+      added.push(field);
+      notes.push(`${f.message}.${f.name} = ${f.id} (${f.rule ? `${f.rule} ` : ''}${f.type}) is not in ` +
+        'proto/sluice/v1 yet; checked in that shape');
     }
   }
   root.resolveAll();
+  for (const field of added) field.resolve();
   return root;
 }
 
