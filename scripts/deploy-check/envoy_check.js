@@ -29,6 +29,11 @@
 //      call_timeout, so its report arrives before the permit expires.
 //   5. proto/envoy/**/*.proto matches Envoy's definitions: same messages,
 //      field names, numbers, types and labels, enum values and methods.
+//   6. A bootstrap with the external authorization filter and the gRPC
+//      access log instead (no Lua): the checks of ext_authz_check.js, and
+//      its routes' sluice_dependency names against the policies.
+// A policies file may use the sluice.v1 fields of PENDING_SLUICE_FIELDS
+// before proto/sluice/v1 defines them.
 //
 // Usage: node envoy_check.js [--bootstrap FILE] [--policies FILE]
 //                            [--protos DIR] [--quiet]
