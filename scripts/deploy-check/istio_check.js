@@ -41,7 +41,6 @@ const { parseJsonDuration, durationSeconds } = require('./proto_json');
 // mesh/v1alpha1/config.proto (1.31.0-alpha.0, commit b8f8791); the
 // IstioOperator spec from istio/istio operator/pkg/apis/types.go
 // (IstioOperatorSpec). A shape is a type name or an object of fields.
-const OPEN = 'any';
 const MESH_CONFIG_FIELDS = [
   'proxyListenPort', 'proxyInboundListenPort', 'proxyHttpPort', 'connectTimeout', 'hboneIdleTimeout',
   'protocolDetectionTimeout', 'tcpKeepalive', 'ingressClass', 'ingressService', 'ingressControllerMode',
@@ -97,9 +96,8 @@ function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-// Checks `value` against `shape` (see MESH_FIELDS' comment).
+// Checks `value` against `shape` (see the field lists' comment).
 function checkShape(value, shape, at, problems) {
-  if (shape === OPEN) return;
   if (isObject(shape)) {
     if (!isObject(value)) {
       problems.push(`${at}: must be a mapping`);
