@@ -294,8 +294,8 @@ void ClusterMode::OnConfigWritten() {
   }
 }
 
-void ClusterMode::OnPoliciesFileChanged(const std::string& path,
-                                        const std::string& contents) {
+absl::Status ClusterMode::OnPoliciesFileChanged(const std::string& path,
+                                                const std::string& contents) {
   // The cluster's config lives in the store; the file only seeds the
   // policies the store does not have.
   absl::StatusOr<std::vector<v1::Policy>> policies =
@@ -307,7 +307,7 @@ void ClusterMode::OnPoliciesFileChanged(const std::string& path,
   if (!seed.ok()) {
     spdlog::error("policies file {} changed but was rejected: {}", path,
                   seed.status().ToString());
-    return;
+    return seed.status();
   }
   spdlog::info(
       "policies file {} changed; cluster mode: it seeds only the policies "
@@ -315,6 +315,7 @@ void ClusterMode::OnPoliciesFileChanged(const std::string& path,
       path);
   sync_loop_->SetSeed(*std::move(seed));
   sync_loop_->Nudge();
+  return absl::OkStatus();
 }
 
 std::optional<metrics::SyncSnapshot> ClusterMode::sync_snapshot() const {
