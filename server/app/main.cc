@@ -416,7 +416,7 @@ Flags ParseFlags(int argc, char** argv) {
              "port, no Redis): the checks sluiced makes when it loads one,\n"
              "each problem printed as FILE:LINE: message. Exit 0 when all\n"
              "are valid, 1 when one is not. Takes no other flag.")
-          ->type_name("FILE...")
+          ->type_name("FILE")
           ->expected(1, CLI::detail::expected_max_vector_size)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   try {

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/app/policies_file.h"
 
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -24,10 +27,29 @@ std::string AtFile(const std::string& path, absl::string_view message) {
   return absl::StrCat(path, ": ", message);
 }
 
-// A validation error of a parsed file, "PATH:LINE: message" at the line of
-// the policy field it names (ErrorLocation).
-std::string Locate(const std::string& path, const policy::ParsedPolicies& file,
-                   const absl::Status& error) {
+// Parses `contents` and installs it in `store`; the policies read go to
+// `policies`.
+absl::StatusOr<std::vector<policy::PolicyChange>> Install(
+    const std::string& path, const std::string& contents,
+    policy::PolicyStore* store, std::vector<v1::Policy>* policies) {
+  absl::StatusOr<policy::ParsedPolicies> file =
+      policy::ParsePoliciesWithLines(contents, path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<std::vector<policy::PolicyChange>> changes =
+      store->ReplaceAll(file->policies);
+  if (!changes.ok()) {
+    return absl::Status(changes.status().code(),
+                        LocatePolicyError(path, *file, changes.status()));
+  }
+  *policies = std::move(file->policies);
+  return changes;
+}
+
+}  // namespace
+
+std::string LocatePolicyError(const std::string& path,
+                              const policy::ParsedPolicies& file,
+                              const absl::Status& error) {
   const std::optional<policy::ErrorLocation> where =
       policy::ErrorLocationOf(error);
   if (where.has_value()) {
@@ -41,26 +63,6 @@ std::string Locate(const std::string& path, const policy::ParsedPolicies& file,
   }
   return AtFile(path, error.message());
 }
-
-// Parses `contents` and installs it in `store`; the policies read go to
-// `policies`.
-absl::StatusOr<std::vector<policy::PolicyChange>> Install(
-    const std::string& path, const std::string& contents,
-    policy::PolicyStore* store, std::vector<v1::Policy>* policies) {
-  absl::StatusOr<policy::ParsedPolicies> file =
-      policy::ParsePoliciesWithLines(contents, path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<std::vector<policy::PolicyChange>> changes =
-      store->ReplaceAll(file->policies);
-  if (!changes.ok()) {
-    return absl::Status(changes.status().code(),
-                        Locate(path, *file, changes.status()));
-  }
-  *policies = std::move(file->policies);
-  return changes;
-}
-
-}  // namespace
 
 absl::StatusOr<LoadedPolicies> LoadPoliciesFile(const ServerOptions& options,
                                                 policy::PolicyStore* store) {
@@ -113,7 +115,7 @@ PoliciesFileCheck CheckPoliciesFile(const std::string& path) {
     input.set_version(0);  // output only, as the store treats it
     absl::StatusOr<core::PolicyConfig> config = policy::ToConfig(input);
     if (!config.ok()) {
-      check.errors.push_back(Locate(path, *file, config.status()));
+      check.errors.push_back(LocatePolicyError(path, *file, config.status()));
     }
   }
   if (!check.errors.empty()) return check;
@@ -123,7 +125,7 @@ PoliciesFileCheck CheckPoliciesFile(const std::string& path) {
   absl::StatusOr<std::vector<policy::PolicyChange>> changes =
       store.ReplaceAll(file->policies);
   if (!changes.ok()) {
-    check.errors.push_back(Locate(path, *file, changes.status()));
+    check.errors.push_back(LocatePolicyError(path, *file, changes.status()));
   }
   return check;
 }

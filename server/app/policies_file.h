@@ -15,6 +15,7 @@
 #include "server/app/mode.h"
 #include "server/app/options.h"
 #include "server/policy/file_watcher.h"
+#include "server/policy/policy_file.h"
 #include "server/policy/policy_store.h"
 #include "sluice/v1/policy.pb.h"
 
@@ -39,6 +40,13 @@ absl::StatusOr<LoadedPolicies> LoadPoliciesFile(const ServerOptions& options,
 absl::StatusOr<std::vector<policy::PolicyChange>> InstallPoliciesFile(
     const std::string& path, const std::string& contents,
     policy::PolicyStore* store);
+
+// `error`, from validating the policies of `file` (read from `path`), as
+// "PATH:LINE: message" at the line of the field it names (see
+// policy::ErrorLocation); "PATH: message" when it names none.
+std::string LocatePolicyError(const std::string& path,
+                              const policy::ParsedPolicies& file,
+                              const absl::Status& error);
 
 // What `sluiced --check` found in one policies file.
 struct PoliciesFileCheck {

@@ -464,11 +464,13 @@ TEST_F(MetricsTest, AdminTokenReloadsOnlyWithATokenFile) {
 
 TEST_F(MetricsTest, PolicyReloadsOnlyWithAPoliciesFile) {
   Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_policy_reload")));
+  EXPECT_THAT(Metrics(sources).Render(),
+              Not(HasSubstr("sluice_policy_reload")));
   sources.policy_reloads = [] {
     return std::optional<PolicyReloadSnapshot>();
   };
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_policy_reload")));
+  EXPECT_THAT(Metrics(sources).Render(),
+              Not(HasSubstr("sluice_policy_reload")));
 
   PolicyReloadSnapshot snapshot;
   sources.policy_reloads = [&] {

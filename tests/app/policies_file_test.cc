@@ -125,10 +125,11 @@ TEST_F(PoliciesFileTest, CheckReportsEveryInvalidPolicyAtItsLine) {
         "      window: 10s\n");
   const PoliciesFileCheck check = CheckPoliciesFile(path);
   EXPECT_EQ(check.policies, 3u);
-  EXPECT_THAT(
-      check.errors,
-      ElementsAre(StartsWith(path + ":3: policy \"a\": concurrency.max_in_flight"),
-                  StartsWith(path + ":7: policy \"c\": breaker needs")));
+  EXPECT_THAT(check.errors,
+              ElementsAre(StartsWith(path + ":3: policy \"a\": "
+                                            "concurrency.max_in_flight"),
+                          StartsWith(path + ":7: policy \"c\": breaker "
+                                            "needs")));
 
   Write(path, RatePolicy("10"));
   const PoliciesFileCheck valid = CheckPoliciesFile(path);
