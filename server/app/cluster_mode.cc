@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/app/policies_file.h"
 #include "server/policy/policy_file.h"
 #include "spdlog/spdlog.h"
 
@@ -294,20 +295,24 @@ void ClusterMode::OnConfigWritten() {
   }
 }
 
-void ClusterMode::OnPoliciesFileChanged(const std::string& path,
-                                        const std::string& contents) {
+absl::Status ClusterMode::OnPoliciesFileChanged(const std::string& path,
+                                                const std::string& contents) {
   // The cluster's config lives in the store; the file only seeds the
   // policies the store does not have.
-  absl::StatusOr<std::vector<v1::Policy>> policies =
-      policy::ParsePolicies(contents, path);
+  absl::StatusOr<policy::ParsedPolicies> file =
+      policy::ParsePoliciesWithLines(contents, path);
   absl::StatusOr<std::vector<cluster::StoredPolicy>> seed =
-      policies.ok() ? cluster::ClusterConfig::ToStored(*policies)
-                    : absl::StatusOr<std::vector<cluster::StoredPolicy>>(
-                          policies.status());
+      file.ok() ? cluster::ClusterConfig::ToStored(file->policies)
+                : absl::StatusOr<std::vector<cluster::StoredPolicy>>(
+                      file.status());
+  if (file.ok() && !seed.ok()) {
+    seed = absl::Status(seed.status().code(),
+                        LocatePolicyError(path, *file, seed.status()));
+  }
   if (!seed.ok()) {
     spdlog::error("policies file {} changed but was rejected: {}", path,
                   seed.status().ToString());
-    return;
+    return seed.status();
   }
   spdlog::info(
       "policies file {} changed; cluster mode: it seeds only the policies "
@@ -315,6 +320,7 @@ void ClusterMode::OnPoliciesFileChanged(const std::string& path,
       path);
   sync_loop_->SetSeed(*std::move(seed));
   sync_loop_->Nudge();
+  return absl::OkStatus();
 }
 
 std::optional<metrics::SyncSnapshot> ClusterMode::sync_snapshot() const {

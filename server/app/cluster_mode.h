@@ -64,8 +64,8 @@ class ClusterMode final : public Mode {
   void AddDataServices(grpc::ServerBuilder* builder) override;
   // A leaf's admin writes are refused (they belong on a central replica).
   std::string admin_note() const override;
-  void OnPoliciesFileChanged(const std::string& path,
-                             const std::string& contents) override;
+  absl::Status OnPoliciesFileChanged(const std::string& path,
+                                     const std::string& contents) override;
   std::optional<metrics::SyncSnapshot> sync_snapshot() const override;
   absl::Status SyncNow() override;
   // Stops the sync thread; its last tick carries the final counts and gives

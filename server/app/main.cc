@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/app/options.h"
+#include "server/app/policies_file.h"
 #include "server/app/server.h"
 #include "server/app/unix_socket.h"
 #include "spdlog/spdlog.h"
@@ -51,6 +52,8 @@ struct Flags {
   sluice::app::Server::Options server;
   spdlog::level::level_enum log_level = spdlog::level::info;
   std::string port_file;
+  // --check: the policies files to validate instead of serving.
+  std::vector<std::string> check_paths;
 };
 
 // Stores a flag's value, or says what is wrong with it.
@@ -401,10 +404,21 @@ Flags ParseFlags(int argc, char** argv) {
   app.formatter(std::make_shared<HelpFormatter>());
   app.footer(
       "Exit codes: 0 after SIGTERM/SIGINT, 1 when the server cannot start\n"
-      "(bad policies file, port in use), 2 for bad flags.");
+      "(bad policies file, port in use), 2 for bad flags. With --check: 0\n"
+      "when every file is valid, 1 when one is not.");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   Flags flags;
   AddFlags(app, &flags);
+  CLI::Option* check =
+      app.add_option(
+             "--check", flags.check_paths,
+             "Validate these policies files and exit, serving nothing (no\n"
+             "port, no Redis): the checks sluiced makes when it loads one,\n"
+             "each problem printed as FILE:LINE: message. Exit 0 when all\n"
+             "are valid, 1 when one is not. Takes no other flag.")
+          ->type_name("FILE")
+          ->expected(1, CLI::detail::expected_max_vector_size)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   try {
     app.parse(sluice::tools::SplitEmptyValues(argc, argv));
   } catch (const CLI::CallForHelp&) {
@@ -426,6 +440,21 @@ Flags ParseFlags(int argc, char** argv) {
         absl::StrCat("missing value for ", what.substr(0, what.find(':'))));
   } catch (const CLI::ParseError& e) {
     UsageError(e.what());
+  }
+  if (!flags.check_paths.empty()) {
+    // A serving flag beside --check would be silently ignored, and a
+    // --policies among them would look checked when it is not.
+    for (const CLI::Option* given : app.parse_order()) {
+      if (given == check) continue;
+      UsageError(absl::StrCat(
+          "--check validates policies files and serves nothing; it takes no "
+          "other flag, got ",
+          given->get_name(),
+          given->get_name() == "--policies" ? " (give the file to --check)"
+                                            : ""));
+    }
+    // The environment's SLUICE_* settings are for serving: not checked.
+    return flags;
   }
   // Relative socket paths become absolute here, once, against the working
   // directory sluiced started in.
@@ -471,6 +500,27 @@ absl::Status WritePortFile(const std::string& path,
   return absl::OkStatus();
 }
 
+// --check: validates each file as a load would, printing every problem
+// compiler style on stderr and a summary line a valid file on stdout.
+int CheckPoliciesFiles(const std::vector<std::string>& paths) {
+  bool all_valid = true;
+  for (const std::string& path : paths) {
+    const sluice::app::PoliciesFileCheck check =
+        sluice::app::CheckPoliciesFile(path);
+    for (const std::string& error : check.errors) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+    }
+    if (check.errors.empty()) {
+      std::printf("%s: ok, %zu %s\n", path.c_str(), check.policies,
+                  check.policies == 1 ? "policy" : "policies");
+    } else {
+      all_valid = false;
+    }
+  }
+  std::fflush(stdout);
+  return all_valid ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -503,6 +553,11 @@ int main(int argc, char** argv) {
   umask(0077);
 
   const Flags flags = ParseFlags(argc, argv);
+  if (!flags.check_paths.empty()) {
+    // Nothing to shut down gracefully: let Ctrl-C and SIGTERM end it.
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+    return CheckPoliciesFiles(flags.check_paths);
+  }
   spdlog::set_level(flags.log_level);
 
   sluice::app::Server server(flags.server);

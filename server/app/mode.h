@@ -65,9 +65,10 @@ class Mode : public core::EventSink {
   // Said after "serving AdminService on HOST:PORT (token ..." in the log.
   virtual std::string admin_note() const = 0;
 
-  // The watched policies file at `path` changed to `contents`.
-  virtual void OnPoliciesFileChanged(const std::string& path,
-                                     const std::string& contents) = 0;
+  // The watched policies file at `path` changed to `contents`. An error
+  // (logged here) means the file was rejected and changed nothing.
+  virtual absl::Status OnPoliciesFileChanged(const std::string& path,
+                                             const std::string& contents) = 0;
 
   // The sync loop's state for the metrics; nullopt hides the store metrics.
   virtual std::optional<metrics::SyncSnapshot> sync_snapshot() const = 0;

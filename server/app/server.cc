@@ -114,6 +114,16 @@ metrics::Sources Server::MetricsSources() {
     snapshot.reloads_error = reloads->error;
     return snapshot;
   };
+  sources.policy_reloads =
+      [this]() -> std::optional<metrics::PolicyReloadSnapshot> {
+    if (options_.policies_path.empty()) return std::nullopt;
+    const PolicyReloads::Stats stats = policy_reloads_.stats();
+    metrics::PolicyReloadSnapshot snapshot;
+    snapshot.ok = stats.ok;
+    snapshot.error = stats.error;
+    snapshot.last_failed = stats.last_failed;
+    return snapshot;
+  };
   sources.tls = [this]() -> std::optional<metrics::TlsSnapshot> {
     if (tls_ == nullptr) return std::nullopt;
     const tls::TlsStats stats = tls_->stats();
@@ -162,7 +172,8 @@ absl::Status Server::Start() {
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
     return started;
   }
-  watcher_ = WatchPoliciesFile(options_, file->contents, mode_.get());
+  watcher_ = WatchPoliciesFile(options_, file->contents, mode_.get(),
+                               &policy_reloads_);
   housekeeping_ = std::thread([this] { Housekeeping(); });
   SetServing(true);
   spdlog::info(

@@ -19,6 +19,7 @@
 #include "server/app/event_sinks.h"
 #include "server/app/mode.h"
 #include "server/app/options.h"
+#include "server/app/policies_file.h"
 #include "server/app/unix_socket.h"
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
@@ -176,6 +177,8 @@ class Server {
   std::unique_ptr<http::HttpServer> http_server_;
   std::unique_ptr<rpc::AdminServer> admin_server_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
+  // Before watcher_, which counts into it until it is destroyed.
+  PolicyReloads policy_reloads_;
   std::unique_ptr<policy::FileWatcher> watcher_;
   std::thread housekeeping_;
   // The Unix sockets of the listeners, released at the end of Shutdown

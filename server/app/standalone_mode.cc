@@ -2,7 +2,7 @@
 #include "server/app/standalone_mode.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/policy/policy_file.h"
+#include "server/app/policies_file.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::app {
@@ -52,24 +52,20 @@ void StandaloneMode::Stop() {
   if (state_keeper_ != nullptr) state_keeper_->Stop();
 }
 
-void StandaloneMode::OnPoliciesFileChanged(const std::string& path,
-                                           const std::string& contents) {
-  absl::StatusOr<std::vector<v1::Policy>> policies =
-      policy::ParsePolicies(contents, path);
+absl::Status StandaloneMode::OnPoliciesFileChanged(
+    const std::string& path, const std::string& contents) {
   absl::StatusOr<std::vector<policy::PolicyChange>> changes =
-      policies.ok() ? ctx_.policies->ReplaceAll(*policies)
-                    : absl::StatusOr<std::vector<policy::PolicyChange>>(
-                          policies.status());
+      InstallPoliciesFile(path, contents, ctx_.policies);
   if (!changes.ok()) {
     spdlog::error(
         "policies file {} changed but was rejected; keeping the previous "
         "policies: {}",
         path, changes.status().ToString());
-    return;
+    return changes.status();
   }
   if (changes->empty()) {
     spdlog::info("policies file {} changed; no policy changed", path);
-    return;
+    return absl::OkStatus();
   }
   for (const policy::PolicyChange& change : *changes) {
     spdlog::info("reload: {}", rpc::DescribeChange(change, ""));
@@ -79,6 +75,7 @@ void StandaloneMode::OnPoliciesFileChanged(const std::string& path,
   }
   spdlog::info("reloaded {}: {} policies in force", path,
                ctx_.policies->size());
+  return absl::OkStatus();
 }
 
 absl::Status StandaloneMode::SyncNow() {

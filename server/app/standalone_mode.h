@@ -31,8 +31,8 @@ class StandaloneMode final : public Mode {
   std::string admin_note() const override {
     return "; standalone: admin changes apply to this process only";
   }
-  void OnPoliciesFileChanged(const std::string& path,
-                             const std::string& contents) override;
+  absl::Status OnPoliciesFileChanged(const std::string& path,
+                                     const std::string& contents) override;
   std::optional<metrics::SyncSnapshot> sync_snapshot() const override {
     return std::nullopt;
   }

@@ -68,6 +68,8 @@ enum class MetricId : int {
   kAdminTokenReloads,
   kTlsCertificateExpiry,
   kTlsReloads,
+  kPolicyReloads,
+  kPolicyReloadLastError,
   kCount,  // not a metric
 };
 
@@ -334,6 +336,17 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "Changes of the TLS certificate files seen, by result: ok (the "
          "new certificate is served) or error (it did not load; the "
          "previous one stays, the log says why). Only with --tls-cert."},
+        {MetricId::kPolicyReloads, "sluice_policy_reloads_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Changes of the policies file (--policies) by result: ok (its "
+         "policies are in force; in cluster mode, they seed the store) or "
+         "error (unreadable or invalid; the previous policies stay and the "
+         "log says why). Only with --policies."},
+        {MetricId::kPolicyReloadLastError, "sluice_policy_reload_last_error",
+         MetricType::kGauge, {nullptr},
+         "1 while the latest change of the policies file was rejected (the "
+         "file on disk is not what is in force), 0 otherwise. Only with "
+         "--policies."},
     }};
 
 constexpr const MetricDef& Def(MetricId id) {

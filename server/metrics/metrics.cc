@@ -408,6 +408,16 @@ std::vector<MetricFamily> Metrics::Collect() const {
     Add(family(MetricId::kTlsReloads), MetricId::kTlsReloads, {"error"},
         static_cast<double>(tls->reload_failures));
   }
+  std::optional<PolicyReloadSnapshot> reloads;
+  if (sources_.policy_reloads) reloads = sources_.policy_reloads();
+  if (reloads) {
+    Add(family(MetricId::kPolicyReloads), MetricId::kPolicyReloads, {"ok"},
+        static_cast<double>(reloads->ok));
+    Add(family(MetricId::kPolicyReloads), MetricId::kPolicyReloads,
+        {"error"}, static_cast<double>(reloads->error));
+    Add(family(MetricId::kPolicyReloadLastError),
+        MetricId::kPolicyReloadLastError, {}, reloads->last_failed ? 1 : 0);
+  }
 
   // Families with no series say nothing useful (and a cluster-only family
   // in standalone mode would mislead); leave them out.

@@ -143,6 +143,14 @@ struct TlsSnapshot {
   uint64_t reload_failures = 0;
 };
 
+// Reloads of the policies file (a copy of app::PolicyReloads::Stats'
+// fields, so that this library does not depend on server/app).
+struct PolicyReloadSnapshot {
+  uint64_t ok = 0;
+  uint64_t error = 0;
+  bool last_failed = false;
+};
+
 // Where the metrics read from at scrape time. Only `engine` is required.
 struct Sources {
   core::Engine* engine = nullptr;
@@ -173,6 +181,10 @@ struct Sources {
   // The TLS certificate. Absent (or returning nullopt) without --tls-cert,
   // which hides its metrics.
   std::function<std::optional<TlsSnapshot>()> tls = nullptr;
+  // The policies file's reloads. Absent (or returning nullopt) without
+  // --policies, which hides its metrics.
+  std::function<std::optional<PolicyReloadSnapshot>()> policy_reloads =
+      nullptr;
 };
 
 // Every sluiced metric (see metric_list.h). Almost everything is read at

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -53,9 +56,11 @@ std::string Num(double v) { return absl::StrCat(v); }
 std::string Dur(absl::Duration d) { return absl::FormatDuration(d); }
 
 // Builds errors that all read `policy "<name>": <field> <rule>, got <value>`.
+// Each carries an ErrorLocation naming the policy and the field, so that a
+// policies file check can point at the field's line.
 class Errors {
  public:
-  explicit Errors(absl::string_view name) {
+  explicit Errors(absl::string_view name) : name_(name) {
     // Keep the prefix readable even for an absurdly long name.
     if (name.size() > 64) {
       prefix_ = absl::StrCat("policy ", Quote(name.substr(0, 64)), "...: ");
@@ -66,18 +71,26 @@ class Errors {
 
   absl::Status Bad(absl::string_view field, absl::string_view rule,
                    absl::string_view got) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(prefix_, field, " ", rule, ", got ", got));
+    return AttachErrorLocation(
+        absl::InvalidArgumentError(
+            absl::StrCat(prefix_, field, " ", rule, ", got ", got)),
+        {name_, std::string(field)});
   }
   absl::Status Bad(absl::string_view field, absl::string_view rule) const {
-    return absl::InvalidArgumentError(absl::StrCat(prefix_, field, " ", rule));
+    return AttachErrorLocation(
+        absl::InvalidArgumentError(absl::StrCat(prefix_, field, " ", rule)),
+        {name_, std::string(field)});
   }
-  // `status`, whose message already names the field, about this policy.
-  absl::Status About(const absl::Status& status) const {
-    return absl::Status(status.code(), absl::StrCat(prefix_, status.message()));
+  // `status`, whose message already names `field`, about this policy.
+  absl::Status About(absl::string_view field,
+                     const absl::Status& status) const {
+    return AttachErrorLocation(
+        absl::Status(status.code(), absl::StrCat(prefix_, status.message())),
+        {name_, std::string(field)});
   }
 
  private:
+  std::string name_;
   std::string prefix_;
 };
 
@@ -87,7 +100,7 @@ absl::Status ToDuration(const Errors& errors, absl::string_view field,
                         const google::protobuf::Duration& in,
                         absl::Duration* out) {
   absl::StatusOr<absl::Duration> d = wire::DurationFromProto(in, field);
-  if (!d.ok()) return errors.About(d.status());  // adds the policy's name
+  if (!d.ok()) return errors.About(field, d.status());  // adds the policy
   *out = *d;
   return absl::OkStatus();
 }
@@ -638,7 +651,37 @@ absl::Status ConvertEnvoyDescriptors(const Errors& errors,
   return absl::OkStatus();
 }
 
+// The ErrorLocation payload: "<size of policy>:<policy><field>".
+constexpr absl::string_view kErrorLocationUrl =
+    "type.sluice.dev/sluice.ErrorLocation";
+
 }  // namespace
+
+absl::Status AttachErrorLocation(absl::Status status,
+                                 const ErrorLocation& where) {
+  status.SetPayload(kErrorLocationUrl,
+                    absl::Cord(absl::StrCat(where.policy.size(), ":",
+                                            where.policy, where.field)));
+  return status;
+}
+
+std::optional<ErrorLocation> ErrorLocationOf(const absl::Status& status) {
+  const absl::optional<absl::Cord> payload =
+      status.GetPayload(kErrorLocationUrl);
+  if (!payload.has_value()) return std::nullopt;
+  const std::string text(*payload);
+  const size_t colon = text.find(':');
+  size_t size = 0;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(absl::string_view(text).substr(0, colon), &size) ||
+      size > text.size() - colon - 1) {
+    return std::nullopt;
+  }
+  ErrorLocation where;
+  where.policy = text.substr(colon + 1, size);
+  where.field = text.substr(colon + 1 + size);
+  return where;
+}
 
 bool SameEnvoyDescriptor(const core::EnvoyDescriptorConfig& a,
                          const core::EnvoyDescriptorConfig& b) {

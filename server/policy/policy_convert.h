@@ -3,8 +3,10 @@
 #define SLUICE_SERVER_POLICY_POLICY_CONVERT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/core/policy_config.h"
 #include "sluice/v1/policy.pb.h"
@@ -18,6 +20,23 @@ namespace sluice::policy {
 // The version field is copied as is; `digest` is PolicyDigest of the
 // canonical form (FromConfig of the result).
 absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy);
+
+// Where an INVALID_ARGUMENT of ToConfig or of the policy store points: the
+// policy's name and the field as the message names it ("rate_limit.rate",
+// "envoy_descriptors[1].entries[0].value"); an empty field is the policy as
+// a whole. A policies file check maps it to the field's line.
+struct ErrorLocation {
+  std::string policy;
+  std::string field;
+};
+
+// `status` with `where` attached (as a status payload; the message is left
+// as it is).
+absl::Status AttachErrorLocation(absl::Status status,
+                                 const ErrorLocation& where);
+
+// What AttachErrorLocation attached to `status`, if anything.
+std::optional<ErrorLocation> ErrorLocationOf(const absl::Status& status);
 
 // The proto form of a config, with every default written out.
 v1::Policy FromConfig(const core::PolicyConfig& config);

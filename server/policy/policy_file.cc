@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/policy/policy_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -95,6 +96,41 @@ using google::protobuf::FieldDescriptor;
 // A policies file is a few kilobytes; anything this large is a mistake.
 constexpr size_t kMaxFileBytes = 16 << 20;
 
+// The offset of the first byte of `s` that is not part of well-formed
+// UTF-8 (RFC 3629: no overlong forms, surrogates or values past U+10FFFF),
+// or npos.
+size_t FirstInvalidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = s[i];
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (s.size() - i <= n) return i;
+    for (size_t k = 1; k <= n; ++k) {
+      const unsigned char b = s[i + k];
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
+    }
+    i += n + 1;
+  }
+  return absl::string_view::npos;
+}
+
 // YAML 1.2 core-schema number syntax, plus the JSON forms.
 bool LooksLikeNumber(absl::string_view s) {
   size_t i = 0;
@@ -142,14 +178,22 @@ const char* NodeKind(const YAML::Node& n) {
 // Turns one policy's YAML tree into a JSON value in the proto JSON mapping,
 // guided by the Policy descriptor: that is what lets it report unknown fields and bad
 // values with their YAML line, read "250ms" durations, and keep a string
-// field a string even when it looks like a number.
+// field a string even when it looks like a number. Each field's line goes
+// into `lines` under its proto path (`key`: proto field names, whichever
+// spelling the file used), for errors found later by validation.
 class PolicyConverter {
  public:
-  PolicyConverter(absl::string_view source, std::string label)
-      : source_(source), label_(std::move(label)) {}
+  // `values_left` is shared by the document's policies: see Value.
+  PolicyConverter(absl::string_view source, std::string label,
+                  std::map<std::string, int>* lines, size_t* values_left)
+      : source_(source),
+        label_(std::move(label)),
+        lines_(lines),
+        values_left_(values_left) {}
 
   absl::Status Message(const YAML::Node& node, const Descriptor* desc,
-                       const std::string& path, nlohmann::json* out) {
+                       const std::string& path, const std::string& key,
+                       nlohmann::json* out) {
     if (!node.IsMap()) {
       return Error(node, path,
                    absl::StrCat("must be a mapping, got ", NodeKind(node)));
@@ -157,11 +201,11 @@ class PolicyConverter {
     *out = nlohmann::json::object();
     std::set<const FieldDescriptor*> seen;
     for (const auto& kv : node) {
-      const YAML::Node& key = kv.first;
-      if (!key.IsScalar()) {
-        return Error(key, path, "field names must be plain words");
+      const YAML::Node& name_node = kv.first;
+      if (!name_node.IsScalar()) {
+        return Error(name_node, path, "field names must be plain words");
       }
-      const std::string& name = key.Scalar();
+      const std::string& name = name_node.Scalar();
       const FieldDescriptor* field = desc->FindFieldByName(name);
       if (field == nullptr) {
         for (int i = 0; i < desc->field_count(); ++i) {
@@ -172,19 +216,24 @@ class PolicyConverter {
           path.empty() ? name : absl::StrCat(path, ".", name);
       if (field == nullptr) {
         return Error(
-            key, path,
+            name_node, path,
             absl::StrCat("unknown field \"", name, "\" in ", desc->name()));
       }
       if (!seen.insert(field).second) {
-        return Error(key, field_path, "is set twice");
+        return Error(name_node, field_path, "is set twice");
       }
+      const std::string field_key =
+          key.empty() ? field->name() : absl::StrCat(key, ".", field->name());
+      (*lines_)[field_key] = name_node.Mark().line + 1;
       // An empty value means "not set", as in the JSON mapping's null.
       if (kv.second.IsNull()) continue;
       nlohmann::json& value = (*out)[field->name()];
       if (field->is_repeated()) {
-        SLUICE_RETURN_IF_ERROR(Repeated(kv.second, field, field_path, &value));
+        SLUICE_RETURN_IF_ERROR(
+            Repeated(kv.second, field, field_path, field_key, &value));
       } else {
-        SLUICE_RETURN_IF_ERROR(Value(kv.second, field, field_path, &value));
+        SLUICE_RETURN_IF_ERROR(
+            Value(kv.second, field, field_path, field_key, &value));
       }
     }
     return absl::OkStatus();
@@ -200,7 +249,8 @@ class PolicyConverter {
 
  private:
   absl::Status Repeated(const YAML::Node& node, const FieldDescriptor* field,
-                        const std::string& path, nlohmann::json* out) {
+                        const std::string& path, const std::string& key,
+                        nlohmann::json* out) {
     if (!node.IsSequence()) {
       return Error(node, path,
                    absl::StrCat("must be a list, got ", NodeKind(node)));
@@ -208,20 +258,32 @@ class PolicyConverter {
     *out = nlohmann::json::array();
     for (size_t i = 0; i < node.size(); ++i) {
       nlohmann::json item;
-      SLUICE_RETURN_IF_ERROR(
-          Value(node[i], field, absl::StrCat(path, "[", i, "]"), &item));
+      const std::string item_key = absl::StrCat(key, "[", i, "]");
+      (*lines_)[item_key] = node[i].Mark().line + 1;
+      SLUICE_RETURN_IF_ERROR(Value(node[i], field,
+                                   absl::StrCat(path, "[", i, "]"), item_key,
+                                   &item));
       out->push_back(std::move(item));
     }
     return absl::OkStatus();
   }
 
   absl::Status Value(const YAML::Node& node, const FieldDescriptor* field,
-                     const std::string& path, nlohmann::json* out) {
+                     const std::string& path, const std::string& key,
+                     nlohmann::json* out) {
+    // An alias is a reference: a small document whose aliases nest (a list
+    // of *a, each a list of *b, ...) would expand to billions of values.
+    if (*values_left_ == 0) {
+      return Error(node, path,
+                   "the document expands to too many values (are YAML "
+                   "aliases repeated inside aliases?)");
+    }
+    --*values_left_;
     if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
       if (field->message_type()->full_name() == "google.protobuf.Duration") {
         return Duration(node, path, out);
       }
-      return Message(node, field->message_type(), path, out);
+      return Message(node, field->message_type(), path, key, out);
     }
     if (!node.IsScalar()) {
       return Error(
@@ -346,16 +408,25 @@ class PolicyConverter {
 
   const absl::string_view source_;
   const std::string label_;
+  std::map<std::string, int>* const lines_;
+  size_t* const values_left_;
 };
 
-absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
-    const YAML::Node& root, absl::string_view source) {
-  std::vector<v1::Policy> policies;
+// Values a document may expand to: what its text can hold without aliases
+// (a value takes at least two bytes), with room for aliases used as
+// intended (a shared block repeated in each policy).
+size_t ValueBudget(size_t bytes) { return bytes / 2 + 100'000; }
+
+absl::StatusOr<ParsedPolicies> ParseDocument(const YAML::Node& root,
+                                             absl::string_view source,
+                                             size_t bytes) {
+  ParsedPolicies parsed;
+  std::vector<v1::Policy>& policies = parsed.policies;
   auto at = [&](const YAML::Node& node) {
     const int line = node.Mark().line;
     return absl::StrCat(source, line >= 0 ? absl::StrCat(":", line + 1) : "");
   };
-  if (root.IsNull()) return policies;
+  if (root.IsNull()) return parsed;
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(
         at(root), ": the document must be a mapping with a `policies:` list"));
@@ -370,13 +441,14 @@ absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
     }
     list = kv.second;
   }
-  if (!list || list.IsNull()) return policies;
+  if (!list || list.IsNull()) return parsed;
   if (!list.IsSequence()) {
     return absl::InvalidArgumentError(absl::StrCat(
         at(list), ": policies must be a list, got ", NodeKind(list)));
   }
 
   std::map<std::string, int> first_line;  // name -> 1-based line
+  size_t values_left = ValueBudget(bytes);
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
     std::string label = absl::StrCat("policies[", i, "]");
@@ -398,10 +470,11 @@ absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
           it->second, ")"));
     }
 
-    PolicyConverter converter(source, label);
+    std::map<std::string, int> lines = {{"", item.Mark().line + 1}};
+    PolicyConverter converter(source, label, &lines, &values_left);
     nlohmann::json json;
     SLUICE_RETURN_IF_ERROR(
-        converter.Message(item, v1::Policy::descriptor(), "", &json));
+        converter.Message(item, v1::Policy::descriptor(), "", "", &json));
     std::string text;
     try {
       text = json.dump();
@@ -419,8 +492,9 @@ absl::StatusOr<std::vector<v1::Policy>> ParseDocument(
       return converter.Error(item, "", std::string(status.message()));
     }
     policies.push_back(std::move(policy));
+    parsed.lines.push_back(std::move(lines));
   }
-  return policies;
+  return parsed;
 }
 
 // Emits `node` (a proto JSON tree read back as YAML) in block style.
@@ -458,6 +532,23 @@ void EmitNode(const YAML::Node& node, YAML::Emitter* out) {
 
 absl::StatusOr<std::vector<v1::Policy>> ParsePolicies(
     absl::string_view text, absl::string_view source) {
+  absl::StatusOr<ParsedPolicies> parsed = ParsePoliciesWithLines(text, source);
+  if (!parsed.ok()) return parsed.status();
+  return std::move(parsed->policies);
+}
+
+absl::StatusOr<ParsedPolicies> ParsePoliciesWithLines(
+    absl::string_view text, absl::string_view source) {
+  // YAML is Unicode text, and a string that is not has no JSON form.
+  if (const size_t bad = FirstInvalidUtf8(text);
+      bad != absl::string_view::npos) {
+    const size_t line = 1 + static_cast<size_t>(std::count(
+                                text.begin(), text.begin() + bad, '\n'));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", line, ": not UTF-8 text (byte 0x",
+        absl::Hex(static_cast<unsigned char>(text[bad]), absl::kZeroPad2),
+        " at offset ", bad, ")"));
+  }
   // yaml-cpp reports errors by throwing; nothing leaves this function.
   try {
     const std::string document(text);
@@ -467,12 +558,12 @@ absl::StatusOr<std::vector<v1::Policy>> ParsePolicies(
                   "end (is there a ',' outside [ ] or { }?)"));
     }
     std::vector<YAML::Node> docs = YAML::LoadAll(document);
-    if (docs.empty()) return std::vector<v1::Policy>();
+    if (docs.empty()) return ParsedPolicies();
     if (docs.size() > 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           source, ": expected one YAML document, found ", docs.size()));
     }
-    return ParseDocument(docs[0], source);
+    return ParseDocument(docs[0], source, document.size());
   } catch (const YAML::Exception& e) {
     const std::string where = e.mark.is_null()
                                   ? std::string(source)
@@ -495,6 +586,19 @@ absl::StatusOr<std::vector<v1::Policy>> LoadPolicyFile(
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParsePolicies(*text, path);
+}
+
+int FieldLine(const std::map<std::string, int>& lines,
+              absl::string_view field) {
+  // A field left to its default has no line; its enclosing block has.
+  while (true) {
+    auto it = lines.find(std::string(field));
+    if (it != lines.end()) return it->second;
+    if (field.empty()) return 0;
+    const size_t cut = field.find_last_of(".[");
+    field = cut == absl::string_view::npos ? absl::string_view()
+                                           : field.substr(0, cut);
+  }
 }
 
 std::string PoliciesToYaml(const std::vector<v1::Policy>& policies) {

@@ -62,7 +62,8 @@ absl::Status CheckEnvoyDescriptors(
     const std::vector<const v1::Policy*>& policies) {
   std::map<std::string, const v1::Policy*> owner;
   for (const v1::Policy* policy : policies) {
-    for (const v1::EnvoyDescriptor& d : policy->envoy_descriptors()) {
+    for (int i = 0; i < policy->envoy_descriptors_size(); ++i) {
+      const v1::EnvoyDescriptor& d = policy->envoy_descriptors(i);
       std::string id = absl::StrCat(d.domain().size(), ":", d.domain());
       for (const v1::EnvoyDescriptor::Entry& e : d.entries()) {
         absl::StrAppend(&id, "|", e.key().size(), ":", e.key(),
@@ -75,11 +76,13 @@ absl::Status CheckEnvoyDescriptors(
         for (const v1::EnvoyDescriptor::Entry& e : d.entries()) {
           config.entries.push_back({e.key(), e.value()});
         }
-        return absl::InvalidArgumentError(absl::StrCat(
-            "policies \"", it->second->name(), "\" and \"", policy->name(),
-            "\" both answer the Envoy descriptor ",
-            EnvoyDescriptorString(config),
-            "; a descriptor must map to one policy"));
+        return AttachErrorLocation(
+            absl::InvalidArgumentError(absl::StrCat(
+                "policies \"", it->second->name(), "\" and \"",
+                policy->name(), "\" both answer the Envoy descriptor ",
+                EnvoyDescriptorString(config),
+                "; a descriptor must map to one policy")),
+            {policy->name(), absl::StrCat("envoy_descriptors[", i, "]")});
       }
     }
   }

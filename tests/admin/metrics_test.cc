@@ -462,6 +462,33 @@ TEST_F(MetricsTest, AdminTokenReloadsOnlyWithATokenFile) {
             1);
 }
 
+TEST_F(MetricsTest, PolicyReloadsOnlyWithAPoliciesFile) {
+  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
+  EXPECT_THAT(Metrics(sources).Render(),
+              Not(HasSubstr("sluice_policy_reload")));
+  sources.policy_reloads = [] {
+    return std::optional<PolicyReloadSnapshot>();
+  };
+  EXPECT_THAT(Metrics(sources).Render(),
+              Not(HasSubstr("sluice_policy_reload")));
+
+  PolicyReloadSnapshot snapshot;
+  sources.policy_reloads = [&] {
+    return std::optional<PolicyReloadSnapshot>(snapshot);
+  };
+  std::vector<Sample> s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "ok"}}), 0);
+  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "error"}}), 0);
+  EXPECT_EQ(Sum(s, "sluice_policy_reload_last_error"), 0);
+  snapshot.ok = 4;
+  snapshot.error = 2;
+  snapshot.last_failed = true;
+  s = Parse(Metrics(sources).Render());
+  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "ok"}}), 4);
+  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "error"}}), 2);
+  EXPECT_EQ(Sum(s, "sluice_policy_reload_last_error"), 1);
+}
+
 TEST_F(MetricsTest, TlsMetricsOnlyWithACertificate) {
   Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
   EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_tls")));

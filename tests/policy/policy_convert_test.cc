@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/policy/policy_convert.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,31 @@ v1::Policy Parse(const std::string& text) {
   v1::Policy p;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
   return p;
+}
+
+TEST(ToConfigTest, ErrorsCarryThePolicyAndTheField) {
+  v1::Policy policy;
+  policy.set_name("inventory");
+  policy.mutable_breaker()->set_consecutive_failures(5);
+  policy.mutable_breaker()->set_failure_rate_threshold(1.5);
+  absl::StatusOr<core::PolicyConfig> config = ToConfig(policy);
+  ASSERT_FALSE(config.ok());
+  std::optional<ErrorLocation> where = ErrorLocationOf(config.status());
+  ASSERT_TRUE(where.has_value());
+  EXPECT_EQ(where->policy, "inventory");
+  EXPECT_EQ(where->field, "breaker.failure_rate_threshold");
+
+  // A malformed duration (through the binary API) names its field too.
+  policy.mutable_breaker()->set_failure_rate_threshold(0.5);
+  policy.mutable_breaker()->mutable_window()->set_seconds(1);
+  policy.mutable_breaker()->mutable_window()->set_nanos(-1);
+  config = ToConfig(policy);
+  ASSERT_FALSE(config.ok());
+  where = ErrorLocationOf(config.status());
+  ASSERT_TRUE(where.has_value());
+  EXPECT_EQ(where->field, "breaker.window");
+
+  EXPECT_FALSE(ErrorLocationOf(absl::InvalidArgumentError("x")).has_value());
 }
 
 TEST(ToConfigTest, MinimalPolicyGetsDefaults) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/policy/policy_file.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -390,6 +391,63 @@ TEST(ParsePoliciesTest, LoadPolicyFileErrors) {
               HasSubstr("/nonexistent/sluice/policies.yaml"));
   EXPECT_EQ(LoadPolicyFile("/").status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ParsePoliciesTest, KeepsTheLineOfEveryField) {
+  absl::StatusOr<ParsedPolicies> p = ParsePoliciesWithLines(R"(policies:
+  - name: a
+    rateLimit:
+      rate: 5
+    envoy_descriptors:
+      - domain: edge
+        entries:
+          - { key: k, value: v }
+)",
+                                                            "f.yaml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->lines.size(), 1u);
+  const std::map<std::string, int>& lines = p->lines[0];
+  EXPECT_EQ(FieldLine(lines, ""), 2);
+  // Under the proto name, whichever spelling the file used.
+  EXPECT_EQ(FieldLine(lines, "rate_limit"), 3);
+  EXPECT_EQ(FieldLine(lines, "rate_limit.rate"), 4);
+  EXPECT_EQ(FieldLine(lines, "envoy_descriptors[0].domain"), 6);
+  EXPECT_EQ(FieldLine(lines, "envoy_descriptors[0].entries[0].value"), 8);
+  // A field left out: its closest enclosing field, else the policy.
+  EXPECT_EQ(FieldLine(lines, "rate_limit.per"), 3);
+  EXPECT_EQ(FieldLine(lines, "breaker.window"), 2);
+  EXPECT_EQ(FieldLine({}, "name"), 0);
+}
+
+TEST(ParsePoliciesTest, RefusesTextThatIsNotUtf8AtItsLine) {
+  EXPECT_EQ(ErrorOf("policies:\n  - name: a\n    description: caf\xe9\n"),
+            "f.yaml:3: not UTF-8 text (byte 0xe9 at offset 42)");
+  // Overlong forms and surrogates are not UTF-8 either.
+  EXPECT_THAT(ErrorOf("policies: []\n# \xc0\xaf\n"),
+              HasSubstr("f.yaml:2: not UTF-8"));
+  EXPECT_THAT(ErrorOf("policies: []\n# \xed\xa0\x80\n"),
+              HasSubstr("f.yaml:2: not UTF-8"));
+  // Two- and four-byte characters are.
+  EXPECT_EQ(ErrorOf("policies:\n  - name: a\n"
+                    "    description: \"caf\xc3\xa9 \xf0\x9f\x9a\xb0\"\n"),
+            "<parsed>");
+}
+
+TEST(ParsePoliciesTest, RefusesAliasesThatExpandTooFar) {
+  // About 40 KB of text whose aliases name 4 x 10^8 values.
+  std::string text =
+      "policies:\n- name: a\n  per_key: true\n  envoy_descriptors:\n"
+      "  - &d {domain: x, entries: [&e {key: k, value: v}";
+  for (int i = 0; i < 20000; ++i) text += ", *e";
+  text += "]}\n";
+  for (int i = 0; i < 20000; ++i) text += "  - *d\n";
+  EXPECT_THAT(ErrorOf(text), HasSubstr("the document expands to too many "
+                                       "values"));
+  // Aliases used as intended are fine.
+  EXPECT_EQ(ErrorOf("policies:\n"
+                    "- name: a\n  breaker: &b {consecutive_failures: 5}\n"
+                    "- name: b\n  breaker: *b\n"),
+            "<parsed>");
 }
 
 TEST(PoliciesToYamlTest, RoundTripsThroughParse) {
