@@ -30,6 +30,7 @@
 #include "server/rpc/admin_events.h"
 #include "server/rpc/admin_server.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/ext_authz_service.h"
 #include "server/rpc/http_check.h"
 #include "server/rpc/rate_limit_service.h"
 #include "server/tls/tls_reloader.h"
@@ -168,6 +169,8 @@ class Server {
   // authorization, /v1/check) names its policy and what it is answered,
   // deciding through decision_service_.
   rpc::HttpCheck http_check_;
+  // Envoy's external authorization protocol on the data port.
+  rpc::AuthorizationServiceImpl ext_authz_service_;
 
   // Started by BuildAndStart, stopped by Shutdown.
   // With --tls-cert: the one owner of the TLS pair (the HTTP API's context,
