@@ -68,10 +68,10 @@ absl::Status Validate(const CheckRequest& request) {
   const int extensions =
       static_cast<int>(request.attributes().context_extensions().size());
   if (extensions > AuthorizationServiceImpl::kMaxContextExtensions) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attributes.context_extensions: at most ",
-        AuthorizationServiceImpl::kMaxContextExtensions, " entries, got ",
-        extensions));
+    return absl::InvalidArgumentError(
+        absl::StrCat("attributes.context_extensions: at most ",
+                     AuthorizationServiceImpl::kMaxContextExtensions,
+                     " entries, got ", extensions));
   }
   return absl::OkStatus();
 }
@@ -171,8 +171,7 @@ absl::Status AuthorizationServiceImpl::Handle(const CheckRequest& request,
     case HttpCheckAnswer::Kind::kDegrade: {
       (answer->kind == HttpCheckAnswer::Kind::kRefuse ? refuse_ : degrade_)
           .fetch_add(1, std::memory_order_relaxed);
-      const bool over_limit =
-          core::RefusalHttpStatus(answer->reason) == 429;
+      const bool over_limit = core::RefusalHttpStatus(answer->reason) == 429;
       response->mutable_status()->set_code(
           over_limit ? grpc::StatusCode::RESOURCE_EXHAUSTED
                      : grpc::StatusCode::UNAVAILABLE);

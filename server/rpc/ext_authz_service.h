@@ -30,8 +30,9 @@ namespace sluice::rpc {
 // Checks the request's size and counts (kExtAuthzBudget) on its raw bytes
 // before protobuf builds it. Safe for concurrent use.
 class AuthorizationServiceImpl final
-    : public envoy::service::auth::v3::Authorization::WithRawCallbackMethod_Check<
-          envoy::service::auth::v3::Authorization::Service> {
+    : public envoy::service::auth::v3::Authorization::
+          WithRawCallbackMethod_Check<
+              envoy::service::auth::v3::Authorization::Service> {
  public:
   // Totals since start, for the metrics.
   struct Totals {

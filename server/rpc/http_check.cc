@@ -46,24 +46,25 @@ bool ValidUtf8(absl::string_view text) {
   return true;
 }
 
-// A dependency named by the request: a policy name could be it
-// ([A-Za-z0-9._-], 1 to 256 bytes), so that it is safe in a header and in
-// the metadata.
-absl::Status ValidateNames(absl::string_view dependency, absl::string_view key) {
+// The names a request arrived at: a dependency a policy could have
+// ([A-Za-z0-9._-], 1 to 256 bytes; also safe in a header and in the
+// metadata), and a key of at most 1,024 bytes of UTF-8.
+absl::Status ValidateNames(absl::string_view dependency,
+                           absl::string_view key) {
   SLUICE_RETURN_IF_ERROR(wire::ValidateRequestNames(dependency, key));
   for (char c : dependency) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
         c != '_' && c != '-') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dependency ", wire::QuoteUntrusted(dependency),
-          " is not a policy name ([A-Za-z0-9._-])"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dependency ", wire::QuoteUntrusted(dependency),
+                       " is not a policy name ([A-Za-z0-9._-])"));
     }
   }
   // A key is reported back as a proto3 string (ReportResult, the metadata),
   // which must be UTF-8.
   if (!ValidUtf8(key)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key ", wire::QuoteUntrusted(key), " is not valid UTF-8"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("key ", wire::QuoteUntrusted(key), " is not valid UTF-8"));
   }
   return absl::OkStatus();
 }
@@ -215,8 +216,8 @@ std::shared_ptr<const HttpRouteIndex> HttpCheck::Index() {
   absl::MutexLock lock(&mu_);
   index = std::atomic_load(&index_);
   if (index != nullptr && index->generation() >= generation) return index;
-  index = std::make_shared<const HttpRouteIndex>(engine_->Policies(),
-                                                 generation);
+  index =
+      std::make_shared<const HttpRouteIndex>(engine_->Policies(), generation);
   for (const std::string& conflict : index->conflicts()) {
     spdlog::warn("HTTP check: {}", conflict);
   }
@@ -273,8 +274,9 @@ absl::StatusOr<HttpCheckAnswer> HttpCheck::Check(
       break;
     case core::Verdict::kReject: {
       answer.kind = HttpCheckAnswer::Kind::kRefuse;
-      answer.http_status =
-          d.http_status != 0 ? d.http_status : core::RefusalHttpStatus(d.reason);
+      answer.http_status = d.http_status != 0
+                               ? d.http_status
+                               : core::RefusalHttpStatus(d.reason);
       const int64_t seconds = RetryAfterSeconds(d.retry_after);
       const absl::string_view reason = core::ReasonName(d.reason);
       answer.headers.emplace_back("content-type", "application/json");
@@ -282,10 +284,10 @@ absl::StatusOr<HttpCheckAnswer> HttpCheck::Check(
       answer.headers.emplace_back(kReasonHeader, reason);
       // The dependency is a policy name and the reason an upper-case word:
       // neither needs escaping.
-      answer.body = absl::StrCat(
-          R"({"error":"refused by Sluice","reason":")", reason,
-          R"(","dependency":")", answer.dependency,
-          R"(","retry_after_seconds":)", seconds, "}");
+      answer.body =
+          absl::StrCat(R"({"error":"refused by Sluice","reason":")", reason,
+                       R"(","dependency":")", answer.dependency,
+                       R"(","retry_after_seconds":)", seconds, "}");
       break;
     }
     case core::Verdict::kDegrade: {

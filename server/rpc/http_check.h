@@ -108,8 +108,9 @@ class HttpRouteIndex {
 
   // `policies` sorted by name, as Engine::Policies() returns them.
   // `generation`: the engine's policies_generation() they were read at.
-  HttpRouteIndex(std::vector<std::shared_ptr<const core::PolicyConfig>> policies,
-                 uint64_t generation = 0);
+  HttpRouteIndex(
+      std::vector<std::shared_ptr<const core::PolicyConfig>> policies,
+      uint64_t generation = 0);
 
   // `host`: NormalizeHost's output.
   Match Find(const HttpCheckRequest& request, absl::string_view host) const;

@@ -73,16 +73,17 @@ class ExtAuthzServiceTest : public ::testing::Test {
   void SetUp() override {
     const std::string path = dir_.File("policies.yaml");
     std::ofstream(path) << kPolicies;
-    server_ = std::make_unique<rls_test::InProcessServer>(path, &clock_,
-                                                         /*metrics_listener=*/true);
+    server_ =
+        std::make_unique<rls_test::InProcessServer>(path, &clock_,
+                                                    /*metrics_listener=*/true);
     ASSERT_TRUE(server_->status().ok()) << server_->status();
     authz_ = Authorization::NewStub(server_->channel());
   }
 
-  static CheckRequest Request(const std::string& method,
-                              const std::string& host, const std::string& path,
-                              std::map<std::string, std::string> headers = {},
-                              std::map<std::string, std::string> extensions = {}) {
+  static CheckRequest Request(
+      const std::string& method, const std::string& host,
+      const std::string& path, std::map<std::string, std::string> headers = {},
+      std::map<std::string, std::string> extensions = {}) {
     CheckRequest r;
     auto* http = r.mutable_attributes()->mutable_request()->mutable_http();
     http->set_method(method);
@@ -139,9 +140,8 @@ class ExtAuthzServiceTest : public ::testing::Test {
     HeaderList out;
     for (const auto& o : options) {
       EXPECT_FALSE(o.append().value()) << o.header().key();
-      EXPECT_EQ(o.append_action(),
-                envoy::config::core::v3::HeaderValueOption::
-                    OVERWRITE_IF_EXISTS_OR_ADD);
+      EXPECT_EQ(o.append_action(), envoy::config::core::v3::HeaderValueOption::
+                                       OVERWRITE_IF_EXISTS_OR_ADD);
       out.emplace_back(o.header().key(), o.header().value());
     }
     return out;
@@ -185,8 +185,8 @@ TEST_F(ExtAuthzServiceTest, AllowSendsPermitHeadersAndMetadata) {
 }
 
 TEST_F(ExtAuthzServiceTest, PermitReportedWithTheMetadataIdsClosesTheLoop) {
-  const CheckRequest request = Request("POST", "h", "/orders", {},
-                                       {{"sluice_dependency", "orders"}});
+  const CheckRequest request =
+      Request("POST", "h", "/orders", {}, {{"sluice_dependency", "orders"}});
   const CheckResponse allowed = Ask(request);
   const auto& permit = allowed.dynamic_metadata()
                            .fields()
@@ -218,7 +218,8 @@ TEST_F(ExtAuthzServiceTest, PermitReportedWithTheMetadataIdsClosesTheLoop) {
 }
 
 TEST_F(ExtAuthzServiceTest, RateRefusalIs429WithRetryAfter) {
-  const CheckRequest request = Request("GET", "api.example.com", "/api/payments/1");
+  const CheckRequest request =
+      Request("GET", "api.example.com", "/api/payments/1");
   EXPECT_EQ(Ask(request).status().code(), grpc::StatusCode::OK);
   const CheckResponse r = Ask(request);
   EXPECT_EQ(r.status().code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -228,7 +229,8 @@ TEST_F(ExtAuthzServiceTest, RateRefusalIs429WithRetryAfter) {
               UnorderedElementsAre(Pair("content-type", "application/json"),
                                    Pair("retry-after", "1"),
                                    Pair("x-sluice-reason", "RATE_LIMITED")));
-  EXPECT_THAT(r.denied_response().body(), HasSubstr(R"("reason":"RATE_LIMITED")"));
+  EXPECT_THAT(r.denied_response().body(),
+              HasSubstr(R"("reason":"RATE_LIMITED")"));
   EXPECT_EQ(Metric("refuse"), 1);
   clock_.Advance(absl::Seconds(1));
   EXPECT_EQ(Ask(request).status().code(), grpc::StatusCode::OK);
@@ -262,17 +264,15 @@ TEST_F(ExtAuthzServiceTest, UnmatchedIsAllowedAndMarked) {
   EXPECT_EQ(r.status().code(), grpc::StatusCode::OK);
   EXPECT_THAT(Headers(r.ok_response().headers()),
               UnorderedElementsAre(Pair("x-sluice-unmatched", "1")));
-  EXPECT_THAT(r.ok_response().headers_to_remove(),
-              Contains("x-sluice-permit"));
+  EXPECT_THAT(r.ok_response().headers_to_remove(), Contains("x-sluice-permit"));
   EXPECT_FALSE(r.has_dynamic_metadata());
   EXPECT_EQ(Metric("unmatched"), 1);
 }
 
 TEST_F(ExtAuthzServiceTest, ContextExtensionsNameThePolicyBeforeRoutes) {
   // The route would say payments (1/s); the extension says payments-v2.
-  const CheckRequest r =
-      Request("GET", "api.example.com", "/api/payments/1", {},
-              {{"sluice_dependency", "payments-v2"}});
+  const CheckRequest r = Request("GET", "api.example.com", "/api/payments/1",
+                                 {}, {{"sluice_dependency", "payments-v2"}});
   for (int i = 0; i < 3; ++i) {
     const CheckResponse answer = Ask(r);
     EXPECT_EQ(answer.status().code(), grpc::StatusCode::OK) << i;
@@ -388,8 +388,7 @@ TEST_F(ExtAuthzServiceTest, HealthReportsTheService) {
   grpc::health::v1::HealthCheckResponse response;
   grpc::ClientContext context;
   ASSERT_TRUE(health->Check(&context, request, &response).ok());
-  EXPECT_EQ(response.status(),
-            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 }  // namespace

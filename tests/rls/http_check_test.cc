@@ -240,10 +240,9 @@ TEST_F(HttpCheckTest, AllowCarriesDependencyKeyAndPermitHeaders) {
   EXPECT_EQ(a->kind, Kind::kAllow);
   EXPECT_EQ(a->http_status, 200);
   ASSERT_EQ(a->permit_id.size(), kPermitIdDigits);
-  EXPECT_THAT(a->headers,
-              ElementsAre(Pair("x-sluice-dependency", "keyed"),
-                          Pair("x-sluice-key", "tenant%20a%2Cb%25"),
-                          Pair("x-sluice-permit", a->permit_id)));
+  EXPECT_THAT(a->headers, ElementsAre(Pair("x-sluice-dependency", "keyed"),
+                                      Pair("x-sluice-key", "tenant%20a%2Cb%25"),
+                                      Pair("x-sluice-permit", a->permit_id)));
   EXPECT_EQ(a->key, "tenant a,b%");
   EXPECT_THAT(a->body, IsEmpty());
 }
@@ -265,13 +264,11 @@ TEST_F(HttpCheckTest, RateRefusalIs429WithRetryAfterAndJsonBody) {
   EXPECT_EQ(a->kind, Kind::kRefuse);
   EXPECT_EQ(a->http_status, 429);
   EXPECT_EQ(a->reason, core::Reason::kRateLimited);
-  EXPECT_THAT(a->headers,
-              ElementsAre(Pair("content-type", "application/json"),
-                          Pair("retry-after", "1"),
-                          Pair("x-sluice-reason", "RATE_LIMITED")));
-  EXPECT_EQ(a->body,
-            R"({"error":"refused by Sluice","reason":"RATE_LIMITED",)"
-            R"("dependency":"payments","retry_after_seconds":1})");
+  EXPECT_THAT(a->headers, ElementsAre(Pair("content-type", "application/json"),
+                                      Pair("retry-after", "1"),
+                                      Pair("x-sluice-reason", "RATE_LIMITED")));
+  EXPECT_EQ(a->body, R"({"error":"refused by Sluice","reason":"RATE_LIMITED",)"
+                     R"("dependency":"payments","retry_after_seconds":1})");
   // A second later the bucket holds a token again.
   clock_.Advance(absl::Seconds(1));
   EXPECT_EQ(Check(r)->kind, Kind::kAllow);
@@ -328,7 +325,8 @@ TEST_F(HttpCheckTest, DegradeServesTheFallbackWithItsStatus) {
   EXPECT_EQ(a->kind, Kind::kDegrade);
   EXPECT_EQ(a->http_status, 418);
   EXPECT_EQ(a->body, "later");
-  EXPECT_THAT(a->headers, ElementsAre(Pair("x-sluice-degraded", "RATE_LIMITED")));
+  EXPECT_THAT(a->headers,
+              ElementsAre(Pair("x-sluice-degraded", "RATE_LIMITED")));
 }
 
 TEST_F(HttpCheckTest, NamesNoPolicyCouldHaveAreInvalidWithUtf8Messages) {
@@ -358,7 +356,8 @@ TEST_F(HttpCheckTest, IndexFollowsPolicyChanges) {
 policies:
   - name: statics
     http_routes: [{path_prefix: /static/}]
-)yaml", "test");
+)yaml",
+                                                                        "test");
   ASSERT_TRUE(added.ok()) << added.status();
   ASSERT_TRUE(store_.Put((*added)[0], 0).ok());
   EXPECT_EQ(Route("GET", "h", "/static/x"), "statics");
