@@ -139,9 +139,9 @@ struct HttpRouteConfig {
   bool Overlaps(const HttpRouteConfig& other) const;
   // Whether the two are the same route (key_header aside).
   bool SameMatch(const HttpRouteConfig& other) const;
-  // Whether a request with equal specificity could match both: they
-  // share the path_prefix, the host and the number of conditions.
-  // Routes that could tie fall into the same group under this string.
+  // A string two routes share whenever they could tie (equally specific,
+  // and one request matching both): it holds the path_prefix, the host and
+  // the number of conditions. Routes of different groups never tie.
   std::string TieGroup() const;
 };
 

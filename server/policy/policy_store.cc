@@ -105,8 +105,8 @@ absl::Status CheckHttpRoutes(const std::vector<const v1::Policy*>& policies) {
         return absl::InvalidArgumentError(absl::StrCat(
             "policies \"", other.policy->name(), "\" and \"", policy->name(),
             "\" both answer HTTP requests to ", HttpRouteString(claim.route),
-            " equally specifically (http_routes[", other.index, "] and [", i,
-            "]); a request must map to one policy"));
+            " equally specifically (their http_routes[", other.index,
+            "] and http_routes[", i, "]); a request must map to one policy"));
       }
       group.push_back(std::move(claim));
     }

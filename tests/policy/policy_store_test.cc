@@ -364,7 +364,7 @@ TEST_F(PolicyStoreTest, TwoPoliciesMayNotTieForOneHttpRequest) {
        P(absl::StrCat(R"(name: "b")", kRoute))});
   ASSERT_FALSE(both.ok());
   EXPECT_EQ(both.status().message(),
-            R"(policies "a" and "b" both answer HTTP requests to host "api.example.com" path "/pay"... equally specifically (http_routes[0] and [0]); a request must map to one policy)");
+            R"(policies "a" and "b" both answer HTTP requests to host "api.example.com" path "/pay"... equally specifically (their http_routes[0] and http_routes[0]); a request must map to one policy)");
   EXPECT_THAT(StorePolicies(), IsEmpty());
 
   ASSERT_TRUE(store_.Put(P(absl::StrCat(R"(name: "a")", kRoute)), 0).ok());
