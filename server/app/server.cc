@@ -27,6 +27,8 @@ constexpr absl::Duration kLongestSweepGap = absl::Seconds(1);
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
 constexpr char kRateLimitServiceName[] =
     "envoy.service.ratelimit.v3.RateLimitService";
+constexpr char kAuthorizationServiceName[] =
+    "envoy.service.auth.v3.Authorization";
 
 }  // namespace
 
@@ -47,7 +49,9 @@ Server::Server(Options options, Dependencies dependencies)
       decision_service_(&engine_, [m = &metrics_](absl::Duration d) {
         m->ObserveAcquire(d);
       }),
-      rate_limit_service_(&engine_, &decision_service_) {}
+      rate_limit_service_(&engine_, &decision_service_),
+      http_check_(&engine_, &decision_service_),
+      ext_authz_service_(&http_check_) {}
 
 Server::~Server() { Shutdown(absl::Now()); }
 
@@ -76,6 +80,16 @@ metrics::Sources Server::MetricsSources() {
     out.over_limit = t.over_limit;
     out.invalid = t.invalid;
     out.unmatched = t.unmatched;
+    return out;
+  };
+  sources.ext_authz = [this] {
+    const rpc::AuthorizationServiceImpl::Totals t = ext_authz_service_.totals();
+    metrics::ExtAuthzTotals out;
+    out.allow = t.allow;
+    out.refuse = t.refuse;
+    out.degrade = t.degrade;
+    out.unmatched = t.unmatched;
+    out.invalid = t.invalid;
     return out;
   };
   // Set before the metrics listener starts, so a scrape sees it or nullptr.
@@ -177,7 +191,8 @@ absl::Status Server::Start() {
   housekeeping_ = std::thread([this] { Housekeeping(); });
   SetServing(true);
   spdlog::info(
-      "serving DecisionService on {} (and Envoy's RateLimitService, RLS v3)",
+      "serving DecisionService on {} (and Envoy's RateLimitService, RLS v3, "
+      "and external authorization)",
       target());
   return absl::OkStatus();
 }
@@ -277,6 +292,7 @@ absl::Status Server::BindDecisionService() {
                            &port_);
   builder.RegisterService(&decision_service_);
   builder.RegisterService(&rate_limit_service_);
+  builder.RegisterService(&ext_authz_service_);
   // A central replica's lease service (a leaf's tick fits the data port's
   // limit; the service lets the leaves' keepalive pings through).
   mode_->AddDataServices(&builder);
@@ -424,6 +440,7 @@ void Server::SetServing(bool serving) {
   health->SetServingStatus(serving);  // "" (the whole server)
   health->SetServingStatus(kDecisionServiceName, serving);
   health->SetServingStatus(kRateLimitServiceName, serving);
+  health->SetServingStatus(kAuthorizationServiceName, serving);
   if (http_server_ != nullptr) http_server_->SetServing(serving);
 }
 

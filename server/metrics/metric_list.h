@@ -59,6 +59,7 @@ enum class MetricId : int {
   kDecideStreams,
   kRateLimitRequests,
   kRateLimitUnmatched,
+  kExtAuthzChecks,
   kHttpRequests,
   kHttpConnections,
   kHttpConnectionsClosed,
@@ -286,6 +287,13 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          {nullptr},
          "RLS descriptors no policy's envoy_descriptors match; answered OK "
          "and not limited."},
+        {MetricId::kExtAuthzChecks, "sluice_ext_authz_checks_total",
+         MetricType::kCounter, {"result", nullptr},
+         "Envoy external authorization Check calls by answer: allow, refuse, "
+         "degrade (the fallback served), unmatched (no policy names the "
+         "request; let through) or invalid (a malformed request). Each "
+         "decided request also counts in sluice_decisions_total like an "
+         "Acquire of its policy."},
         {MetricId::kHttpRequests, "sluice_http_requests_total",
          MetricType::kCounter, {"endpoint", "code", nullptr},
          "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "

@@ -339,6 +339,18 @@ std::vector<MetricFamily> Metrics::Collect() const {
     Add(family(MetricId::kRateLimitUnmatched), MetricId::kRateLimitUnmatched,
         {}, static_cast<double>(rls.unmatched));
   }
+  if (sources_.ext_authz) {
+    const ExtAuthzTotals t = sources_.ext_authz();
+    for (const auto& [result, n] :
+         {std::pair<const char*, uint64_t>{"allow", t.allow},
+          {"refuse", t.refuse},
+          {"degrade", t.degrade},
+          {"unmatched", t.unmatched},
+          {"invalid", t.invalid}}) {
+      Add(family(MetricId::kExtAuthzChecks), MetricId::kExtAuthzChecks,
+          {result}, static_cast<double>(n));
+    }
+  }
 
   std::optional<HttpSnapshot> http;
   if (sources_.http) http = sources_.http();

@@ -100,6 +100,15 @@ struct RateLimitTotals {
   uint64_t unmatched = 0;
 };
 
+// Envoy external authorization totals since start, by answer.
+struct ExtAuthzTotals {
+  uint64_t allow = 0;
+  uint64_t refuse = 0;
+  uint64_t degrade = 0;
+  uint64_t unmatched = 0;
+  uint64_t invalid = 0;
+};
+
 // The HTTP/JSON API as metrics see it (a copy of http::HttpStats' fields,
 // so that this library does not depend on server/http).
 struct HttpSnapshot {
@@ -169,6 +178,8 @@ struct Sources {
   // Sources may leave them out.
   // The Envoy rate-limit service's answers.
   std::function<RateLimitTotals()> rate_limit = nullptr;
+  // The Envoy external authorization service's answers.
+  std::function<ExtAuthzTotals()> ext_authz = nullptr;
   // The HTTP API's counters. Absent (or returning nullopt) without the HTTP
   // API, which hides its metrics.
   std::function<std::optional<HttpSnapshot>()> http = nullptr;

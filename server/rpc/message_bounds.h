@@ -58,6 +58,13 @@ inline constexpr MessageBudget kDecideBudget{kMaxDataMessageBytes,
 inline constexpr MessageBudget kRateLimitBudget{64 << 10, 64 * 200 + 64, 2,
                                                 "descriptors", 64};
 
+// Envoy's CheckRequest (external authorization): the request's headers
+// (AuthorizationServiceImpl::kMaxHeaders, 256, of three fields each), its
+// context extensions and the attributes Sluice does not read. Envoy's own
+// limit on a request's headers is 60 KiB by default; a body Envoy is told
+// to buffer counts too.
+inline constexpr MessageBudget kExtAuthzBudget{256 << 10, 4096, 0, "", 0};
+
 // Checks `size` bytes from `in`, a serialized `type`, against `budget`
 // without building the message: RESOURCE_EXHAUSTED for too many bytes,
 // INVALID_ARGUMENT for too many elements of the counted field ("calls: at

@@ -395,6 +395,28 @@ TEST_F(MetricsTest, RateLimitServiceAnswersByCode) {
   EXPECT_EQ(Sum(s, "sluice_rls_unmatched_descriptors_total"), 4);
 }
 
+TEST_F(MetricsTest, ExtAuthzChecksByResult) {
+  Sources sources;
+  sources.engine = &engine_;
+  ExtAuthzTotals totals;
+  totals.allow = 5;
+  totals.refuse = 3;
+  totals.degrade = 2;
+  totals.unmatched = 4;
+  totals.invalid = 1;
+  sources.ext_authz = [&] { return totals; };
+  Metrics metrics(sources);
+  const auto s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "allow"}}), 5);
+  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "refuse"}}), 3);
+  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "degrade"}}),
+            2);
+  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "unmatched"}}),
+            4);
+  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "invalid"}}),
+            1);
+}
+
 TEST_F(MetricsTest, HttpMetricsOnlyWithTheHttpApi) {
   Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
   EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_http_")));

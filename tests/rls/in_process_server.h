@@ -17,10 +17,12 @@
 namespace sluice::rls_test {
 
 // app::Server on `clock` with the policies file at `policies_path`, and
-// stubs on a TCP channel to its data port.
+// stubs on a TCP channel to its data port. With `metrics_listener` it also
+// serves /metrics on server().metrics_port().
 class InProcessServer {
  public:
-  InProcessServer(const std::string& policies_path, core::Clock* clock) {
+  InProcessServer(const std::string& policies_path, core::Clock* clock,
+                  bool metrics_listener = false) {
     app::ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.admin_listen = "127.0.0.1:0";
@@ -28,7 +30,7 @@ class InProcessServer {
     options.policies_path = policies_path;
     app::Server::Dependencies deps;
     deps.clock = clock;
-    deps.metrics_listener = false;
+    deps.metrics_listener = metrics_listener;
     server_ = std::make_unique<app::Server>(options, deps);
     status_ = server_->BuildAndStart();
     if (!status_.ok()) return;
