@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/http/check_request.h"
 #include "server/http/json_codec.h"
 #include "server/http/json_fast.h"
 #include "server/rpc/decision_convert.h"
@@ -21,7 +22,7 @@ constexpr size_t kQuotedPathBytes = 128;
 
 constexpr absl::string_view kEndpoints =
     "the API serves POST /v1/acquire, /v1/report, /v1/reports and "
-    "/v1/decide, and GET /v1/health";
+    "/v1/decide, GET /v1/health, and /v1/check (any method)";
 
 // "application/json", whatever the case and parameters ("; charset=utf-8").
 bool IsJson(absl::string_view content_type) {
@@ -86,7 +87,7 @@ Reply Call(absl::string_view body, const JsonBudget& budget, Handle handle) {
   if (absl::Status s = handle(request, &response); !s.ok()) {
     return ErrorReply(s);
   }
-  Reply reply{200, std::string(), ""};
+  Reply reply;
   if (FastPrint(response, &reply.body)) return reply;
   absl::StatusOr<std::string> json = PrintJson(response);
   if (!json.ok()) return ErrorReply(json.status());
@@ -105,6 +106,7 @@ JsonBudget JsonBudgetFor(Endpoint endpoint) {
     case Endpoint::kAcquire:
     case Endpoint::kReport:
     case Endpoint::kHealth:
+    case Endpoint::kCheck:
     case Endpoint::kUnknown:
       break;
   }
@@ -123,6 +125,8 @@ absl::string_view EndpointLabel(Endpoint endpoint) {
       return "/v1/decide";
     case Endpoint::kHealth:
       return "/v1/health";
+    case Endpoint::kCheck:
+      return kCheckPath;
     case Endpoint::kUnknown:
       break;
   }
@@ -134,6 +138,7 @@ Endpoint EndpointForPath(absl::string_view path) {
                      Endpoint::kDecide, Endpoint::kHealth}) {
     if (path == EndpointLabel(e)) return e;
   }
+  if (IsCheckPath(path)) return Endpoint::kCheck;
   return Endpoint::kUnknown;
 }
 
@@ -242,6 +247,9 @@ std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
     }
     return std::nullopt;
   }
+  // Gateways send GET, or the original request's method, with its
+  // Content-Type; the server bounds the body (kMaxCheckBodyBytes).
+  if (endpoint == Endpoint::kCheck) return std::nullopt;
   if (head.method != "POST") return MethodNotAllowed(head, "POST");
   if (head.content_length.has_value() && *head.content_length > kMaxBodyBytes) {
     return ErrorReply(
@@ -292,6 +300,7 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
             return service_->HandleDecide(request, response);
           });
     case Endpoint::kHealth:
+    case Endpoint::kCheck:
     case Endpoint::kUnknown:
       break;
   }
@@ -299,9 +308,23 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
       absl::StrCat("no POST handler for ", EndpointLabel(endpoint))));
 }
 
+Reply DecisionApi::CheckForward(const ParsedHead& head) const {
+  absl::StatusOr<CheckParameters> parameters = CheckParametersOf(head);
+  if (!parameters.ok()) return ErrorReply(400, parameters.status());
+  absl::StatusOr<ForwardedRequest> original = ForwardedRequestOf(head);
+  if (!original.ok()) return ErrorReply(400, original.status());
+  Reply reply;
+  reply.body = "{}";
+  reply.headers.emplace_back("x-sluice-unmatched", "1");
+  return reply;
+}
+
 Reply DecisionApi::Health(bool serving) {
-  return serving ? Reply{200, "{\"status\":\"SERVING\"}", ""}
-                 : Reply{503, "{\"status\":\"NOT_SERVING\"}", ""};
+  Reply reply;
+  reply.status = serving ? 200 : 503;
+  reply.body = serving ? "{\"status\":\"SERVING\"}"
+                       : "{\"status\":\"NOT_SERVING\"}";
+  return reply;
 }
 
 }  // namespace sluice::http
