@@ -292,4 +292,24 @@ absl::StatusOr<ForwardedRequest> ForwardedRequestOf(const ParsedHead& head) {
   return out;
 }
 
+absl::Status CheckNamingHeaders(const ParsedHead& head,
+                                const CheckParameters& parameters) {
+  std::vector<absl::string_view> names = {"x-sluice-dependency",
+                                          "x-sluice-key"};
+  if (parameters.key_header.has_value()) {
+    names.push_back(*parameters.key_header);
+  }
+  for (absl::string_view name : names) {
+    absl::StatusOr<std::optional<absl::string_view>> value =
+        SingleField(head, name);
+    if (!value.ok()) return value.status();
+    if (value->has_value() && !IsValidUtf8(**value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the header ", name, " is not valid UTF-8: ",
+                       wire::QuoteUntrusted(**value)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace sluice::http

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/http/request_parser.h"
@@ -85,6 +86,14 @@ struct ForwardedRequest {
 // not start with '/', a host that is not a host name or address, or a
 // method that is not a token.
 absl::StatusOr<ForwardedRequest> ForwardedRequestOf(const ParsedHead& head);
+
+// The headers that name a check's policy and key: x-sluice-dependency,
+// x-sluice-key, and the one `parameters.key_header` names. OK when each is
+// absent or sent once with a value that is valid UTF-8; INVALID_ARGUMENT
+// otherwise (a key that is not UTF-8 is refused, not hashed, so that a
+// gateway answers the client an error rather than let it through).
+absl::Status CheckNamingHeaders(const ParsedHead& head,
+                                const CheckParameters& parameters);
 
 // Whether `path` (no query string) is the check endpoint: "/v1/check" or
 // "/v1/check/..." (not "/v1/checks").

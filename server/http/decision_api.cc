@@ -311,6 +311,9 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
 Reply DecisionApi::CheckForward(const ParsedHead& head) const {
   absl::StatusOr<CheckParameters> parameters = CheckParametersOf(head);
   if (!parameters.ok()) return ErrorReply(400, parameters.status());
+  if (absl::Status s = CheckNamingHeaders(head, *parameters); !s.ok()) {
+    return ErrorReply(400, s);
+  }
   absl::StatusOr<ForwardedRequest> original = ForwardedRequestOf(head);
   if (!original.ok()) return ErrorReply(400, original.status());
   Reply reply;

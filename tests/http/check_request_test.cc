@@ -197,5 +197,31 @@ TEST(CheckRequestTest, RefusesHostileForwardedHeaders) {
   }
 }
 
+TEST(CheckRequestTest, NamingHeadersOnceAndUtf8) {
+  CheckParameters tenant;
+  tenant.key_header = "x-tenant";
+  EXPECT_TRUE(CheckNamingHeaders(
+                  Head("/v1/check", "X-Sluice-Dependency: a\r\n"
+                                    "X-Sluice-Key: t\xc3\xa9\r\n"
+                                    "X-Tenant: b\r\n"),
+                  tenant)
+                  .ok());
+  EXPECT_TRUE(CheckNamingHeaders(Head("/v1/check", ""), tenant).ok());
+  for (const char* headers :
+       {"X-Sluice-Key: \xff\xfe\r\n", "X-Sluice-Dependency: \xc3\r\n",
+        "X-Tenant: \xed\xa0\x80\r\n",
+        "X-Sluice-Key: a\r\nX-Sluice-Key: b\r\n",
+        "X-Tenant: a\r\nx-tenant: a\r\n"}) {
+    EXPECT_EQ(CheckNamingHeaders(Head("/v1/check", headers), tenant).code(),
+              absl::StatusCode::kInvalidArgument)
+        << headers;
+  }
+  // Another header of bytes that are not UTF-8 is none of the check's
+  // business.
+  EXPECT_TRUE(
+      CheckNamingHeaders(Head("/v1/check", "X-Other: \xff\r\n"), tenant)
+          .ok());
+}
+
 }  // namespace
 }  // namespace sluice::http
