@@ -47,7 +47,8 @@ Server::Server(Options options, Dependencies dependencies)
       decision_service_(&engine_, [m = &metrics_](absl::Duration d) {
         m->ObserveAcquire(d);
       }),
-      rate_limit_service_(&engine_, &decision_service_) {}
+      rate_limit_service_(&engine_, &decision_service_),
+      http_check_(&engine_, &decision_service_) {}
 
 Server::~Server() { Shutdown(absl::Now()); }
 

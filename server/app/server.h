@@ -30,6 +30,7 @@
 #include "server/rpc/admin_events.h"
 #include "server/rpc/admin_server.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/http_check.h"
 #include "server/rpc/rate_limit_service.h"
 #include "server/tls/tls_reloader.h"
 
@@ -163,6 +164,10 @@ class Server {
   // Envoy's rate-limit protocol on the data port, deciding through
   // decision_service_.
   rpc::RateLimitServiceImpl rate_limit_service_;
+  // How an HTTP request a gateway asks about (Envoy's external
+  // authorization, /v1/check) names its policy and what it is answered,
+  // deciding through decision_service_.
+  rpc::HttpCheck http_check_;
 
   // Started by BuildAndStart, stopped by Shutdown.
   // With --tls-cert: the one owner of the TLS pair (the HTTP API's context,

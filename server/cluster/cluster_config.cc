@@ -64,8 +64,10 @@ absl::StatusOr<policy::PolicyChange> ClusterConfig::Put(
   if (!stored.ok()) return stored.status();
   // Against the set this replica holds: a write racing on another replica
   // can still slip past, and then the first policy by name answers the
-  // descriptor (the rate-limit service logs the conflict).
+  // descriptor or route (the rate-limit and HTTP check services log the
+  // conflict).
   SLUICE_RETURN_IF_ERROR(policies_->CheckEnvoyDescriptors(policy));
+  SLUICE_RETURN_IF_ERROR(policies_->CheckHttpRoutes(policy));
   absl::StatusOr<ConfigWrite> write =
       store_->PutPolicy(*stored, expected_version);
   if (!write.ok()) return write.status();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -86,6 +87,9 @@ struct FallbackConfig {
   uint32_t on_mask = 0;
   absl::Duration cache_ttl = absl::ZeroDuration();
   bool serve_on_failure = false;
+  // The status a gateway answers an HTTP request with when it serves the
+  // payload (external authorization, /v1/check): 200..599.
+  int http_status = 200;
 
   // Whether a refusal for `reason` is served this fallback (DEGRADE) rather
   // than refused (REJECT). PROBE_LIMIT is covered by CIRCUIT_OPEN.
@@ -102,6 +106,43 @@ struct EnvoyDescriptorConfig {
   };
   std::string domain;
   std::vector<Entry> entries;
+};
+
+// HTTP requests a policy answers when they do not name a policy (see
+// sluice.v1.HttpRoute). Normalised by server/policy: host and header names
+// lowercase, methods sorted, headers sorted by name, all unique.
+struct HttpRouteConfig {
+  std::string host;         // exact, "*.example.com", or "" for any
+  std::string path_prefix;  // "" for any
+  std::vector<std::string> methods;  // empty for any
+  // Name -> exact value; "" means present with any value.
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string key_header;  // lowercase; "" when the policy is not per key
+
+  // How specific the route is; when several routes match a request, the
+  // larger wins. Compared as a whole: the path_prefix length, then the host
+  // (exact over wildcard over any; a longer wildcard over a shorter), then
+  // the number of header and method conditions.
+  struct Specificity {
+    size_t path = 0;
+    int host_kind = 0;  // 2 exact, 1 wildcard, 0 any
+    size_t host = 0;    // the wildcard's length
+    size_t conditions = 0;  // headers, plus one for a method list
+    bool operator==(const Specificity& o) const {
+      return path == o.path && host_kind == o.host_kind && host == o.host &&
+             conditions == o.conditions;
+    }
+    bool operator<(const Specificity& o) const;
+  };
+  Specificity specificity() const;
+  // Whether some request matches both this route and `other`.
+  bool Overlaps(const HttpRouteConfig& other) const;
+  // Whether the two are the same route (key_header aside).
+  bool SameMatch(const HttpRouteConfig& other) const;
+  // Whether a request with equal specificity could match both: they
+  // share the path_prefix, the host and the number of conditions.
+  // Routes that could tie fall into the same group under this string.
+  std::string TieGroup() const;
 };
 
 struct PolicyConfig {
@@ -121,6 +162,7 @@ struct PolicyConfig {
   bool rate_limit_headers = false;
   std::optional<AdaptiveThrottleConfig> adaptive_throttle;
   std::optional<AdaptiveConcurrencyConfig> adaptive_concurrency;
+  std::vector<HttpRouteConfig> http_routes;
   // A stable digest of everything the policy says (version excluded),
   // filled in by server/policy: saved adaptive state is only taken back by
   // a policy with the same digest.

@@ -7,8 +7,11 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
@@ -27,6 +30,10 @@ constexpr uint32_t kMaxKeysLimit = 10'000'000;
 constexpr size_t kMaxPayloadBytes = 64 * 1024;
 constexpr int kMaxEnvoyDescriptors = 64;
 constexpr int kMaxEnvoyEntries = 8;
+constexpr int kMaxHttpRoutes = 64;
+constexpr int kMaxRouteMethods = 16;
+constexpr int kMaxRouteHeaders = 16;
+constexpr size_t kMaxHeaderNameBytes = 256;
 // A sliding window keeps an int64 count; far below that, and far above any
 // real limit.
 constexpr double kMaxWindowLimit = 1e15;
@@ -554,6 +561,13 @@ absl::Status ConvertFallback(const Errors& errors, const v1::Fallback& in,
     }
   }
   out->serve_on_failure = in.serve_on_failure();
+  if (in.http_status() != 0 &&
+      (in.http_status() < 200 || in.http_status() > 599)) {
+    return errors.Bad("fallback.http_status",
+                      "must be 0 (200) or in 200..599",
+                      absl::StrCat(in.http_status()));
+  }
+  out->http_status = in.http_status() == 0 ? 200 : in.http_status();
   return absl::OkStatus();
 }
 
@@ -638,7 +652,204 @@ absl::Status ConvertEnvoyDescriptors(const Errors& errors,
   return absl::OkStatus();
 }
 
+// A header name as HTTP allows it (an RFC 9110 token), 1 to
+// kMaxHeaderNameBytes bytes; lowercased into `out`.
+absl::Status HeaderName(const Errors& errors, absl::string_view field,
+                        absl::string_view name, std::string* out) {
+  if (name.empty() || name.size() > kMaxHeaderNameBytes) {
+    return errors.Bad(field,
+                      absl::StrCat("must be 1 to ", kMaxHeaderNameBytes,
+                                   " bytes"),
+                      Quote(name));
+  }
+  for (char c : name) {
+    const bool token = absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                       absl::string_view("!#$%&'*+-.^_`|~").find(c) !=
+                           absl::string_view::npos;
+    if (!token) {
+      return errors.Bad(field, "must be an HTTP header name (a token)",
+                        Quote(name));
+    }
+  }
+  *out = absl::AsciiStrToLower(name);
+  return absl::OkStatus();
+}
+
+// "example.com", "api.example.com", "*.example.com" or an IPv6 literal
+// "[::1]": letters, digits, '-', '.' (and ':' inside brackets), lowercased
+// into `out`.
+absl::Status RouteHost(const Errors& errors, absl::string_view field,
+                       absl::string_view host, std::string* out) {
+  if (host.size() > wire::kMaxNameBytes) {
+    return errors.Bad(field,
+                      absl::StrCat("must be at most ", wire::kMaxNameBytes,
+                                   " bytes"),
+                      absl::StrCat(host.size(), " bytes"));
+  }
+  absl::string_view rest = host;
+  if (absl::StartsWith(host, "*")) {
+    if (!absl::StartsWith(host, "*.") || host.size() < 3) {
+      return errors.Bad(field,
+                        "must be a host, or \"*.\" followed by a domain",
+                        Quote(host));
+    }
+    rest = host.substr(2);
+  }
+  const bool literal = absl::StartsWith(rest, "[") && absl::EndsWith(rest, "]");
+  if (literal) rest = rest.substr(1, rest.size() - 2);
+  for (char c : rest) {
+    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                    c == '-' || c == '.' || (literal && c == ':');
+    if (!ok) {
+      return errors.Bad(field,
+                        "must be a host name without port (letters, "
+                        "digits, '-', '.'), or \"*.\" followed by one",
+                        Quote(host));
+    }
+  }
+  *out = absl::AsciiStrToLower(host);
+  return absl::OkStatus();
+}
+
+absl::Status ConvertHttpRoute(const Errors& errors, absl::string_view field,
+                              const v1::Policy& policy,
+                              const v1::HttpRoute& in,
+                              core::HttpRouteConfig* out) {
+  SLUICE_RETURN_IF_ERROR(RouteHost(errors, absl::StrCat(field, ".host"),
+                                   in.host(), &out->host));
+  if (in.path_prefix().size() > wire::kMaxKeyBytes) {
+    return errors.Bad(absl::StrCat(field, ".path_prefix"),
+                      absl::StrCat("must be at most ", wire::kMaxKeyBytes,
+                                   " bytes"),
+                      absl::StrCat(in.path_prefix().size(), " bytes"));
+  }
+  if (!in.path_prefix().empty() && in.path_prefix()[0] != '/') {
+    return errors.Bad(absl::StrCat(field, ".path_prefix"),
+                      "must start with \"/\"", Quote(in.path_prefix()));
+  }
+  out->path_prefix = in.path_prefix();
+  if (in.methods_size() > kMaxRouteMethods) {
+    return errors.Bad(absl::StrCat(field, ".methods"),
+                      absl::StrCat("must have at most ", kMaxRouteMethods,
+                                   " entries"),
+                      absl::StrCat(in.methods_size()));
+  }
+  for (int i = 0; i < in.methods_size(); ++i) {
+    const std::string& m = in.methods(i);
+    const bool ok = !m.empty() && m.size() <= 32 &&
+                    std::all_of(m.begin(), m.end(), [](char c) {
+                      return c >= 'A' && c <= 'Z';
+                    });
+    if (!ok) {
+      return errors.Bad(absl::StrCat(field, ".methods[", i, "]"),
+                        "must be an upper-case HTTP method, e.g. \"GET\"",
+                        Quote(m));
+    }
+    out->methods.push_back(m);
+  }
+  std::sort(out->methods.begin(), out->methods.end());
+  out->methods.erase(std::unique(out->methods.begin(), out->methods.end()),
+                     out->methods.end());
+  if (in.headers_size() > kMaxRouteHeaders) {
+    return errors.Bad(absl::StrCat(field, ".headers"),
+                      absl::StrCat("must have at most ", kMaxRouteHeaders,
+                                   " entries"),
+                      absl::StrCat(in.headers_size()));
+  }
+  for (const auto& [name, value] : in.headers()) {
+    const std::string at = absl::StrCat(field, ".headers[", Quote(name), "]");
+    std::string lower;
+    SLUICE_RETURN_IF_ERROR(HeaderName(errors, at, name, &lower));
+    if (value.size() > wire::kMaxKeyBytes) {
+      return errors.Bad(at,
+                        absl::StrCat("must be at most ", wire::kMaxKeyBytes,
+                                     " bytes"),
+                        absl::StrCat(value.size(), " bytes"));
+    }
+    out->headers.emplace_back(std::move(lower), value);
+  }
+  std::sort(out->headers.begin(), out->headers.end());
+  for (size_t i = 1; i < out->headers.size(); ++i) {
+    if (out->headers[i].first == out->headers[i - 1].first) {
+      return errors.Bad(absl::StrCat(field, ".headers"),
+                        "names a header twice (names are case-insensitive)",
+                        Quote(out->headers[i].first));
+    }
+  }
+  if (!in.key_header().empty()) {
+    SLUICE_RETURN_IF_ERROR(HeaderName(errors,
+                                      absl::StrCat(field, ".key_header"),
+                                      in.key_header(), &out->key_header));
+    if (!policy.per_key()) {
+      return errors.Bad(absl::StrCat(field, ".key_header"),
+                        "gives each value of the header its own limit; that "
+                        "needs per_key: true");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvertHttpRoutes(const Errors& errors, const v1::Policy& policy,
+                               core::PolicyConfig* config) {
+  if (policy.http_routes_size() > kMaxHttpRoutes) {
+    return errors.Bad("http_routes",
+                      absl::StrCat("must have at most ", kMaxHttpRoutes,
+                                   " entries"),
+                      absl::StrCat(policy.http_routes_size()));
+  }
+  for (int i = 0; i < policy.http_routes_size(); ++i) {
+    const std::string field = absl::StrCat("http_routes[", i, "]");
+    core::HttpRouteConfig out;
+    SLUICE_RETURN_IF_ERROR(
+        ConvertHttpRoute(errors, field, policy, policy.http_routes(i), &out));
+    for (size_t k = 0; k < config->http_routes.size(); ++k) {
+      const core::HttpRouteConfig& earlier = config->http_routes[k];
+      if (earlier.SameMatch(out)) {
+        return errors.Bad(field, absl::StrCat("repeats http_routes[", k, "]"));
+      }
+      // Within one policy a tie only matters when it leaves the key open.
+      if (earlier.key_header != out.key_header &&
+          earlier.specificity() == out.specificity() &&
+          earlier.Overlaps(out)) {
+        return errors.Bad(
+            field, absl::StrCat("ties with http_routes[", k,
+                                "] (a request can match both, equally "
+                                "specific) but names another key_header"));
+      }
+    }
+    config->http_routes.push_back(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+core::HttpRouteConfig CanonicalHttpRoute(const v1::HttpRoute& canonical) {
+  core::HttpRouteConfig out;
+  out.host = canonical.host();
+  out.path_prefix = canonical.path_prefix();
+  out.methods.assign(canonical.methods().begin(), canonical.methods().end());
+  for (const auto& [name, value] : canonical.headers()) {
+    out.headers.emplace_back(name, value);
+  }
+  std::sort(out.headers.begin(), out.headers.end());
+  out.key_header = canonical.key_header();
+  return out;
+}
+
+std::string HttpRouteString(const core::HttpRouteConfig& route) {
+  std::string out = absl::StrCat(
+      "host ", route.host.empty() ? "*" : Quote(route.host), " path ",
+      route.path_prefix.empty() ? "*" : Quote(route.path_prefix) + "...");
+  if (!route.methods.empty()) {
+    absl::StrAppend(&out, " methods ", absl::StrJoin(route.methods, ","));
+  }
+  for (const auto& [name, value] : route.headers) {
+    absl::StrAppend(&out, " header ", Quote(name),
+                    value.empty() ? "" : absl::StrCat("=", Quote(value)));
+  }
+  return out;
+}
 
 bool SameEnvoyDescriptor(const core::EnvoyDescriptorConfig& a,
                          const core::EnvoyDescriptorConfig& b) {
@@ -742,6 +953,7 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
   config.version = policy.version();
   config.description = policy.description();
   SLUICE_RETURN_IF_ERROR(ConvertEnvoyDescriptors(errors, policy, &config));
+  SLUICE_RETURN_IF_ERROR(ConvertHttpRoutes(errors, policy, &config));
   config.digest = PolicyDigest(FromConfig(config));
   return config;
 }
@@ -861,6 +1073,12 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
     wire::DurationToProto(fb.cache_ttl, fallback->mutable_cache_ttl());
   }
   fallback->set_serve_on_failure(fb.serve_on_failure);
+  // The default left unwritten, so that the digest of a policy written
+  // before the field existed stays what it was (saved adaptive state is
+  // taken back by digest).
+  if (fb.http_status != 200) {
+    fallback->set_http_status(static_cast<uint32_t>(fb.http_status));
+  }
 
   switch (config.on_store_failure) {
     case core::StoreFailureMode::kFailOpen:
@@ -888,6 +1106,16 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
     }
   }
   out.set_rate_limit_headers(config.rate_limit_headers);
+  for (const core::HttpRouteConfig& r : config.http_routes) {
+    v1::HttpRoute* route = out.add_http_routes();
+    route->set_host(r.host);
+    route->set_path_prefix(r.path_prefix);
+    for (const std::string& m : r.methods) route->add_methods(m);
+    for (const auto& [name, value] : r.headers) {
+      (*route->mutable_headers())[name] = value;
+    }
+    route->set_key_header(r.key_header);
+  }
   return out;
 }
 

@@ -36,6 +36,13 @@ bool SameEnvoyDescriptor(const core::EnvoyDescriptorConfig& a,
 // `"edge" ["destination_cluster": "payments", "tenant": *]`, for messages.
 std::string EnvoyDescriptorString(const core::EnvoyDescriptorConfig& d);
 
+// The config form of a route of a canonical policy (FromConfig's output,
+// already validated and normalised).
+core::HttpRouteConfig CanonicalHttpRoute(const v1::HttpRoute& canonical);
+
+// `host "api.example.com" path "/pay"... methods GET,POST`, for messages.
+std::string HttpRouteString(const core::HttpRouteConfig& route);
+
 }  // namespace sluice::policy
 
 #endif  // SLUICE_SERVER_POLICY_POLICY_CONVERT_H_

@@ -181,7 +181,9 @@ class PolicyConverter {
       // An empty value means "not set", as in the JSON mapping's null.
       if (kv.second.IsNull()) continue;
       nlohmann::json& value = (*out)[field->name()];
-      if (field->is_repeated()) {
+      if (field->is_map()) {
+        SLUICE_RETURN_IF_ERROR(Map(kv.second, field, field_path, &value));
+      } else if (field->is_repeated()) {
         SLUICE_RETURN_IF_ERROR(Repeated(kv.second, field, field_path, &value));
       } else {
         SLUICE_RETURN_IF_ERROR(Value(kv.second, field, field_path, &value));
@@ -211,6 +213,35 @@ class PolicyConverter {
       SLUICE_RETURN_IF_ERROR(
           Value(node[i], field, absl::StrCat(path, "[", i, "]"), &item));
       out->push_back(std::move(item));
+    }
+    return absl::OkStatus();
+  }
+
+  // A map field (HttpRoute.headers): a mapping of plain keys, as in the
+  // JSON mapping's object.
+  absl::Status Map(const YAML::Node& node, const FieldDescriptor* field,
+                   const std::string& path, nlohmann::json* out) {
+    if (!node.IsMap()) {
+      return Error(node, path,
+                   absl::StrCat("must be a mapping, got ", NodeKind(node)));
+    }
+    const FieldDescriptor* value_field =
+        field->message_type()->map_value();
+    *out = nlohmann::json::object();
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) {
+        return Error(kv.first, path, "keys must be plain words");
+      }
+      const std::string& key = kv.first.Scalar();
+      const std::string at = absl::StrCat(path, ".", key);
+      if (out->contains(key)) return Error(kv.first, at, "is set twice");
+      nlohmann::json& value = (*out)[key];
+      if (kv.second.IsNull()) {
+        // `name:` with nothing after it: the empty value.
+        value = "";
+        continue;
+      }
+      SLUICE_RETURN_IF_ERROR(Value(kv.second, value_field, at, &value));
     }
     return absl::OkStatus();
   }

@@ -86,6 +86,34 @@ absl::Status CheckEnvoyDescriptors(
   return absl::OkStatus();
 }
 
+absl::Status CheckHttpRoutes(const std::vector<const v1::Policy*>& policies) {
+  // Routes that tie have the same TieGroup; only those are compared.
+  struct Claim {
+    const v1::Policy* policy;
+    int index;
+    core::HttpRouteConfig route;
+  };
+  std::map<std::string, std::vector<Claim>> groups;
+  for (const v1::Policy* policy : policies) {
+    for (int i = 0; i < policy->http_routes_size(); ++i) {
+      Claim claim{policy, i, CanonicalHttpRoute(policy->http_routes(i))};
+      std::vector<Claim>& group = groups[claim.route.TieGroup()];
+      for (const Claim& other : group) {
+        if (other.policy == policy || !other.route.Overlaps(claim.route)) {
+          continue;
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            "policies \"", other.policy->name(), "\" and \"", policy->name(),
+            "\" both answer HTTP requests to ", HttpRouteString(claim.route),
+            " equally specifically (http_routes[", other.index, "] and [", i,
+            "]); a request must map to one policy"));
+      }
+      group.push_back(std::move(claim));
+    }
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 absl::Status CheckSetEnvoyDescriptors(
@@ -93,7 +121,8 @@ absl::Status CheckSetEnvoyDescriptors(
   std::vector<const v1::Policy*> all;
   all.reserve(next.size());
   for (const auto& [name, checked] : next) all.push_back(&checked.canonical);
-  return policy::CheckEnvoyDescriptors(all);
+  SLUICE_RETURN_IF_ERROR(policy::CheckEnvoyDescriptors(all));
+  return policy::CheckHttpRoutes(all);
 }
 
 absl::Status VersionMismatch(absl::string_view name, uint64_t expected,
@@ -219,6 +248,7 @@ absl::StatusOr<PolicyChange> PolicyStore::Put(const v1::Policy& policy,
     return VersionMismatch(name, expected_version, stored);
   }
   SLUICE_RETURN_IF_ERROR(CheckEnvoyDescriptorsLocked(checked->canonical));
+  SLUICE_RETURN_IF_ERROR(CheckHttpRoutesLocked(checked->canonical));
   if (stored != nullptr && SameContent(*stored, checked->canonical)) {
     return PolicyChange{name, stored->version(), stored->version()};
   }
@@ -247,6 +277,26 @@ absl::Status PolicyStore::CheckEnvoyDescriptorsLocked(
   }
   all.push_back(&policy);
   return policy::CheckEnvoyDescriptors(all);
+}
+
+absl::Status PolicyStore::CheckHttpRoutes(const v1::Policy& policy) const {
+  if (policy.http_routes_size() == 0) return absl::OkStatus();
+  absl::StatusOr<Checked> checked = Check(policy);
+  if (!checked.ok()) return checked.status();
+  absl::MutexLock lock(&mu_);
+  return CheckHttpRoutesLocked(checked->canonical);
+}
+
+absl::Status PolicyStore::CheckHttpRoutesLocked(
+    const v1::Policy& canonical) const {
+  if (canonical.http_routes_size() == 0) return absl::OkStatus();
+  std::vector<const v1::Policy*> all;
+  all.reserve(policies_.size() + 1);
+  for (const auto& [name, stored] : policies_) {
+    if (name != canonical.name()) all.push_back(&stored);
+  }
+  all.push_back(&canonical);
+  return policy::CheckHttpRoutes(all);
 }
 
 absl::StatusOr<PolicyChange> PolicyStore::Delete(absl::string_view name,

@@ -22,6 +22,12 @@ namespace sluice::policy {
 absl::Status CheckEnvoyDescriptors(
     const std::vector<const v1::Policy*>& policies);
 
+// INVALID_ARGUMENT naming both policies when a route of one of `policies`
+// (canonical forms, FromConfig's output) ties with a route of another: a
+// request can match both and neither is more specific, so it would not map
+// to one policy.
+absl::Status CheckHttpRoutes(const std::vector<const v1::Policy*>& policies);
+
 // One change the store made, for logs and events.
 struct PolicyChange {
   std::string name;
@@ -62,6 +68,11 @@ class PolicyStore {
   // mode checks it before writing to the shared store.
   absl::Status CheckEnvoyDescriptors(const v1::Policy& policy) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // INVALID_ARGUMENT when a route of `policy` ties with a route of another
+  // stored policy (CheckHttpRoutes), or when `policy` is invalid. Put
+  // checks this itself; the cluster mode checks it before writing.
+  absl::Status CheckHttpRoutes(const v1::Policy& policy) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND if absent; ABORTED on a version mismatch.
   absl::StatusOr<PolicyChange> Delete(absl::string_view name,
@@ -74,6 +85,9 @@ class PolicyStore {
   std::vector<v1::Policy> List() const ABSL_LOCKS_EXCLUDED(mu_);
  private:
   absl::Status CheckEnvoyDescriptorsLocked(const v1::Policy& policy) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `canonical`: FromConfig's output.
+  absl::Status CheckHttpRoutesLocked(const v1::Policy& canonical) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
  public:

@@ -63,6 +63,10 @@ void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
     DurationToProto(config.cache_ttl, out->mutable_cache_ttl());
   }
   out->set_serve_on_failure(config.serve_on_failure);
+  // 200 is the default, which a reader takes from 0.
+  if (config.http_status != 200) {
+    out->set_http_status(static_cast<uint32_t>(config.http_status));
+  }
 }
 
 }  // namespace

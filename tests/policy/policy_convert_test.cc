@@ -322,6 +322,44 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{
             R"(name: "a" envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } } envoy_descriptors { domain: "edge" entries { key: "k" value: "v" } })",
             R"(policy "a": envoy_descriptors[1] repeats envoy_descriptors[0])"},
+        // fallback.http_status and http_routes
+        BadCase{
+            R"(name: "a" fallback { strategy: DEFAULT http_status: 199 })",
+            R"(policy "a": fallback.http_status must be 0 (200) or in 200..599, got 199)"},
+        BadCase{
+            R"(name: "a" fallback { strategy: DEFAULT http_status: 600 })",
+            R"(policy "a": fallback.http_status must be 0 (200) or in 200..599, got 600)"},
+        BadCase{
+            R"(name: "a" http_routes { path_prefix: "api/" })",
+            R"(policy "a": http_routes[0].path_prefix must start with "/", got "api/")"},
+        BadCase{
+            R"(name: "a" http_routes { host: "api.example.com:8080" })",
+            R"(policy "a": http_routes[0].host must be a host name without port (letters, digits, '-', '.'), or "*." followed by one, got "api.example.com:8080")"},
+        BadCase{
+            R"(name: "a" http_routes { host: "*example.com" })",
+            R"(policy "a": http_routes[0].host must be a host, or "*." followed by a domain, got "*example.com")"},
+        BadCase{
+            R"(name: "a" http_routes { methods: ["get"] })",
+            R"(policy "a": http_routes[0].methods[0] must be an upper-case HTTP method, e.g. "GET", got "get")"},
+        BadCase{
+            R"(name: "a" http_routes { headers { key: "x tenant" value: "" } })",
+            R"(policy "a": http_routes[0].headers["x tenant"] must be an HTTP header name (a token), got "x tenant")"},
+        BadCase{
+            R"(name: "a" http_routes { headers { key: "X-A" value: "1" }
+                                          headers { key: "x-a" value: "1" } })",
+            R"(policy "a": http_routes[0].headers names a header twice (names are case-insensitive), got "x-a")"},
+        BadCase{
+            R"(name: "a" http_routes { key_header: "x-user" })",
+            R"(policy "a": http_routes[0].key_header gives each value of the header its own limit; that needs per_key: true)"},
+        BadCase{
+            R"(name: "a" http_routes { path_prefix: "/p" methods: ["GET", "POST"] }
+                         http_routes { path_prefix: "/p" methods: ["POST", "GET"] })",
+            R"(policy "a": http_routes[1] repeats http_routes[0])"},
+        BadCase{
+            R"(name: "a" per_key: true
+               http_routes { path_prefix: "/p" methods: ["GET"] key_header: "x-user" }
+               http_routes { path_prefix: "/p" headers { key: "x-t" value: "" } })",
+            R"(policy "a": http_routes[1] ties with http_routes[0] (a request can match both, equally specific) but names another key_header)"},
         // adaptive_throttle
         BadCase{R"(name: "a" adaptive_throttle { window {} })",
                 R"(policy "a": adaptive_throttle.window must be > 0, got 0)"},
@@ -460,6 +498,101 @@ TEST(ToConfigTest, EnvoyDescriptorsAreMappedAndRoundTrip) {
   EXPECT_TRUE(SameEnvoyDescriptor(again->envoy_descriptors[0],
                                   c->envoy_descriptors[0]));
   EXPECT_TRUE(again->rate_limit_headers);
+}
+
+TEST(ToConfigTest, HttpRoutesAreNormalisedAndRoundTrip) {
+  absl::StatusOr<core::PolicyConfig> c = ToConfig(Parse(R"(
+      name: "payments" per_key: true
+      fallback { strategy: STATIC payload: "{}" http_status: 203 }
+      http_routes {
+        host: "API.Example.com" path_prefix: "/api/payments/"
+        methods: ["POST", "GET", "POST"]
+        headers { key: "X-Tenant" value: "" }
+        headers { key: "x-canary" value: "1" }
+        key_header: "X-User"
+      }
+      http_routes { host: "*.example.com" })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fallback.http_status, 203);
+  ASSERT_EQ(c->http_routes.size(), 2u);
+  const core::HttpRouteConfig& r = c->http_routes[0];
+  EXPECT_EQ(r.host, "api.example.com");
+  EXPECT_EQ(r.path_prefix, "/api/payments/");
+  EXPECT_THAT(r.methods, testing::ElementsAre("GET", "POST"));
+  EXPECT_THAT(r.headers,
+              testing::ElementsAre(testing::Pair("x-canary", "1"),
+                                   testing::Pair("x-tenant", "")));
+  EXPECT_EQ(r.key_header, "x-user");
+
+  const v1::Policy canonical = FromConfig(*c);
+  EXPECT_EQ(canonical.fallback().http_status(), 203u);
+  absl::StatusOr<core::PolicyConfig> again = ToConfig(canonical);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->http_routes.size(), 2u);
+  EXPECT_TRUE(again->http_routes[0].SameMatch(r));
+  EXPECT_EQ(again->http_routes[0].key_header, "x-user");
+  EXPECT_EQ(again->http_routes[1].host, "*.example.com");
+  EXPECT_EQ(again->digest, c->digest);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      FromConfig(*again), canonical));
+  EXPECT_TRUE(CanonicalHttpRoute(canonical.http_routes(0)).SameMatch(r));
+}
+
+TEST(ToConfigTest, FallbackHttpStatusDefaultsTo200AndKeepsTheDigest) {
+  absl::StatusOr<core::PolicyConfig> unset =
+      ToConfig(Parse(R"(name: "a" fallback { strategy: DEFAULT })"));
+  absl::StatusOr<core::PolicyConfig> explicit_200 = ToConfig(
+      Parse(R"(name: "a" fallback { strategy: DEFAULT http_status: 200 })"));
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  ASSERT_TRUE(explicit_200.ok()) << explicit_200.status();
+  EXPECT_EQ(unset->fallback.http_status, 200);
+  // The same policy either way, so the same digest as before the field.
+  EXPECT_EQ(unset->digest, explicit_200->digest);
+  EXPECT_EQ(FromConfig(*unset).fallback().http_status(), 0u);
+}
+
+TEST(HttpRouteTest, MoreSpecificRoutesRankHigher) {
+  auto route = [](const std::string& text) {
+    absl::StatusOr<core::PolicyConfig> c = ToConfig(
+        Parse(absl::StrCat(R"(name: "a" http_routes { )", text, " }")));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c->http_routes.at(0);
+  };
+  // A longer path_prefix beats any host and condition.
+  EXPECT_LT(route(R"(host: "a.example.com" methods: ["GET"] path_prefix: "/a")")
+                .specificity(),
+            route(R"(path_prefix: "/ab")").specificity());
+  // Exact host over wildcard over any.
+  EXPECT_LT(route(R"(host: "*.example.com")").specificity(),
+            route(R"(host: "a.example.com")").specificity());
+  EXPECT_LT(route("").specificity(), route(R"(host: "*.example.com")").specificity());
+  // A longer wildcard over a shorter one.
+  EXPECT_LT(route(R"(host: "*.example.com")").specificity(),
+            route(R"(host: "*.eu.example.com")").specificity());
+  // Then more conditions.
+  EXPECT_LT(route(R"(methods: ["GET"])").specificity(),
+            route(R"(methods: ["GET"] headers { key: "x" value: "" })")
+                .specificity());
+}
+
+TEST(HttpRouteTest, OverlapNeedsAPathHostMethodAndHeadersBothAccept) {
+  auto route = [](const std::string& text) {
+    absl::StatusOr<core::PolicyConfig> c = ToConfig(
+        Parse(absl::StrCat(R"(name: "a" http_routes { )", text, " }")));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c->http_routes.at(0);
+  };
+  EXPECT_TRUE(route(R"(path_prefix: "/a")").Overlaps(route(R"(path_prefix: "/a/b")")));
+  EXPECT_FALSE(route(R"(path_prefix: "/a")").Overlaps(route(R"(path_prefix: "/b")")));
+  EXPECT_TRUE(route(R"(host: "*.example.com")").Overlaps(route(R"(host: "x.example.com")")));
+  EXPECT_FALSE(route(R"(host: "*.example.com")").Overlaps(route(R"(host: "example.com")")));
+  EXPECT_FALSE(route(R"(host: "a.example.com")").Overlaps(route(R"(host: "b.example.com")")));
+  EXPECT_FALSE(route(R"(methods: ["GET"])").Overlaps(route(R"(methods: ["POST"])")));
+  EXPECT_TRUE(route(R"(methods: ["GET", "PUT"])").Overlaps(route(R"(methods: ["PUT"])")));
+  EXPECT_FALSE(route(R"(headers { key: "x" value: "1" })")
+                   .Overlaps(route(R"(headers { key: "x" value: "2" })")));
+  EXPECT_TRUE(route(R"(headers { key: "x" value: "1" })")
+                  .Overlaps(route(R"(headers { key: "x" value: "" })")));
 }
 
 TEST(ToConfigTest, NameLongerThan256BytesIsRejected) {

@@ -183,6 +183,38 @@ policies:
               HasSubstr("windw"));
 }
 
+TEST(ParsePoliciesTest, HttpRouteHeadersAreAMapping) {
+  absl::StatusOr<std::vector<v1::Policy>> p = ParsePolicies(R"(
+policies:
+  - name: payments
+    fallback: {strategy: STATIC, payload: "{}", http_status: 503}
+    http_routes:
+      - path_prefix: /pay/
+        headers:
+          x-canary: "1"
+          x-tenant:
+)",
+                                                           "r.yaml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ((*p)[0].http_routes_size(), 1);
+  const auto& headers = (*p)[0].http_routes(0).headers();
+  ASSERT_EQ(headers.size(), 2u);
+  EXPECT_EQ(headers.at("x-canary"), "1");
+  EXPECT_EQ(headers.at("x-tenant"), "");
+  EXPECT_EQ((*p)[0].fallback().http_status(), 503u);
+
+  absl::StatusOr<std::vector<v1::Policy>> bad = ParsePolicies(R"(
+policies:
+  - name: payments
+    http_routes:
+      - headers: [x-canary]
+)",
+                                                             "r.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("http_routes[0].headers: must be a mapping, got a list"));
+}
+
 TEST(ParsePoliciesTest, EmptyDocumentsAreEmptyLists) {
   for (const char* text : {"", "\n", "# only a comment\n", "policies: []\n",
                            "policies:\n", "{}", "{\"policies\": []}"}) {

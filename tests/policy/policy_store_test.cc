@@ -60,6 +60,7 @@ class PolicyStoreTest : public ::testing::Test {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using ::testing::HasSubstr;
 
 TEST_F(PolicyStoreTest, ReplaceAllCreatesInNameOrder) {
   auto changes = store_.ReplaceAll(
@@ -353,6 +354,45 @@ TEST_F(PolicyStoreTest, TwoPoliciesMayNotAnswerOneEnvoyDescriptor) {
                          0)
                   .ok());
   EXPECT_TRUE(store_.Put(P(R"(name: "b" envoy_descriptors { domain: "edge" entries { key: "k" value: "w" } })"), 0).ok());
+}
+
+TEST_F(PolicyStoreTest, TwoPoliciesMayNotTieForOneHttpRequest) {
+  const char* kRoute =
+      R"( http_routes { host: "api.example.com" path_prefix: "/pay" })";
+  absl::StatusOr<std::vector<PolicyChange>> both = store_.ReplaceAll(
+      {P(absl::StrCat(R"(name: "a")", kRoute)),
+       P(absl::StrCat(R"(name: "b")", kRoute))});
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().message(),
+            R"(policies "a" and "b" both answer HTTP requests to host "api.example.com" path "/pay"... equally specifically (http_routes[0] and [0]); a request must map to one policy)");
+  EXPECT_THAT(StorePolicies(), IsEmpty());
+
+  ASSERT_TRUE(store_.Put(P(absl::StrCat(R"(name: "a")", kRoute)), 0).ok());
+  // The same route once the host is lowercased.
+  absl::StatusOr<PolicyChange> tie = store_.Put(
+      P(R"(name: "b" http_routes { host: "API.example.com" path_prefix: "/pay" })"),
+      0);
+  EXPECT_EQ(tie.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(tie.status().message()),
+              HasSubstr(R"(policies "a" and "b" both answer)"));
+  EXPECT_EQ(store_.CheckHttpRoutes(P(absl::StrCat(R"(name: "b")", kRoute)))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(StorePolicies(), ElementsAre("a:1"));
+  // A more specific route, or one on another host, is no tie.
+  EXPECT_TRUE(store_.Put(P(R"(name: "b" http_routes { host: "api.example.com" path_prefix: "/pay/v2" })"), 0).ok());
+  EXPECT_TRUE(store_.Put(P(R"(name: "c" http_routes { host: "*.example.com" path_prefix: "/pay" })"), 0).ok());
+  EXPECT_TRUE(store_.CheckHttpRoutes(P(absl::StrCat(R"(name: "a")", kRoute))).ok());
+
+  // Equally specific (one condition each) and a request can meet both:
+  // GET /q with x-t: 1.
+  ASSERT_TRUE(store_.Put(P(R"(name: "d" http_routes { path_prefix: "/q" methods: ["GET"] })"), 0).ok());
+  EXPECT_EQ(store_.Put(P(R"(name: "e" http_routes { path_prefix: "/q" headers { key: "x-t" value: "1" } })"), 0)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Methods no request has both of are no tie.
+  EXPECT_TRUE(store_.Put(P(R"(name: "e" http_routes { path_prefix: "/q" methods: ["POST"] })"), 0).ok());
 }
 
 }  // namespace
