@@ -17,6 +17,9 @@
 namespace sluice::http {
 namespace {
 
+// The status a fallback is served with, on a check answered 503.
+constexpr absl::string_view kFallbackStatusHeader = "x-sluice-fallback-status";
+
 // How much of an unknown path a 404 repeats.
 constexpr size_t kQuotedPathBytes = 128;
 
@@ -92,6 +95,39 @@ Reply Call(absl::string_view body, const JsonBudget& budget, Handle handle) {
   absl::StatusOr<std::string> json = PrintJson(response);
   if (!json.ok()) return ErrorReply(json.status());
   reply.body = *std::move(json);
+  return reply;
+}
+
+// The HTTP answer to a check. The status is the decision: a gateway takes
+// any 2xx for "allow", so a fallback is 503 with its payload, and its own
+// status in x-sluice-fallback-status for the gateway to serve it with.
+Reply CheckReply(rpc::HttpCheckAnswer answer) {
+  Reply reply;
+  for (auto& [name, value] : answer.headers) {
+    if (name == "content-type") {
+      reply.content_type = std::move(value);
+    } else {
+      reply.headers.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  switch (answer.kind) {
+    case rpc::HttpCheckAnswer::Kind::kAllow:
+      reply.body = "{\"decision\":\"allow\"}";
+      break;
+    case rpc::HttpCheckAnswer::Kind::kUnmatched:
+      reply.body = "{\"decision\":\"unmatched\"}";
+      break;
+    case rpc::HttpCheckAnswer::Kind::kRefuse:
+      reply.status = answer.http_status;
+      reply.body = std::move(answer.body);
+      break;
+    case rpc::HttpCheckAnswer::Kind::kDegrade:
+      reply.status = 503;
+      reply.headers.emplace_back(kFallbackStatusHeader,
+                                 absl::StrCat(answer.http_status));
+      reply.body = std::move(answer.body);
+      break;
+  }
   return reply;
 }
 
@@ -228,8 +264,9 @@ Reply TransportErrorReply(int http_status) {
                         "the request was refused (HTTP ", http_status, ")")));
 }
 
-DecisionApi::DecisionApi(rpc::DecisionServiceImpl* service)
-    : service_(service) {}
+DecisionApi::DecisionApi(rpc::DecisionServiceImpl* service,
+                         rpc::HttpCheck* check)
+    : service_(service), check_(check) {}
 
 std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
   const Endpoint endpoint = EndpointForPath(head.path);
@@ -316,10 +353,28 @@ Reply DecisionApi::CheckForward(const ParsedHead& head) const {
   }
   absl::StatusOr<ForwardedRequest> original = ForwardedRequestOf(head);
   if (!original.ok()) return ErrorReply(400, original.status());
-  Reply reply;
-  reply.body = "{}";
-  reply.headers.emplace_back("x-sluice-unmatched", "1");
-  return reply;
+  if (check_ == nullptr) {
+    return ErrorReply(absl::UnimplementedError(
+        "this server has no forward-auth check"));
+  }
+  rpc::HttpCheckRequest request;
+  request.method = original->method;
+  request.host = original->host;
+  request.path = original->path;
+  request.header = [&head](absl::string_view name) {
+    return head.FindField(name);
+  };
+  // Views of the parameters, which outlive the call ("" when not given).
+  const auto view = [](const std::optional<std::string>& value) {
+    return value.has_value() ? absl::string_view(*value)
+                             : absl::string_view();
+  };
+  request.late_dependency = view(parameters->dependency);
+  request.late_key = view(parameters->key);
+  request.late_key_header = view(parameters->key_header);
+  absl::StatusOr<rpc::HttpCheckAnswer> answer = check_->Check(request);
+  if (!answer.ok()) return ErrorReply(answer.status());
+  return CheckReply(*std::move(answer));
 }
 
 Reply DecisionApi::Health(bool serving) {

@@ -18,6 +18,7 @@
 #include "server/http/json_codec.h"
 #include "server/http/request_parser.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/http_check.h"
 
 namespace sluice::http {
 
@@ -98,11 +99,14 @@ Reply TransportErrorReply(int http_status);
 
 // The decision endpoints over an rpc::DecisionServiceImpl, whose per-call
 // handlers (AcquireOne, ReportOne, ReportMany, HandleDecide) do all the
-// work: validation, decisions, metrics and events are those of gRPC.
-// Immutable; safe for concurrent use. `service` must outlive it.
+// work: validation, decisions, metrics and events are those of gRPC; and
+// the forward-auth check over an rpc::HttpCheck, which Envoy's external
+// authorization shares. Immutable; safe for concurrent use. `service` and
+// `check` must outlive it; without `check`, /v1/check answers 501.
 class DecisionApi {
  public:
-  explicit DecisionApi(rpc::DecisionServiceImpl* service);
+  explicit DecisionApi(rpc::DecisionServiceImpl* service,
+                       rpc::HttpCheck* check = nullptr);
 
   // The refusal of a request that is wrong before its body is read: 404 for
   // an unknown path, 405 (with Allow) for a method the endpoint does not
@@ -128,6 +132,7 @@ class DecisionApi {
 
  private:
   rpc::DecisionServiceImpl* const service_;
+  rpc::HttpCheck* const check_;
 };
 
 }  // namespace sluice::http

@@ -173,8 +173,9 @@ bool SafeFieldValue(absl::string_view value) {
 
 // What every loop and connection shares; owned by HttpServerImpl.
 struct Shared {
-  Shared(const HttpServerOptions& o, rpc::DecisionServiceImpl* service)
-      : options(o), api(service) {}
+  Shared(const HttpServerOptions& o, rpc::DecisionServiceImpl* service,
+         rpc::HttpCheck* check)
+      : options(o), api(service, check) {}
 
   // Connections open, all loops together, for Stop to wait on.
   void Opened() ABSL_LOCKS_EXCLUDED(mu) {
@@ -943,8 +944,8 @@ size_t ConnectionCap(int wanted) {
 class HttpServerImpl final : public HttpServer {
  public:
   HttpServerImpl(const HttpServerOptions& options,
-                 rpc::DecisionServiceImpl* service)
-      : shared_(options, service) {}
+                 rpc::DecisionServiceImpl* service, rpc::HttpCheck* check)
+      : shared_(options, service, check) {}
 
   ~HttpServerImpl() override { Stop(absl::Now()); }
 
@@ -1068,8 +1069,9 @@ class HttpServerImpl final : public HttpServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    const HttpServerOptions& options, rpc::DecisionServiceImpl* service) {
-  auto server = std::make_unique<HttpServerImpl>(options, service);
+    const HttpServerOptions& options, rpc::DecisionServiceImpl* service,
+    rpc::HttpCheck* check) {
+  auto server = std::make_unique<HttpServerImpl>(options, service, check);
   if (absl::Status s = server->Bind(); !s.ok()) return s;
   return std::unique_ptr<HttpServer>(std::move(server));
 }
