@@ -316,7 +316,7 @@ absl::Status Server::StartHttpApi() {
     http_options.tls_context = [tls = tls_.get()] { return tls->context(); };
   }
   absl::StatusOr<std::unique_ptr<http::HttpServer>> server =
-      http::HttpServer::Start(http_options, &decision_service_);
+      http::HttpServer::Start(http_options, &decision_service_, &http_check_);
   if (!server.ok()) return server.status();
   http_server_ = *std::move(server);
   spdlog::info("serving HTTP API on {}{}", http_target(),

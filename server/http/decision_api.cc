@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/http/check_request.h"
 #include "server/http/json_codec.h"
 #include "server/http/json_fast.h"
 #include "server/rpc/decision_convert.h"
@@ -16,12 +17,15 @@
 namespace sluice::http {
 namespace {
 
+// The status a fallback is served with, on a check answered 503.
+constexpr absl::string_view kFallbackStatusHeader = "x-sluice-fallback-status";
+
 // How much of an unknown path a 404 repeats.
 constexpr size_t kQuotedPathBytes = 128;
 
 constexpr absl::string_view kEndpoints =
     "the API serves POST /v1/acquire, /v1/report, /v1/reports and "
-    "/v1/decide, and GET /v1/health";
+    "/v1/decide, GET /v1/health, and /v1/check (any method)";
 
 // "application/json", whatever the case and parameters ("; charset=utf-8").
 bool IsJson(absl::string_view content_type) {
@@ -86,11 +90,44 @@ Reply Call(absl::string_view body, const JsonBudget& budget, Handle handle) {
   if (absl::Status s = handle(request, &response); !s.ok()) {
     return ErrorReply(s);
   }
-  Reply reply{200, std::string(), ""};
+  Reply reply;
   if (FastPrint(response, &reply.body)) return reply;
   absl::StatusOr<std::string> json = PrintJson(response);
   if (!json.ok()) return ErrorReply(json.status());
   reply.body = *std::move(json);
+  return reply;
+}
+
+// The HTTP answer to a check. The status is the decision: a gateway takes
+// any 2xx for "allow", so a fallback is 503 with its payload, and its own
+// status in x-sluice-fallback-status for the gateway to serve it with.
+Reply CheckReply(rpc::HttpCheckAnswer answer) {
+  Reply reply;
+  for (auto& [name, value] : answer.headers) {
+    if (name == "content-type") {
+      reply.content_type = std::move(value);
+    } else {
+      reply.headers.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  switch (answer.kind) {
+    case rpc::HttpCheckAnswer::Kind::kAllow:
+      reply.body = "{\"decision\":\"allow\"}";
+      break;
+    case rpc::HttpCheckAnswer::Kind::kUnmatched:
+      reply.body = "{\"decision\":\"unmatched\"}";
+      break;
+    case rpc::HttpCheckAnswer::Kind::kRefuse:
+      reply.status = answer.http_status;
+      reply.body = std::move(answer.body);
+      break;
+    case rpc::HttpCheckAnswer::Kind::kDegrade:
+      reply.status = 503;
+      reply.headers.emplace_back(kFallbackStatusHeader,
+                                 absl::StrCat(answer.http_status));
+      reply.body = std::move(answer.body);
+      break;
+  }
   return reply;
 }
 
@@ -105,6 +142,7 @@ JsonBudget JsonBudgetFor(Endpoint endpoint) {
     case Endpoint::kAcquire:
     case Endpoint::kReport:
     case Endpoint::kHealth:
+    case Endpoint::kCheck:
     case Endpoint::kUnknown:
       break;
   }
@@ -123,6 +161,8 @@ absl::string_view EndpointLabel(Endpoint endpoint) {
       return "/v1/decide";
     case Endpoint::kHealth:
       return "/v1/health";
+    case Endpoint::kCheck:
+      return kCheckPath;
     case Endpoint::kUnknown:
       break;
   }
@@ -134,6 +174,7 @@ Endpoint EndpointForPath(absl::string_view path) {
                      Endpoint::kDecide, Endpoint::kHealth}) {
     if (path == EndpointLabel(e)) return e;
   }
+  if (IsCheckPath(path)) return Endpoint::kCheck;
   return Endpoint::kUnknown;
 }
 
@@ -223,8 +264,9 @@ Reply TransportErrorReply(int http_status) {
                         "the request was refused (HTTP ", http_status, ")")));
 }
 
-DecisionApi::DecisionApi(rpc::DecisionServiceImpl* service)
-    : service_(service) {}
+DecisionApi::DecisionApi(rpc::DecisionServiceImpl* service,
+                         rpc::HttpCheck* check)
+    : service_(service), check_(check) {}
 
 std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
   const Endpoint endpoint = EndpointForPath(head.path);
@@ -242,6 +284,9 @@ std::optional<Reply> DecisionApi::Check(const RequestHead& head) {
     }
     return std::nullopt;
   }
+  // Gateways send GET, or the original request's method, with its
+  // Content-Type; the server bounds the body (kMaxCheckBodyBytes).
+  if (endpoint == Endpoint::kCheck) return std::nullopt;
   if (head.method != "POST") return MethodNotAllowed(head, "POST");
   if (head.content_length.has_value() && *head.content_length > kMaxBodyBytes) {
     return ErrorReply(
@@ -292,6 +337,7 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
             return service_->HandleDecide(request, response);
           });
     case Endpoint::kHealth:
+    case Endpoint::kCheck:
     case Endpoint::kUnknown:
       break;
   }
@@ -299,9 +345,44 @@ Reply DecisionApi::Post(Endpoint endpoint, absl::string_view body) const {
       absl::StrCat("no POST handler for ", EndpointLabel(endpoint))));
 }
 
+Reply DecisionApi::CheckForward(const ParsedHead& head) const {
+  absl::StatusOr<CheckParameters> parameters = CheckParametersOf(head);
+  if (!parameters.ok()) return ErrorReply(400, parameters.status());
+  if (absl::Status s = CheckNamingHeaders(head, *parameters); !s.ok()) {
+    return ErrorReply(400, s);
+  }
+  absl::StatusOr<ForwardedRequest> original = ForwardedRequestOf(head);
+  if (!original.ok()) return ErrorReply(400, original.status());
+  if (check_ == nullptr) {
+    return ErrorReply(absl::UnimplementedError(
+        "this server has no forward-auth check"));
+  }
+  rpc::HttpCheckRequest request;
+  request.method = original->method;
+  request.host = original->host;
+  request.path = original->path;
+  request.header = [&head](absl::string_view name) {
+    return head.FindField(name);
+  };
+  // Views of the parameters, which outlive the call ("" when not given).
+  const auto view = [](const std::optional<std::string>& value) {
+    return value.has_value() ? absl::string_view(*value)
+                             : absl::string_view();
+  };
+  request.late_dependency = view(parameters->dependency);
+  request.late_key = view(parameters->key);
+  request.late_key_header = view(parameters->key_header);
+  absl::StatusOr<rpc::HttpCheckAnswer> answer = check_->Check(request);
+  if (!answer.ok()) return ErrorReply(answer.status());
+  return CheckReply(*std::move(answer));
+}
+
 Reply DecisionApi::Health(bool serving) {
-  return serving ? Reply{200, "{\"status\":\"SERVING\"}", ""}
-                 : Reply{503, "{\"status\":\"NOT_SERVING\"}", ""};
+  Reply reply;
+  reply.status = serving ? 200 : 503;
+  reply.body = serving ? "{\"status\":\"SERVING\"}"
+                       : "{\"status\":\"NOT_SERVING\"}";
+  return reply;
 }
 
 }  // namespace sluice::http

@@ -164,10 +164,18 @@ const char* Reason(int status) {
   }
 }
 
+// Whether `value` can go into a response header field as it is: no CR, LF
+// or NUL that would end the field early or split the response.
+bool SafeFieldValue(absl::string_view value) {
+  return value.find_first_of(absl::string_view("\r\n\0", 3)) ==
+         absl::string_view::npos;
+}
+
 // What every loop and connection shares; owned by HttpServerImpl.
 struct Shared {
-  Shared(const HttpServerOptions& o, rpc::DecisionServiceImpl* service)
-      : options(o), api(service) {}
+  Shared(const HttpServerOptions& o, rpc::DecisionServiceImpl* service,
+         rpc::HttpCheck* check)
+      : options(o), api(service, check) {}
 
   // Connections open, all loops together, for Stop to wait on.
   void Opened() ABSL_LOCKS_EXCLUDED(mu) {
@@ -639,6 +647,16 @@ class ConnectionImpl final : public Connection {
               body_unread);
       return false;
     }
+    if (endpoint_ == Endpoint::kCheck && body_unread &&
+        (head.chunked ||
+         head.content_length.value_or(0) > kMaxCheckBodyBytes)) {
+      // The decision needs no body: answer now, and close after draining
+      // what the client still sends (for kLinger at most), rather than
+      // buffer a body only to drop it.
+      Enter(Phase::kHandle, options_.write_timeout);
+      Respond(shared_.api.CheckForward(head), true);
+      return false;
+    }
     if (!body_unread) return true;
     Enter(Phase::kBody, options_.body_timeout);
     if (head.expect_continue && in_begin_ == in_end_) {
@@ -661,6 +679,11 @@ class ConnectionImpl final : public Connection {
 
   void Handle() {
     Enter(Phase::kHandle, options_.write_timeout);
+    if (endpoint_ == Endpoint::kCheck) {
+      // A small body (at most kMaxCheckBodyBytes) was read; it is dropped.
+      Respond(shared_.api.CheckForward(parser_.head()), false);
+      return;
+    }
     Respond(shared_.api.Post(endpoint_, parser_.body()), false);
   }
 
@@ -695,11 +718,19 @@ class ConnectionImpl final : public Connection {
     }
     out_.clear();
     absl::StrAppend(&out_, "HTTP/1.1 ", reply.status, " ",
-                    Reason(reply.status),
-                    "\r\nContent-Type: application/json\r\nContent-Length: ",
-                    reply.body.size(), "\r\n");
+                    Reason(reply.status), "\r\nContent-Type: ",
+                    SafeFieldValue(reply.content_type)
+                        ? absl::string_view(reply.content_type)
+                        : absl::string_view("application/octet-stream"),
+                    "\r\nContent-Length: ", reply.body.size(), "\r\n");
     if (!reply.allow.empty()) absl::StrAppend(&out_, "Allow: ", reply.allow,
                                               "\r\n");
+    for (const auto& [name, value] : reply.headers) {
+      if (!SafeFieldValue(name) || name.empty() || !SafeFieldValue(value)) {
+        continue;
+      }
+      absl::StrAppend(&out_, name, ": ", value, "\r\n");
+    }
     if (close_after_) {
       out_.append("Connection: close\r\n");
     } else {
@@ -913,8 +944,8 @@ size_t ConnectionCap(int wanted) {
 class HttpServerImpl final : public HttpServer {
  public:
   HttpServerImpl(const HttpServerOptions& options,
-                 rpc::DecisionServiceImpl* service)
-      : shared_(options, service) {}
+                 rpc::DecisionServiceImpl* service, rpc::HttpCheck* check)
+      : shared_(options, service, check) {}
 
   ~HttpServerImpl() override { Stop(absl::Now()); }
 
@@ -1038,8 +1069,9 @@ class HttpServerImpl final : public HttpServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    const HttpServerOptions& options, rpc::DecisionServiceImpl* service) {
-  auto server = std::make_unique<HttpServerImpl>(options, service);
+    const HttpServerOptions& options, rpc::DecisionServiceImpl* service,
+    rpc::HttpCheck* check) {
+  auto server = std::make_unique<HttpServerImpl>(options, service, check);
   if (absl::Status s = server->Bind(); !s.ok()) return s;
   return std::unique_ptr<HttpServer>(std::move(server));
 }

@@ -15,6 +15,7 @@
 #include "server/http/request_counters.h"
 #include "server/http/request_parser.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/http_check.h"
 
 namespace sluice::http {
 
@@ -88,9 +89,11 @@ class HttpServer {
  public:
   // Binds options.listen and starts serving. Health reports NOT_SERVING
   // until SetServing(true). INVALID_ARGUMENT for an address that is not
-  // HOST:PORT, UNAVAILABLE when it cannot be bound.
+  // HOST:PORT, UNAVAILABLE when it cannot be bound. `check` answers
+  // /v1/check (501 without it) and must outlive the server too.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
-      const HttpServerOptions& options, rpc::DecisionServiceImpl* service);
+      const HttpServerOptions& options, rpc::DecisionServiceImpl* service,
+      rpc::HttpCheck* check = nullptr);
 
   // Stops at once if still serving.
   virtual ~HttpServer() = default;

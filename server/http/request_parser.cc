@@ -100,6 +100,15 @@ class RequestParser::Beast final : public beast_http::basic_parser<true> {
     if (in_body_) return;  // a trailer field: not used
     ParsedHead& head = owner_->head_;
     const absl::string_view value(value_sv.data(), value_sv.size());
+    // Sizes fit: the whole head is below max_head_bytes.
+    ParsedHead::FieldSpan span;
+    span.name_at = static_cast<uint32_t>(head.field_bytes.size());
+    span.name_size = static_cast<uint32_t>(name_sv.size());
+    head.field_bytes.append(name_sv.data(), name_sv.size());
+    span.value_at = static_cast<uint32_t>(head.field_bytes.size());
+    span.value_size = static_cast<uint32_t>(value.size());
+    head.field_bytes.append(value.data(), value.size());
+    head.field_spans.push_back(span);
     switch (name) {
       case beast_http::field::content_length: {
         if (head.content_length.has_value()) {
@@ -139,7 +148,6 @@ class RequestParser::Beast final : public beast_http::basic_parser<true> {
         }
         return;
       default:
-        (void)name_sv;
         return;
     }
   }
@@ -218,6 +226,30 @@ class RequestParser::Beast final : public beast_http::basic_parser<true> {
   int hosts_ = 0;
 };
 
+absl::string_view ParsedHead::field_name(size_t i) const {
+  const FieldSpan& span = field_spans[i];
+  return absl::string_view(field_bytes).substr(span.name_at, span.name_size);
+}
+
+absl::string_view ParsedHead::field_value(size_t i) const {
+  const FieldSpan& span = field_spans[i];
+  return absl::string_view(field_bytes).substr(span.value_at,
+                                               span.value_size);
+}
+
+std::optional<absl::string_view> ParsedHead::FindField(
+    absl::string_view name, size_t* count) const {
+  std::optional<absl::string_view> found;
+  size_t seen = 0;
+  for (size_t i = 0; i < field_spans.size(); ++i) {
+    if (!absl::EqualsIgnoreCase(field_name(i), name)) continue;
+    if (!found.has_value()) found = field_value(i);
+    ++seen;
+  }
+  if (count != nullptr) *count = seen;
+  return found;
+}
+
 namespace {
 
 // The largest body whose storage a connection keeps for its next request:
@@ -252,13 +284,20 @@ void RequestParser::Reset() {
   std::string method = std::move(head_.method);
   std::string target = std::move(head_.target);
   std::string path = std::move(head_.path);
+  std::string field_bytes = std::move(head_.field_bytes);
+  std::vector<ParsedHead::FieldSpan> field_spans =
+      std::move(head_.field_spans);
   head_ = ParsedHead();
   method.clear();
   target.clear();
   path.clear();
+  field_bytes.clear();
+  field_spans.clear();
   head_.method = std::move(method);
   head_.target = std::move(target);
   head_.path = std::move(path);
+  head_.field_bytes = std::move(field_bytes);
+  head_.field_spans = std::move(field_spans);
   if (body_.capacity() > kKeptBodyBytes) {
     std::string().swap(body_);
   } else {

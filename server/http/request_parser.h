@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -58,6 +59,29 @@ struct ParsedHead {
   // Whether the connection may serve another request after this one
   // (HTTP/1.1 without "Connection: close", or HTTP/1.0 with keep-alive).
   bool keep_alive = true;
+
+  // Every header field, in the order sent: its name as sent (FindField
+  // compares ignoring case) and its value. Bounded by the head's limits.
+  size_t field_count() const { return field_spans.size(); }
+  absl::string_view field_name(size_t i) const;
+  absl::string_view field_value(size_t i) const;
+  // The value of the field `name` (any case), or nullopt when absent.
+  // `count` (if given) is set to how many fields have that name, so that a
+  // caller can refuse a field sent twice.
+  std::optional<absl::string_view> FindField(absl::string_view name,
+                                             size_t* count = nullptr) const;
+
+  // Storage of the fields: their names and values one after the other,
+  // and where each one is. Kept between requests, so that a keep-alive
+  // connection does not allocate them again.
+  struct FieldSpan {
+    uint32_t name_at = 0;
+    uint32_t name_size = 0;
+    uint32_t value_at = 0;
+    uint32_t value_size = 0;
+  };
+  std::string field_bytes;
+  std::vector<FieldSpan> field_spans;
 };
 
 // Reads one request from the bytes of a connection, incrementally. Not

@@ -442,9 +442,11 @@ TEST(RequestCountersTest, UncountedStatusesShareOneLabel) {
   }
   EXPECT_EQ(counts["/v1/acquire other"], 2u);
   EXPECT_EQ(counts["/v1/decide 503"], 1u);
-  // And a 200 for each endpoint but "other", even at zero.
-  EXPECT_EQ(counts.size(), 7u);
+  // And a 200 for each endpoint but "other", even at zero (six of them,
+  // /v1/check included).
+  EXPECT_EQ(counts.size(), 8u);
   EXPECT_EQ(counts["/v1/report 200"], 0u);
+  EXPECT_EQ(counts["/v1/check 200"], 0u);
 }
 
 TEST_F(HttpServerTest, AddressesTcpOnly) {

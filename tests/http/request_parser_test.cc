@@ -6,6 +6,7 @@
 
 #include "server/http/request_parser.h"
 
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,42 @@ TEST(RequestParserTest, AContentLengthRequest) {
   EXPECT_EQ(out.body, kBody);
   EXPECT_FALSE(out.close);
   EXPECT_EQ(out.consumed, request.size());  // the next request is left
+}
+
+TEST(RequestParserTest, KeepsEveryHeaderFieldForLookUp) {
+  const ParseOutcome out = ParseEveryWay(
+      "GET /v1/check?dependency=a HTTP/1.1\r\nHost: gw.example\r\n"
+      "X-Forwarded-Uri:  /api/pay?x=1 \r\nx-sluice-key: k1\r\n"
+      "X-Sluice-Key: k2\r\nX-Empty:\r\n\r\n");
+  ASSERT_EQ(out.kind, Kind::kRequest);
+  ASSERT_EQ(out.head.field_count(), 5u);
+  EXPECT_EQ(out.head.field_name(1), "X-Forwarded-Uri");
+  EXPECT_EQ(out.head.field_value(1), "/api/pay?x=1");  // whitespace trimmed
+  EXPECT_EQ(out.head.FindField("host"), "gw.example");
+  EXPECT_EQ(out.head.FindField("x-forwarded-uri"), "/api/pay?x=1");
+  size_t count = 0;
+  EXPECT_EQ(out.head.FindField("X-SLUICE-KEY", &count), "k1");
+  EXPECT_EQ(count, 2u);  // both are seen, so a caller can refuse the pair
+  EXPECT_EQ(out.head.FindField("x-empty", &count), "");
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(out.head.FindField("x-absent", &count), std::nullopt);
+  EXPECT_EQ(count, 0u);
+}
+
+TEST(RequestParserTest, HeaderFieldsDoNotOutliveTheirRequest) {
+  RequestParser parser;
+  const std::string first =
+      "GET /a HTTP/1.1\r\nHost: t\r\nX-One: 1\r\n\r\n";
+  ASSERT_EQ(parser.Consume(first), first.size());
+  ASSERT_EQ(parser.state(), RequestParser::State::kComplete);
+  EXPECT_EQ(parser.head().FindField("x-one"), "1");
+  parser.Reset();
+  const std::string second = "GET /b HTTP/1.1\r\nHost: u\r\n\r\n";
+  ASSERT_EQ(parser.Consume(second), second.size());
+  ASSERT_EQ(parser.state(), RequestParser::State::kComplete);
+  EXPECT_EQ(parser.head().field_count(), 1u);
+  EXPECT_EQ(parser.head().FindField("x-one"), std::nullopt);
+  EXPECT_EQ(parser.head().FindField("host"), "u");
 }
 
 TEST(RequestParserTest, AChunkedRequestWithExtensionsAndTrailers) {
