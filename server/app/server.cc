@@ -27,6 +27,8 @@ constexpr absl::Duration kLongestSweepGap = absl::Seconds(1);
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
 constexpr char kRateLimitServiceName[] =
     "envoy.service.ratelimit.v3.RateLimitService";
+constexpr char kAccessLogServiceName[] =
+    "envoy.service.accesslog.v3.AccessLogService";
 
 }  // namespace
 
@@ -47,7 +49,8 @@ Server::Server(Options options, Dependencies dependencies)
       decision_service_(&engine_, [m = &metrics_](absl::Duration d) {
         m->ObserveAcquire(d);
       }),
-      rate_limit_service_(&engine_, &decision_service_) {}
+      rate_limit_service_(&engine_, &decision_service_),
+      access_log_service_(&engine_, &decision_service_) {}
 
 Server::~Server() { Shutdown(absl::Now()); }
 
@@ -76,6 +79,15 @@ metrics::Sources Server::MetricsSources() {
     out.over_limit = t.over_limit;
     out.invalid = t.invalid;
     out.unmatched = t.unmatched;
+    return out;
+  };
+  sources.access_log = [this] {
+    const rpc::AccessLogServiceImpl::Totals t = access_log_service_.totals();
+    metrics::AccessLogTotals out;
+    out.settled = t.settled;
+    out.no_permit = t.no_permit;
+    out.unknown_permit = t.unknown_permit;
+    out.invalid = t.invalid;
     return out;
   };
   // Set before the metrics listener starts, so a scrape sees it or nullptr.
@@ -166,7 +178,8 @@ absl::Status Server::Start() {
   housekeeping_ = std::thread([this] { Housekeeping(); });
   SetServing(true);
   spdlog::info(
-      "serving DecisionService on {} (and Envoy's RateLimitService, RLS v3)",
+      "serving DecisionService on {} (and Envoy's RateLimitService and "
+      "AccessLogService)",
       target());
   return absl::OkStatus();
 }
@@ -266,6 +279,7 @@ absl::Status Server::BindDecisionService() {
                            &port_);
   builder.RegisterService(&decision_service_);
   builder.RegisterService(&rate_limit_service_);
+  builder.RegisterService(&access_log_service_);
   // A central replica's lease service (a leaf's tick fits the data port's
   // limit; the service lets the leaves' keepalive pings through).
   mode_->AddDataServices(&builder);
@@ -365,9 +379,10 @@ void Server::Shutdown(absl::Time deadline) {
       http_server_->SetServing(false);
       http_stop = std::thread([this, deadline] { http_server_->Stop(deadline); });
     }
-    // Decide streams never end by themselves: they end now, each after the
-    // answers to the calls it already read.
+    // Decide and access-log streams never end by themselves: they end now,
+    // each after the calls or entries it already read.
     decision_service_.EndStreams();
+    access_log_service_.EndStreams();
     grpc_server_->Shutdown(absl::ToChronoTime(deadline));
     if (http_stop.joinable()) http_stop.join();
   }
@@ -413,6 +428,7 @@ void Server::SetServing(bool serving) {
   health->SetServingStatus(serving);  // "" (the whole server)
   health->SetServingStatus(kDecisionServiceName, serving);
   health->SetServingStatus(kRateLimitServiceName, serving);
+  health->SetServingStatus(kAccessLogServiceName, serving);
   if (http_server_ != nullptr) http_server_->SetServing(serving);
 }
 

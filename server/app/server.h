@@ -30,6 +30,7 @@
 #include "server/rpc/admin_events.h"
 #include "server/rpc/admin_server.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/access_log_service.h"
 #include "server/rpc/rate_limit_service.h"
 #include "server/tls/tls_reloader.h"
 
@@ -163,6 +164,7 @@ class Server {
   // Envoy's rate-limit protocol on the data port, deciding through
   // decision_service_.
   rpc::RateLimitServiceImpl rate_limit_service_;
+  rpc::AccessLogServiceImpl access_log_service_;
 
   // Started by BuildAndStart, stopped by Shutdown.
   // With --tls-cert: the one owner of the TLS pair (the HTTP API's context,

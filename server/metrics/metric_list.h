@@ -59,6 +59,7 @@ enum class MetricId : int {
   kDecideStreams,
   kRateLimitRequests,
   kRateLimitUnmatched,
+  kAccessLogEntries,
   kHttpRequests,
   kHttpConnections,
   kHttpConnectionsClosed,
@@ -284,6 +285,14 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          {nullptr},
          "RLS descriptors no policy's envoy_descriptors match; answered OK "
          "and not limited."},
+        {MetricId::kAccessLogEntries, "sluice_access_log_entries_total",
+         MetricType::kCounter, {"result", nullptr},
+         "HTTP entries of Envoy's access-log service (StreamAccessLogs) by "
+         "what became of them: settled (every permit it named was settled "
+         "like a ReportResult), no_permit (it named none), unknown_permit "
+         "(a permit id unreadable or not issued here), invalid (a TCP "
+         "entry, malformed metadata, or a message refused whole, counted "
+         "once)."},
         {MetricId::kHttpRequests, "sluice_http_requests_total",
          MetricType::kCounter, {"endpoint", "code", nullptr},
          "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "
