@@ -19,17 +19,9 @@ namespace {
 using envoy::data::accesslog::v3::HTTPAccessLogEntry;
 using envoy::data::accesslog::v3::ResponseFlags;
 using envoy::service::accesslog::v3::StreamAccessLogsMessage;
-using google::protobuf::Struct;
 using google::protobuf::Value;
 
-// Map keys as std::string, so that a lookup builds none.
-const std::string& Name(int i) {
-  static const auto* const kNames = new std::array<std::string, 9>{
-      std::string(kExtAuthzNamespace), std::string(kRateLimitNamespace),
-      "sluice_permits", "dependency", "key", "permit_id",
-      "x-sluice-dependency", "x-sluice-key", "x-sluice-permit"};
-  return (*kNames)[i];
-}
+// The metadata names an entry is read by.
 enum NameIndex {
   kExtAuthz = 0,
   kRateLimit,
@@ -41,6 +33,15 @@ enum NameIndex {
   kKeyHeader,
   kPermitHeader
 };
+
+// As std::string, so that a map lookup builds none.
+const std::string& Name(NameIndex i) {
+  static const auto* const kNames = new std::array<std::string, 9>{
+      std::string(kExtAuthzNamespace), std::string(kRateLimitNamespace),
+      "sluice_permits", "dependency", "key", "permit_id",
+      "x-sluice-dependency", "x-sluice-key", "x-sluice-permit"};
+  return (*kNames)[i];
+}
 
 // Protobuf's Duration range: about 10,000 years.
 constexpr int64_t kMaxDurationSeconds = 315576000000;
@@ -273,7 +274,7 @@ AccessLogServiceImpl::EntryResult AccessLogServiceImpl::SettleEntry(
   int n = 0;
   const auto& filter_metadata =
       entry.common_properties().metadata().filter_metadata();
-  for (int ns : {kExtAuthz, kRateLimit}) {
+  for (NameIndex ns : {kExtAuthz, kRateLimit}) {
     auto it = filter_metadata.find(Name(ns));
     if (it == filter_metadata.end()) continue;
     const auto& fields = it->second.fields();
