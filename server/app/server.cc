@@ -29,6 +29,8 @@ constexpr char kRateLimitServiceName[] =
     "envoy.service.ratelimit.v3.RateLimitService";
 constexpr char kAuthorizationServiceName[] =
     "envoy.service.auth.v3.Authorization";
+constexpr char kAccessLogServiceName[] =
+    "envoy.service.accesslog.v3.AccessLogService";
 
 }  // namespace
 
@@ -51,7 +53,8 @@ Server::Server(Options options, Dependencies dependencies)
       }),
       rate_limit_service_(&engine_, &decision_service_),
       http_check_(&engine_, &decision_service_),
-      ext_authz_service_(&http_check_) {}
+      ext_authz_service_(&http_check_),
+      access_log_service_(&engine_, &decision_service_) {}
 
 Server::~Server() { Shutdown(absl::Now()); }
 
@@ -89,6 +92,15 @@ metrics::Sources Server::MetricsSources() {
     out.refuse = t.refuse;
     out.degrade = t.degrade;
     out.unmatched = t.unmatched;
+    out.invalid = t.invalid;
+    return out;
+  };
+  sources.access_log = [this] {
+    const rpc::AccessLogServiceImpl::Totals t = access_log_service_.totals();
+    metrics::AccessLogTotals out;
+    out.settled = t.settled;
+    out.no_permit = t.no_permit;
+    out.unknown_permit = t.unknown_permit;
     out.invalid = t.invalid;
     return out;
   };
@@ -191,8 +203,8 @@ absl::Status Server::Start() {
   housekeeping_ = std::thread([this] { Housekeeping(); });
   SetServing(true);
   spdlog::info(
-      "serving DecisionService on {} (and Envoy's RateLimitService, RLS v3, "
-      "and external authorization)",
+      "serving DecisionService on {} (and Envoy's rate-limit, external "
+      "authorization and access-log services)",
       target());
   return absl::OkStatus();
 }
@@ -293,6 +305,7 @@ absl::Status Server::BindDecisionService() {
   builder.RegisterService(&decision_service_);
   builder.RegisterService(&rate_limit_service_);
   builder.RegisterService(&ext_authz_service_);
+  builder.RegisterService(&access_log_service_);
   // A central replica's lease service (a leaf's tick fits the data port's
   // limit; the service lets the leaves' keepalive pings through).
   mode_->AddDataServices(&builder);
@@ -392,9 +405,10 @@ void Server::Shutdown(absl::Time deadline) {
       http_server_->SetServing(false);
       http_stop = std::thread([this, deadline] { http_server_->Stop(deadline); });
     }
-    // Decide streams never end by themselves: they end now, each after the
-    // answers to the calls it already read.
+    // Decide and access-log streams never end by themselves: they end now,
+    // each after the calls or entries it already read.
     decision_service_.EndStreams();
+    access_log_service_.EndStreams();
     grpc_server_->Shutdown(absl::ToChronoTime(deadline));
     if (http_stop.joinable()) http_stop.join();
   }
@@ -441,6 +455,7 @@ void Server::SetServing(bool serving) {
   health->SetServingStatus(kDecisionServiceName, serving);
   health->SetServingStatus(kRateLimitServiceName, serving);
   health->SetServingStatus(kAuthorizationServiceName, serving);
+  health->SetServingStatus(kAccessLogServiceName, serving);
   if (http_server_ != nullptr) http_server_->SetServing(serving);
 }
 

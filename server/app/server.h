@@ -31,6 +31,7 @@
 #include "server/rpc/admin_events.h"
 #include "server/rpc/admin_server.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/access_log_service.h"
 #include "server/rpc/ext_authz_service.h"
 #include "server/rpc/http_check.h"
 #include "server/rpc/rate_limit_service.h"
@@ -172,6 +173,7 @@ class Server {
   rpc::HttpCheck http_check_;
   // Envoy's external authorization protocol on the data port.
   rpc::AuthorizationServiceImpl ext_authz_service_;
+  rpc::AccessLogServiceImpl access_log_service_;
 
   // Started by BuildAndStart, stopped by Shutdown.
   // With --tls-cert: the one owner of the TLS pair (the HTTP API's context,

@@ -176,11 +176,15 @@ absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
 
 BreakerState Engine::Report(absl::string_view dependency,
                             absl::string_view key, const PermitId& permit_id,
-                            Outcome outcome, absl::Duration latency) {
+                            Outcome outcome, absl::Duration latency,
+                            bool* forged) {
   // Checked before anything else, so a made-up id reaches no ledger: it
   // frees no slot and feeds no breaker. An empty id (a report without a
   // permit) goes on, to be counted as stale.
-  if (!permit_id.empty() && !seal_.Verify(permit_id, dependency, key)) {
+  const bool refused =
+      !permit_id.empty() && !seal_.Verify(permit_id, dependency, key);
+  if (forged != nullptr) *forged = refused;
+  if (refused) {
     forged_permits_.fetch_add(1, std::memory_order_relaxed);
     return PeekBreaker(dependency, key);
   }

@@ -91,12 +91,12 @@ class Engine {
   // repeated or expired permits. A permit whose seal does not match this
   // engine's key, the dependency and the key (guessed, altered, reported
   // under another dependency or key, or issued by another process) settles
-  // nothing and counts in PermitReportsRefused().forged. Returns the breaker
-  // state afterwards (kClosed when the dependency has no breaker or no
-  // policy).
+  // nothing and counts in PermitReportsRefused().forged; `forged`, when
+  // given, tells the caller so. Returns the breaker state afterwards
+  // (kClosed when the dependency has no breaker or no policy).
   BreakerState Report(absl::string_view dependency, absl::string_view key,
                       const PermitId& permit_id, Outcome outcome,
-                      absl::Duration latency);
+                      absl::Duration latency, bool* forged = nullptr);
 
   // Reports whose permit id was refused, since start: `forged`, a well-formed
   // id whose seal did not verify (Report); `malformed`, a permit id that

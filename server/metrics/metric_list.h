@@ -60,6 +60,7 @@ enum class MetricId : int {
   kRateLimitRequests,
   kRateLimitUnmatched,
   kExtAuthzChecks,
+  kAccessLogEntries,
   kHttpRequests,
   kHttpConnections,
   kHttpConnectionsClosed,
@@ -294,6 +295,14 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
          "request; let through) or invalid (a malformed request). Each "
          "decided request also counts in sluice_decisions_total like an "
          "Acquire of its policy."},
+        {MetricId::kAccessLogEntries, "sluice_access_log_entries_total",
+         MetricType::kCounter, {"result", nullptr},
+         "HTTP entries of Envoy's access-log service (StreamAccessLogs) by "
+         "what became of them: settled (every permit it named was settled "
+         "like a ReportResult), no_permit (it named none), unknown_permit "
+         "(a permit id unreadable or not issued here), invalid (a TCP "
+         "entry, malformed metadata, or a message refused whole, counted "
+         "once)."},
         {MetricId::kHttpRequests, "sluice_http_requests_total",
          MetricType::kCounter, {"endpoint", "code", nullptr},
          "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "

@@ -351,6 +351,17 @@ std::vector<MetricFamily> Metrics::Collect() const {
           {result}, static_cast<double>(n));
     }
   }
+  if (sources_.access_log) {
+    const AccessLogTotals als = sources_.access_log();
+    for (const auto& [result, n] :
+         {std::pair<const char*, uint64_t>{"settled", als.settled},
+          {"no_permit", als.no_permit},
+          {"unknown_permit", als.unknown_permit},
+          {"invalid", als.invalid}}) {
+      Add(family(MetricId::kAccessLogEntries), MetricId::kAccessLogEntries,
+          {result}, static_cast<double>(n));
+    }
+  }
 
   std::optional<HttpSnapshot> http;
   if (sources_.http) http = sources_.http();

@@ -109,6 +109,14 @@ struct ExtAuthzTotals {
   uint64_t invalid = 0;
 };
 
+// Envoy access-log service entries since start.
+struct AccessLogTotals {
+  uint64_t settled = 0;
+  uint64_t no_permit = 0;
+  uint64_t unknown_permit = 0;
+  uint64_t invalid = 0;
+};
+
 // The HTTP/JSON API as metrics see it (a copy of http::HttpStats' fields,
 // so that this library does not depend on server/http).
 struct HttpSnapshot {
@@ -180,6 +188,7 @@ struct Sources {
   std::function<RateLimitTotals()> rate_limit = nullptr;
   // The Envoy external authorization service's answers.
   std::function<ExtAuthzTotals()> ext_authz = nullptr;
+  std::function<AccessLogTotals()> access_log = nullptr;
   // The HTTP API's counters. Absent (or returning nullopt) without the HTTP
   // API, which hides its metrics.
   std::function<std::optional<HttpSnapshot>()> http = nullptr;

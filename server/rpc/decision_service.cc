@@ -106,19 +106,26 @@ void DecisionServiceImpl::EnableForwarding(
 
 core::BreakerState DecisionServiceImpl::Settle(
     const v1::ReportResultRequest& request, const ReportArgs& args) {
+  return SettleReport(request.dependency(), request.key(), args);
+}
+
+core::BreakerState DecisionServiceImpl::SettleReport(
+    absl::string_view dependency, absl::string_view key,
+    const ReportArgs& args, bool* forged) {
   if (forward_ && !args.issuer.empty() && args.issuer != replica_id_) {
+    if (forged != nullptr) *forged = false;
     core::ForwardedReport f;
     f.issuer = args.issuer;
-    f.dependency = request.dependency();
-    f.key = request.key();
+    f.dependency = std::string(dependency);
+    f.key = std::string(key);
     f.permit_id = args.permit_id;
     f.outcome = args.outcome;
     f.latency = args.latency;
     forward_(std::move(f));
-    return engine_->PeekBreaker(request.dependency(), request.key());
+    return engine_->PeekBreaker(dependency, key);
   }
-  return engine_->Report(request.dependency(), request.key(), args.permit_id,
-                         args.outcome, args.latency);
+  return engine_->Report(dependency, key, args.permit_id, args.outcome,
+                         args.latency, forged);
 }
 
 absl::StatusOr<ReportArgs> DecisionServiceImpl::CheckReport(

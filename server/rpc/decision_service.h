@@ -76,6 +76,14 @@ class DecisionServiceImpl final : public RawDecisionService {
   // is invalid none is applied and the error names it (reports[i]).
   absl::Status ReportMany(const v1::ReportResultsRequest& request,
                           v1::ReportResultsResponse* response);
+  // One report a front end with its own format checked itself (Envoy's
+  // access-log service): settled here, or forwarded to its issuer, as a
+  // ReportResult would be. `forged`, when given, is set when this process
+  // refused the permit's seal (a forwarded report is never refused here).
+  core::BreakerState SettleReport(absl::string_view dependency,
+                                  absl::string_view key,
+                                  const ReportArgs& args,
+                                  bool* forged = nullptr);
   // One decision for a front end with its own answer format (Envoy's
   // rate-limit service): the engine's decision, timed for the metrics like
   // an Acquire. `permit_id` gets the permit as ReportResult takes it (with

@@ -37,11 +37,12 @@ struct Walk {
 };
 
 // Walks one message of `type` up to the stream's current limit. false for
-// bytes that are not a message.
-bool WalkMessage(Walk& w, const Descriptor& type, int depth) {
+// bytes that are not a message. `counting`: this message holds the counted
+// field.
+bool WalkMessage(Walk& w, const Descriptor& type, int depth, bool counting) {
   if (depth > kMaxDepth) return false;
   while (true) {
-    if (depth > 0 && w.over()) {
+    if (depth > 0 && w.over() && !counting) {
       return w.in->Skip(w.in->BytesUntilLimit());
     }
     const uint32_t tag = w.in->ReadTag();
@@ -49,7 +50,7 @@ bool WalkMessage(Walk& w, const Descriptor& type, int depth) {
     const int number = WireFormatLite::GetTagFieldNumber(tag);
     if (number == 0) return false;
     ++w.fields;
-    if (depth == 0 && number == w.budget.counted_field) ++w.counted;
+    if (counting && number == w.budget.counted_field) ++w.counted;
     switch (WireFormatLite::GetTagWireType(tag)) {
       case WireFormatLite::WIRETYPE_VARINT: {
         uint64_t value;
@@ -77,7 +78,10 @@ bool WalkMessage(Walk& w, const Descriptor& type, int depth) {
             field->type() == FieldDescriptor::TYPE_MESSAGE) {
           const CodedInputStream::Limit limit =
               w.in->PushLimit(static_cast<int>(length));
-          const bool ok = WalkMessage(w, *field->message_type(), depth + 1);
+          const bool ok =
+              WalkMessage(w, *field->message_type(), depth + 1,
+                          depth == 0 && w.budget.counted_within != 0 &&
+                              number == w.budget.counted_within);
           w.in->PopLimit(limit);
           if (!ok) return false;
         } else if (!w.in->Skip(static_cast<int>(length))) {
@@ -106,7 +110,7 @@ absl::Status CheckWireShape(google::protobuf::io::ZeroCopyInputStream* in,
   const CodedInputStream::Limit limit =
       coded.PushLimit(static_cast<int>(size));
   Walk w{&coded, budget};
-  const bool ok = WalkMessage(w, type, 0);
+  const bool ok = WalkMessage(w, type, 0, budget.counted_within == 0);
   coded.PopLimit(limit);
   if (budget.max_counted > 0 && w.counted > budget.max_counted) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -33,6 +33,9 @@ struct MessageBudget {
   int counted_field = 0;
   absl::string_view counted_name;
   int64_t max_counted = 0;
+  // Non-zero: counted_field is a field of the message in this top-level
+  // field instead (its elements summed over every occurrence).
+  int counted_within = 0;
 };
 
 // The largest request the data port takes, the largest of the budgets
@@ -57,6 +60,13 @@ inline constexpr MessageBudget kDecideBudget{kMaxDataMessageBytes,
 // and a value; real requests are a few hundred bytes.
 inline constexpr MessageBudget kRateLimitBudget{64 << 10, 64 * 200 + 64, 2,
                                                 "descriptors", 64};
+// One message of Envoy's access-log stream: at most 1,000 entries
+// (AccessLogServiceImpl::kMaxEntries) in http_logs (field 2), each up to
+// 256 fields (an entry with its timings, flags, metadata and a few logged
+// headers has about 60). Envoy sends a message per 16 KiB buffered by
+// default.
+inline constexpr MessageBudget kAccessLogBudget{
+    1 << 20, 1000 * 256 + 64, 1, "log_entry", 1000, 2};
 
 // Envoy's CheckRequest (external authorization): the request's headers
 // (AuthorizationServiceImpl::kMaxHeaders, 256, of three fields each), its

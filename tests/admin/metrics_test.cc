@@ -417,6 +417,24 @@ TEST_F(MetricsTest, ExtAuthzChecksByResult) {
             1);
 }
 
+TEST_F(MetricsTest, AccessLogEntriesByResult) {
+  Sources sources;
+  sources.engine = &engine_;
+  AccessLogTotals totals;
+  totals.settled = 9;
+  totals.no_permit = 3;
+  totals.unknown_permit = 2;
+  totals.invalid = 1;
+  sources.access_log = [&] { return totals; };
+  Metrics metrics(sources);
+  const auto s = Parse(metrics.Render());
+  const std::string name = "sluice_access_log_entries_total";
+  EXPECT_EQ(Sum(s, name, {{"result", "settled"}}), 9);
+  EXPECT_EQ(Sum(s, name, {{"result", "no_permit"}}), 3);
+  EXPECT_EQ(Sum(s, name, {{"result", "unknown_permit"}}), 2);
+  EXPECT_EQ(Sum(s, name, {{"result", "invalid"}}), 1);
+}
+
 TEST_F(MetricsTest, HttpMetricsOnlyWithTheHttpApi) {
   Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
   EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_http_")));

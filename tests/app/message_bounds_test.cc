@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "envoy/service/accesslog/v3/als.pb.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -107,6 +108,47 @@ TEST(MessageBoundsTest, TooManyElementsAreCountedAndRefusedUnbuilt) {
                               .message()),
               HasSubstr("descriptors: at most 64 per RateLimitRequest, got "
                         "65"));
+}
+
+// `inner` as field `field` of a message: tag, length, bytes.
+std::string Nested(int field, const std::string& inner) {
+  std::string bytes(1, static_cast<char>(field << 3 | 2));
+  for (size_t v = inner.size();; v >>= 7) {
+    if (v < 0x80) {
+      bytes.push_back(static_cast<char>(v));
+      break;
+    }
+    bytes.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  }
+  return bytes + inner;
+}
+
+TEST(MessageBoundsTest, ElementsOfANestedFieldAreCountedOverEveryOccurrence) {
+  // StreamAccessLogsMessage.http_logs (2).log_entry (1): 1,000 pass.
+  envoy::service::accesslog::v3::StreamAccessLogsMessage m;
+  ASSERT_TRUE(ParseBounded(Nested(2, EmptyElements(1000)), kAccessLogBudget,
+                           &m)
+                  .ok());
+  EXPECT_EQ(m.http_logs().log_entry_size(), 1000);
+  // Split over two occurrences of http_logs (which protobuf merges): 1,001.
+  m.Clear();
+  absl::Status s = ParseBounded(
+      Nested(2, EmptyElements(600)) + Nested(2, EmptyElements(401)),
+      kAccessLogBudget, &m);
+  EXPECT_EQ(s.message(),
+            "log_entry: at most 1000 per StreamAccessLogsMessage, got 1001; "
+            "none was handled");
+  EXPECT_EQ(m.http_logs().log_entry_size(), 0);
+  // Elements of the same number elsewhere do not count: tcp_logs (3) has
+  // its own entries, which the field budget bounds.
+  EXPECT_TRUE(ParseBounded(Nested(3, EmptyElements(1001)), kAccessLogBudget,
+                           &m)
+                  .ok());
+  // Past the field budget, the rest is still counted to the end.
+  EXPECT_THAT(std::string(ParseBounded(Nested(2, EmptyElements(400000)),
+                                       kAccessLogBudget, &m)
+                              .message()),
+              HasSubstr("got 400000"));
 }
 
 TEST(MessageBoundsTest, FieldsAtEveryDepthAndUnknownFieldsCount) {
