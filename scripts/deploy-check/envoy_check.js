@@ -32,8 +32,6 @@
 //   6. A bootstrap with the external authorization filter and the gRPC
 //      access log instead (no Lua): the checks of ext_authz_check.js, and
 //      its routes' sluice_dependency names against the policies.
-// A policies file may use the sluice.v1 fields of PENDING_SLUICE_FIELDS
-// before proto/sluice/v1 defines them.
 //
 // Usage: node envoy_check.js [--bootstrap FILE] [--policies FILE]
 //                            [--protos DIR] [--quiet]
@@ -606,31 +604,8 @@ function crossCheck(boot, policies, bootFile, policiesFile) {
 
 // ---------------------------------------------------------------------------
 
-// Fields of sluice.v1 that the deployment files here use and that
-// proto/sluice/v1 may not define yet (they land with the
-// external authorization service). A missing one is added to the loaded
-// root in the shape given, so the files are checked against it; once
-// proto/sluice/v1 has the field, its own definition is used and the entry is
-// reported as redundant (loadSluice's `notes`).
-const PENDING_SLUICE_FIELDS = [
-  { message: 'sluice.v1.Fallback', name: 'http_status', id: 7, type: 'uint32' },
-  { message: 'sluice.v1.Policy', name: 'http_routes', id: 17, type: 'HttpRoute', rule: 'repeated' },
-];
-// Messages those fields need, added the same way when missing.
-const PENDING_SLUICE_TYPES = [
-  {
-    name: 'HttpRoute',
-    fields: [
-      { name: 'host', id: 1, type: 'string' },
-      { name: 'path_prefix', id: 2, type: 'string' },
-      { name: 'methods', id: 3, type: 'string', rule: 'repeated' },
-      { name: 'headers', id: 4, type: 'string', keyType: 'string' },
-      { name: 'key_header', id: 5, type: 'string' },
-    ],
-  },
-];
-
-function loadSluice(protoDir, notes = []) {
+// sluice.v1.PolicySet and what it needs, from `protoDir` (proto/).
+function loadSluice(protoDir) {
   const root = new protobuf.Root();
   const pbjs = path.dirname(require.resolve('protobufjs/package.json'));
   root.resolvePath = (origin, target) => {
@@ -641,35 +616,7 @@ function loadSluice(protoDir, notes = []) {
     return target;
   };
   root.loadSync(['sluice/v1/policy.proto'], { keepCase: true });
-  const sluiceV1 = root.lookup('sluice.v1');
-  // protobufjs's resolveAll() skips what is added after loading; these are
-  // resolved one by one below.
-  const added = [];
-  for (const t of PENDING_SLUICE_TYPES) {
-    if (sluiceV1.get(t.name)) continue;
-    const type = new protobuf.Type(t.name);
-    sluiceV1.add(type);
-    for (const f of t.fields) {
-      const field = f.keyType ? new protobuf.MapField(f.name, f.id, f.keyType, f.type)
-        : new protobuf.Field(f.name, f.id, f.type, f.rule);
-      type.add(field);
-      added.push(field);
-    }
-  }
-  for (const f of PENDING_SLUICE_FIELDS) {
-    const type = root.lookupType(f.message);
-    if (type.fields[f.name]) {
-      notes.push(`${f.message}.${f.name} is in proto/sluice/v1 now; drop it from PENDING_SLUICE_FIELDS`);
-    } else {
-      const field = new protobuf.Field(f.name, f.id, f.type, f.rule);
-      type.add(field);
-      added.push(field);
-      notes.push(`${f.message}.${f.name} = ${f.id} (${f.rule ? `${f.rule} ` : ''}${f.type}) is not in ` +
-        'proto/sluice/v1 yet; checked in that shape');
-    }
-  }
   root.resolveAll();
-  for (const field of added) field.resolve();
   return root;
 }
 
@@ -695,12 +642,10 @@ function run(opts, api = loadEnvoyApi()) {
     lines.push(`${rel(opts.bootstrap)} against envoy.config.bootstrap.v3.Bootstrap ` +
       `(${api.label}): ${boot.problems.length} problem(s)`);
   }
-  const notes = [];
-  const pol = policiesDoc ? checkPolicies(policiesDoc, loadSluice(opts.protos, notes), rel(opts.policies)) : null;
+  const pol = policiesDoc ? checkPolicies(policiesDoc, loadSluice(opts.protos), rel(opts.policies)) : null;
   if (pol) {
     problems.push(...pol.problems);
     lines.push(`${rel(opts.policies)} against sluice.v1.PolicySet: ${pol.problems.length} problem(s)`);
-    for (const n of notes) lines.push(`  ${n}`);
   }
   const authz = boot ? boot.extAuthz.filter((h) => h.filters.length) : [];
   if (boot && !boot.rateLimitFilters.length && !authz.length) {
@@ -770,4 +715,4 @@ function main(argv) {
 
 if (require.main === module) process.exitCode = main(process.argv.slice(2));
 
-module.exports = { run, checkLua, checkBootstrap, checkPolicies, crossCheck, loadSluice, PENDING_SLUICE_FIELDS };
+module.exports = { run, checkLua, checkBootstrap, checkPolicies, crossCheck, loadSluice };

@@ -91,7 +91,7 @@ test('deploy/envoy and proto/envoy as committed pass', () => {
   ]) {
     assert.match(out, want);
   }
-  assert.match(out, /20 messages, 53 fields, 3 enums, 18 enum values, 2 service\(s\) compared, 0 difference\(s\)/);
+  assert.match(out, /30 messages, 80 fields, 5 enums, 26 enum values, 3 service\(s\) compared, 0 difference\(s\)/);
 });
 
 test('the command line exits 0 on the committed files and 1 on a broken copy', () => {

@@ -248,8 +248,7 @@ async function check(opts) {
       continue;
     }
     if (f.name === 'policies.yaml') {
-      const notes = [];
-      const pol = checkPolicies(docs[0], loadSluice(opts.protos, notes), label);
+      const pol = checkPolicies(docs[0], loadSluice(opts.protos), label);
       problems.push(...pol.problems);
       for (const [i, p] of pol.policies.entries()) {
         if (p && !list(p.http_routes).length) {
@@ -258,7 +257,6 @@ async function check(opts) {
         }
       }
       lines.push(`${label} against sluice.v1.PolicySet: ${pol.problems.length} problem(s)`);
-      for (const n of notes) lines.push(`  ${n}`);
       continue;
     }
     for (const [i, doc] of docs.entries()) {
