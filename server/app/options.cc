@@ -396,7 +396,7 @@ void LogConfiguration(const ServerOptions& options,
                       const std::string& replica_id) {
   spdlog::info("sluiced configuration:");
   spdlog::info(
-      "  listen               {} (DecisionService, health, reflection)",
+      "  listen               {} (DecisionService, Envoy services, health, reflection)",
       options.listen);
   spdlog::info(
       "  socket-mode          {} (Unix sockets only)",
