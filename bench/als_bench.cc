@@ -38,9 +38,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "envoy/service/accesslog/v3/als.grpc.pb.h"
+#include "proc_cpu.h"
 #include "sluice/v1/decision.grpc.pb.h"
 #include "tests/testing/sluiced_process.h"
-#include "proc_cpu.h"
 
 ABSL_FLAG(int, entries, 100000,
           "permits settled each way per round (N); 2 x N are taken first");

@@ -35,8 +35,7 @@ inline double CpuMicros(pid_t pid) {
   const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
   const size_t paren = stat.rfind(')');
   if (paren == std::string::npos) return -1;
-  std::vector<std::string> fields =
-      absl::StrSplit(stat.substr(paren + 2), ' ');
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 2), ' ');
   // After "pid (comm) ": state is field 3, utime 14, stime 15.
   uint64_t utime = 0, stime = 0;
   if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||

@@ -65,11 +65,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "proc_cpu.h"
 #include "sluice/client/client.h"
 #include "sluice/client/options.h"
 #include "sluice/v1/decision.grpc.pb.h"
 #include "tests/testing/sluiced_process.h"
-#include "proc_cpu.h"
 
 namespace {
 
