@@ -18,16 +18,13 @@
 //   build/bench/als_bench [--entries=N] [--batch=B] [--threads=T]
 //       [--rounds=R]
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,12 +34,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "envoy/service/accesslog/v3/als.grpc.pb.h"
+#include "proc_cpu.h"
 #include "sluice/v1/decision.grpc.pb.h"
 #include "tests/testing/sluiced_process.h"
 
@@ -58,6 +54,8 @@ namespace {
 using envoy::data::accesslog::v3::HTTPAccessLogEntry;
 using envoy::service::accesslog::v3::AccessLogService;
 using envoy::service::accesslog::v3::StreamAccessLogsMessage;
+using sluice::bench::CpuMicros;
+using sluice::bench::SchedMicros;
 using sluice::testing::SluicedProcess;
 
 // Nothing refuses: the in-flight cap holds every permit a round takes, the
@@ -77,47 +75,6 @@ constexpr char kPolicies[] = R"(policies:
       minimum_calls: 20
       latency_baseline: { factor: 3 }
 )";
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// utime + stime of the whole process, in microseconds (10 ms ticks).
-double CpuMicros(pid_t pid) {
-  const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
-  const size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::vector<std::string> fields =
-      absl::StrSplit(stat.substr(paren + 2), ' ');
-  uint64_t utime = 0, stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
-      !absl::SimpleAtoi(fields[12], &stime)) {
-    return -1;
-  }
-  return static_cast<double>(utime + stime) * 1e6 /
-         static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// Run time of the process's current threads, from schedstat (nanosecond
-// precision; a thread that exits takes its time with it).
-double SchedMicros(pid_t pid) {
-  const std::string dir = absl::StrCat("/proc/", pid, "/task");
-  DIR* tasks = opendir(dir.c_str());
-  if (tasks == nullptr) return -1;
-  double total_ns = 0;
-  while (dirent* e = readdir(tasks)) {
-    if (e->d_name[0] == '.') continue;
-    std::istringstream in(
-        Slurp(absl::StrCat(dir, "/", e->d_name, "/schedstat")));
-    uint64_t ns = 0;
-    if (in >> ns) total_ns += static_cast<double>(ns);
-  }
-  closedir(tasks);
-  return total_ns / 1000.0;
-}
 
 struct Cpu {
   double ticks_us = 0;

@@ -33,7 +33,6 @@
 //       [--idle-seconds=S] [--json=FILE]
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -66,6 +65,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "proc_cpu.h"
 #include "sluice/client/client.h"
 #include "sluice/client/options.h"
 #include "sluice/v1/decision.grpc.pb.h"
@@ -73,6 +73,9 @@
 
 namespace {
 
+using sluice::bench::CpuMicros;
+using sluice::bench::SchedMicros;
+using sluice::bench::Slurp;
 using sluice::testing::SluicedProcess;
 
 constexpr char kDependency[] = "inventory";
@@ -219,50 +222,6 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
 }
 
 // ---- /proc --------------------------------------------------------------
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// utime + stime of the whole process (all threads), in microseconds. The
-// kernel counts them in clock ticks (1/CLK_TCK s, 10 ms here).
-double CpuMicros(pid_t pid) {
-  const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
-  const size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::vector<std::string> fields =
-      absl::StrSplit(stat.substr(paren + 2), ' ');
-  // After "pid (comm) ": state is field 3, utime 14, stime 15.
-  uint64_t utime = 0, stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
-      !absl::SimpleAtoi(fields[12], &stime)) {
-    return -1;
-  }
-  return static_cast<double>(utime + stime) * 1e6 /
-         static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// Run time of the process's current threads in microseconds, summed from
-// /proc/PID/task/*/schedstat (nanosecond precision, unlike the 10 ms ticks
-// of utime/stime; a thread that exits takes its time with it, so this is
-// for intervals in which the threads stay, such as idle).
-double SchedMicros(pid_t pid) {
-  const std::string dir = absl::StrCat("/proc/", pid, "/task");
-  DIR* tasks = opendir(dir.c_str());
-  if (tasks == nullptr) return -1;
-  double total_ns = 0;
-  while (dirent* e = readdir(tasks)) {
-    if (e->d_name[0] == '.') continue;
-    std::istringstream in(Slurp(absl::StrCat(dir, "/", e->d_name, "/schedstat")));
-    uint64_t ns = 0;
-    if (in >> ns) total_ns += static_cast<double>(ns);
-  }
-  closedir(tasks);
-  return total_ns / 1000.0;
-}
 
 // A "Name:   N kB" (or plain N) field of /proc/PID/status, or -1.
 int64_t StatusField(pid_t pid, const std::string& name) {

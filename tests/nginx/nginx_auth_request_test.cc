@@ -20,14 +20,10 @@
 //     string sent to /v1/check gets a 400 naming what was wrong.
 // nginx missing is a failure, not a skip: scripts/setup installs it.
 // The figures are printed on lines starting with "[nginx]".
-#include <grp.h>
-#include <pwd.h>
-#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,36 +35,19 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "tests/testing/build_paths.h"
-#include "tests/testing/child_process.h"
+#include "tests/nginx/nginx_harness.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/port_file.h"
-#include "tests/testing/redis_server.h"  // FreePort
 #include "tests/testing/sluiced_process.h"
-#include "tests/testing/temp_dir.h"
-#include "tests/testing/wait_for.h"
 
 namespace sluice {
 namespace {
 
-using testing::ChildProcess;
-using testing::FreePort;
-using testing::HttpGet;
 using testing::HttpRequest;
 using testing::HttpResponse;
+using testing::NginxBinary;
 using testing::ReadFile;
-using testing::RunCommand;
-using testing::SluicedProcess;
-using testing::TempDir;
-using testing::WaitFor;
-using testing::WriteFile;
-
-std::string DeployFile(const std::string& name) {
-  return absl::StrCat(testing::kSourceDir, "/deploy/nginx/", name);
-}
-
-// Debian's path; $NGINX_BINARY overrides it.
-constexpr char kNginx[] = "/usr/sbin/nginx";
+using testing::Tail;
 
 // deploy/nginx/auth-request-policies.yaml: `catalog`'s per-tenant bucket,
 // and the breakers of `inventory` and `recommendations` (with fallbacks)
@@ -78,37 +57,6 @@ constexpr double kBurst = 10;
 constexpr int kTrip = 5;
 constexpr char kInventoryPayload[] = R"({"items":[],"degraded":true})";
 constexpr char kRecommendationsPayload[] = R"({"recommendations":[]})";
-// The addresses in deploy/nginx/auth-request.conf the test replaces.
-constexpr char kConfListen[] = "listen 127.0.0.1:8080;";
-constexpr char kConfSluice[] = "server 127.0.0.1:8090;";
-constexpr char kConfBackend[] = "server 127.0.0.1:8081;";
-
-std::string NginxBinary() {
-  const char* path = std::getenv("NGINX_BINARY");
-  return path != nullptr && *path != '\0' ? path : kNginx;
-}
-
-// Replaces the one occurrence of `from`; false if there is not exactly one.
-bool ReplaceOnce(std::string* text, const std::string& from,
-                 const std::string& to) {
-  const size_t at = text->find(from);
-  if (at == std::string::npos ||
-      text->find(from, at + 1) != std::string::npos) {
-    return false;
-  }
-  text->replace(at, from.size(), to);
-  return true;
-}
-
-// The last `lines` lines of `text`.
-std::string Tail(const std::string& text, int lines) {
-  if (text.empty()) return text;
-  size_t at = text.size();
-  for (int i = 0; i <= lines && at != std::string::npos && at > 0; ++i) {
-    at = text.rfind('\n', at - 1);
-  }
-  return at == std::string::npos ? text : text.substr(at + 1);
-}
 
 // The example backend's answer: it echoes the path it served.
 bool IsBackend(const HttpResponse& r) {
@@ -121,39 +69,18 @@ int RetryAfter(const HttpResponse& r) {
   return absl::SimpleAtoi(r.header("retry-after"), &seconds) ? seconds : 0;
 }
 
-class NginxAuthRequestTest : public ::testing::Test {
+class NginxAuthRequestTest : public testing::NginxHarness {
  protected:
+  NginxAuthRequestTest() : NginxHarness("nginx_auth_request") {}
+
   void SetUp() override {
-    ASSERT_FALSE(dir_.path().empty());
     ASSERT_EQ(access(NginxBinary().c_str(), X_OK), 0)
         << NginxBinary() << " not found: install the Debian package nginx "
         << "(scripts/setup does)";
 
-    backend_port_ = FreePort();
-    ASSERT_TRUE(backend_.Start(
-        {testing::kExampleBackendPath,
-         absl::StrCat("--listen=127.0.0.1:", backend_port_), "--latency=1ms"},
-        dir_.File("backend.log")));
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          return backend_.Exited() ||
-                 HttpGet(backend_port_, "/healthz") == "ok\n";
-        },
-        absl::Seconds(10)));
-    ASSERT_FALSE(backend_.Exited()) << backend_.Log();
-
-    std::string error;
-    ASSERT_TRUE(
-        sluiced_.Start(ReadFile(DeployFile("auth-request-policies.yaml")),
-                       {"--http-listen=127.0.0.1:0"}, "", &error))
-        << error;
-    sluice_http_ = sluiced_.listener("http");
-    ASSERT_NE(sluice_http_, "") << "sluiced's port file has no http= line";
-    ASSERT_EQ(
-        HttpRequest(testing::PortOf(sluice_http_), "GET", "/v1/health").status,
-        200);
-
-    ASSERT_NO_FATAL_FAILURE(StartNginx());
+    ASSERT_NO_FATAL_FAILURE(
+        StartBackendAndSluiced("auth-request-policies.yaml"));
+    ASSERT_NO_FATAL_FAILURE(StartNginx("auth-request.conf"));
   }
 
   void TearDown() override {
@@ -166,58 +93,6 @@ class NginxAuthRequestTest : public ::testing::Test {
                   Tail(sluiced_.Log(), 20).c_str());
     }
     nginx_.Stop(SIGTERM, absl::Seconds(5));
-  }
-
-  // deploy/nginx/auth-request.conf with this test's ports, then `nginx -t`,
-  // then nginx itself in the foreground (daemon off).
-  void StartNginx() {
-    std::string conf = ReadFile(DeployFile("auth-request.conf"));
-    nginx_port_ = FreePort();
-    ASSERT_TRUE(
-        ReplaceOnce(&conf, kConfListen,
-                    absl::StrCat("listen 127.0.0.1:", nginx_port_, ";")))
-        << "auth-request.conf must say `" << kConfListen << "` once";
-    ASSERT_TRUE(ReplaceOnce(&conf, kConfSluice,
-                            absl::StrCat("server ", sluice_http_, ";")))
-        << "auth-request.conf must say `" << kConfSluice << "` once";
-    ASSERT_TRUE(
-        ReplaceOnce(&conf, kConfBackend,
-                    absl::StrCat("server 127.0.0.1:", backend_port_, ";")))
-        << "auth-request.conf must say `" << kConfBackend << "` once";
-    WriteFile(dir_.File("nginx.conf"), conf);
-
-    // As root, nginx's workers would run as nobody, who cannot enter the
-    // test's directory: they run as this user instead.
-    std::string globals = "daemon off;";
-    if (geteuid() == 0) {
-      const passwd* user = getpwuid(geteuid());
-      const group* grp = getgrgid(getegid());
-      ASSERT_TRUE(user != nullptr && grp != nullptr);
-      absl::StrAppend(&globals, " user ", user->pw_name, " ", grp->gr_name,
-                      ";");
-    }
-    const testing::CommandResult check = RunCommand(
-        absl::StrCat(NginxBinary(), " -t -p ", dir_.path(), "/ -c ",
-                     dir_.File("nginx.conf"), " -g '", globals, "'"));
-    ASSERT_EQ(check.exit_code, 0) << check.output;
-    ASSERT_TRUE(absl::StrContains(check.output, "test is successful"))
-        << check.output;
-
-    ASSERT_TRUE(nginx_.Start({NginxBinary(), "-p", dir_.path() + "/", "-c",
-                              dir_.File("nginx.conf"), "-g", globals},
-                             dir_.File("nginx.out")));
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          return nginx_.Exited() ||
-                 HttpRequest(nginx_port_, "GET", "/").status != 0;
-        },
-        absl::Seconds(10)));
-    ASSERT_FALSE(nginx_.Exited()) << nginx_.Log();
-  }
-
-  HttpResponse Get(const std::string& path, const std::string& tenant = "") {
-    return HttpRequest(nginx_port_, "GET", path, 5000,
-                       tenant.empty() ? "" : "X-Tenant: " + tenant + "\r\n");
   }
 
   // Opens `dependency`'s breaker: the failures of calls Sluice allowed,
@@ -234,14 +109,6 @@ class NginxAuthRequestTest : public ::testing::Test {
               1)
         << dependency;
   }
-
-  TempDir dir_{"nginx_auth_request"};
-  ChildProcess backend_;
-  SluicedProcess sluiced_;
-  ChildProcess nginx_;
-  int backend_port_ = 0;
-  int nginx_port_ = 0;
-  std::string sluice_http_;  // host:port of sluiced's HTTP API
 };
 
 TEST_F(NginxAuthRequestTest, AdmitsAtTheLimitAndRefusesWith429) {

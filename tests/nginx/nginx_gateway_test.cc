@@ -19,14 +19,12 @@
 //     every call through to the backend.
 // nginx missing is a failure, not a skip: scripts/setup installs it.
 // The figures are printed on lines starting with "[nginx]".
-#include <grp.h>
-#include <pwd.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,37 +38,21 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "tests/testing/build_paths.h"
-#include "tests/testing/child_process.h"
+#include "tests/nginx/nginx_harness.h"
 #include "tests/testing/http_get.h"
-#include "tests/testing/port_file.h"
-#include "tests/testing/redis_server.h"  // FreePort
-#include "tests/testing/sluiced_process.h"
-#include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
 namespace sluice {
 namespace {
 
-using testing::ChildProcess;
-using testing::FreePort;
-using testing::HttpGet;
 using testing::HttpRequest;
 using testing::HttpResponse;
+using testing::NginxBinary;
 using testing::ReadFile;
-using testing::RunCommand;
-using testing::SluicedProcess;
-using testing::TempDir;
+using testing::Tail;
 using testing::WaitFor;
-using testing::WriteFile;
 
-// A file of deploy/nginx, the configuration this test runs.
-std::string DeployFile(const std::string& name) {
-  return absl::StrCat(testing::kSourceDir, "/deploy/nginx/", name);
-}
-
-// Debian's paths; $NGINX_BINARY overrides the binary.
-constexpr char kNginx[] = "/usr/sbin/nginx";
+// Debian's path of njs.
 constexpr char kJsModule[] = "/usr/lib/nginx/modules/ngx_http_js_module.so";
 
 // deploy/nginx/policies.yaml: `catalog`'s per-tenant bucket ...
@@ -83,10 +65,6 @@ constexpr int kTrip = 5;
 constexpr char kInventoryPayload[] = R"({"items":[],"degraded":true})";
 constexpr char kDefaultAnswer[] =
     "{\"degraded\":true,\"reason\":\"CIRCUIT_OPEN\"}\n";
-// The addresses in deploy/nginx/nginx.conf the test replaces.
-constexpr char kConfListen[] = "listen 127.0.0.1:8080;";
-constexpr char kConfSluice[] = "server 127.0.0.1:8090;";
-constexpr char kConfBackend[] = "server 127.0.0.1:8081;";
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
@@ -99,33 +77,6 @@ char ProcessState(pid_t pid) {
   return close == std::string::npos || close + 2 >= stat.size()
              ? '?'
              : stat[close + 2];
-}
-
-std::string NginxBinary() {
-  const char* path = std::getenv("NGINX_BINARY");
-  return path != nullptr && *path != '\0' ? path : kNginx;
-}
-
-// Replaces the one occurrence of `from`; false if there is not exactly one.
-bool ReplaceOnce(std::string* text, const std::string& from,
-                 const std::string& to) {
-  const size_t at = text->find(from);
-  if (at == std::string::npos ||
-      text->find(from, at + 1) != std::string::npos) {
-    return false;
-  }
-  text->replace(at, from.size(), to);
-  return true;
-}
-
-// The last `lines` lines of `text`.
-std::string Tail(const std::string& text, int lines) {
-  if (text.empty()) return text;
-  size_t at = text.size();
-  for (int i = 0; i <= lines && at != std::string::npos && at > 0; ++i) {
-    at = text.rfind('\n', at - 1);
-  }
-  return at == std::string::npos ? text : text.substr(at + 1);
 }
 
 // One answer from NGINX, as a load thread saw it.
@@ -145,10 +96,11 @@ struct Tally {
   absl::Time first = absl::InfiniteFuture(), last = absl::InfinitePast();
 };
 
-class NginxGatewayTest : public ::testing::Test {
+class NginxGatewayTest : public testing::NginxHarness {
  protected:
+  NginxGatewayTest() : NginxHarness("nginx_gateway") {}
+
   void SetUp() override {
-    ASSERT_FALSE(dir_.path().empty());
     // CI installs both (scripts/setup); without them this test fails.
     ASSERT_EQ(access(NginxBinary().c_str(), X_OK), 0)
         << NginxBinary() << " not found: install the Debian packages nginx "
@@ -157,30 +109,8 @@ class NginxGatewayTest : public ::testing::Test {
         << kJsModule << " not found: install the Debian package "
         << "libnginx-mod-http-js (scripts/setup does)";
 
-    backend_port_ = FreePort();
-    ASSERT_TRUE(backend_.Start(
-        {testing::kExampleBackendPath,
-         absl::StrCat("--listen=127.0.0.1:", backend_port_), "--latency=1ms"},
-        dir_.File("backend.log")));
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          return backend_.Exited() ||
-                 HttpGet(backend_port_, "/healthz") == "ok\n";
-        },
-        absl::Seconds(10)));
-    ASSERT_FALSE(backend_.Exited()) << backend_.Log();
-
-    std::string error;
-    ASSERT_TRUE(sluiced_.Start(ReadFile(DeployFile("policies.yaml")),
-                               {"--http-listen=127.0.0.1:0"}, "", &error))
-        << error;
-    sluice_http_ = sluiced_.listener("http");
-    ASSERT_NE(sluice_http_, "") << "sluiced's port file has no http= line";
-    ASSERT_EQ(
-        HttpRequest(testing::PortOf(sluice_http_), "GET", "/v1/health").status,
-        200);
-
-    ASSERT_NO_FATAL_FAILURE(StartNginx());
+    ASSERT_NO_FATAL_FAILURE(StartBackendAndSluiced("policies.yaml"));
+    ASSERT_NO_FATAL_FAILURE(StartNginx("nginx.conf", {"sluice.js"}));
   }
 
   void TearDown() override {
@@ -196,61 +126,6 @@ class NginxGatewayTest : public ::testing::Test {
     nginx_.Stop(SIGTERM, absl::Seconds(5));
   }
 
-  // deploy/nginx/nginx.conf with this test's ports, beside sluice.js, then
-  // `nginx -t`, then nginx itself in the foreground (daemon off).
-  void StartNginx() {
-    std::string conf = ReadFile(DeployFile("nginx.conf"));
-    nginx_port_ = FreePort();
-    ASSERT_TRUE(
-        ReplaceOnce(&conf, kConfListen,
-                    absl::StrCat("listen 127.0.0.1:", nginx_port_, ";")))
-        << "nginx.conf must say `" << kConfListen << "` once";
-    ASSERT_TRUE(ReplaceOnce(&conf, kConfSluice,
-                            absl::StrCat("server ", sluice_http_, ";")))
-        << "nginx.conf must say `" << kConfSluice << "` once";
-    ASSERT_TRUE(
-        ReplaceOnce(&conf, kConfBackend,
-                    absl::StrCat("server 127.0.0.1:", backend_port_, ";")))
-        << "nginx.conf must say `" << kConfBackend << "` once";
-    WriteFile(dir_.File("nginx.conf"), conf);
-    WriteFile(dir_.File("sluice.js"), ReadFile(DeployFile("sluice.js")));
-
-    // As root, nginx's workers would run as nobody, who cannot enter the
-    // test's directory: they run as this user instead.
-    std::string globals = "daemon off;";
-    if (geteuid() == 0) {
-      const passwd* user = getpwuid(geteuid());
-      const group* grp = getgrgid(getegid());
-      ASSERT_TRUE(user != nullptr && grp != nullptr);
-      absl::StrAppend(&globals, " user ", user->pw_name, " ", grp->gr_name,
-                      ";");
-    }
-    const std::vector<std::string> args = {
-        NginxBinary(), "-p",   dir_.path() + "/", "-c", dir_.File("nginx.conf"),
-        "-g",          globals};
-
-    const testing::CommandResult check = RunCommand(
-        absl::StrCat(NginxBinary(), " -t -p ", dir_.path(), "/ -c ",
-                     dir_.File("nginx.conf"), " -g '", globals, "'"));
-    ASSERT_EQ(check.exit_code, 0) << check.output;
-    ASSERT_TRUE(absl::StrContains(check.output, "test is successful"))
-        << check.output;
-
-    ASSERT_TRUE(nginx_.Start(args, dir_.File("nginx.out")));
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          return nginx_.Exited() ||
-                 HttpRequest(nginx_port_, "GET", "/").status != 0;
-        },
-        absl::Seconds(10)));
-    ASSERT_FALSE(nginx_.Exited()) << nginx_.Log();
-  }
-
-  HttpResponse Get(const std::string& path, const std::string& tenant = "") {
-    return HttpRequest(nginx_port_, "GET", path, 5000,
-                       tenant.empty() ? "" : "X-Tenant: " + tenant + "\r\n");
-  }
-
   // Sluice's count of reported outcomes (0 when it has none yet).
   double Outcomes(const std::string& dependency, const std::string& outcome) {
     return std::max(0.0, sluiced_.Metric(absl::StrCat(
@@ -259,14 +134,6 @@ class NginxGatewayTest : public ::testing::Test {
   }
 
   std::string ErrorLog() { return ReadFile(dir_.File("error.log")); }
-
-  TempDir dir_{"nginx_gateway"};
-  ChildProcess backend_;
-  SluicedProcess sluiced_;
-  ChildProcess nginx_;
-  int backend_port_ = 0;
-  int nginx_port_ = 0;
-  std::string sluice_http_;  // host:port of sluiced's HTTP API
 };
 
 bool IsRefusal(const HttpResponse& r) {
