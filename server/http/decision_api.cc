@@ -369,9 +369,12 @@ Reply DecisionApi::CheckForward(const ParsedHead& head) const {
     return value.has_value() ? absl::string_view(*value)
                              : absl::string_view();
   };
-  request.late_dependency = view(parameters->dependency);
-  request.late_key = view(parameters->key);
-  request.late_key_header = view(parameters->key_header);
+  request.dependency = view(parameters->dependency);
+  request.key = view(parameters->key);
+  request.key_header = view(parameters->key_header);
+  // A gateway builds the check request, and may name the policy with the
+  // x-sluice-* headers (NGINX's proxy_set_header, Envoy's headers_to_add).
+  request.naming_headers = true;
   absl::StatusOr<rpc::HttpCheckAnswer> answer = check_->Check(request);
   if (!answer.ok()) return ErrorReply(answer.status());
   return CheckReply(*std::move(answer));

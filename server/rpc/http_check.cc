@@ -228,17 +228,21 @@ std::shared_ptr<const HttpRouteIndex> HttpCheck::Index() {
 absl::StatusOr<HttpCheckAnswer> HttpCheck::Check(
     const HttpCheckRequest& request) {
   HttpCheckAnswer answer;
-  absl::string_view dependency =
-      FirstGiven({request.dependency, HeaderOrEmpty(request, kDependencyHeader),
-                  request.late_dependency});
-  // Holds the policy a route names, whose name `dependency` then views.
-  std::shared_ptr<const HttpRouteIndex> index;
+  // The operator's names first; the x-sluice-* headers only where a
+  // gateway sets them. The key comes from where the policy's name came
+  // from, so a client can never pick its own key for a policy an operator
+  // named.
+  absl::string_view dependency = request.dependency;
   absl::string_view key;
   if (!dependency.empty()) {
-    key = FirstGiven({request.key, HeaderOrEmpty(request, kKeyHeader),
-                      request.late_key,
-                      HeaderOrEmpty(request, request.late_key_header)});
-  } else {
+    key = FirstGiven({request.key, HeaderOrEmpty(request, request.key_header)});
+  } else if (request.naming_headers) {
+    dependency = HeaderOrEmpty(request, kDependencyHeader);
+    key = HeaderOrEmpty(request, kKeyHeader);
+  }
+  // Holds the policy a route names, whose name `dependency` then views.
+  std::shared_ptr<const HttpRouteIndex> index;
+  if (dependency.empty()) {
     index = Index();
     const HttpRouteIndex::Match match =
         index->Find(request, NormalizeHost(request.host));

@@ -45,15 +45,19 @@ struct HttpCheckRequest {
   // A request header's value by lowercase name; nullopt when absent. Unset
   // means the request has no headers.
   std::function<std::optional<absl::string_view>(absl::string_view)> header;
-  // Names the transport read before the x-sluice-* headers (Envoy's
-  // context extensions sluice_dependency, sluice_key); "" when not given.
+  // The names the operator configured for this request: Envoy's context
+  // extensions sluice_dependency and sluice_key, or /v1/check's query
+  // parameters dependency, key and key_header; "" when not given.
   absl::string_view dependency;
   absl::string_view key;
-  // Names read after the x-sluice-* headers (/v1/check's query parameters
-  // dependency, key, key_header); "" when not given.
-  absl::string_view late_dependency;
-  absl::string_view late_key;
-  absl::string_view late_key_header;  // a header whose value is the key
+  absl::string_view key_header;  // a header whose value is the key
+  // Whether the x-sluice-dependency and x-sluice-key headers may name the
+  // policy and key when `dependency` is not given. Only a transport whose
+  // check requests a gateway builds says yes (/v1/check: NGINX's
+  // proxy_set_header, Envoy's headers_to_add). Envoy's external
+  // authorization passes the client's own headers, which must never choose
+  // a policy or a key.
+  bool naming_headers = false;
 };
 
 // The answer, for the transport to put into its own format.
@@ -145,10 +149,11 @@ class HttpRouteIndex {
 // Names the policy of an HTTP request, decides it through the same engine
 // path as an Acquire (DecisionServiceImpl::DecideCall: the same metrics and
 // events) and shapes the answer. The naming rules, in order:
-//   1. explicit: request.dependency, the x-sluice-dependency header,
-//      request.late_dependency; the key then is request.key, the
-//      x-sluice-key header, request.late_key or the header named by
-//      request.late_key_header, the first given, else "";
+//   1. explicit: request.dependency, its key being request.key or the
+//      header named by request.key_header ("" without either); else, with
+//      request.naming_headers, the x-sluice-dependency header, its key the
+//      x-sluice-key header. The key comes from where the name came from,
+//      so a client cannot pick its own key for a policy an operator named;
 //   2. else the policies' http_routes (HttpRouteIndex), the key being the
 //      value of the route's key_header ("" without one);
 //   3. else kUnmatched: nothing is decided.

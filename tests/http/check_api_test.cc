@@ -140,6 +140,14 @@ TEST_F(CheckApiTest, NamesFromHeadersAnyMethodAndEnvoysPath) {
   EXPECT_EQ(by_header.status, 200) << by_header.body;
   EXPECT_EQ(by_header.header("x-sluice-key"), "t9");
   EXPECT_EQ(Ask("OPTIONS", "/v1/check?dependency=payments").status, 200);
+  // The address's names beat the headers (a gateway such as Traefik passes
+  // the client's own): neither the policy nor the key moves.
+  const RawResponse named = Get("/v1/check?dependency=catalog",
+                                "x-sluice-dependency: payments\r\n"
+                                "x-sluice-key: chosen-by-client\r\n");
+  EXPECT_EQ(named.status, 200) << named.body;
+  EXPECT_EQ(named.header("x-sluice-dependency"), "catalog");
+  EXPECT_EQ(named.header("x-sluice-key"), "");
 }
 
 TEST_F(CheckApiTest, BreakerOpenIs503AndAFallbackIs503WithItsStatus) {

@@ -36,6 +36,8 @@ using envoy::service::auth::v3::CheckRequest;
 using envoy::service::auth::v3::CheckResponse;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Key;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -281,6 +283,25 @@ TEST_F(ExtAuthzServiceTest, ContextExtensionsNameThePolicyBeforeRoutes) {
   }
 }
 
+TEST_F(ExtAuthzServiceTest, TheClientsOwnNamingHeadersNameNothing) {
+  // The headers Envoy checks are the client's: sending x-sluice-dependency
+  // and x-sluice-key must not move a request off its route's policy, nor
+  // make an unmatched one decided.
+  const CheckRequest routed =
+      Request("GET", "api.example.com", "/api/payments/1",
+              {{"x-sluice-dependency", "payments-v2"}, {"x-sluice-key", "k"}});
+  const CheckResponse answer = Ask(routed);
+  EXPECT_THAT(Headers(answer.ok_response().headers()),
+              Contains(Pair("x-sluice-dependency", "payments")));
+  EXPECT_THAT(Headers(answer.ok_response().headers()),
+              Not(Contains(Key("x-sluice-key"))));
+  const CheckResponse unmatched = Ask(Request(
+      "GET", "api.example.com", "/static/x",
+      {{"x-sluice-dependency", "payments-v2"}}));
+  EXPECT_THAT(Headers(unmatched.ok_response().headers()),
+              UnorderedElementsAre(Pair("x-sluice-unmatched", "1")));
+}
+
 TEST_F(ExtAuthzServiceTest, MostSpecificRouteWinsAndQueryIsIgnored) {
   const CheckResponse v2 =
       Ask(Request("GET", "API.example.com:443", "/api/payments/v2/x?a=/b"));
@@ -374,8 +395,8 @@ TEST_F(ExtAuthzServiceTest, BadUtf8InHeadersGetsAValidUtf8Error) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(wire::ToValidUtf8(s.error_message()), s.error_message());
 
-  // A dependency no policy could have, from a header.
-  s = Call(Request("GET", "h", "/", {{"x-sluice-dependency", "a\"b"}}),
+  // A dependency no policy could have, from a context extension.
+  s = Call(Request("GET", "h", "/", {}, {{"sluice_dependency", "a\"b"}}),
            &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(wire::ToValidUtf8(s.error_message()), s.error_message());

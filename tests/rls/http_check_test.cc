@@ -99,7 +99,8 @@ class HttpCheckTest : public ::testing::Test {
     std::string host = "api.example.com";
     std::string path = "/";
     std::map<std::string, std::string> headers;
-    std::string dependency, key, late_dependency, late_key, late_key_header;
+    std::string dependency, key, key_header;
+    bool naming_headers = false;
   };
 
   static Request At(std::string method, std::string host, std::string path,
@@ -125,9 +126,8 @@ class HttpCheckTest : public ::testing::Test {
     };
     request.dependency = r.dependency;
     request.key = r.key;
-    request.late_dependency = r.late_dependency;
-    request.late_key = r.late_key;
-    request.late_key_header = r.late_key_header;
+    request.key_header = r.key_header;
+    request.naming_headers = r.naming_headers;
     return check_.Check(request);
   }
 
@@ -152,35 +152,41 @@ class HttpCheckTest : public ::testing::Test {
   HttpCheck check_;
 };
 
-TEST_F(HttpCheckTest, ExplicitNamesComeBeforeRoutesInContractOrder) {
+TEST_F(HttpCheckTest, OperatorNamesComeBeforeNamingHeadersAndRoutes) {
   Request r;
   r.path = "/api/payments/1";  // a route would pick "payments"
   r.headers[std::string(kDependencyHeader)] = "keyed";
-  r.late_dependency = "catalog";
-  // The header beats the late (query) name and the route.
+  // Without naming_headers (Envoy's external authorization: the client's
+  // own headers), x-sluice-dependency names nothing and the route decides.
+  EXPECT_EQ(Check(r)->dependency, "payments");
+  // Where a gateway builds the check request, the header beats the route.
+  r.naming_headers = true;
   EXPECT_EQ(Check(r)->dependency, "keyed");
-  // The context extension beats the header.
+  // The operator's name (context extension, query parameter) beats both.
   r.dependency = "orders";
   EXPECT_EQ(Check(r)->dependency, "orders");
-  // The late name alone also beats the route.
-  Request late;
-  late.path = "/api/payments/1";
-  late.late_dependency = "keyed";
-  EXPECT_EQ(Check(late)->dependency, "keyed");
 }
 
-TEST_F(HttpCheckTest, ExplicitKeySourcesInContractOrder) {
+TEST_F(HttpCheckTest, TheKeyComesFromWhereThePolicysNameCameFrom) {
   Request r;
   r.dependency = "keyed";
+  r.naming_headers = true;
+  // A client's x-sluice-key never keys a policy the operator named.
+  r.headers[std::string(kKeyHeader)] = "from-client";
+  EXPECT_EQ(Check(r)->key, "");
   r.headers["x-tenant"] = "from-key-header";
-  r.late_key_header = "x-tenant";
+  r.key_header = "x-tenant";
   EXPECT_EQ(Check(r)->key, "from-key-header");
-  r.late_key = "from-query";
-  EXPECT_EQ(Check(r)->key, "from-query");
-  r.headers[std::string(kKeyHeader)] = "from-header";
-  EXPECT_EQ(Check(r)->key, "from-header");
-  r.key = "from-extension";
-  EXPECT_EQ(Check(r)->key, "from-extension");
+  r.key = "from-operator";
+  EXPECT_EQ(Check(r)->key, "from-operator");
+
+  // A policy named by x-sluice-dependency takes x-sluice-key, never the
+  // operator's key fields (they come with an operator's name only).
+  Request by_header;
+  by_header.naming_headers = true;
+  by_header.headers[std::string(kDependencyHeader)] = "keyed";
+  by_header.headers[std::string(kKeyHeader)] = "from-gateway";
+  EXPECT_EQ(Check(by_header)->key, "from-gateway");
 }
 
 TEST_F(HttpCheckTest, MostSpecificRouteWins) {
@@ -331,6 +337,7 @@ TEST_F(HttpCheckTest, DegradeServesTheFallbackWithItsStatus) {
 
 TEST_F(HttpCheckTest, NamesNoPolicyCouldHaveAreInvalidWithUtf8Messages) {
   Request bad_dependency;
+  bad_dependency.naming_headers = true;
   bad_dependency.headers[std::string(kDependencyHeader)] = "a b\xff";
   absl::StatusOr<HttpCheckAnswer> a = Check(bad_dependency);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
