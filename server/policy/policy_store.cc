@@ -105,11 +105,15 @@ absl::Status CheckHttpRoutes(const std::vector<const v1::Policy*>& policies) {
         if (other.policy == policy || !other.route.Overlaps(claim.route)) {
           continue;
         }
-        return absl::InvalidArgumentError(absl::StrCat(
-            "policies \"", other.policy->name(), "\" and \"", policy->name(),
-            "\" both answer HTTP requests to ", HttpRouteString(claim.route),
-            " equally specifically (their http_routes[", other.index,
-            "] and http_routes[", i, "]); a request must map to one policy"));
+        return AttachErrorLocation(
+            absl::InvalidArgumentError(absl::StrCat(
+                "policies \"", other.policy->name(), "\" and \"",
+                policy->name(), "\" both answer HTTP requests to ",
+                HttpRouteString(claim.route),
+                " equally specifically (their http_routes[", other.index,
+                "] and http_routes[", i,
+                "]); a request must map to one policy")),
+            {policy->name(), absl::StrCat("http_routes[", i, "]")});
       }
       group.push_back(std::move(claim));
     }
