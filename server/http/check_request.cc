@@ -267,8 +267,11 @@ absl::StatusOr<ForwardedRequest> ForwardedRequestOf(const ParsedHead& head) {
     if (!path.ok()) return path.status();
     out.path = *std::move(path);
   } else {
-    const absl::string_view rest =
+    // The parser keeps a fragment a client sent (a gateway sends none); it
+    // is not part of the original path.
+    absl::string_view rest =
         absl::string_view(head.path).substr(kCheckPath.size());
+    rest = rest.substr(0, rest.find('#'));
     out.path = rest.empty() ? "/" : std::string(rest);
   }
 

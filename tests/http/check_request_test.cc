@@ -175,6 +175,17 @@ TEST(CheckRequestTest, EnvoyAppendedPathAndOwnHost) {
       ForwardedRequestOf(Head("/v1/check", ""));
   ASSERT_TRUE(root.ok());
   EXPECT_EQ(root->path, "/");
+
+  // A fragment a client sent is not part of the path (libFuzzer found it
+  // kept there: "PUT /v1/check/api/ms/#...").
+  const absl::StatusOr<ForwardedRequest> fragment =
+      ForwardedRequestOf(Head("/v1/check/api/ms/#\xff\xfd" "age=2", ""));
+  ASSERT_TRUE(fragment.ok()) << fragment.status();
+  EXPECT_EQ(fragment->path, "/api/ms/");
+  const absl::StatusOr<ForwardedRequest> only_fragment =
+      ForwardedRequestOf(Head("/v1/check/#top", ""));
+  ASSERT_TRUE(only_fragment.ok()) << only_fragment.status();
+  EXPECT_EQ(only_fragment->path, "/");
 }
 
 TEST(CheckRequestTest, RefusesHostileForwardedHeaders) {
