@@ -363,17 +363,18 @@ class PolicyConverter {
   absl::Status Double(const YAML::Node& node, const std::string& text,
                       const std::string& path, nlohmann::json* out) {
     // Let non-finite values through so that validation can name the rule;
-    // the proto JSON mapping spells them as strings.
+    // the proto JSON mapping spells them as strings. Its spellings are read
+    // too, since PoliciesToYaml writes them.
     const std::string lower = absl::AsciiStrToLower(text);
-    if (lower == ".inf" || lower == "+.inf") {
+    if (lower == ".inf" || lower == "+.inf" || text == "Infinity") {
       *out = "Infinity";
       return absl::OkStatus();
     }
-    if (lower == "-.inf") {
+    if (lower == "-.inf" || text == "-Infinity") {
       *out = "-Infinity";
       return absl::OkStatus();
     }
-    if (lower == ".nan") {
+    if (lower == ".nan" || text == "NaN") {
       *out = "NaN";
       return absl::OkStatus();
     }

@@ -2,6 +2,7 @@
 #include "server/policy/policy_file.h"
 
 #include <map>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,25 @@ TEST(ParsePoliciesTest, NonFiniteNumbersReachValidation) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "policy \"a\": rate_limit.rate must be > 0 and finite, got inf");
+}
+
+TEST(ParsePoliciesTest, NonFiniteNumbersAsWrittenParseAgain) {
+  // libFuzzer found `burst: .nan` written back as NaN, which did not parse.
+  for (const char* value : {".nan", ".inf", "-.inf"}) {
+    absl::StatusOr<std::vector<v1::Policy>> p = ParsePolicies(
+        absl::StrCat("policies:\n  - name: a\n    rate_limit: { rate: 1, "
+                     "burst: ",
+                     value, " }\n"),
+        "i.yaml");
+    ASSERT_TRUE(p.ok()) << value << ": " << p.status();
+    absl::StatusOr<std::vector<v1::Policy>> again =
+        ParsePolicies(PoliciesToYaml(*p), "again.yaml");
+    ASSERT_TRUE(again.ok()) << value << ": " << again.status();
+    const double before = (*p)[0].rate_limit().burst();
+    const double after = (*again)[0].rate_limit().burst();
+    EXPECT_TRUE(after == before || (std::isnan(after) && std::isnan(before)))
+        << value << ": " << before << " became " << after;
+  }
 }
 
 TEST(ParsePoliciesTest, SyntaxErrorNamesFileAndLine) {
