@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/policy/policy_file.h"
 
-#include <map>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
