@@ -28,15 +28,6 @@ void Check(bool condition) {
   if (!condition) std::abort();
 }
 
-bool IsUtf8(absl::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = sluice::wire::Utf8SequenceLength(text, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -48,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (pairs.ok()) {
     Check(pairs->size() <= kMaxQueryParameters);
     for (const auto& [name, value] : *pairs) {
-      Check(IsUtf8(name) && IsUtf8(value));
+      Check(sluice::wire::IsValidUtf8(name) &&
+            sluice::wire::IsValidUtf8(value));
     }
   }
 
@@ -65,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parameters.ok()) {
     for (const auto* value :
          {&parameters->dependency, &parameters->key, &parameters->key_header}) {
-      if (value->has_value()) Check(IsUtf8(**value));
+      if (value->has_value()) Check(sluice::wire::IsValidUtf8(**value));
     }
     if (parameters->key_header.has_value()) {
       Check(!parameters->key_header->empty());

@@ -46,6 +46,15 @@ size_t Utf8SequenceLength(absl::string_view text, size_t i) {
   return length;
 }
 
+bool IsValidUtf8(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
 std::string QuoteUntrusted(absl::string_view text, size_t max_bytes) {
   std::string out;
   out.reserve(std::min(text.size(), max_bytes) + 8);

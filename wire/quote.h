@@ -38,6 +38,9 @@ std::string ToValidUtf8(absl::string_view text);
 // 4), or 0 when text[i] does not start one. `i` < text.size().
 size_t Utf8SequenceLength(absl::string_view text, size_t i);
 
+// True when all of `text` is well-formed UTF-8.
+bool IsValidUtf8(absl::string_view text);
+
 }  // namespace sluice::wire
 
 #endif  // SLUICE_WIRE_QUOTE_H_

@@ -19,15 +19,6 @@ int HexValue(char c) {
   return -1;
 }
 
-bool IsValidUtf8(absl::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = wire::Utf8SequenceLength(text, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
 // RFC 9110 tchar: what a header name and a method are made of.
 bool IsTokenChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
@@ -124,7 +115,7 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view text) {
       i += 2;
     }
   }
-  if (!IsValidUtf8(out)) {
+  if (!wire::IsValidUtf8(out)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "not valid UTF-8 once decoded: ", wire::QuoteUntrusted(text)));
   }
@@ -306,7 +297,7 @@ absl::Status CheckNamingHeaders(const ParsedHead& head,
     absl::StatusOr<std::optional<absl::string_view>> value =
         SingleField(head, name);
     if (!value.ok()) return value.status();
-    if (value->has_value() && !IsValidUtf8(**value)) {
+    if (value->has_value() && !wire::IsValidUtf8(**value)) {
       return absl::InvalidArgumentError(
           absl::StrCat("the header ", name, " is not valid UTF-8: ",
                        wire::QuoteUntrusted(**value)));

@@ -37,15 +37,6 @@ absl::string_view HeaderOrEmpty(const HttpCheckRequest& request,
   return Header(request, name).value_or("");
 }
 
-bool ValidUtf8(absl::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = wire::Utf8SequenceLength(text, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
 // The names a request arrived at: a dependency a policy could have
 // ([A-Za-z0-9._-], 1 to 256 bytes; also safe in a header and in the
 // metadata), and a key of at most 1,024 bytes of UTF-8.
@@ -62,7 +53,7 @@ absl::Status ValidateNames(absl::string_view dependency,
   }
   // A key is reported back as a proto3 string (ReportResult, the metadata),
   // which must be UTF-8.
-  if (!ValidUtf8(key)) {
+  if (!wire::IsValidUtf8(key)) {
     return absl::InvalidArgumentError(
         absl::StrCat("key ", wire::QuoteUntrusted(key), " is not valid UTF-8"));
   }

@@ -8,14 +8,13 @@
 namespace sluice::wire {
 namespace {
 
-// Whether `s` is well-formed UTF-8 throughout.
-bool IsValidUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
+TEST(IsValidUtf8Test, AcceptsWellFormedTextOnly) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("caf\xe9"));          // Latin-1
+  EXPECT_FALSE(IsValidUtf8("\xc3"));             // cut short
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));     // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));         // overlong
 }
 
 TEST(QuoteUntrustedTest, KeepsValidTextAndEscapesQuotesAndControls) {
