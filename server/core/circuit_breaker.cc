@@ -15,20 +15,28 @@ std::string Percent(double ratio) {
 }
 
 // Clamps a count into a window bucket's 32 bits.
-uint32_t Narrow(int64_t n) {
+uint32_t Clamp32(int64_t n) {
   return static_cast<uint32_t>(
       std::clamp<int64_t>(n, 0, std::numeric_limits<uint32_t>::max()));
 }
 
 }  // namespace
 
-CircuitBreaker::WindowBucket CircuitBreaker::WindowBucket::Narrow(
-    const OutcomeWindow& w) {
+OutcomeWindow CircuitBreaker::Widen(const WindowBucket& b) {
+  OutcomeWindow w;
+  w.calls = b.calls;
+  w.failures = b.failures;
+  w.timeouts = b.timeouts;
+  w.slow = b.slow;
+  return w;
+}
+
+CircuitBreaker::WindowBucket CircuitBreaker::Narrow(const OutcomeWindow& w) {
   WindowBucket b;
-  b.calls = sluice::core::Narrow(w.calls);
-  b.failures = sluice::core::Narrow(w.failures);
-  b.timeouts = sluice::core::Narrow(w.timeouts);
-  b.slow = sluice::core::Narrow(w.slow);
+  b.calls = Clamp32(w.calls);
+  b.failures = Clamp32(w.failures);
+  b.timeouts = Clamp32(w.timeouts);
+  b.slow = Clamp32(w.slow);
   return b;
 }
 
@@ -147,7 +155,7 @@ void CircuitBreaker::Judge(absl::Time now) {
     Trip(now, absl::StrCat(consecutive_failures_, " consecutive failures"));
     return;
   }
-  const OutcomeWindow w = window_.Sum().Widen();
+  const OutcomeWindow w = Widen(window_.Sum());
   if (w.calls == 0 || w.calls < static_cast<int64_t>(config_->minimum_calls)) {
     // The baseline rule counts its own window (this replica's calls only).
     JudgeBaseline(now);
@@ -279,7 +287,7 @@ void CircuitBreaker::AddRemoteOutcomes(const OutcomeWindow& delta,
     return;
   }
   window_.Advance(now);
-  window_.Add(WindowBucket::Narrow(delta));
+  window_.Add(Narrow(delta));
   if (state == BreakerState::kClosed) Judge(now);
 }
 

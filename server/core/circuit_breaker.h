@@ -49,20 +49,23 @@ struct BreakerRecord {
   std::string replica;  // who stored it; filled in by the sync loop
 };
 
-// Outcome counts over the breaker window.
-struct OutcomeWindow {
-  int64_t calls = 0;  // successes + failures + timeouts (not cancelled)
-  int64_t failures = 0;  // failures + timeouts
-  int64_t timeouts = 0;
-  int64_t slow = 0;
-  OutcomeWindow& operator+=(const OutcomeWindow& o) {
+// Outcome counts over the breaker window. Sums and deltas count in 64 bits
+// (OutcomeWindow); one bucket of the window's ring in 32, since a bucket
+// never counts 2^32 outcomes.
+template <typename Count>
+struct OutcomeCounts {
+  Count calls = 0;     // successes + failures + timeouts (not cancelled)
+  Count failures = 0;  // failures + timeouts
+  Count timeouts = 0;
+  Count slow = 0;
+  OutcomeCounts& operator+=(const OutcomeCounts& o) {
     calls += o.calls;
     failures += o.failures;
     timeouts += o.timeouts;
     slow += o.slow;
     return *this;
   }
-  OutcomeWindow& operator-=(const OutcomeWindow& o) {
+  OutcomeCounts& operator-=(const OutcomeCounts& o) {
     calls -= o.calls;
     failures -= o.failures;
     timeouts -= o.timeouts;
@@ -70,6 +73,7 @@ struct OutcomeWindow {
     return *this;
   }
 };
+using OutcomeWindow = OutcomeCounts<int64_t>;
 
 // CLOSED -> OPEN when a rule trips (consecutive failures, failure rate, slow
 // call rate, a departure from the learned baseline: see LatencyBaseline); OPEN -> HALF_OPEN once the open time has passed (checked
@@ -179,7 +183,7 @@ class CircuitBreaker {
   BreakerOverride override_mode() const { return override_; }
   OutcomeWindow WindowCounts(absl::Time now) {
     window_.Advance(now);
-    return window_.Sum().Widen();
+    return Widen(window_.Sum());
   }
   const BreakerConfig& config() const { return *config_; }
   // The latency_baseline rule; null when the policy has none.
@@ -195,36 +199,9 @@ class CircuitBreaker {
   // The latency_baseline rule, when there is one.
   void JudgeBaseline(absl::Time now);
 
-  // OutcomeWindow in 32 bits: a bucket never counts 2^32 outcomes.
-  struct WindowBucket {
-    uint32_t calls = 0;
-    uint32_t failures = 0;
-    uint32_t timeouts = 0;
-    uint32_t slow = 0;
-    WindowBucket& operator+=(const WindowBucket& o) {
-      calls += o.calls;
-      failures += o.failures;
-      timeouts += o.timeouts;
-      slow += o.slow;
-      return *this;
-    }
-    WindowBucket& operator-=(const WindowBucket& o) {
-      calls -= o.calls;
-      failures -= o.failures;
-      timeouts -= o.timeouts;
-      slow -= o.slow;
-      return *this;
-    }
-    OutcomeWindow Widen() const {
-      OutcomeWindow w;
-      w.calls = calls;
-      w.failures = failures;
-      w.timeouts = timeouts;
-      w.slow = slow;
-      return w;
-    }
-    static WindowBucket Narrow(const OutcomeWindow& w);
-  };
+  using WindowBucket = OutcomeCounts<uint32_t>;
+  static OutcomeWindow Widen(const WindowBucket& b);
+  static WindowBucket Narrow(const OutcomeWindow& w);
 
   const BreakerConfig* config_;
   BreakerListener* const listener_;

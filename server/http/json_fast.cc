@@ -17,6 +17,22 @@ namespace {
 constexpr int64_t kMaxDurationSeconds = 315576000000;
 constexpr int32_t kNanosPerSecond = 1000000000;
 
+// The character a one-letter JSON escape (the letter after the backslash)
+// stands for, or '\0' for \u and any letter JSON does not define.
+char Unescape(char letter) {
+  switch (letter) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return '/';
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    default: return '\0';
+  }
+}
+
 // A cursor over a JSON text that reads only the plain forms FastParseJson
 // takes; every method returns false where the text leaves them.
 class Reader {
@@ -57,34 +73,10 @@ class Reader {
       if (c < 0x20) return false;
       if (c == '\\') {
         if (i_ + 1 >= text_.size()) return false;
-        switch (text_[i_ + 1]) {
-          case '"':
-            out->push_back('"');
-            break;
-          case '\\':
-            out->push_back('\\');
-            break;
-          case '/':
-            out->push_back('/');
-            break;
-          case 'b':
-            out->push_back('\b');
-            break;
-          case 'f':
-            out->push_back('\f');
-            break;
-          case 'n':
-            out->push_back('\n');
-            break;
-          case 'r':
-            out->push_back('\r');
-            break;
-          case 't':
-            out->push_back('\t');
-            break;
-          default:
-            return false;  // \u and anything else: left to protobuf
-        }
+        const char unescaped = Unescape(text_[i_ + 1]);
+        // \u and anything else: left to protobuf.
+        if (unescaped == '\0') return false;
+        out->push_back(unescaped);
         i_ += 2;
         continue;
       }

@@ -50,6 +50,21 @@ absl::Status CheckCount(const Path& path, size_t count, size_t max) {
       path, absl::StrCat("must hold at most ", max, " entries, got ", count));
 }
 
+// Reads a repeated field of at most `max` entries into `out`, each through
+// `get(entry, path of the entry)`, stopping at the first error.
+template <typename Entry, typename Get, typename T>
+absl::Status GetList(const google::protobuf::RepeatedPtrField<Entry>& list,
+                     const Path& parent, absl::string_view field, size_t max,
+                     Get get, std::vector<T>* out) {
+  SLUICE_RETURN_IF_ERROR(CheckCount(parent.Field(field), list.size(), max));
+  out->reserve(list.size());
+  for (int i = 0; i < list.size(); ++i) {
+    SLUICE_ASSIGN_OR_RETURN(T value, get(list[i], parent.Item(field, i)));
+    out->push_back(std::move(value));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckBytes(const Path& path, absl::string_view value, size_t max) {
   if (value.size() <= max) return absl::OkStatus();
   return Invalid(path, absl::StrCat("must be at most ", max, " bytes, got ",
@@ -269,21 +284,6 @@ absl::StatusOr<core::ForwardedReport> GetForwarded(
   return f;
 }
 
-absl::Status GetForwardedList(
-    const google::protobuf::RepeatedPtrField<v1::LeaseForwardedReport>& list,
-    const Path& parent, absl::string_view field,
-    std::vector<core::ForwardedReport>* out) {
-  SLUICE_RETURN_IF_ERROR(
-      CheckCount(parent.Field(field), list.size(), kMaxLeaseForwarded));
-  out->reserve(list.size());
-  for (int i = 0; i < list.size(); ++i) {
-    SLUICE_ASSIGN_OR_RETURN(core::ForwardedReport f,
-                            GetForwarded(list[i], parent.Item(field, i)));
-    out->push_back(std::move(f));
-  }
-  return absl::OkStatus();
-}
-
 // --- Config ---------------------------------------------------------------
 
 void PutPolicy(const cluster::StoredPolicy& p, v1::LeaseStoredPolicy* out) {
@@ -302,21 +302,6 @@ absl::StatusOr<cluster::StoredPolicy> GetPolicy(
   p.blob = proto.blob();
   p.version = proto.version();
   return p;
-}
-
-absl::Status GetPolicyList(
-    const google::protobuf::RepeatedPtrField<v1::LeaseStoredPolicy>& list,
-    const Path& parent, absl::string_view field,
-    std::vector<cluster::StoredPolicy>* out) {
-  SLUICE_RETURN_IF_ERROR(
-      CheckCount(parent.Field(field), list.size(), kMaxLeaseConfigEntries));
-  out->reserve(list.size());
-  for (int i = 0; i < list.size(); ++i) {
-    SLUICE_ASSIGN_OR_RETURN(cluster::StoredPolicy p,
-                            GetPolicy(list[i], parent.Item(field, i)));
-    out->push_back(std::move(p));
-  }
-  return absl::OkStatus();
 }
 
 void PutConfig(const cluster::ConfigSnapshot& c, v1::LeaseConfigSnapshot* out) {
@@ -341,8 +326,9 @@ absl::StatusOr<cluster::ConfigSnapshot> GetConfig(
     const v1::LeaseConfigSnapshot& proto, const Path& path) {
   cluster::ConfigSnapshot c;
   c.version = proto.version();
-  SLUICE_RETURN_IF_ERROR(
-      GetPolicyList(proto.policies(), path, "policies", &c.policies));
+  SLUICE_RETURN_IF_ERROR(GetList(proto.policies(), path, "policies",
+                                 kMaxLeaseConfigEntries, GetPolicy,
+                                 &c.policies));
   SLUICE_RETURN_IF_ERROR(CheckCount(
       path.Field("overrides"), proto.overrides_size(), kMaxLeaseConfigEntries));
   c.overrides.reserve(proto.overrides_size());
@@ -714,13 +700,15 @@ absl::StatusOr<cluster::TickRequest> DecodeTickRequest(
   }
   r.config_seen = proto.config_seen();
   r.config_epoch_seen = proto.config_epoch_seen();
-  SLUICE_RETURN_IF_ERROR(GetPolicyList(proto.seed(), root, "seed", &r.seed));
+  SLUICE_RETURN_IF_ERROR(GetList(proto.seed(), root, "seed",
+                                 kMaxLeaseConfigEntries, GetPolicy, &r.seed));
   if (proto.has_restore()) {
     SLUICE_ASSIGN_OR_RETURN(r.restore,
                             GetConfig(proto.restore(), root.Field("restore")));
   }
-  SLUICE_RETURN_IF_ERROR(
-      GetForwardedList(proto.forwarded(), root, "forwarded", &r.forwarded));
+  SLUICE_RETURN_IF_ERROR(GetList(proto.forwarded(), root, "forwarded",
+                                 kMaxLeaseForwarded, GetForwarded,
+                                 &r.forwarded));
   r.members_epoch_seen = proto.members_epoch_seen();
   r.members_seen = proto.members_seen();
   // Any pair is taken: one the central does not know (say a version
@@ -802,8 +790,9 @@ absl::StatusOr<cluster::TickReply> DecodeTickReply(
     SLUICE_ASSIGN_OR_RETURN(r.config,
                             GetConfig(proto.config(), root.Field("config")));
   }
-  SLUICE_RETURN_IF_ERROR(GetForwardedList(
-      proto.forwarded_to_me(), root, "forwarded_to_me", &r.forwarded_to_me));
+  SLUICE_RETURN_IF_ERROR(GetList(proto.forwarded_to_me(), root,
+                                 "forwarded_to_me", kMaxLeaseForwarded,
+                                 GetForwarded, &r.forwarded_to_me));
   r.inbox_dropped = proto.inbox_dropped();
   if (proto.has_tick_again_in()) {
     SLUICE_ASSIGN_OR_RETURN(
