@@ -354,7 +354,7 @@ sluice_layer_rule(app
   LAYERS core base proto wire policy cluster rpc tree metrics tls http
   EXTERNAL abseil grpc protobuf spdlog cli11 threads)
 sluice_layer_rule(sdk LAYERS wire proto base EXTERNAL abseil grpc protobuf threads)
-sluice_layer_rule(examples LAYERS sdk wire
+sluice_layer_rule(examples LAYERS sdk wire base
   EXTERNAL abseil httplib yaml-cpp json threads)
 # The tools: sluice-call, sluice-bench, policy-schema. sluicectl is a layer of
 # its own only because it may also link policy (the policies-file format and
