@@ -80,6 +80,10 @@ class Tally {
           message.empty() ? code : absl::StrCat(code, ": ", message);
     }
   }
+  // A call that ended with a gRPC error.
+  void Failed(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    Failed(CodeName(status.error_code()), status.error_message());
+  }
   void WorkerDone() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     --workers_;
@@ -162,8 +166,7 @@ class UnaryChain {
  private:
   void OnAcquired(const grpc::Status& status) {
     if (!status.ok()) {
-      shared_.tally.Failed(CodeName(status.error_code()),
-                           status.error_message());
+      shared_.tally.Failed(status);
       Next();
       return;
     }
@@ -196,8 +199,7 @@ class UnaryChain {
     if (status.ok()) {
       shared_.tally.Completed(absl::Now() - started_, /*reported=*/true);
     } else {
-      shared_.tally.Failed(CodeName(status.error_code()),
-                           status.error_message());
+      shared_.tally.Failed(status);
     }
     Next();
   }
@@ -254,8 +256,7 @@ class RlsChain {
  private:
   void OnAnswered(const grpc::Status& status) {
     if (!status.ok()) {
-      shared_.tally.Failed(CodeName(status.error_code()),
-                           status.error_message());
+      shared_.tally.Failed(status);
       Next();
       return;
     }
@@ -532,7 +533,7 @@ class HealthChain {
       tally_.Acquired(absl::Now() - started_, -1);
       tally_.Completed(absl::ZeroDuration(), /*reported=*/false);
     } else {
-      tally_.Failed(CodeName(status.error_code()), status.error_message());
+      tally_.Failed(status);
     }
     Next();
   }
