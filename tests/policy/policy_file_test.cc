@@ -434,7 +434,7 @@ TEST(ParsePoliciesTest, DocumentShape) {
             "f.yaml: expected one YAML document, found 2");
 }
 
-TEST(ParsePoliciesTest, LoadPolicyFileErrors) {
+TEST(ParsePoliciesTest, ParsePoliciesFileErrors) {
   absl::StatusOr<std::vector<v1::Policy>> p =
       ParsePoliciesFile("/nonexistent/sluice/policies.yaml");
   ASSERT_FALSE(p.ok());
