@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Which lock for the request path (server/core/hot_mutex.h): the candidates
-// side by side in one run, on a critical section the size of a dependency's
-// (Acquire or Report holds the lock for 50-100 ns), at 1, 2 and 4 threads.
+// Which lock for the request path (a dependency shard's, in
+// server/core/dependency.cc): the candidates side by side in one run, on a
+// critical section the size of a dependency's (Acquire or Report holds the
+// lock for 50-100 ns), at 1, 2 and 4 threads.
 //
 // Each iteration takes the lock, advances a shared state by `inside` steps of
 // a dependent multiply-add chain (about 1 ns a step), releases it, then does
@@ -28,7 +29,6 @@
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "thread_scaling.h"
-#include "server/core/hot_mutex.h"
 
 namespace sluice::core {
 namespace {
@@ -67,15 +67,6 @@ class AbslMutex {
 
  private:
   absl::Mutex mu_;
-};
-
-class Hot {
- public:
-  void Lock() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Lock(); }
-  void Unlock() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Unlock(); }
-
- private:
-  HotMutex mu_;
 };
 
 inline uint64_t Step(uint64_t x) {
@@ -121,7 +112,6 @@ void BM_Lock(benchmark::State& state) {
 SLUICE_LOCK_BENCH(StdMutex);
 SLUICE_LOCK_BENCH(AdaptiveMutex);
 SLUICE_LOCK_BENCH(AbslMutex);
-SLUICE_LOCK_BENCH(Hot);
 
 }  // namespace
 }  // namespace sluice::core

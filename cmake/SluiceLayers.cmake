@@ -200,7 +200,7 @@ endfunction()
 
 # The warnings of our own code. SLUICE_WERROR makes them errors;
 # SLUICE_THREAD_SAFETY_CHECK adds clang's -Wthread-safety (it checks the
-# ABSL_GUARDED_BY / HotMutex annotations).
+# ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotations).
 set(SLUICE_WARNING_FLAGS -Wall -Wextra -Wno-unused-parameter)
 if(SLUICE_THREAD_SAFETY_CHECK)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")

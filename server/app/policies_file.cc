@@ -64,8 +64,8 @@ std::string LocatePolicyError(const std::string& path,
   return AtFile(path, error.message());
 }
 
-absl::StatusOr<LoadedPolicies> LoadPoliciesFile(const ServerOptions& options,
-                                                policy::PolicyStore* store) {
+absl::StatusOr<LoadedPolicies> InstallStartupPolicies(
+    const ServerOptions& options, policy::PolicyStore* store) {
   LoadedPolicies loaded;
   const std::string& path = options.policies_path;
   if (path.empty()) {

@@ -30,8 +30,8 @@ struct LoadedPolicies {
 // Reads options.policies_path and installs it in `store`, logging each
 // policy; with no file, warns and installs nothing. A file that cannot be
 // read or is invalid is an error: sluiced does not start on it.
-absl::StatusOr<LoadedPolicies> LoadPoliciesFile(const ServerOptions& options,
-                                                policy::PolicyStore* store);
+absl::StatusOr<LoadedPolicies> InstallStartupPolicies(
+    const ServerOptions& options, policy::PolicyStore* store);
 
 // Parses `contents` (the policies file at `path`) and makes it the whole set
 // in `store` (PolicyStore::ReplaceAll). A rejected file leaves the store as

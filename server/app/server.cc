@@ -181,7 +181,8 @@ absl::Status Server::Start() {
   if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
   LogConfiguration(options_, replica_id_);
   // Policies first: a bad file at startup is fatal and nothing is bound.
-  absl::StatusOr<LoadedPolicies> file = LoadPoliciesFile(options_, &policies_);
+  absl::StatusOr<LoadedPolicies> file =
+      InstallStartupPolicies(options_, &policies_);
   if (!file.ok()) return file.status();
   // Then the certificate files: as fatal, and checked before anything runs.
   if (absl::Status s = StartTls(); !s.ok()) return s;

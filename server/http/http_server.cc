@@ -36,46 +36,14 @@
 #include "spdlog/spdlog.h"
 #include "wire/address.h"
 
-// How connections are served, and why.
-//
-// A few threads (HttpServerOptions::io_threads) each run an event loop
-// (an asio::io_context) with an acceptor on the shared listening socket;
-// a connection lives on the loop that accepted it, from its accept to its
-// close, so nothing of a connection is ever locked. Waiting costs a
-// connection no thread: an idle keep-alive connection holds its socket, a
-// timer and a few hundred bytes (its read buffer is freed while idle), so
-// tens of thousands fit.
-//
-// Every phase of a connection has a deadline for the whole phase
-// (handshake, head, body, write, idle; see HttpServerOptions), checked by
-// the connection's one timer: a client that sends a byte every few
-// seconds is closed when its phase's time is up, however steadily it
-// sends. A connection that timed out is closed without an answer, as NGINX
-// does.
-//
-// The request is read by RequestParser (request_parser.h): Beast's parser
-// behind a line scanner that bounds the request line, the head and the
-// count of fields before anything is allocated for them. The read buffer
-// starts at 4 KiB and grows to at most RequestLimits::max_head_bytes + 1:
-// a connection never holds more of a request than that, plus its body
-// (at most max_body_bytes, and only as it arrives). A refused request gets
-// one answer, then the connection closes: after a framing error nobody
-// knows where the next request would start.
-//
-// Connection cap (max_connections, shared evenly by the loops): a new
-// connection beyond it closes the one idle longest, or slowest in its
-// handshake or head (each loop keeps those in the order they entered that
-// phase, so the first is the one to go); the new client is served. Only
-// when every connection is busy with a request is the new one refused
-// (503 on plaintext). The file-descriptor limit is raised to its hard
-// limit at start when the cap needs it, and the cap lowered when even
-// that is too small, leaving room for the gRPC listeners and files.
-//
-// Closing after an answer with unread request bytes (a refused body, a
-// pipelined request after "Connection: close") would reset the connection
-// and could destroy the answer before the client reads it, so such a
-// connection first stops sending and reads and drops what comes, for at
-// most kLinger.
+// How connections are served: a few threads each run an event loop with an
+// acceptor on the shared socket; a connection lives on the loop that
+// accepted it, so nothing of a connection is locked. One timer a connection
+// enforces a deadline per phase; requests are bounded before anything is
+// allocated for them; the connection cap is shared evenly by the loops; a
+// connection with unread bytes lingers before it closes so that its answer
+// is not reset away. The reasons, at length: docs/http.md, "How the server
+// serves connections".
 
 namespace sluice::http {
 namespace {

@@ -20,7 +20,7 @@
 #include "prometheus/metric_family.h"
 #include "server/core/engine.h"
 #include "server/core/events.h"
-#include "server/metrics/latency_histogram.h"
+#include "server/metrics/prometheus_latency_histogram.h"
 
 namespace prometheus {
 class Exposer;
@@ -210,8 +210,8 @@ struct Sources {
 // Every sluiced metric (see metric_list.h). Almost everything is read at
 // scrape time from the engine's own per-dependency counters, so the request
 // path pays nothing for it; the exceptions are the Acquire histogram
-// (lock-free, see LatencyHistogram), breaker transitions and adaptive moves
-// (counted on each change, which is rare). Safe for concurrent use.
+// (lock-free, see PrometheusLatencyHistogram), breaker transitions and adaptive
+// moves (counted on each change, which is rare). Safe for concurrent use.
 class Metrics final : public core::EventSink {
  public:
   explicit Metrics(Sources sources);
@@ -249,7 +249,7 @@ class Metrics final : public core::EventSink {
   using ChangeKey = std::pair<std::string, std::string>;
 
   const Sources sources_;
-  LatencyHistogram acquire_;
+  PrometheusLatencyHistogram acquire_;
   std::shared_ptr<Adapter> adapter_;
 
   mutable absl::Mutex mu_;

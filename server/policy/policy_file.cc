@@ -618,7 +618,7 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   return files::ReadRegularFile(path, kMaxFileBytes);
 }
 
-absl::StatusOr<std::vector<v1::Policy>> LoadPolicyFile(
+absl::StatusOr<std::vector<v1::Policy>> ParsePoliciesFile(
     const std::string& path) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();

@@ -42,7 +42,8 @@ int FieldLine(const std::map<std::string, int>& lines,
 
 // Reads and parses the file at `path` (NOT_FOUND / PERMISSION_DENIED when
 // unreadable).
-absl::StatusOr<std::vector<v1::Policy>> LoadPolicyFile(const std::string& path);
+absl::StatusOr<std::vector<v1::Policy>> ParsePoliciesFile(
+    const std::string& path);
 
 // Reads a whole regular file (at most 16 MiB) with files::ReadRegularFile:
 // never blocks on a FIFO; NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION

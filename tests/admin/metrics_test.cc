@@ -547,13 +547,14 @@ TEST_F(MetricsTest, TlsMetricsOnlyWithACertificate) {
   EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "error"}}), 1);
 }
 
-TEST(LatencyHistogramTest, BucketsAreCumulative) {
-  LatencyHistogram h;
+TEST(PrometheusLatencyHistogramTest, BucketsAreCumulative) {
+  PrometheusLatencyHistogram h;
   h.Observe(absl::Microseconds(10));   // <= 25us
   h.Observe(absl::Microseconds(300));  // <= 500us
   h.Observe(absl::Seconds(3));         // +Inf only
   const prometheus::ClientMetric m = h.Collect();
-  ASSERT_EQ(m.histogram.bucket.size(), LatencyHistogram::kBounds.size() + 1);
+  ASSERT_EQ(m.histogram.bucket.size(),
+            PrometheusLatencyHistogram::kBounds.size() + 1);
   EXPECT_EQ(m.histogram.bucket[0].cumulative_count, 1u);
   EXPECT_EQ(m.histogram.bucket[4].cumulative_count, 2u);
   EXPECT_EQ(m.histogram.bucket.back().cumulative_count, 3u);

@@ -60,7 +60,8 @@ class PoliciesFileTest : public ::testing::Test {
 
 TEST_F(PoliciesFileTest, BadReloadCountsAnErrorAndKeepsThePreviousPolicies) {
   Write(options_.policies_path, RatePolicy("100"));
-  absl::StatusOr<LoadedPolicies> loaded = LoadPoliciesFile(options_, &store_);
+  absl::StatusOr<LoadedPolicies> loaded =
+      InstallStartupPolicies(options_, &store_);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   std::unique_ptr<Mode> mode =
       MakeMode(options_, &clock_, nullptr, "test", /*sync_thread=*/false);

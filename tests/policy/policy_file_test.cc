@@ -77,7 +77,7 @@ policies:
 }
 
 TEST(ParsePoliciesTest, ExampleFileLoadsAndValidates) {
-  absl::StatusOr<std::vector<v1::Policy>> p = LoadPolicyFile(
+  absl::StatusOr<std::vector<v1::Policy>> p = ParsePoliciesFile(
       absl::StrCat(testing::kSourceDir, "/deploy/policies/example.yaml"));
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->size(), 5u);
@@ -434,14 +434,14 @@ TEST(ParsePoliciesTest, DocumentShape) {
             "f.yaml: expected one YAML document, found 2");
 }
 
-TEST(ParsePoliciesTest, LoadPolicyFileErrors) {
+TEST(ParsePoliciesTest, ParsePoliciesFileErrors) {
   absl::StatusOr<std::vector<v1::Policy>> p =
-      LoadPolicyFile("/nonexistent/sluice/policies.yaml");
+      ParsePoliciesFile("/nonexistent/sluice/policies.yaml");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(p.status().message()),
               HasSubstr("/nonexistent/sluice/policies.yaml"));
-  EXPECT_EQ(LoadPolicyFile("/").status().code(),
+  EXPECT_EQ(ParsePoliciesFile("/").status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -503,7 +503,7 @@ TEST(ParsePoliciesTest, RefusesAliasesThatExpandTooFar) {
 }
 
 TEST(PoliciesToYamlTest, RoundTripsThroughParse) {
-  absl::StatusOr<std::vector<v1::Policy>> p = LoadPolicyFile(
+  absl::StatusOr<std::vector<v1::Policy>> p = ParsePoliciesFile(
       absl::StrCat(testing::kSourceDir, "/deploy/policies/example.yaml"));
   ASSERT_TRUE(p.ok()) << p.status();
   std::vector<v1::Policy> canonical;

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/sluice-bench/bench_options.h"
-#include "tools/sluice-bench/latency_histogram.h"
+#include "tools/sluice-bench/percentile_histogram.h"
 #include "tools/sluice-bench/workload.h"
 
 namespace sluice::bench {
@@ -99,14 +99,14 @@ TEST(WorkloadTest, ZipfKeysFavourTheFirst) {
   EXPECT_NEAR(per_key[9] / static_cast<double>(kDraws), 0.034, 0.005);
 }
 
-TEST(LatencyHistogramTest, EmptyIsZero) {
-  LatencyHistogram h;
+TEST(PercentileHistogramTest, EmptyIsZero) {
+  PercentileHistogram h;
   EXPECT_EQ(h.count(), 0u);
   EXPECT_EQ(h.Percentile(0.99), absl::ZeroDuration());
 }
 
-TEST(LatencyHistogramTest, SmallValuesAreExact) {
-  LatencyHistogram h;
+TEST(PercentileHistogramTest, SmallValuesAreExact) {
+  PercentileHistogram h;
   for (int ns = 1; ns <= 100; ++ns) h.Record(absl::Nanoseconds(ns));
   EXPECT_EQ(h.Percentile(0.5), absl::Nanoseconds(50));
   EXPECT_EQ(h.Percentile(0.99), absl::Nanoseconds(99));
@@ -116,11 +116,11 @@ TEST(LatencyHistogramTest, SmallValuesAreExact) {
 
 // Percentiles within 1% of the exact ones, on a spread from 20 us to
 // 200 ms with a long tail.
-TEST(LatencyHistogramTest, PercentilesWithinOnePercent) {
+TEST(PercentileHistogramTest, PercentilesWithinOnePercent) {
   std::mt19937_64 rng(11);
   std::lognormal_distribution<double> micros(std::log(400.0), 1.0);
   std::vector<int64_t> samples;
-  LatencyHistogram h;
+  PercentileHistogram h;
   for (int i = 0; i < 200000; ++i) {
     const int64_t ns =
         static_cast<int64_t>(std::clamp(micros(rng), 20.0, 200000.0) * 1000);
@@ -137,8 +137,8 @@ TEST(LatencyHistogramTest, PercentilesWithinOnePercent) {
   EXPECT_EQ(h.max(), absl::Nanoseconds(samples.back()));
 }
 
-TEST(LatencyHistogramTest, MergeAddsCounts) {
-  LatencyHistogram a, b;
+TEST(PercentileHistogramTest, MergeAddsCounts) {
+  PercentileHistogram a, b;
   for (int i = 0; i < 99; ++i) a.Record(absl::Microseconds(100));
   b.Record(absl::Seconds(2));
   a.Merge(b);

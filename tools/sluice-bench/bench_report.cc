@@ -21,7 +21,7 @@ std::string Ms(absl::Duration d) {
   return absl::StrFormat("%.3fms", absl::ToDoubleMilliseconds(d));
 }
 
-std::string Percentiles(const LatencyHistogram& h) {
+std::string Percentiles(const PercentileHistogram& h) {
   if (h.count() == 0) return "(none)";
   return absl::StrFormat("p50 %s  p99 %s  p999 %s  max %s",
                          Ms(h.Percentile(0.5)), Ms(h.Percentile(0.99)),
@@ -56,7 +56,7 @@ const char* BaselineName(const BenchOptions& options) {
                                    : "grpc.health.v1.Health/Check";
 }
 
-nlohmann::ordered_json LatencyJson(const LatencyHistogram& h) {
+nlohmann::ordered_json LatencyJson(const PercentileHistogram& h) {
   nlohmann::ordered_json j = {{"count", h.count()},
                               {"mean", Micros(h.mean())},
                               {"max", Micros(h.max())}};

@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "tools/sluice-bench/bench_options.h"
 #include "tools/sluice-bench/budget.h"
-#include "tools/sluice-bench/latency_histogram.h"
+#include "tools/sluice-bench/percentile_histogram.h"
 #include "tools/sluice-bench/workload.h"
 
 namespace sluice::bench {
@@ -27,9 +27,9 @@ struct PhaseResult {
   // Decisions made (or health checks answered).
   uint64_t completed = 0;
   // Acquire latency (or Health/Check latency).
-  LatencyHistogram first;
+  PercentileHistogram first;
   // Acquire until its report was answered, for allowed decisions.
-  LatencyHistogram pair;
+  PercentileHistogram pair;
   // Acquire verdicts, indexed by sluice.v1.Verdict.
   std::array<uint64_t, 4> verdicts{};
   // Failed calls by gRPC code name ("UNAVAILABLE"); "UNANSWERED" for calls a

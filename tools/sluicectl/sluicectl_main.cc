@@ -210,7 +210,7 @@ int Apply(AdminConnection& admin, const ApplyArgs& args) {
                      std::istreambuf_iterator<char>());
     file = policy::ParsePolicies(text, "(stdin)");
   } else {
-    file = policy::LoadPolicyFile(args.file);
+    file = policy::ParsePoliciesFile(args.file);
   }
   if (!file.ok()) {
     std::fprintf(stderr, "sluicectl: %s\n",

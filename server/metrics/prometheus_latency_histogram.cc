@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/metrics/latency_histogram.h"
+#include "server/metrics/prometheus_latency_histogram.h"
 
 #include <algorithm>
 #include <functional>
@@ -16,7 +16,7 @@ int ShardIndex(int shards) {
 
 }  // namespace
 
-void LatencyHistogram::Observe(absl::Duration d) {
+void PrometheusLatencyHistogram::Observe(absl::Duration d) {
   const double seconds = absl::ToDoubleSeconds(d);
   const size_t bucket =
       std::lower_bound(kBounds.begin(), kBounds.end(), seconds) -
@@ -27,7 +27,7 @@ void LatencyHistogram::Observe(absl::Duration d) {
                             std::memory_order_relaxed);
 }
 
-prometheus::ClientMetric LatencyHistogram::Collect() const {
+prometheus::ClientMetric PrometheusLatencyHistogram::Collect() const {
   std::array<uint64_t, kBounds.size() + 1> counts{};
   int64_t sum_nanos = 0;
   for (const Shard& shard : shards_) {
@@ -52,7 +52,7 @@ prometheus::ClientMetric LatencyHistogram::Collect() const {
   return metric;
 }
 
-uint64_t LatencyHistogram::count() const {
+uint64_t PrometheusLatencyHistogram::count() const {
   uint64_t n = 0;
   for (const Shard& shard : shards_) {
     for (const auto& b : shard.buckets) n += b.load(std::memory_order_relaxed);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "tools/sluice-bench/latency_histogram.h"
+#include "tools/sluice-bench/percentile_histogram.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,30 +20,30 @@ int BitWidth(uint64_t v) {
 
 // Values below 2 * kSubBuckets get a bucket each; above, the power of two
 // [2^e, 2^(e+1)) has kSubBuckets buckets of width 2^(e - kSubBits).
-LatencyHistogram::LatencyHistogram()
+PercentileHistogram::PercentileHistogram()
     : buckets_(kSubBuckets * (kMaxExponent - kSubBits + 2)) {}
 
-int LatencyHistogram::IndexOf(int64_t nanos) {
+int PercentileHistogram::IndexOf(int64_t nanos) {
   if (nanos < 2 * kSubBuckets) return static_cast<int>(nanos);
   const int e = BitWidth(static_cast<uint64_t>(nanos)) - 1;
   const int64_t sub = (nanos >> (e - kSubBits)) - kSubBuckets;
   return static_cast<int>(kSubBuckets * (e - kSubBits + 1) + sub);
 }
 
-int64_t LatencyHistogram::LowerBound(int index) {
+int64_t PercentileHistogram::LowerBound(int index) {
   if (index < 2 * kSubBuckets) return index;
   const int e = static_cast<int>(index / kSubBuckets) + kSubBits - 1;
   const int64_t sub = index % kSubBuckets;
   return (kSubBuckets + sub) << (e - kSubBits);
 }
 
-int64_t LatencyHistogram::Width(int index) {
+int64_t PercentileHistogram::Width(int index) {
   if (index < 2 * kSubBuckets) return 1;
   const int e = static_cast<int>(index / kSubBuckets) + kSubBits - 1;
   return int64_t{1} << (e - kSubBits);
 }
 
-void LatencyHistogram::Record(absl::Duration d) {
+void PercentileHistogram::Record(absl::Duration d) {
   constexpr int64_t kLargest = (int64_t{1} << (kMaxExponent + 1)) - 1;
   const int64_t nanos =
       std::clamp<int64_t>(absl::ToInt64Nanoseconds(d), 0, kLargest);
@@ -53,19 +53,19 @@ void LatencyHistogram::Record(absl::Duration d) {
   sum_nanos_ += static_cast<double>(nanos);
 }
 
-void LatencyHistogram::Merge(const LatencyHistogram& other) {
+void PercentileHistogram::Merge(const PercentileHistogram& other) {
   for (size_t i = 0; i < buckets_.size(); ++i) buckets_[i] += other.buckets_[i];
   count_ += other.count_;
   max_nanos_ = std::max(max_nanos_, other.max_nanos_);
   sum_nanos_ += other.sum_nanos_;
 }
 
-absl::Duration LatencyHistogram::mean() const {
+absl::Duration PercentileHistogram::mean() const {
   if (count_ == 0) return absl::ZeroDuration();
   return absl::Nanoseconds(sum_nanos_ / static_cast<double>(count_));
 }
 
-absl::Duration LatencyHistogram::Percentile(double q) const {
+absl::Duration PercentileHistogram::Percentile(double q) const {
   if (count_ == 0) return absl::ZeroDuration();
   q = std::clamp(q, 0.0, 1.0);
   const uint64_t rank = std::max<uint64_t>(

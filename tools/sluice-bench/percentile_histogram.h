@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef SLUICE_TOOLS_SLUICE_BENCH_LATENCY_HISTOGRAM_H_
-#define SLUICE_TOOLS_SLUICE_BENCH_LATENCY_HISTOGRAM_H_
+#ifndef SLUICE_TOOLS_SLUICE_BENCH_PERCENTILE_HISTOGRAM_H_
+#define SLUICE_TOOLS_SLUICE_BENCH_PERCENTILE_HISTOGRAM_H_
 
 #include <cstdint>
 #include <vector>
@@ -13,15 +13,15 @@ namespace sluice::bench {
 // power of two of nanoseconds is split into 128 equal buckets, so a
 // percentile is off by less than 0.4% of its value (half a bucket) while the
 // histogram stays a fixed 30 KB however many samples it holds.
-// server/metrics/latency_histogram.h has 14 Prometheus buckets, far too
-// coarse for a p999. Not thread-safe; the owner locks.
-class LatencyHistogram {
+// server/metrics/prometheus_latency_histogram.h has 14 Prometheus buckets, far
+// too coarse for a p999. Not thread-safe; the owner locks.
+class PercentileHistogram {
  public:
-  LatencyHistogram();
+  PercentileHistogram();
 
   // Negative durations count as 0; durations beyond about 68 s as 68 s.
   void Record(absl::Duration d);
-  void Merge(const LatencyHistogram& other);
+  void Merge(const PercentileHistogram& other);
 
   uint64_t count() const { return count_; }
   absl::Duration max() const { return absl::Nanoseconds(max_nanos_); }
@@ -48,4 +48,4 @@ class LatencyHistogram {
 
 }  // namespace sluice::bench
 
-#endif  // SLUICE_TOOLS_SLUICE_BENCH_LATENCY_HISTOGRAM_H_
+#endif  // SLUICE_TOOLS_SLUICE_BENCH_PERCENTILE_HISTOGRAM_H_

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef SLUICE_SERVER_METRICS_LATENCY_HISTOGRAM_H_
-#define SLUICE_SERVER_METRICS_LATENCY_HISTOGRAM_H_
+#ifndef SLUICE_SERVER_METRICS_PROMETHEUS_LATENCY_HISTOGRAM_H_
+#define SLUICE_SERVER_METRICS_PROMETHEUS_LATENCY_HISTOGRAM_H_
 
 #include <array>
 #include <atomic>
@@ -17,7 +17,7 @@ namespace sluice::metrics {
 // thread: no lock and no allocation. prometheus::Histogram (1.0.1) takes a
 // std::mutex in Observe, which would be one global lock per Acquire.
 // Safe for concurrent use.
-class LatencyHistogram {
+class PrometheusLatencyHistogram {
  public:
   // Upper bounds in seconds, from 25us to 1s.
   static constexpr std::array<double, 14> kBounds = {
@@ -43,4 +43,4 @@ class LatencyHistogram {
 
 }  // namespace sluice::metrics
 
-#endif  // SLUICE_SERVER_METRICS_LATENCY_HISTOGRAM_H_
+#endif  // SLUICE_SERVER_METRICS_PROMETHEUS_LATENCY_HISTOGRAM_H_
