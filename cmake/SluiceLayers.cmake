@@ -8,10 +8,11 @@
 #                    No proto, gRPC, Redis (hiredis), spdlog, yaml-cpp or
 #                    prometheus, so that it builds without gRPC and runs
 #                    under TSan.
-#   server/files     sluice_files: the safe file reader and the atomic
-#                    replace; absl only, so every layer above core may
-#                    link it.
-#   server/policy    -> core, files, proto (sluice_proto); yaml-cpp
+#   base/            sluice_base_files: the safe file reader and the atomic
+#                    replace; sluice_base_cli: the command-line helpers
+#                    (CLI11). absl only, so every layer above core may
+#                    link them.
+#   server/policy    -> core, base, proto (sluice_proto); yaml-cpp
 #                    privately.
 #   server/cluster   -> policy, core; the only code that knows Redis.
 #   server/rpc       sluice_rpc   -> core, proto, gRPC (thin handlers).
