@@ -5,8 +5,8 @@
 // How Sluice's programs read their command lines with CLI11. sluiced,
 // sluicectl, sluice-call and sluice-bench report usage errors through
 // ParseCommandLine, so one mistake reads the same in each ("--target needs a
-// value", "unknown flag --x"). The tools with commands also take
-// ConfigureApp's settings:
+// value", "unknown flag --x"). The tools (not sluiced, whose flags and help
+// are its own) also take ConfigureApp's settings:
 //   - "--flag value" and "--flag=value" both work, "--flag=" included;
 //   - a repeated flag takes its last value;
 //   - flags may come before or after the command and its arguments;
