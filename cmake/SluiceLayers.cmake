@@ -12,10 +12,7 @@
 #                    work, backoff, command-line helpers, the stats
 #                    interface): absl, POSIX and threads only, CLI11 for
 #                    its command-line helpers; nothing of Sluice's domain.
-#   server/files     sluice_files: the safe file reader and the atomic
-#                    replace; absl only, in layer base until it moves
-#                    there.
-#   server/policy    -> core, files, proto (sluice_proto); yaml-cpp
+#   server/policy    -> core, base, proto (sluice_proto); yaml-cpp
 #                    privately.
 #   server/cluster   -> policy, core; the only code that knows Redis.
 #   server/rpc       sluice_rpc   -> core, proto, gRPC (thin handlers).
@@ -364,13 +361,17 @@ sluice_layer_rule(tools LAYERS wire proto base
 sluice_layer_rule(sluicectl LAYERS tools policy wire proto base
   EXTERNAL abseil grpc protobuf cli11 json threads)
 # A test may link any layer (a test of a layer links that layer; the
-# whole-server tests link app) and any external; nothing but a test links
-# tests/ (sluice_testing, its fakes and the build's paths).
+# whole-server tests link app) and any external; nothing but a test or a
+# benchmark links tests/ (sluice_testing: its fakes, harnesses and the
+# build's paths).
 sluice_layer_rule(test LAYERS ALL_LAYERS EXTERNAL *)
-# Benchmarks and fuzz targets drive the production layers, never tests/.
+# Benchmarks drive the production layers; the cluster and tree benchmarks run
+# on the tests' fixtures (FakeClock, FakeStore, the Redis and sluiced
+# harnesses), as the scenario tests do, so they may link sluice_testing.
+# Fuzz targets drive the production layers only.
 sluice_layer_rule(bench
   LAYERS core base proto wire policy cluster rpc tree metrics tls http app
-    tools sdk
+    tools sdk test
   EXTERNAL abseil grpc protobuf hiredis benchmark threads)
 sluice_layer_rule(fuzz
   LAYERS core base proto wire policy cluster rpc tree metrics tls http app
@@ -379,9 +380,6 @@ sluice_layer_rule(fuzz
 # --- Where each layer lives.
 sluice_layer_directory(server/core core)
 sluice_layer_directory(base base)
-# sluice_files is base's file reader and atomic replace until it moves to
-# base/ (sluice_base_files).
-sluice_layer_directory(server/files base)
 sluice_layer_directory(proto proto)
 sluice_layer_directory(wire wire)
 sluice_layer_directory(server/policy policy)
@@ -400,20 +398,9 @@ sluice_layer_directory(tests test)
 sluice_layer_directory(bench bench)
 sluice_layer_directory(fuzz fuzz)
 
-# --- Links known to break the table, each until the code it names moves.
-sluice_link_exception(sluiced sluice_command_line
-  REASON "main.cc's CLI11 helpers live in tools/common until they move to base/ (sluice_base_cli)")
-sluice_link_exception(sluicectl_lib sluice_admin
-  REASON "admin_connection.cc uses rpc/admin_tokens.h (the token file reader) until it moves out of server/rpc")
-sluice_link_exception(sluice-call sluice_health_proto
-  REASON "the grpc.health.v1 stubs are defined in server/app until they move to proto/")
-sluice_link_exception(sluice_bench_lib sluice_health_proto
-  REASON "the grpc.health.v1 stubs are defined in server/app until they move to proto/")
-foreach(bench cluster_overshoot cluster_transients cluster_tree tree_transients
-    cluster_perkey_scale sidecar_bench als_bench key_memory_bench)
-  sluice_link_exception(${bench} sluice_testing
-    REASON "includes tests/testing/ (fakes, process and Redis harnesses) until bench/ stops using them")
-endforeach()
+# --- Links known to break the table, each until the code it names moves:
+# none today. Add one as
+#   sluice_link_exception(<target> <link> REASON "<why, and until when>")
 
 # _sluice_layer_of(<target> <out>): <target>'s layer, "" when it has none;
 # <out>_dir: its directory, relative to the repository root.

@@ -3,32 +3,32 @@
 
 #include <grpcpp/create_channel.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <cstddef>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 
 namespace sluice::wire {
 namespace {
+
+// A certificate chain or a key is a few kilobytes; the server reads its own
+// TLS files with the same bound.
+constexpr size_t kMaxPemFileBytes = size_t{1} << 20;
 
 // The PEM text of `path`; `marker` is what it must hold ("CERTIFICATE",
 // "PRIVATE KEY"), so that a swapped or empty file fails here, clearly,
 // rather than as a handshake error on every call.
 absl::StatusOr<std::string> ReadPem(const char* name, const std::string& path,
                                     const char* marker) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  absl::StatusOr<std::string> pem =
+      base::ReadRegularFile(path, kMaxPemFileBytes);
+  if (!pem.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, " ", path, ": cannot read it: ", std::strerror(errno)));
+        name, " ", path, ": cannot read it: ", pem.status().message()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string pem = text.str();
-  if (!absl::StrContains(pem, "-----BEGIN ") ||
-      !absl::StrContains(pem, marker)) {
+  if (!absl::StrContains(*pem, "-----BEGIN ") ||
+      !absl::StrContains(*pem, marker)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, " ", path, ": not a PEM file holding a ", marker));
   }

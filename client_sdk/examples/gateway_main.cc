@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/files.h"
 #include "gateway_config.h"
 #include "gateway_metrics.h"
 #include "http_util.h"
@@ -294,17 +295,13 @@ int Run() {
     std::fprintf(stderr, "sluice-example-gateway: --config is required\n");
     return 2;
   }
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) {
-    std::fprintf(stderr, "sluice-example-gateway: cannot read %s\n",
-                 path.c_str());
+  absl::StatusOr<std::string> text = base::ReadRegularFile(path);
+  if (!text.ok()) {
+    std::fprintf(stderr, "sluice-example-gateway: cannot read %s: %s\n",
+                 path.c_str(), std::string(text.status().message()).c_str());
     return 2;
   }
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) text.append(buf, n);
-  std::fclose(f);
-  absl::StatusOr<GatewayConfig> config = ParseGatewayConfig(text, path);
+  absl::StatusOr<GatewayConfig> config = ParseGatewayConfig(*text, path);
   if (!config.ok()) {
     std::fprintf(stderr, "sluice-example-gateway: %s\n",
                  std::string(config.status().message()).c_str());

@@ -21,10 +21,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -37,6 +36,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/files.h"
 #include "loadgen_schedule.h"
 #include "loadgen_stats.h"
 
@@ -414,15 +414,13 @@ int Main() {
   std::string spec = absl::GetFlag(FLAGS_schedule);
   if (const std::string file = absl::GetFlag(FLAGS_schedule_file);
       !file.empty()) {
-    std::ifstream in(file);
-    if (!in) {
-      std::fprintf(stderr, "sluice-example-loadgen: cannot read %s\n",
-                   file.c_str());
+    absl::StatusOr<std::string> text = base::ReadRegularFile(file);
+    if (!text.ok()) {
+      std::fprintf(stderr, "sluice-example-loadgen: cannot read %s: %s\n",
+                   file.c_str(), std::string(text.status().message()).c_str());
       return 2;
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    spec = text.str();
+    spec = *std::move(text);
   }
   absl::StatusOr<RateSchedule> schedule = RateSchedule::Parse(spec);
   if (!schedule.ok()) {

@@ -9,11 +9,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,18 +21,18 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/command_line.h"
+#include "base/files.h"
 #include "server/app/options.h"
 #include "server/app/policies_file.h"
 #include "server/app/server.h"
 #include "server/app/unix_socket.h"
 #include "spdlog/spdlog.h"
-#include "tools/common/command_line.h"
 #include "wire/time.h"
 
 namespace {
@@ -72,6 +70,21 @@ Store StoreDuration(absl::Duration* field) {
         sluice::wire::ParseDurationFlag(value);
     if (!parsed.ok()) return parsed.status();
     *field = *parsed;
+    return absl::OkStatus();
+  };
+}
+
+Store StoreWholeNumber(int* field, int min, int max) {
+  return [field, min, max](const std::string& value) {
+    int n = 0;
+    if (!absl::SimpleAtoi(value, &n)) {
+      return absl::InvalidArgumentError("expected a whole number");
+    }
+    if (n < min || n > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("must be in [", min, ", ", max, "]"));
+    }
+    *field = n;
     return absl::OkStatus();
   };
 }
@@ -153,39 +166,19 @@ void AddFlags(CLI::App& app, Flags* flags) {
           "refused). Port 0 picks a free port (logged as \"serving HTTP API\n"
           "on HOST:PORT\"). Empty: no HTTP API.",
           StoreString(&options.http_listen));
-  AddFlag(app, "http-threads", "N", std::to_string(options.http_threads),
-          "Threads running the HTTP API's event loops (at most 256); no\n"
-          "thread is tied to a connection. The core count is plenty.",
-          [&options](const std::string& value) {
-            int32_t threads = 0;
-            if (!absl::SimpleAtoi(value, &threads)) {
-              return absl::InvalidArgumentError("expected a whole number");
-            }
-            if (threads < 1 || threads > sluice::app::kMaxHttpThreads) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  "must be in [1, ", sluice::app::kMaxHttpThreads, "]"));
-            }
-            options.http_threads = threads;
-            return absl::OkStatus();
-          });
+  AddFlag(
+      app, "http-threads", "N", std::to_string(options.http_threads),
+      "Threads running the HTTP API's event loops (at most 256); no\n"
+      "thread is tied to a connection. The core count is plenty.",
+      StoreWholeNumber(&options.http_threads, 1, sluice::app::kMaxHttpThreads));
   AddFlag(app, "http-max-connections", "N",
           std::to_string(options.http_max_connections),
           "HTTP connections open at once (idle keep-alive ones included).\n"
           "A new connection beyond it closes the one idle longest or\n"
           "slowest in its head. Lowered at start to what the open-file\n"
           "limit allows (its soft limit is raised to the hard one).",
-          [&options](const std::string& value) {
-            int32_t n = 0;
-            if (!absl::SimpleAtoi(value, &n)) {
-              return absl::InvalidArgumentError("expected a whole number");
-            }
-            if (n < 1 || n > sluice::app::kMaxHttpConnections) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  "must be in [1, ", sluice::app::kMaxHttpConnections, "]"));
-            }
-            options.http_max_connections = n;
-            return absl::OkStatus();
-          });
+          StoreWholeNumber(&options.http_max_connections, 1,
+                           sluice::app::kMaxHttpConnections));
   AddFlag(app, "tls-cert", "PATH", options.tls_cert_file,
           "PEM certificate chain (the server's certificate first): serve\n"
           "TLS on every TCP listener of --listen, --admin-listen and\n"
@@ -419,27 +412,16 @@ Flags ParseFlags(int argc, char** argv) {
           ->type_name("FILE")
           ->expected(1, CLI::detail::expected_max_vector_size)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  try {
-    app.parse(sluice::tools::SplitEmptyValues(argc, argv));
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    std::exit(0);
-  } catch (const CLI::ExtrasError&) {
-    // CLI11 keeps a "--" in front of the arguments that followed it.
-    const std::vector<std::string> extras = app.remaining();
-    const bool after_dashes = extras.front() == "--" && extras.size() > 1;
-    const std::string& extra = extras[after_dashes ? 1 : 0];
-    if (!after_dashes && absl::StartsWith(extra, "-") && extra != "-") {
-      UsageError(
-          absl::StrCat("unknown flag ", extra.substr(0, extra.find('='))));
-    }
-    UsageError(absl::StrCat("unexpected argument \"", extra, "\""));
-  } catch (const CLI::ArgumentMismatch& e) {
-    const std::string what = e.what();  // "--listen: 1 required ... missing"
-    UsageError(
-        absl::StrCat("missing value for ", what.substr(0, what.find(':'))));
-  } catch (const CLI::ParseError& e) {
-    UsageError(e.what());
+  const sluice::base::CommandLine line = sluice::base::ParseCommandLine(
+      app, sluice::base::CommandFlags(), argc, argv);
+  switch (line.outcome) {
+    case sluice::base::CommandLine::Outcome::kHelp:
+      std::fputs(line.text.c_str(), stdout);
+      std::exit(0);
+    case sluice::base::CommandLine::Outcome::kUsageError:
+      UsageError(line.text);
+    case sluice::base::CommandLine::Outcome::kRun:
+      break;
   }
   if (!flags.check_paths.empty()) {
     // A serving flag beside --check would be silently ignored, and a
@@ -470,8 +452,8 @@ Flags ParseFlags(int argc, char** argv) {
 // The --port-file format: one "name=address" line per listener (grpc,
 // admin, metrics, and http when the HTTP API is on): "host:port" with the
 // host as in its listen flag and the port as bound, or "unix:PATH".
-// Written to `path`.tmp and renamed over `path`, so that a reader polling
-// for the file never sees half of it.
+// Replaced atomically, so that a reader polling for the file never sees
+// half of it.
 absl::Status WritePortFile(const std::string& path,
                            const sluice::app::Server::Options& options,
                            const sluice::app::Server& server) {
@@ -483,19 +465,9 @@ absl::Status WritePortFile(const std::string& path,
   if (server.http_port() != 0) {
     absl::StrAppend(&text, "http=", server.http_target(), "\n");
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "--port-file: cannot write ", tmp, ": ", std::strerror(errno)));
-  }
-  const bool written = std::fputs(text.c_str(), f) >= 0;
-  if (std::fclose(f) != 0 || !written ||
-      std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(
-        "--port-file: cannot write ", path, ": ", std::strerror(error)));
+  if (absl::Status s = sluice::base::WriteFileAtomically(path, text); !s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("--port-file: cannot write ", path, ": ", s.message()));
   }
   return absl::OkStatus();
 }

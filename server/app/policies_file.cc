@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
 #include "server/policy/policy_convert.h"
@@ -75,7 +76,7 @@ absl::StatusOr<LoadedPolicies> InstallStartupPolicies(
         UnknownDependencyName(options.unknown_dependency));
     return loaded;
   }
-  absl::StatusOr<std::string> contents = policy::ReadTextFile(path);
+  absl::StatusOr<std::string> contents = base::ReadRegularFile(path);
   if (!contents.ok()) return contents.status();
   absl::StatusOr<std::vector<policy::PolicyChange>> changes =
       Install(path, *contents, store, &loaded.policies);
@@ -97,7 +98,7 @@ absl::StatusOr<std::vector<policy::PolicyChange>> InstallPoliciesFile(
 
 PoliciesFileCheck CheckPoliciesFile(const std::string& path) {
   PoliciesFileCheck check;
-  absl::StatusOr<std::string> contents = policy::ReadTextFile(path);
+  absl::StatusOr<std::string> contents = base::ReadRegularFile(path);
   if (!contents.ok()) {
     check.errors.push_back(AtFile(path, contents.status().message()));
     return check;

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/files.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/files/regular_file.h"
 #include "sluice/v1/state.pb.h"
 #include "wire/limits.h"
 #include "wire/time.h"
@@ -337,7 +337,7 @@ absl::StatusOr<SavedWarmState> DecodeStateFile(absl::string_view bytes,
 absl::StatusOr<SavedWarmState> ReadStateFile(const std::string& path,
                                              const StateFileLimits& limits) {
   absl::StatusOr<std::string> bytes =
-      files::ReadRegularFile(path, kMaxStateFileBytes);
+      base::ReadRegularFile(path, kMaxStateFileBytes);
   if (!bytes.ok()) {
     // Not a regular file, or too large: not a state file of ours.
     if (absl::IsFailedPrecondition(bytes.status())) {

@@ -89,11 +89,11 @@ absl::StatusOr<std::string> EncodeStateFile(const SavedWarmState& state);
 absl::StatusOr<SavedWarmState> DecodeStateFile(
     absl::string_view bytes, const StateFileLimits& limits = {});
 
-// Reads `path` with files::ReadRegularFile (a FIFO or a directory is
+// Reads `path` with base::ReadRegularFile (a FIFO or a directory is
 // refused at once, never waited on). NOT_FOUND when `path` does not exist;
 // PERMISSION_DENIED or UNAVAILABLE when it cannot be read; DATA_LOSS for a
 // FIFO, a directory or another non-regular file, a file over 256 MiB, and
-// as DecodeStateFile. The file is written with files::WriteFileAtomically.
+// as DecodeStateFile. The file is written with base::WriteFileAtomically.
 absl::StatusOr<SavedWarmState> ReadStateFile(
     const std::string& path, const StateFileLimits& limits = {});
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "server/files/regular_file.h"
+#include "base/files.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::app {
@@ -173,7 +173,7 @@ absl::Status StateFileKeeper::SaveNow() {
   state.dependencies = engine_->ExportWarmState(options_.max_keys);
   absl::StatusOr<std::string> bytes = EncodeStateFile(state);
   absl::Status status = bytes.status();
-  if (status.ok()) status = files::WriteFileAtomically(options_.path, *bytes);
+  if (status.ok()) status = base::WriteFileAtomically(options_.path, *bytes);
   RecordWrite(status, state.written_at);
   return status;
 }

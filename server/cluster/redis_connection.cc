@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "server/files/regular_file.h"
+#include "base/files.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::cluster {
@@ -150,7 +150,7 @@ absl::StatusOr<std::string> ReadPasswordFile(const std::string& path) {
   // Far above any real password; a larger file is not one.
   constexpr size_t kMaxPasswordFileBytes = 64 * 1024;
   absl::StatusOr<std::string> text =
-      files::ReadRegularFile(path, kMaxPasswordFileBytes);
+      base::ReadRegularFile(path, kMaxPasswordFileBytes);
   if (!text.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot read the password file: ", text.status().message()));

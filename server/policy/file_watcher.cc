@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "server/policy/policy_file.h"
+#include "base/files.h"
 
 namespace sluice::policy {
 
@@ -41,7 +41,7 @@ void FileWatcher::Stop() {
 void FileWatcher::PollOnce() {
   // Opening by path each time follows the symlinks afresh, which is what
   // makes a ConfigMap's ..data swap and a rename over the file visible.
-  absl::StatusOr<std::string> contents = ReadTextFile(path_);
+  absl::StatusOr<std::string> contents = base::ReadRegularFile(path_);
   absl::MutexLock lock(&poll_mu_);
   if (!contents.ok()) {
     if (!failing_ && on_error_) {

@@ -20,11 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "base/files.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
-#include "server/files/regular_file.h"
 #include "wire/status.h"
 #include "wire/time.h"
 #include "yaml-cpp/eventhandler.h"
@@ -92,9 +92,6 @@ bool ParserFinishes(const std::string& text) {
 using google::protobuf::Descriptor;
 using google::protobuf::EnumDescriptor;
 using google::protobuf::FieldDescriptor;
-
-// A policies file is a few kilobytes; anything this large is a mistake.
-constexpr size_t kMaxFileBytes = 16 << 20;
 
 // The offset of the first byte of `s` that is not part of well-formed
 // UTF-8 (RFC 3629: no overlong forms, surrogates or values past U+10FFFF),
@@ -614,13 +611,10 @@ absl::StatusOr<ParsedPolicies> ParsePoliciesWithLines(
   }
 }
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  return files::ReadRegularFile(path, kMaxFileBytes);
-}
-
 absl::StatusOr<std::vector<v1::Policy>> ParsePoliciesFile(
     const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+  // base's default bound: a policies file is a few kilobytes.
+  absl::StatusOr<std::string> text = base::ReadRegularFile(path);
   if (!text.ok()) return text.status();
   return ParsePolicies(*text, path);
 }

@@ -45,11 +45,6 @@ int FieldLine(const std::map<std::string, int>& lines,
 absl::StatusOr<std::vector<v1::Policy>> ParsePoliciesFile(
     const std::string& path);
 
-// Reads a whole regular file (at most 16 MiB) with files::ReadRegularFile:
-// never blocks on a FIFO; NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
-// ("PATH is a FIFO, not a regular file") and the like, naming the path.
-absl::StatusOr<std::string> ReadTextFile(const std::string& path);
-
 // Writes policies in the same document shape (for sluicectl and docs).
 std::string PoliciesToYaml(const std::vector<v1::Policy>& policies);
 

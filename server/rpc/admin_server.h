@@ -26,7 +26,7 @@ class AdminServer {
   struct Options {
     // "host:port"; port 0 picks a free one.
     std::string listen = "127.0.0.1:50052";
-    // File holding the bearer tokens, one a line (see ParseAdminTokens);
+    // File holding the bearer tokens, one a line (see wire::ParseAdminTokens);
     // "" serves without a token. Re-read when it changes.
     std::string token_file;
     // How often the token file is checked for changes.

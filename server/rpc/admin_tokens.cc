@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "server/policy/policy_file.h"
+#include "base/files.h"
 #include "spdlog/spdlog.h"
+#include "wire/admin_tokens.h"
 
 namespace sluice::rpc {
 namespace {
@@ -23,40 +22,7 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-// gRPC refuses a header value with bytes outside printable ASCII, and a
-// space inside is almost always a paste error (two tokens on one line).
-bool TravelsInAHeader(absl::string_view token) {
-  return std::all_of(token.begin(), token.end(), [](char c) {
-    return c > ' ' && c < 0x7f;
-  });
-}
-
 }  // namespace
-
-absl::StatusOr<std::vector<std::string>> ParseAdminTokens(
-    absl::string_view text) {
-  std::vector<std::string> tokens;
-  int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_number;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line.front() == '#') continue;
-    if (!TravelsInAHeader(line)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "line ", line_number,
-          ": a token must be printable ASCII without spaces (one token a "
-          "line)"));
-    }
-    if (std::find(tokens.begin(), tokens.end(), line) == tokens.end()) {
-      tokens.emplace_back(line);
-    }
-  }
-  if (tokens.empty()) {
-    return absl::InvalidArgumentError(
-        "no token (one a line; blank lines and # comments are skipped)");
-  }
-  return tokens;
-}
 
 AdminTokens::AdminTokens(std::vector<std::string> tokens)
     : tokens_(std::move(tokens)) {}
@@ -91,12 +57,13 @@ size_t AdminTokens::CountNew(const std::vector<std::string>& tokens) const {
 
 absl::StatusOr<std::unique_ptr<AdminTokenFile>> AdminTokenFile::Load(
     Options options) {
-  absl::StatusOr<std::string> text = policy::ReadTextFile(options.path);
+  absl::StatusOr<std::string> text = base::ReadRegularFile(options.path);
   if (!text.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--admin-token-file ", options.path, ": ", text.status().message()));
   }
-  absl::StatusOr<std::vector<std::string>> tokens = ParseAdminTokens(*text);
+  absl::StatusOr<std::vector<std::string>> tokens =
+      wire::ParseAdminTokens(*text);
   if (!tokens.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--admin-token-file ", options.path, ": ", tokens.status().message()));
@@ -133,7 +100,8 @@ AdminTokenFile::Stats AdminTokenFile::stats() const {
 }
 
 void AdminTokenFile::OnChange(const std::string& contents) {
-  absl::StatusOr<std::vector<std::string>> tokens = ParseAdminTokens(contents);
+  absl::StatusOr<std::vector<std::string>> tokens =
+      wire::ParseAdminTokens(contents);
   if (!tokens.ok()) {
     OnError(std::string(tokens.status().message()));
     return;

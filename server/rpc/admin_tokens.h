@@ -16,16 +16,6 @@
 
 namespace sluice::rpc {
 
-// The tokens of an admin token file: one a line, surrounding whitespace
-// removed; blank lines and lines starting with '#' are skipped. Several
-// tokens are all valid at once, which is what lets an operator rotate
-// without a window where a client is refused. INVALID_ARGUMENT when the
-// text holds no token or a token that cannot travel in a gRPC header
-// (whitespace or control characters inside; the line number is named,
-// never the token).
-absl::StatusOr<std::vector<std::string>> ParseAdminTokens(
-    absl::string_view text);
-
 // The bearer tokens the admin API accepts now. Admin calls are rare, so a
 // reader lock on each is cheap enough. Safe for concurrent use.
 class AdminTokens {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/files/regular_file.h"
+#include "base/files.h"
 
 namespace sluice::tls {
 namespace {
@@ -152,7 +152,7 @@ absl::StatusOr<ServerTlsPem> ReadServerTlsFiles(const ServerTlsFiles& files) {
   for (const auto& f : kFiles) {
     if (f.path->empty()) continue;
     absl::StatusOr<std::string> bytes =
-        files::ReadRegularFile(*f.path, kMaxTlsFileBytes);
+        base::ReadRegularFile(*f.path, kMaxTlsFileBytes);
     if (!bytes.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           f.flag, " ", *f.path, ": cannot read it: ", bytes.status().message()));

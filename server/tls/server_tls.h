@@ -46,7 +46,7 @@ struct CertificateInfo {
   absl::Time not_after = absl::InfinitePast();
 };
 
-// What the files hold, read with files::ReadRegularFile: a FIFO, a
+// What the files hold, read with base::ReadRegularFile: a FIFO, a
 // directory or a file over kMaxTlsFileBytes is refused at once, never
 // waited on.
 struct ServerTlsPem {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/files/regular_file.h"
+#include "base/files.h"
 #include "spdlog/spdlog.h"
 
 namespace sluice::tls {
@@ -141,21 +141,21 @@ absl::Status TlsReloader::PublishToGrpc(const LoadedContext& loaded) {
   if (grpc_mtime_ != absl::InfinitePast() && mtime <= grpc_mtime_) {
     mtime = grpc_mtime_ + absl::Seconds(1);
   }
-  files::AtomicWriteOptions options;
+  base::AtomicWriteOptions options;
   options.mode = 0600;
   options.mtime = mtime;
   // The client CA first: gRPC's watcher picks both up in its next pass.
   if (files_.mutual()) {
-    if (absl::Status s = files::WriteFileAtomically(
+    if (absl::Status s = base::WriteFileAtomically(
             absl::StrCat(grpc_dir_, "/", kClientCaFile), loaded.client_ca_pem,
             options);
         !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = files::WriteFileAtomically(
-          absl::StrCat(grpc_dir_, "/", kIdentityFile), loaded.identity_pem,
-          options);
+  if (absl::Status s =
+          base::WriteFileAtomically(absl::StrCat(grpc_dir_, "/", kIdentityFile),
+                                    loaded.identity_pem, options);
       !s.ok()) {
     return s;
   }

@@ -32,7 +32,7 @@ struct TlsStats {
 inline constexpr int kGrpcRefreshSeconds = 1;
 
 // The one owner of the TLS pair of every listener. Every `interval` its
-// thread reads the files (files::ReadRegularFile: a FIFO or a directory is
+// thread reads the files (base::ReadRegularFile: a FIFO or a directory is
 // refused at once, never waited on) and compares them with what it read
 // last; when they changed it validates the pair in memory
 // (LoadServerContext: the chain, the key, the key matches the certificate,

@@ -792,6 +792,15 @@ TEST(SluicedCommandLineTest, UnknownFlagIsAUsageErrorOnStderr) {
   EXPECT_EQ(exited.out, "");
 }
 
+// The same words as sluicectl, sluice-call and sluice-bench.
+TEST(SluicedCommandLineTest, FlagWithoutAValueNeedsAValue) {
+  const Exited exited = RunToExit({"--listen"});
+  EXPECT_EQ(exited.code, 2);
+  EXPECT_EQ(exited.err,
+            "sluiced: --listen needs a value\nTry 'sluiced --help'.\n");
+  EXPECT_EQ(exited.out, "");
+}
+
 TEST(SluicedCommandLineTest, BadEnvironmentValueNamesTheVariable) {
   const Exited exited = RunToExit({}, {"SLUICE_SYNC_INTERVAL=soon"});
   EXPECT_EQ(exited.code, 2);

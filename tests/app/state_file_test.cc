@@ -16,9 +16,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/files/regular_file.h"
 #include "tests/testing/build_paths.h"
 #include "tests/testing/temp_dir.h"
 
@@ -214,7 +214,7 @@ TEST(StateFileTest, WriteThenReadThroughTheFileSystem) {
   testing::TempDir dir("state_file_test");
   const std::string path = dir.File("sluice.state");
   const std::string bytes = *EncodeStateFile(Sample());
-  ASSERT_TRUE(files::WriteFileAtomically(path, bytes).ok());
+  ASSERT_TRUE(base::WriteFileAtomically(path, bytes).ok());
   EXPECT_EQ(Slurp(path), bytes);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   struct stat st {};
@@ -228,7 +228,7 @@ TEST(StateFileTest, WriteThenReadThroughTheFileSystem) {
   // A second write replaces the first whole.
   SavedWarmState smaller;
   smaller.written_at = absl::FromUnixSeconds(1'780'000'100);
-  ASSERT_TRUE(files::WriteFileAtomically(path, *EncodeStateFile(smaller)).ok());
+  ASSERT_TRUE(base::WriteFileAtomically(path, *EncodeStateFile(smaller)).ok());
   const absl::StatusOr<SavedWarmState> again = ReadStateFile(path);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->dependencies.empty());
@@ -259,7 +259,7 @@ TEST(StateFileTest, MissingUnreadableAndCorruptFilesAreToldApart) {
 TEST(StateFileTest, WriteIntoAMissingDirectoryFailsNamingThePath) {
   testing::TempDir dir("state_file_test");
   const std::string path = dir.File("no/such/dir/sluice.state");
-  const absl::Status s = files::WriteFileAtomically(path, "x");
+  const absl::Status s = base::WriteFileAtomically(path, "x");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr(path + ".tmp"));

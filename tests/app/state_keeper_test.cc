@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
+#include "base/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
-#include "server/files/regular_file.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 #include "tests/testing/fake_clock.h"
@@ -250,9 +249,9 @@ TEST_F(StateKeeperTest, RejectedEntriesLogOneSummaryLineEach) {
   search.keys.push_back(bad);
   search.keys.push_back(bad);
   state.dependencies.insert(state.dependencies.begin(), search);
-  ASSERT_TRUE(files::WriteFileAtomically(KeeperOptions().path,
-                                         *EncodeStateFile(state))
-                  .ok());
+  ASSERT_TRUE(
+      base::WriteFileAtomically(KeeperOptions().path, *EncodeStateFile(state))
+          .ok());
 
   Engine after(&clock_, Options());
   after.ReplacePolicies({Adaptive("search")});

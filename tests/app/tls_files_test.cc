@@ -314,5 +314,17 @@ TEST_F(TlsFilesTest, ClientCredentialsNameTheSettingAtFault) {
   EXPECT_TRUE(wire::MakeChannelCredentials(files).ok());
 }
 
+// The client side reads its files as the server does: a FIFO given as the
+// CA is refused at once instead of waiting for a writer that never comes.
+TEST_F(TlsFilesTest, ClientCredentialsRefuseAFifoWithoutBlocking) {
+  const std::string fifo = certs_.File("ca.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  wire::ClientTlsFiles files;
+  files.ca_file = fifo;
+  EXPECT_THAT(wire::MakeChannelCredentials(files).status().message(),
+              HasSubstr("--tls-ca " + fifo + ": cannot read it: " + fifo +
+                        " is a FIFO, not a regular file"));
+}
+
 }  // namespace
 }  // namespace sluice

@@ -14,18 +14,18 @@
 // the proto comments as descriptions.
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/files.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "nlohmann/json.hpp"
@@ -55,9 +55,9 @@ constexpr int kMaxNameBytes = 256;
 class Comments {
  public:
   bool Load(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
+    absl::StatusOr<std::string> bytes = sluice::base::ReadRegularFile(path);
     google::protobuf::FileDescriptorSet set;
-    if (!in || !set.ParseFromIstream(&in)) return false;
+    if (!bytes.ok() || !set.ParseFromString(*bytes)) return false;
     for (const auto& file : set.file()) {
       if (pool_.BuildFile(file) == nullptr) return false;
     }

@@ -11,8 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include "tools/common/command_line.h"
+#include "base/command_line.h"
 #include "wire/address.h"
 #include "wire/time.h"
 
@@ -144,13 +143,13 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
   ParsedCommandLine parsed;
   BenchOptions& o = parsed.options;
   CLI::App app("", "sluice-bench");
-  tools::ConfigureApp(app, kBenchUsage);
+  base::ConfigureApp(app, kBenchUsage);
 
   app.add_option("--target", o.target)->envname("SLUICE_TARGET");
   app.add_option("--tls-ca", o.tls_ca);
   app.add_option("--tls-cert", o.tls_cert);
   app.add_option("--tls-key", o.tls_key);
-  tools::AddCheckedOption(&app, "--api", [&](const std::string& v) {
+  base::AddCheckedOption(&app, "--api", [&](const std::string& v) {
     const std::string api = absl::AsciiStrToLower(v);
     if (api == "grpc") {
       o.api = Api::kGrpc;
@@ -161,7 +160,7 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     }
     return absl::OkStatus();
   });
-  tools::AddCheckedOption(&app, "--http-target", [&](const std::string& v) {
+  base::AddCheckedOption(&app, "--http-target", [&](const std::string& v) {
     if (absl::Status s = wire::ParseHostPort(v).status(); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--http-target: ", s.message()));
@@ -169,7 +168,7 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     o.http_target = v;
     return absl::OkStatus();
   })->envname("SLUICE_HTTP_TARGET");
-  tools::AddCheckedOption(&app, "--mode", [&](const std::string& v) {
+  base::AddCheckedOption(&app, "--mode", [&](const std::string& v) {
     const std::string mode = absl::AsciiStrToLower(v);
     if (mode == "unary") {
       o.mode = Mode::kUnary;
@@ -183,15 +182,15 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     return absl::OkStatus();
   });
   CLI::Option* mode_option = app.get_option("--mode");
-  tools::AddCheckedOption(&app, "--connections",
-                          IntIn("--connections", 1, 1024, &o.connections));
-  CLI::Option* concurrency = tools::AddCheckedOption(
+  base::AddCheckedOption(&app, "--connections",
+                         IntIn("--connections", 1, 1024, &o.connections));
+  CLI::Option* concurrency = base::AddCheckedOption(
       &app, "--concurrency", IntIn("--concurrency", 1, 100000, &o.concurrency));
-  CLI::Option* batch = tools::AddCheckedOption(
+  CLI::Option* batch = base::AddCheckedOption(
       &app, "--batch", IntIn("--batch", 1, 1000, &o.batch));
-  tools::AddCheckedOption(&app, "--deadline",
-                          DurationAtLeast("--deadline", false, &o.deadline));
-  tools::AddCheckedOption(&app, "--dependencies", [&](const std::string& v) {
+  base::AddCheckedOption(&app, "--deadline",
+                         DurationAtLeast("--deadline", false, &o.deadline));
+  base::AddCheckedOption(&app, "--dependencies", [&](const std::string& v) {
     absl::StatusOr<std::vector<WeightedName>> list = ParseWeightedList(v);
     if (!list.ok()) {
       return absl::InvalidArgumentError(
@@ -200,21 +199,20 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     o.workload.dependencies = *std::move(list);
     return absl::OkStatus();
   });
-  tools::AddCheckedOption(&app, "--keys",
-                          IntIn("--keys", 0, 10000000, &o.workload.keys));
-  tools::AddCheckedOption(
-      &app, "--key-distribution", [&](const std::string& v) {
-        const std::string d = absl::AsciiStrToLower(v);
-        if (d == "uniform") {
-          o.workload.key_distribution = KeyDistribution::kUniform;
-        } else if (d == "zipf") {
-          o.workload.key_distribution = KeyDistribution::kZipf;
-        } else {
-          return Bad("--key-distribution", "uniform or zipf", v);
-        }
-        return absl::OkStatus();
-      });
-  tools::AddCheckedOption(&app, "--failure-rate", [&](const std::string& v) {
+  base::AddCheckedOption(&app, "--keys",
+                         IntIn("--keys", 0, 10000000, &o.workload.keys));
+  base::AddCheckedOption(&app, "--key-distribution", [&](const std::string& v) {
+    const std::string d = absl::AsciiStrToLower(v);
+    if (d == "uniform") {
+      o.workload.key_distribution = KeyDistribution::kUniform;
+    } else if (d == "zipf") {
+      o.workload.key_distribution = KeyDistribution::kZipf;
+    } else {
+      return Bad("--key-distribution", "uniform or zipf", v);
+    }
+    return absl::OkStatus();
+  });
+  base::AddCheckedOption(&app, "--failure-rate", [&](const std::string& v) {
     double rate;
     if (!absl::SimpleAtod(v, &rate) || !(rate >= 0 && rate <= 1)) {
       return Bad("--failure-rate", "a number in [0, 1]", v);
@@ -222,41 +220,39 @@ ParsedCommandLine ParseBenchCommandLine(int argc, const char* const* argv) {
     o.workload.failure_rate = rate;
     return absl::OkStatus();
   });
-  tools::AddCheckedOption(&app, "--latency",
-                          DurationAtLeast("--latency", true, &o.latency));
+  base::AddCheckedOption(&app, "--latency",
+                         DurationAtLeast("--latency", true, &o.latency));
   app.add_flag("--hold", o.hold);
   app.add_option("--caller", o.caller);
-  tools::AddCheckedOption(&app, "--seed",
-                          IntIn<uint64_t>("--seed", 0, UINT64_MAX, &o.seed));
-  CLI::Option* count = tools::AddCheckedOption(
+  base::AddCheckedOption(&app, "--seed",
+                         IntIn<uint64_t>("--seed", 0, UINT64_MAX, &o.seed));
+  CLI::Option* count = base::AddCheckedOption(
       &app, "--count", IntIn<uint64_t>("--count", 1, UINT64_MAX, &o.count));
-  CLI::Option* duration = tools::AddCheckedOption(
+  CLI::Option* duration = base::AddCheckedOption(
       &app, "--duration", DurationAtLeast("--duration", false, &o.duration));
-  tools::AddCheckedOption(&app, "--warmup",
-                          DurationAtLeast("--warmup", true, &o.warmup));
+  base::AddCheckedOption(&app, "--warmup",
+                         DurationAtLeast("--warmup", true, &o.warmup));
   app.add_flag("--baseline", o.baseline);
   app.add_option("--json", o.json_path);
 
-  const tools::CommandLine line =
-      tools::ParseCommandLine(app, tools::CommandFlags(), argc, argv);
+  const base::CommandLine line =
+      base::ParseCommandLine(app, base::CommandFlags(), argc, argv);
   switch (line.outcome) {
-    case tools::CommandLine::Outcome::kHelp:
+    case base::CommandLine::Outcome::kHelp:
       parsed.outcome = ParsedCommandLine::Outcome::kHelp;
       parsed.text = line.text;
       return parsed;
-    case tools::CommandLine::Outcome::kUsageError:
+    case base::CommandLine::Outcome::kUsageError:
       parsed.outcome = ParsedCommandLine::Outcome::kUsageError;
       parsed.text = line.text;
-      // The shared parser calls a stray word a command; this tool has none.
-      if (absl::StartsWith(parsed.text, "unknown command ")) {
-        parsed.text = absl::StrCat(
-            "unexpected argument ",
-            absl::StripPrefix(parsed.text, "unknown command "),
-            ": sluice-bench takes only flags (--baseline=false, not "
-            "--baseline false)");
+      // A stray word is most often the value of a boolean flag.
+      if (absl::StartsWith(parsed.text, "unexpected argument ")) {
+        absl::StrAppend(&parsed.text,
+                        ": sluice-bench takes only flags (--baseline=false, "
+                        "not --baseline false)");
       }
       return parsed;
-    case tools::CommandLine::Outcome::kRun:
+    case base::CommandLine::Outcome::kRun:
       break;
   }
   auto usage = [&](std::string text) {

@@ -25,9 +25,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/command_line.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sluice/v1/decision.grpc.pb.h"
-#include "tools/common/command_line.h"
 #include "wire/status.h"
 #include "wire/time.h"
 #include "wire/tls.h"
@@ -243,70 +243,64 @@ int Health(const std::shared_ptr<grpc::Channel>& channel,
 
 int Main(int argc, char** argv) {
   CLI::App app("", "sluice-call");
-  tools::ConfigureApp(app, kUsage);
+  base::ConfigureApp(app, kUsage);
 
   Options options;
   app.add_option("--target", options.target)->envname("SLUICE_TARGET");
-  app.add_option("--tls-ca", options.tls.ca_file)
-      ->envname("SLUICE_TARGET_TLS_CA");
-  app.add_option("--tls-cert", options.tls.cert_file)
-      ->envname("SLUICE_TARGET_TLS_CERT");
-  app.add_option("--tls-key", options.tls.key_file)
-      ->envname("SLUICE_TARGET_TLS_KEY");
-  app.add_option("--tls-server-name", options.tls.server_name)
-      ->envname("SLUICE_TARGET_TLS_SERVER_NAME");
-  tools::AddCheckedOption(&app, "--deadline", [&](const std::string& v) {
+  base::AddClientTlsFlags(app, "SLUICE_TARGET",
+                          {&options.tls.ca_file, &options.tls.cert_file,
+                           &options.tls.key_file, &options.tls.server_name});
+  base::AddCheckedOption(&app, "--deadline", [&](const std::string& v) {
     return ParseDeadline(v, &options.deadline);
   });
 
   AcquireArgs acquire_args;
-  CLI::App* acquire = tools::AddCommand(app, "acquire", kUsage);
+  CLI::App* acquire = base::AddCommand(app, "acquire", kUsage);
   acquire->add_option("DEPENDENCY", acquire_args.dependency);
 
   ReportArgs report_args;
-  CLI::App* report = tools::AddCommand(app, "report", kUsage);
+  CLI::App* report = base::AddCommand(app, "report", kUsage);
   report->add_option("DEPENDENCY", report_args.dependency);
   report->add_option("PERMIT_ID", report_args.permit_id);
   CLI::Option* outcome = report->add_option("OUTCOME", report_args.outcome);
 
   std::string service;  // "" asks for the whole server
-  CLI::App* health = tools::AddCommand(app, "health", kUsage);
+  CLI::App* health = base::AddCommand(app, "health", kUsage);
   health->add_option("SERVICE", service);
 
-  CLI::App* help = tools::AddCommand(app, "help", kUsage);
+  CLI::App* help = base::AddCommand(app, "help", kUsage);
 
-  tools::CommandFlags flags;
+  base::CommandFlags flags;
   std::string key;
   flags.Add(app.add_option("--key", key), {acquire, report});
   flags.Add(app.add_option("--caller", acquire_args.caller), {acquire});
-  flags.Add(tools::AddCheckedOption(&app, "--permits",
-                                    [&](const std::string& v) {
-                                      return ParseInt("--permits", v,
-                                                      &acquire_args.permits);
-                                    }),
+  flags.Add(base::AddCheckedOption(&app, "--permits",
+                                   [&](const std::string& v) {
+                                     return ParseInt("--permits", v,
+                                                     &acquire_args.permits);
+                                   }),
             {acquire});
-  flags.Add(tools::AddCheckedOption(&app, "--latency",
-                                    [&](const std::string& v) {
-                                      return ParseLatency(v,
-                                                          &report_args.latency);
-                                    }),
+  flags.Add(base::AddCheckedOption(&app, "--latency",
+                                   [&](const std::string& v) {
+                                     return ParseLatency(v,
+                                                         &report_args.latency);
+                                   }),
             {report});
-  flags.Add(tools::AddCheckedOption(&app, "--status-code",
-                                    [&](const std::string& v) {
-                                      return ParseInt("--status-code", v,
-                                                      &report_args.status_code);
-                                    }),
+  flags.Add(base::AddCheckedOption(&app, "--status-code",
+                                   [&](const std::string& v) {
+                                     return ParseInt("--status-code", v,
+                                                     &report_args.status_code);
+                                   }),
             {report});
 
-  const tools::CommandLine line =
-      tools::ParseCommandLine(app, flags, argc, argv);
+  const base::CommandLine line = base::ParseCommandLine(app, flags, argc, argv);
   switch (line.outcome) {
-    case tools::CommandLine::Outcome::kHelp:
+    case base::CommandLine::Outcome::kHelp:
       std::fputs(line.text.c_str(), stdout);
       return kExitOk;
-    case tools::CommandLine::Outcome::kUsageError:
+    case base::CommandLine::Outcome::kUsageError:
       return Usage(line.text);
-    case tools::CommandLine::Outcome::kRun:
+    case base::CommandLine::Outcome::kRun:
       break;
   }
   if (help->parsed()) {

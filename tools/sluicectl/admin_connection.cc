@@ -7,15 +7,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
-#include "server/policy/policy_file.h"
-#include "server/rpc/admin_tokens.h"
+#include "base/files.h"
+#include "wire/admin_tokens.h"
 
 namespace sluice::ctl {
 
 int AdminConnection::Connect() {
   if (!options_.token_file.empty()) {
     absl::StatusOr<std::string> token =
-        policy::ReadTextFile(options_.token_file);
+        base::ReadRegularFile(options_.token_file);
     if (!token.ok()) {
       std::fprintf(stderr, "sluicectl: cannot read --token-file %s: %s\n",
                    options_.token_file.c_str(),
@@ -26,7 +26,7 @@ int AdminConnection::Connect() {
     // sluiced reads serves here too; while it holds several during a
     // rotation, the last one is the newest by convention.
     absl::StatusOr<std::vector<std::string>> tokens =
-        rpc::ParseAdminTokens(*token);
+        wire::ParseAdminTokens(*token);
     if (!tokens.ok()) {
       std::fprintf(stderr, "sluicectl: --token-file %s: %s\n",
                    options_.token_file.c_str(),

@@ -21,9 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "base/command_line.h"
 #include "server/policy/policy_file.h"
 #include "sluice/v1/admin.grpc.pb.h"
-#include "tools/common/command_line.h"
 #include "tools/sluicectl/admin_connection.h"
 #include "tools/sluicectl/output_format.h"
 #include "tools/sluicectl/policy_diff.h"
@@ -443,84 +443,78 @@ absl::Status ParseCount(const std::string& text, int64_t* count) {
 
 int Main(int argc, char** argv) {
   CLI::App app("", "sluicectl");
-  tools::ConfigureApp(app, kGlobalHelp);
+  base::ConfigureApp(app, kGlobalHelp);
 
   Options options;
   app.add_option("--target", options.target)->envname("SLUICE_ADMIN_TARGET");
   app.add_option("--token-file", options.token_file)
       ->envname("SLUICE_ADMIN_TOKEN_FILE");
-  app.add_option("--tls-ca", options.tls.ca_file)
-      ->envname("SLUICE_ADMIN_TLS_CA");
-  app.add_option("--tls-cert", options.tls.cert_file)
-      ->envname("SLUICE_ADMIN_TLS_CERT");
-  app.add_option("--tls-key", options.tls.key_file)
-      ->envname("SLUICE_ADMIN_TLS_KEY");
-  app.add_option("--tls-server-name", options.tls.server_name)
-      ->envname("SLUICE_ADMIN_TLS_SERVER_NAME");
-  tools::AddCheckedOption(&app, "-o,--output", [&](const std::string& v) {
+  base::AddClientTlsFlags(app, "SLUICE_ADMIN",
+                          {&options.tls.ca_file, &options.tls.cert_file,
+                           &options.tls.key_file, &options.tls.server_name});
+  base::AddCheckedOption(&app, "-o,--output", [&](const std::string& v) {
     return ParseOutput(v, &options.output);
   });
-  tools::AddCheckedOption(&app, "--timeout", [&](const std::string& v) {
+  base::AddCheckedOption(&app, "--timeout", [&](const std::string& v) {
     return ParseTimeout(v, &options.timeout);
   });
 
-  CLI::App* list = tools::AddCommand(app, "list", kListHelp);
+  CLI::App* list = base::AddCommand(app, "list", kListHelp);
 
   std::string get_name;
-  CLI::App* get = tools::AddCommand(app, "get", kGetHelp);
+  CLI::App* get = base::AddCommand(app, "get", kGetHelp);
   get->add_option("NAME", get_name);
 
   ApplyArgs apply_args;
-  CLI::App* apply = tools::AddCommand(app, "apply", kApplyHelp);
+  CLI::App* apply = base::AddCommand(app, "apply", kApplyHelp);
 
   DeleteArgs delete_args;
-  CLI::App* del = tools::AddCommand(app, "delete", kDeleteHelp);
+  CLI::App* del = base::AddCommand(app, "delete", kDeleteHelp);
   del->add_option("NAME", delete_args.name);
 
   BreakerArgs breaker_args;
-  CLI::App* breaker = tools::AddCommand(app, "breaker", kBreakerHelp);
+  CLI::App* breaker = base::AddCommand(app, "breaker", kBreakerHelp);
   breaker->add_option("ACTION", breaker_args.action);
   breaker->add_option("DEP", breaker_args.dependency);
 
   StateArgs state_args;
-  CLI::App* state = tools::AddCommand(app, "state", kStateHelp);
+  CLI::App* state = base::AddCommand(app, "state", kStateHelp);
   state->add_option("DEP", state_args.dependency);
 
   WatchArgs watch_args;
-  CLI::App* watch = tools::AddCommand(app, "watch", kWatchHelp);
+  CLI::App* watch = base::AddCommand(app, "watch", kWatchHelp);
   watch->add_option("DEP", watch_args.dependency);
 
   std::string help_topic;
-  CLI::App* help = tools::AddCommand(app, "help", kHelpHelp);
+  CLI::App* help = base::AddCommand(app, "help", kHelpHelp);
   help->add_option("COMMAND", help_topic);
 
   // Flags of one command; like the global ones, they may come before it.
-  tools::CommandFlags flags;
+  base::CommandFlags flags;
   flags.Add(app.add_option("-f,--file,--filename", apply_args.file), {apply});
   flags.Add(app.add_flag("--dry-run", apply_args.dry_run), {apply});
-  flags.Add(tools::AddCheckedOption(&app, "--expected-version",
-                                    [&](const std::string& v) {
-                                      return ParseExpectedVersion(
-                                          v, &delete_args.expected_version);
-                                    }),
+  flags.Add(base::AddCheckedOption(&app, "--expected-version",
+                                   [&](const std::string& v) {
+                                     return ParseExpectedVersion(
+                                         v, &delete_args.expected_version);
+                                   }),
             {del});
   flags.Add(app.add_option("--note", breaker_args.note), {breaker});
   flags.Add(app.add_option("--key", state_args.key), {state});
-  flags.Add(tools::AddCheckedOption(&app, "--count",
-                                    [&](const std::string& v) {
-                                      return ParseCount(v, &watch_args.count);
-                                    }),
+  flags.Add(base::AddCheckedOption(&app, "--count",
+                                   [&](const std::string& v) {
+                                     return ParseCount(v, &watch_args.count);
+                                   }),
             {watch});
 
-  const tools::CommandLine line =
-      tools::ParseCommandLine(app, flags, argc, argv);
+  const base::CommandLine line = base::ParseCommandLine(app, flags, argc, argv);
   switch (line.outcome) {
-    case tools::CommandLine::Outcome::kHelp:
+    case base::CommandLine::Outcome::kHelp:
       std::printf("%s", line.text.c_str());
       return kOk;
-    case tools::CommandLine::Outcome::kUsageError:
+    case base::CommandLine::Outcome::kUsageError:
       return UsageError(line.text);
-    case tools::CommandLine::Outcome::kRun:
+    case base::CommandLine::Outcome::kRun:
       break;
   }
   if (help->parsed()) return Help(app, help_topic);

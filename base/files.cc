@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/files/regular_file.h"
+#include "base/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace sluice::files {
+namespace sluice::base {
 namespace {
 
 absl::Status Errno(absl::string_view what, absl::string_view path,
@@ -157,4 +157,4 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-}  // namespace sluice::files
+}  // namespace sluice::base

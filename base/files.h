@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef SLUICE_SERVER_FILES_REGULAR_FILE_H_
-#define SLUICE_SERVER_FILES_REGULAR_FILE_H_
+#ifndef SLUICE_BASE_FILES_H_
+#define SLUICE_BASE_FILES_H_
 
 #include <sys/types.h>
 
@@ -13,12 +13,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-// Every file sluiced reads (policies, admin tokens, state, TLS certificates
-// and keys, the Redis password) goes through ReadRegularFile, and every file
-// it replaces through WriteFileAtomically. Plain functions; safe for
-// concurrent use.
+// Every file Sluice's programs read (policies, admin tokens, state, TLS
+// certificates and keys, the Redis password, the tools' inputs) goes through
+// ReadRegularFile, and every file they replace (the state file, the port
+// file) through WriteFileAtomically. Plain functions; safe for concurrent
+// use.
 
-namespace sluice::files {
+namespace sluice::base {
 
 // What a configuration file may weigh unless the caller says otherwise.
 inline constexpr size_t kDefaultMaxFileBytes = size_t{16} << 20;
@@ -50,12 +51,13 @@ struct AtomicWriteOptions {
 // there is removed first, so a FIFO or symlink left at that name is never
 // opened), fsyncs it, renames it over `path` and fsyncs the directory: a
 // reader (or a crash) sees the old file or the new one, never a part. Not
-// for two writers of one path at once (the caller serializes). UNAVAILABLE (PERMISSION_DENIED for
-// EACCES/EPERM) naming the step that failed; the temp file is removed.
+// for two writers of one path at once (the caller serializes). UNAVAILABLE
+// (PERMISSION_DENIED for EACCES/EPERM) naming the step that failed; the temp
+// file is removed.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view bytes,
                                  const AtomicWriteOptions& options = {});
 
-}  // namespace sluice::files
+}  // namespace sluice::base
 
-#endif  // SLUICE_SERVER_FILES_REGULAR_FILE_H_
+#endif  // SLUICE_BASE_FILES_H_

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef SLUICE_TOOLS_COMMON_COMMAND_LINE_H_
-#define SLUICE_TOOLS_COMMON_COMMAND_LINE_H_
+#ifndef SLUICE_BASE_COMMAND_LINE_H_
+#define SLUICE_BASE_COMMAND_LINE_H_
 
-// The CLI11 settings and usage-error reporting that sluicectl and
-// sluice-call share, so both read their command lines the same way:
+// How Sluice's programs read their command lines with CLI11. sluiced,
+// sluicectl, sluice-call and sluice-bench report usage errors through
+// ParseCommandLine, so one mistake reads the same in each ("--target needs a
+// value", "unknown flag --x"). The tools (not sluiced, whose flags and help
+// are its own) also take ConfigureApp's settings:
 //   - "--flag value" and "--flag=value" both work, "--flag=" included;
 //   - a repeated flag takes its last value;
 //   - flags may come before or after the command and its arguments;
@@ -19,7 +22,7 @@
 
 #include "absl/status/status.h"
 
-namespace sluice::tools {
+namespace sluice::base {
 
 // Applies the settings above; `help_text` is what --help prints verbatim.
 // Call before adding flags and commands: they inherit the settings.
@@ -34,6 +37,20 @@ CLI::App* AddCommand(CLI::App& app, const std::string& name,
 CLI::Option* AddCheckedOption(
     CLI::App* app, const std::string& name,
     std::function<absl::Status(const std::string&)> parse);
+
+// Where the client TLS flags store their values.
+struct ClientTlsFlagValues {
+  std::string* ca_file = nullptr;
+  std::string* cert_file = nullptr;
+  std::string* key_file = nullptr;
+  std::string* server_name = nullptr;
+};
+
+// --tls-ca, --tls-cert, --tls-key and --tls-server-name, which the
+// environment variables ENV_PREFIX_TLS_CA, _TLS_CERT, _TLS_KEY and
+// _TLS_SERVER_NAME set when the command line does not.
+void AddClientTlsFlags(CLI::App& app, const std::string& env_prefix,
+                       const ClientTlsFlagValues& values);
 
 // The flags only some commands take. They are added to the app (so they may
 // come before the command); ParseCommandLine refuses one given to a command
@@ -58,20 +75,21 @@ struct CommandLine {
   enum class Outcome { kRun, kHelp, kUsageError };
   Outcome outcome = Outcome::kRun;
   // kHelp: the help to print. kUsageError: one line naming the argument,
-  // e.g. `unknown command "x"`, `unexpected argument "y" for get`.
+  // e.g. `unknown command "x"`, `unexpected argument "y" for get`,
+  // `--target needs a value`, `unknown flag --x` (never the value of
+  // --x=VALUE, which may be a secret).
   std::string text;
 };
 
-// argv[1..argc) as CLI11's parse wants it (last first), with each "--flag="
-// split into "--flag" and "". CLI11 2.1.2 reads "--flag=" as "--flag" and
-// then takes the next argument as the value, even another flag; "--flag="
-// has always meant an empty value (--key="$KEY" with KEY unset, --policies=
-// for none). ParseCommandLine applies it; sluiced calls it itself.
-std::vector<std::string> SplitEmptyValues(int argc, const char* const* argv);
-
+// Parses argv[1..argc) into `app`. "--flag=" is an empty value: CLI11 2.1.2
+// reads it as "--flag" and then takes the next argument as the value, even
+// another flag, while "--flag=" has always meant empty (--key="$KEY" with KEY
+// unset, --policies= for none). An app without commands (sluiced,
+// sluice-bench) calls a stray word an unexpected argument; one with commands
+// calls it an unknown command. `flags` may be empty.
 CommandLine ParseCommandLine(CLI::App& app, const CommandFlags& flags, int argc,
                              const char* const* argv);
 
-}  // namespace sluice::tools
+}  // namespace sluice::base
 
-#endif  // SLUICE_TOOLS_COMMON_COMMAND_LINE_H_
+#endif  // SLUICE_BASE_COMMAND_LINE_H_

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// files::ReadRegularFile never blocks and reads only regular files, within
-// a size bound; files::WriteFileAtomically replaces a file whole, with the
+// base::ReadRegularFile never blocks and reads only regular files, within
+// a size bound; base::WriteFileAtomically replaces a file whole, with the
 // mode and modification time asked for.
 
-#include "server/files/regular_file.h"
+#include "base/files.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 
-namespace sluice::files {
+namespace sluice::base {
 namespace {
 
 using ::testing::HasSubstr;
@@ -135,4 +135,4 @@ TEST_F(RegularFileTest, AtomicWriteReplacesWholeWithModeAndTime) {
 }
 
 }  // namespace
-}  // namespace sluice::files
+}  // namespace sluice::base

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "tools/common/command_line.h"
+#include "base/command_line.h"
 
 #include <algorithm>
 #include <memory>
@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace sluice::tools {
+namespace sluice::base {
 namespace {
 
 std::shared_ptr<CLI::FormatterLambda> Verbatim(std::string text) {
@@ -18,25 +18,36 @@ std::shared_ptr<CLI::FormatterLambda> Verbatim(std::string text) {
                                CLI::AppFormatMode) { return text; });
 }
 
-// The first argument nothing claimed, said the way the tools always have.
+// The first argument nothing claimed, said the same way by every program.
 std::string DescribeExtra(const CLI::App& app) {
-  const std::vector<std::string> extras = app.remaining(/*recurse=*/true);
-  const std::vector<CLI::App*> commands = app.get_subcommands();
+  std::vector<std::string> extras = app.remaining(/*recurse=*/true);
+  // CLI11 keeps a "--" in front of the arguments that followed it: what
+  // follows is an argument even when spelled like a flag.
+  const bool after_dashes = extras.size() > 1 && extras.front() == "--";
+  if (after_dashes) extras.erase(extras.begin());
   if (extras.empty()) return "unexpected argument";
   const std::string& extra = extras.front();
-  const bool flag = absl::StartsWith(extra, "-") && extra != "-";
-  if (commands.empty() && !flag) {
+  const bool flag =
+      !after_dashes && absl::StartsWith(extra, "-") && extra != "-";
+  const bool takes_commands =
+      !app.get_subcommands([](const CLI::App*) { return true; }).empty();
+  const std::vector<CLI::App*> commands = app.get_subcommands();
+  if (takes_commands && commands.empty() && !flag) {
     return absl::StrCat("unknown command \"", extra, "\"");
   }
   const std::string where =
       commands.empty() ? ""
                        : absl::StrCat(" for ", commands.front()->get_name());
-  if (flag) return absl::StrCat("unknown flag ", extra, where);
+  // The name only: the value of --name=VALUE may be a secret.
+  if (flag) {
+    return absl::StrCat("unknown flag ", extra.substr(0, extra.find('=')),
+                        where);
+  }
   return absl::StrCat("unexpected argument \"", extra, "\"", where);
 }
 
-}  // namespace
-
+// argv[1..argc) as CLI11's parse wants it (last first), with each "--flag="
+// split into "--flag" and "" (see ParseCommandLine).
 std::vector<std::string> SplitEmptyValues(int argc, const char* const* argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
@@ -52,6 +63,8 @@ std::vector<std::string> SplitEmptyValues(int argc, const char* const* argv) {
   std::reverse(args.begin(), args.end());  // CLI11 reads from the back
   return args;
 }
+
+}  // namespace
 
 void ConfigureApp(CLI::App& app, std::string help_text) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -78,6 +91,17 @@ CLI::Option* AddCheckedOption(
       });
 }
 
+void AddClientTlsFlags(CLI::App& app, const std::string& env_prefix,
+                       const ClientTlsFlagValues& values) {
+  app.add_option("--tls-ca", *values.ca_file)->envname(env_prefix + "_TLS_CA");
+  app.add_option("--tls-cert", *values.cert_file)
+      ->envname(env_prefix + "_TLS_CERT");
+  app.add_option("--tls-key", *values.key_file)
+      ->envname(env_prefix + "_TLS_KEY");
+  app.add_option("--tls-server-name", *values.server_name)
+      ->envname(env_prefix + "_TLS_SERVER_NAME");
+}
+
 std::string CommandFlags::Check(const CLI::App* command) const {
   for (const auto& [flag, commands] : flags_) {
     if (flag->count() == 0) continue;
@@ -101,7 +125,8 @@ CommandLine ParseCommandLine(CLI::App& app, const CommandFlags& flags, int argc,
   } catch (const CLI::ExtrasError&) {
     return {CommandLine::Outcome::kUsageError, DescribeExtra(app)};
   } catch (const CLI::ArgumentMismatch& e) {
-    // CLI11 says "--target: 1 required TEXT missing".
+    // CLI11 says "--target: 1 required TEXT missing". The flag first, as
+    // every other usage error puts the thing it names first.
     const std::string what = e.what();
     return {CommandLine::Outcome::kUsageError,
             absl::StrCat(what.substr(0, what.find(':')), " needs a value")};
@@ -117,4 +142,4 @@ CommandLine ParseCommandLine(CLI::App& app, const CommandFlags& flags, int argc,
   return {CommandLine::Outcome::kRun, ""};
 }
 
-}  // namespace sluice::tools
+}  // namespace sluice::base
