@@ -17,12 +17,18 @@ namespace sluice::base {
 // q is clamped to [0, 1].
 uint64_t NearestRank(uint64_t count, double q);
 
+// The q-th percentile of `sorted`, in ascending order; T() when empty.
+template <typename T>
+T SortedPercentile(const std::vector<T>& sorted, double q) {
+  if (sorted.empty()) return T();
+  return sorted[NearestRank(sorted.size(), q) - 1];
+}
+
 // The q-th percentile of `values`, which it sorts; T() when empty.
 template <typename T>
 T Percentile(std::vector<T>& values, double q) {
-  if (values.empty()) return T();
   std::sort(values.begin(), values.end());
-  return values[NearestRank(values.size(), q) - 1];
+  return SortedPercentile(values, q);
 }
 
 }  // namespace sluice::base
