@@ -19,16 +19,17 @@ class Env {
  public:
   virtual ~Env() = default;
 
-  // The time periodic work is scheduled by.
+  // The time periodic work is scheduled by: in the process's Env a
+  // monotonic clock (only differences mean anything), in a test's its fake
+  // clock.
   virtual absl::Time Now() const = 0;
   // Starts running `run`, first `options.first_run_in` from now, then each
   // time the interval it returns has passed, until the task is stopped.
   virtual std::unique_ptr<PeriodicTask> StartPeriodic(
       const PeriodicOptions& options, PeriodicRun run) = 0;
 
-  // The process's Env: wall-clock time, and one thread per periodic task
-  // that waits on a condition variable between runs, so Stop and Wake take
-  // effect at once.
+  // The process's Env: one thread per periodic task, which waits on a
+  // condition variable between runs, so Stop and Wake take effect at once.
   static Env* Default();
 };
 

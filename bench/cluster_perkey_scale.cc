@@ -118,9 +118,10 @@ void RunPhase(const char* name, std::vector<Replica>& replicas, int keys,
               "tick\n\n",
               name, keys, kReplicas, calls_per_key);
   std::printf("| figure | value |\n|---|---|\n");
-  std::printf("| tick duration, median / worst | %s / %s |\n",
-              absl::FormatDuration(base::Percentile(tick_durations, 0.5)).c_str(),
-              absl::FormatDuration(base::Percentile(tick_durations, 1.0)).c_str());
+  std::printf(
+      "| tick duration, median / worst | %s / %s |\n",
+      absl::FormatDuration(base::Percentile(tick_durations, 0.5)).c_str(),
+      absl::FormatDuration(base::Percentile(tick_durations, 1.0)).c_str());
   std::printf("| keys in Redis | %lld |\n", static_cast<long long>(redis_keys));
   std::printf("| Redis memory growth | %lld bytes (%.0f per active key) |\n",
               static_cast<long long>(memory_after - memory_before),
@@ -129,14 +130,16 @@ void RunPhase(const char* name, std::vector<Replica>& replicas, int keys,
               status.ok() && status->gates && status->gates->has_grant ? "yes"
                                                                        : "no");
   std::lock_guard<std::mutex> lock(latencies.mu);
-  std::printf("| Acquire p50 / p99 between ticks (%zu calls) | %s / %s |\n",
-              latencies.between.size(),
-              absl::FormatDuration(base::Percentile(latencies.between, 0.5)).c_str(),
-              absl::FormatDuration(base::Percentile(latencies.between, 0.99)).c_str());
-  std::printf("| Acquire p50 / p99 during ticks (%zu calls) | %s / %s |\n",
-              latencies.during.size(),
-              absl::FormatDuration(base::Percentile(latencies.during, 0.5)).c_str(),
-              absl::FormatDuration(base::Percentile(latencies.during, 0.99)).c_str());
+  std::printf(
+      "| Acquire p50 / p99 between ticks (%zu calls) | %s / %s |\n",
+      latencies.between.size(),
+      absl::FormatDuration(base::Percentile(latencies.between, 0.5)).c_str(),
+      absl::FormatDuration(base::Percentile(latencies.between, 0.99)).c_str());
+  std::printf(
+      "| Acquire p50 / p99 during ticks (%zu calls) | %s / %s |\n",
+      latencies.during.size(),
+      absl::FormatDuration(base::Percentile(latencies.during, 0.5)).c_str(),
+      absl::FormatDuration(base::Percentile(latencies.during, 0.99)).c_str());
 }
 
 }  // namespace

@@ -123,11 +123,14 @@ std::string Recorder::CsvRow(size_t index, double offered) {
   }
   const bool any = !s.ok_latency_ms.empty();
   return absl::StrCat(
-      index, ",", absl::StrFormat("%.1f", offered), ",", s.sent, ",", s.ok,
-      ",", s.degraded, ",", s.refused, ",", s.errors, ",", s.other, ",",
-      s.timeouts, ",", s.conn_errors, ",", s.outstanding_max, ",",
-      any ? absl::StrFormat("%.2f", base::Percentile(s.ok_latency_ms, 0.50)) : "",
-      ",", any ? absl::StrFormat("%.2f", base::Percentile(s.ok_latency_ms, 0.99)) : "",
+      index, ",", absl::StrFormat("%.1f", offered), ",", s.sent, ",", s.ok, ",",
+      s.degraded, ",", s.refused, ",", s.errors, ",", s.other, ",", s.timeouts,
+      ",", s.conn_errors, ",", s.outstanding_max, ",",
+      any ? absl::StrFormat("%.2f", base::Percentile(s.ok_latency_ms, 0.50))
+          : "",
+      ",",
+      any ? absl::StrFormat("%.2f", base::Percentile(s.ok_latency_ms, 0.99))
+          : "",
       ",", absl::StrJoin(reasons, ";"));
 }
 

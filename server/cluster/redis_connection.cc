@@ -186,9 +186,7 @@ RedisConnection::RedisConnection(const RedisConnectionOptions& options,
 
 RedisConnection::RedisConnection(const RedisConnectionOptions& options,
                                  RedisLocator* locator)
-    : options_(options),
-      locator_(locator),
-      backoff_(BackoffOptions(options)) {}
+    : options_(options), locator_(locator), backoff_(BackoffOptions(options)) {}
 
 RedisConnection::~RedisConnection() { Close(); }
 

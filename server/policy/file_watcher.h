@@ -14,15 +14,15 @@
 namespace sluice::policy {
 
 // Watches one file and calls `on_change(contents)` from a periodic task of
-// its Env (the process's own: a thread) whenever the contents differ from the last seen. It polls: it re-resolves
-// the path every `interval`, so an edit in place, a rename over the file and a
-// Kubernetes ConfigMap symlink swap (..data -> new directory) are all seen.
-// A file that cannot be read is reported once per failure streak to
-// `on_error` and the last contents stay in force. A file that turns empty is
-// reported only when the next poll still finds it empty, because an in-place
-// rewrite truncates first and "no policies" would delete them all.
-// Callbacks run one at a time and must not call PollOnce. Safe for
-// concurrent use.
+// its Env (the process's own: a thread) whenever the contents differ from the
+// last seen. It polls: it re-resolves the path every `interval`, so an edit
+// in place, a rename over the file and a Kubernetes ConfigMap symlink swap
+// (..data -> new directory) are all seen. A file that cannot be read is
+// reported once per failure streak to `on_error` and the last contents stay
+// in force. A file that turns empty is reported only when the next poll
+// still finds it empty, because an in-place rewrite truncates first and "no
+// policies" would delete them all. Callbacks run one at a time and must not
+// call PollOnce. Safe for concurrent use.
 class FileWatcher {
  public:
   struct Options {

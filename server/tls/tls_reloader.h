@@ -32,9 +32,9 @@ struct TlsStats {
 inline constexpr int kGrpcRefreshSeconds = 1;
 
 // The one owner of the TLS pair of every listener. Every `interval` a
-// periodic task of its Env reads the files (files::ReadRegularFile: a FIFO or a directory is
-// refused at once, never waited on) and compares them with what it read
-// last; when they changed it validates the pair in memory
+// periodic task of its Env reads the files (files::ReadRegularFile: a FIFO or a
+// directory is refused at once, never waited on) and compares them with what it
+// read last; when they changed it validates the pair in memory
 // (LoadServerContext: the chain, the key, the key matches the certificate,
 // the client CA) and only then publishes it, to gRPC first and then to the
 // HTTP API. A pair that does not load (a half-written rotation, an empty

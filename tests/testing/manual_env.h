@@ -105,8 +105,7 @@ class ManualEnv final : public base::Env {
 
   void Remove(Task* task) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    tasks_.erase(std::remove(tasks_.begin(), tasks_.end(), task),
-                 tasks_.end());
+    tasks_.erase(std::remove(tasks_.begin(), tasks_.end(), task), tasks_.end());
   }
 
   int RunTasks(bool all) ABSL_LOCKS_EXCLUDED(mu_) {
