@@ -29,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/percentile.h"
 #include "server/cluster/redis_store.h"
 #include "server/cluster/sync_loop.h"
 #include "server/core/engine.h"
@@ -59,12 +60,6 @@ struct Latencies {
   std::mutex mu;
   std::vector<absl::Duration> during, between;
 };
-
-absl::Duration Percentile(std::vector<absl::Duration> v, double p) {
-  if (v.empty()) return absl::ZeroDuration();
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(v.size() * p))];
-}
 
 void RunPhase(const char* name, std::vector<Replica>& replicas, int keys,
               int calls_per_key, int seconds, testing::RedisServer& redis) {
@@ -123,9 +118,10 @@ void RunPhase(const char* name, std::vector<Replica>& replicas, int keys,
               "tick\n\n",
               name, keys, kReplicas, calls_per_key);
   std::printf("| figure | value |\n|---|---|\n");
-  std::printf("| tick duration, median / worst | %s / %s |\n",
-              absl::FormatDuration(Percentile(tick_durations, 0.5)).c_str(),
-              absl::FormatDuration(Percentile(tick_durations, 1.0)).c_str());
+  std::printf(
+      "| tick duration, median / worst | %s / %s |\n",
+      absl::FormatDuration(base::Percentile(tick_durations, 0.5)).c_str(),
+      absl::FormatDuration(base::Percentile(tick_durations, 1.0)).c_str());
   std::printf("| keys in Redis | %lld |\n", static_cast<long long>(redis_keys));
   std::printf("| Redis memory growth | %lld bytes (%.0f per active key) |\n",
               static_cast<long long>(memory_after - memory_before),
@@ -134,14 +130,16 @@ void RunPhase(const char* name, std::vector<Replica>& replicas, int keys,
               status.ok() && status->gates && status->gates->has_grant ? "yes"
                                                                        : "no");
   std::lock_guard<std::mutex> lock(latencies.mu);
-  std::printf("| Acquire p50 / p99 between ticks (%zu calls) | %s / %s |\n",
-              latencies.between.size(),
-              absl::FormatDuration(Percentile(latencies.between, 0.5)).c_str(),
-              absl::FormatDuration(Percentile(latencies.between, 0.99)).c_str());
-  std::printf("| Acquire p50 / p99 during ticks (%zu calls) | %s / %s |\n",
-              latencies.during.size(),
-              absl::FormatDuration(Percentile(latencies.during, 0.5)).c_str(),
-              absl::FormatDuration(Percentile(latencies.during, 0.99)).c_str());
+  std::printf(
+      "| Acquire p50 / p99 between ticks (%zu calls) | %s / %s |\n",
+      latencies.between.size(),
+      absl::FormatDuration(base::Percentile(latencies.between, 0.5)).c_str(),
+      absl::FormatDuration(base::Percentile(latencies.between, 0.99)).c_str());
+  std::printf(
+      "| Acquire p50 / p99 during ticks (%zu calls) | %s / %s |\n",
+      latencies.during.size(),
+      absl::FormatDuration(base::Percentile(latencies.during, 0.5)).c_str(),
+      absl::FormatDuration(base::Percentile(latencies.during, 0.99)).c_str());
 }
 
 }  // namespace

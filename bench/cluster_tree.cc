@@ -55,6 +55,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/percentile.h"
 #include "server/cluster/lease_ledger.h"
 #include "server/cluster/redis_store.h"
 #include "server/cluster/sync_loop.h"
@@ -277,7 +278,7 @@ Figure Measure(RedisProbe& probe, const std::function<void()>& wait,
   }
   if (!d.empty()) {
     f.slowest_usec = d.back();
-    f.p99_usec = d[std::min(d.size() - 1, d.size() * 99 / 100)];
+    f.p99_usec = base::SortedPercentile(d, 0.99);
     f.logged = static_cast<int64_t>(d.size());
     f.over_1ms = static_cast<int64_t>(
         d.end() - std::upper_bound(d.begin(), d.end(), int64_t{1000}));

@@ -64,6 +64,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/percentile.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proc_cpu.h"
 #include "sluice/client/client.h"
@@ -288,11 +289,7 @@ Summary Summarize(std::vector<double> v) {
   s.n = v.size();
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) {  // nearest rank
-    size_t rank = static_cast<size_t>(q * static_cast<double>(v.size()) + 0.999999);
-    rank = std::clamp<size_t>(rank, 1, v.size());
-    return v[rank - 1];
-  };
+  auto at = [&](double q) { return sluice::base::SortedPercentile(v, q); };
   s.p50 = at(0.50);
   s.p90 = at(0.90);
   s.p99 = at(0.99);

@@ -2,7 +2,6 @@
 #include "loadgen_stats.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -12,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/percentile.h"
 
 namespace sluice::examples {
 
@@ -73,14 +73,6 @@ Outcome Classify(const ResponseHead& head) {
   return Outcome::kOther;
 }
 
-double Percentile(std::vector<double>& values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double rank = std::ceil(q * static_cast<double>(values.size()));
-  const size_t index = static_cast<size_t>(std::max(rank, 1.0)) - 1;
-  return values[std::min(index, values.size() - 1)];
-}
-
 SecondStats& Recorder::At(absl::Duration at) {
   const int64_t second =
       std::max<int64_t>(0, absl::ToInt64Seconds(absl::Floor(at, absl::Seconds(1))));
@@ -131,11 +123,14 @@ std::string Recorder::CsvRow(size_t index, double offered) {
   }
   const bool any = !s.ok_latency_ms.empty();
   return absl::StrCat(
-      index, ",", absl::StrFormat("%.1f", offered), ",", s.sent, ",", s.ok,
-      ",", s.degraded, ",", s.refused, ",", s.errors, ",", s.other, ",",
-      s.timeouts, ",", s.conn_errors, ",", s.outstanding_max, ",",
-      any ? absl::StrFormat("%.2f", Percentile(s.ok_latency_ms, 0.50)) : "",
-      ",", any ? absl::StrFormat("%.2f", Percentile(s.ok_latency_ms, 0.99)) : "",
+      index, ",", absl::StrFormat("%.1f", offered), ",", s.sent, ",", s.ok, ",",
+      s.degraded, ",", s.refused, ",", s.errors, ",", s.other, ",", s.timeouts,
+      ",", s.conn_errors, ",", s.outstanding_max, ",",
+      any ? absl::StrFormat("%.2f", base::Percentile(s.ok_latency_ms, 0.50))
+          : "",
+      ",",
+      any ? absl::StrFormat("%.2f", base::Percentile(s.ok_latency_ms, 0.99))
+          : "",
       ",", absl::StrJoin(reasons, ";"));
 }
 

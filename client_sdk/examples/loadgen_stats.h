@@ -41,10 +41,6 @@ std::optional<ResponseHead> ParseResponseHead(absl::string_view data);
 
 Outcome Classify(const ResponseHead& head);
 
-// Nearest-rank percentile (q in (0, 1]) of `values`, which it sorts; 0 for
-// none.
-double Percentile(std::vector<double>& values, double q);
-
 // One second of a run: requests sent in it (by their scheduled time) and
 // answers finished in it (by the time they finished or timed out).
 struct SecondStats {

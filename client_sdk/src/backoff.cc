@@ -1,14 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "backoff.h"
 
-#include <algorithm>
-
 namespace sluice::client::internal {
+namespace {
 
-Backoff::Backoff(const Options& options) : options_(options) {
-  absl::MutexLock lock(&mu_);
-  rng_.seed(options.seed);
+base::ExponentialBackoff::Options PeriodOptions(
+    const Backoff::Options& options) {
+  base::ExponentialBackoff::Options out;
+  out.initial = options.initial;
+  out.max = options.max;
+  out.jitter = options.jitter;
+  out.seed = options.seed;
+  return out;
 }
+
+}  // namespace
+
+Backoff::Backoff(const Options& options)
+    : options_(options), periods_(PeriodOptions(options)) {}
 
 bool Backoff::ShouldAsk(absl::Time now) {
   int64_t until = until_ns_.load();
@@ -18,7 +27,7 @@ bool Backoff::ShouldAsk(absl::Time now) {
   // The period is over: one caller wins the probe; the others keep deciding
   // locally for another period unless the probe succeeds first.
   absl::MutexLock lock(&mu_);
-  const int64_t next = absl::ToUnixNanos(now + current_);
+  const int64_t next = absl::ToUnixNanos(now + periods_.current());
   if (!until_ns_.compare_exchange_strong(until, next)) {
     return until == kNotBackingOff;
   }
@@ -40,7 +49,7 @@ void Backoff::RecordSuccess() {
   absl::MutexLock lock(&mu_);
   until_ns_.store(kNotBackingOff);
   probing_.store(false);
-  current_ = absl::ZeroDuration();
+  periods_.Reset();
 }
 
 void Backoff::RecordFailure(absl::Time now) {
@@ -49,26 +58,18 @@ void Backoff::RecordFailure(absl::Time now) {
   if (!backing_off && failures < options_.after_failures) return;
   absl::MutexLock lock(&mu_);
   if (until_ns_.load() == kNotBackingOff) {
-    current_ = options_.initial;
-  } else if (probing_.exchange(false)) {
-    current_ = std::min(current_ * 2, options_.max);
-  } else {
+    periods_.Reset();  // the first period is `initial`
+  } else if (!probing_.exchange(false)) {
     // A call that started before the backoff; the period stands.
     return;
   }
-  until_ns_.store(absl::ToUnixNanos(now + Jittered(current_)));
+  // Otherwise the probe failed: the period doubles.
+  until_ns_.store(absl::ToUnixNanos(now + periods_.Next()));
 }
 
 absl::Duration Backoff::current() const {
   absl::MutexLock lock(&mu_);
-  return current_;
-}
-
-absl::Duration Backoff::Jittered(absl::Duration d) {
-  if (options_.jitter <= 0) return d;
-  std::uniform_real_distribution<double> dist(1 - options_.jitter,
-                                              1 + options_.jitter);
-  return d * dist(rng_);
+  return periods_.current();
 }
 
 }  // namespace sluice::client::internal

@@ -4,18 +4,20 @@
 
 #include <atomic>
 #include <cstdint>
-#include <random>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/backoff.h"
 
 namespace sluice::client::internal {
 
 // Decides whether to ask Sluice at all. After `after_failures` transport
 // failures in a row it backs off: for one backoff period every Acquire is
 // decided locally; then exactly one call probes Sluice. A failed probe
-// doubles the period (up to `max`), a success ends the backoff.
+// doubles the period (up to `max`), a success ends the backoff. Each period
+// is jittered when it starts (base::ExponentialBackoff); a period that
+// passes without a probe answered is not.
 //
 // Time is passed in, so tests drive it without sleeping. Safe for concurrent
 // use; the common case (not backing off) is two atomic loads.
@@ -47,8 +49,6 @@ class Backoff {
  private:
   static constexpr int64_t kNotBackingOff = INT64_MIN;
 
-  absl::Duration Jittered(absl::Duration d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   const Options options_;
 
   // Backing off until this time (unix ns), or kNotBackingOff.
@@ -58,8 +58,8 @@ class Backoff {
   std::atomic<bool> probing_{false};
 
   mutable absl::Mutex mu_;
-  absl::Duration current_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  // The period in force (zero when not backing off) and the jitter.
+  base::ExponentialBackoff periods_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::client::internal

@@ -70,11 +70,7 @@ StateFileKeeper::StateFileKeeper(Options options, core::Engine* engine,
     : options_(std::move(options)), engine_(engine), clock_(clock) {}
 
 StateFileKeeper::~StateFileKeeper() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
+  if (task_ != nullptr) task_->Stop();
 }
 
 StateFileKeeper::Restored StateFileKeeper::Restore() {
@@ -136,33 +132,19 @@ StateFileKeeper::Restored StateFileKeeper::Restore() {
 }
 
 void StateFileKeeper::Start() {
-  absl::MutexLock lock(&mu_);
-  if (thread_.joinable()) return;
-  stopping_ = false;
-  thread_ = std::thread([this] { Run(); });
+  if (task_ != nullptr) return;
+  base::PeriodicOptions periodic;
+  periodic.first_run_in = options_.interval;
+  task_ = options_.env->StartPeriodic(periodic, [this] {
+    SaveNow().IgnoreError();  // logged and counted inside
+    return options_.interval;
+  });
 }
 
 void StateFileKeeper::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
+  if (task_ != nullptr) task_->Stop();
   if (SaveNow().ok()) {
     spdlog::info("state file {} written at shutdown", options_.path);
-  }
-}
-
-void StateFileKeeper::Run() {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                               options_.interval)) {
-        return;
-      }
-    }
-    SaveNow().IgnoreError();  // logged and counted inside
   }
 }
 

@@ -3,13 +3,14 @@
 #define SLUICE_SERVER_APP_STATE_KEEPER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "server/app/state_file.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
@@ -18,7 +19,8 @@
 namespace sluice::app {
 
 // Keeps one engine's warm state in one file: Restore reads it back at start,
-// a thread writes it every `interval`, and Stop writes it once more. Nothing
+// a periodic task of its Env writes it every `interval`, and Stop writes it
+// once more. Nothing
 // it does is on the request path, and nothing it meets in the file is fatal:
 // a missing file is logged as info, anything else wrong with it as a warning
 // naming the problem, and the engine starts cold. Write failures are logged
@@ -34,6 +36,9 @@ class StateFileKeeper {
     absl::Duration interval = absl::Seconds(10);
     // At most this many keys of each per_key policy are kept.
     size_t max_keys = 10000;
+    // Where the periodic writes run; must outlive the keeper. Tests give a
+    // manual one.
+    base::Env* env = base::Env::Default();
   };
 
   struct Stats {
@@ -54,18 +59,18 @@ class StateFileKeeper {
 
   // `engine` and `clock` (the engine's) must outlive the keeper.
   StateFileKeeper(Options options, core::Engine* engine, core::Clock* clock);
-  ~StateFileKeeper();  // Stops the thread without a last write.
+  ~StateFileKeeper();  // Stops the writes without a last one.
   StateFileKeeper(const StateFileKeeper&) = delete;
   StateFileKeeper& operator=(const StateFileKeeper&) = delete;
 
   // Reads the file and hands its state to the engine, whose policies must be
   // installed already. Logs what was taken and each policy skipped.
   Restored Restore();
-  // Starts the thread that writes every interval.
-  void Start() ABSL_LOCKS_EXCLUDED(mu_);
-  // Stops the thread, then writes the state once more (call it after the
-  // RPCs have drained, so the file has their last outcomes).
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts writing every interval, the first an interval from now.
+  void Start();
+  // Stops the periodic writes, then writes the state once more (call it
+  // after the RPCs have drained, so the file has their last outcomes).
+  void Stop() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
   // Writes the state now.
   absl::Status SaveNow() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
 
@@ -73,7 +78,6 @@ class StateFileKeeper {
   const Options& options() const { return options_; }
 
  private:
-  void Run() ABSL_LOCKS_EXCLUDED(mu_);
   void RecordWrite(const absl::Status& status, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -81,7 +85,7 @@ class StateFileKeeper {
   core::Engine* const engine_;
   core::Clock* const clock_;
 
-  // Serializes writes (the thread's and Stop's).
+  // Serializes writes (the periodic task's and Stop's).
   absl::Mutex save_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
@@ -89,8 +93,8 @@ class StateFileKeeper {
   // Failed writes in a row, and when one was last logged.
   uint64_t failing_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+
+  std::unique_ptr<base::PeriodicTask> task_;
 };
 
 }  // namespace sluice::app

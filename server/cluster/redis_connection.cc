@@ -65,6 +65,15 @@ std::string ContextError(const redisContext* c, absl::string_view kind,
   return c->errstr;
 }
 
+// The reconnect backoff: no jitter, each connection's own.
+base::ExponentialBackoff::Options BackoffOptions(
+    const RedisConnectionOptions& options) {
+  base::ExponentialBackoff::Options out;
+  out.initial = options.min_backoff;
+  out.max = options.max_backoff;
+  return out;
+}
+
 }  // namespace
 
 void RedisHealth::Error(absl::string_view kind, const std::string& message,
@@ -173,11 +182,11 @@ RedisConnection::RedisConnection(const RedisConnectionOptions& options,
     : options_(options),
       host_(std::move(host)),
       port_(port),
-      backoff_(options.min_backoff) {}
+      backoff_(BackoffOptions(options)) {}
 
 RedisConnection::RedisConnection(const RedisConnectionOptions& options,
                                  RedisLocator* locator)
-    : options_(options), locator_(locator), backoff_(options.min_backoff) {}
+    : options_(options), locator_(locator), backoff_(BackoffOptions(options)) {}
 
 RedisConnection::~RedisConnection() { Close(); }
 
@@ -194,8 +203,7 @@ void RedisConnection::Close() {
 
 void RedisConnection::Drop(absl::Time now) {
   Close();
-  next_attempt_ = now + backoff_;
-  backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+  next_attempt_ = now + backoff_.Next();
 }
 
 absl::Status RedisConnection::Fail(absl::string_view kind,
@@ -401,7 +409,7 @@ absl::StatusOr<std::vector<RedisReplyPtr>> RedisConnection::Pipeline(
                   now);
     }
   }
-  backoff_ = options_.min_backoff;
+  backoff_.Reset();
   return replies;
 }
 

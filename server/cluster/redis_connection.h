@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/backoff.h"
 
 struct redisContext;
 struct redisReply;
@@ -184,7 +185,7 @@ class RedisConnection {
   std::string config_sha_;
   // The locator's generation when this connection was made.
   uint64_t generation_ = 0;
-  absl::Duration backoff_;
+  base::ExponentialBackoff backoff_;
   absl::Time next_attempt_ = absl::InfinitePast();
 };
 

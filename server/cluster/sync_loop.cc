@@ -46,19 +46,25 @@ SyncLoop::~SyncLoop() { Stop(); }
 
 void SyncLoop::Start() {
   absl::MutexLock lock(&mu_);
-  if (thread_.joinable()) return;
-  stopping_ = false;
-  nudged_ = false;
-  thread_ = std::thread([this] { Run(); });
+  if (task_ != nullptr) return;
+  base::PeriodicOptions periodic;
+  periodic.first_run_in = absl::ZeroDuration();
+  periodic.wake_gap = std::min(options_.interval, kMinGap);
+  task_ = options_.env->StartPeriodic(periodic, [this] {
+    TickOnce().IgnoreError();  // logged and counted inside
+    return NextTickIn();
+  });
 }
 
 void SyncLoop::Stop() {
+  std::unique_ptr<base::PeriodicTask> task;
   {
     absl::MutexLock lock(&mu_);
-    if (!thread_.joinable()) return;
-    stopping_ = true;
+    task = std::move(task_);
   }
-  thread_.join();
+  if (task == nullptr) return;
+  // Outside mu_: a tick in progress may nudge the loop.
+  task->Stop();
   Leave().IgnoreError();  // logged and counted inside
 }
 
@@ -69,7 +75,7 @@ absl::Status SyncLoop::Leave() {
 
 void SyncLoop::Nudge() {
   absl::MutexLock lock(&mu_);
-  nudged_ = true;
+  if (task_ != nullptr) task_->Wake();
 }
 
 bool SyncLoop::Forward(core::ForwardedReport report) {
@@ -90,31 +96,6 @@ void SyncLoop::SetSeed(std::vector<StoredPolicy> seed) {
   absl::MutexLock lock(&tick_mu_);
   seed_ = std::move(seed);
   seed_pending_ = true;
-}
-
-void SyncLoop::Run() {
-  // A nudge is honoured after at least kMinGap, so a flapping breaker
-  // cannot turn the loop into a busy one.
-  const absl::Duration min_gap = std::min(options_.interval, kMinGap);
-  absl::Time next = absl::Now();
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || nudged_;
-      };
-      mu_.AwaitWithDeadline(absl::Condition(&due), next);
-      if (stopping_) break;
-      if (nudged_) {
-        nudged_ = false;
-        mu_.Unlock();
-        absl::SleepFor(min_gap);
-        mu_.Lock();
-      }
-    }
-    TickOnce().IgnoreError();  // logged and counted inside
-    next = absl::Now() + NextTickIn();
-  }
 }
 
 absl::Duration SyncLoop::NextTickIn() const {

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
@@ -52,8 +53,9 @@ struct SyncStats {
 // Keeps the engine in step with the cluster: once per interval (and soon
 // after a nudge) it drains the engine's demand and breaker state, makes one
 // Store::Tick round trip, and hands back grants, other replicas' outcomes,
-// the stored breaker records and probe leases. Runs on its own thread; the
-// request path never waits for it.
+// the stored breaker records and probe leases. Runs as a periodic task of
+// its Env (the process's: its own thread); the request path never waits
+// for it.
 //
 // Store states: a failed tick is retried every `retry` while the replica
 // keeps deciding with the grants it holds; only when the store has not
@@ -96,23 +98,28 @@ class SyncLoop {
     // above). Long enough that a policy called every few seconds keeps its
     // grants between calls, whatever the interval.
     absl::Duration quiet_after = absl::Seconds(10);
+    // Where the ticks run once started; must outlive the loop. Tests give
+    // a manual one.
+    base::Env* env = base::Env::Default();
   };
 
   // `engine`, `store` and `clock` must outlive the loop.
   SyncLoop(core::Engine* engine, Store* store, core::Clock* clock,
            Options options);
-  ~SyncLoop();  // Stops the thread.
+  ~SyncLoop();  // Stops the ticks.
 
-  // Starts the thread. The first tick runs at once, which also answers any
+  // Starts ticking. The first tick runs at once, which also answers any
   // nudge made before Start.
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
-  // Stops the thread, then Leave()s, so the counts of the final interval
+  // Stops the ticks, then Leave()s, so the counts of the final interval
   // reach the store and the grants go back at once.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   // One last tick that gives this replica's grants, leases and membership
   // back to the store. Tests call it after driving ticks by hand.
   absl::Status Leave() ABSL_LOCKS_EXCLUDED(tick_mu_);
-  // Asks for a tick soon (a breaker tripped here: tell the others now).
+  // Asks for a tick soon (a breaker tripped here: tell the others now):
+  // kMinGap from now (at most an interval), so that a flapping breaker
+  // cannot turn the loop into a busy one.
   void Nudge() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Takes a report for a permit another replica issued, to pass on with the
@@ -133,8 +140,8 @@ class SyncLoop {
 
   // How long after the last tick the next one is due: the interval after a
   // good tick, or sooner when the store asked (TickReply::tick_again_in,
-  // never under kMinGap); `retry` after a failed one. Run follows it; tests
-  // that drive TickOnce by hand follow it too.
+  // never under kMinGap); `retry` after a failed one. The periodic task
+  // follows it; tests that drive TickOnce by hand follow it too.
   absl::Duration NextTickIn() const ABSL_LOCKS_EXCLUDED(tick_mu_);
 
   // The least time between two ticks asked for by a nudge or the store.
@@ -156,7 +163,6 @@ class SyncLoop {
     bool seeding = false;
   };
 
-  void Run() ABSL_LOCKS_EXCLUDED(mu_);
   // A tick, in the steps below: build the request, exchange it with the
   // store, then (unless leaving) take the membership, deliver the inbox,
   // pull the config, apply each policy's grants and breaker records, and
@@ -238,7 +244,7 @@ class SyncLoop {
   core::Clock* const clock_;
   const Options options_;
 
-  // Serializes ticks (the thread's and TickOnce callers').
+  // Serializes ticks (the periodic task's and TickOnce callers').
   mutable absl::Mutex tick_mu_;
   absl::Time last_tick_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
   absl::Duration next_tick_in_ ABSL_GUARDED_BY(tick_mu_) = options_.interval;
@@ -320,10 +326,9 @@ class SyncLoop {
   mutable absl::Mutex stats_mu_;
   SyncStats stats_ ABSL_GUARDED_BY(stats_mu_);
 
+  // The ticks once started (null before Start and after Stop).
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool nudged_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::unique_ptr<base::PeriodicTask> task_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::cluster

@@ -20,22 +20,23 @@ FileWatcher::FileWatcher(
 FileWatcher::~FileWatcher() { Stop(); }
 
 void FileWatcher::Start(const std::string& initial_contents) {
-  if (thread_.joinable()) return;
+  if (task_ != nullptr) return;
   {
     absl::MutexLock lock(&poll_mu_);
     last_contents_ = initial_contents;
     failing_ = false;
     empty_pending_ = false;
   }
-  thread_ = std::thread([this] { Run(); });
+  base::PeriodicOptions periodic;
+  periodic.first_run_in = options_.interval;
+  task_ = options_.env->StartPeriodic(periodic, [this] {
+    PollOnce();
+    return options_.interval;
+  });
 }
 
 void FileWatcher::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
+  if (task_ != nullptr) task_->Stop();
 }
 
 void FileWatcher::PollOnce() {
@@ -62,18 +63,6 @@ void FileWatcher::PollOnce() {
   empty_pending_ = false;
   last_contents_ = *std::move(contents);
   if (on_change_) on_change_(last_contents_);
-}
-
-void FileWatcher::Run() {
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      // Wakes early when Stop() sets stopping_.
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.interval);
-      if (stopping_) return;
-    }
-    PollOnce();
-  }
 }
 
 }  // namespace sluice::policy

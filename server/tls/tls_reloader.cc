@@ -33,8 +33,8 @@ std::string ReadingOf(const absl::StatusOr<ServerTlsPem>& pem) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TlsReloader>> TlsReloader::Start(
-    const ServerTlsFiles& files, absl::Duration interval) {
-  std::unique_ptr<TlsReloader> reloader(new TlsReloader(files, interval));
+    const ServerTlsFiles& files, absl::Duration interval, base::Env* env) {
+  std::unique_ptr<TlsReloader> reloader(new TlsReloader(files));
   absl::StatusOr<ServerTlsPem> pem = ReadServerTlsFiles(files);
   if (!pem.ok()) return pem.status();
   absl::StatusOr<LoadedContext> loaded = LoadServerContext(files, *pem);
@@ -52,21 +52,20 @@ absl::StatusOr<std::unique_ptr<TlsReloader>> TlsReloader::Start(
     reloader->context_ = std::move(loaded->context);
     reloader->stats_.certificate = loaded->certificate;
   }
-  if (interval > absl::ZeroDuration()) {
-    reloader->thread_ = std::thread([r = reloader.get()] { r->Run(); });
-  }
+  base::PeriodicOptions periodic;
+  periodic.first_run_in = interval;
+  reloader->task_ =
+      env->StartPeriodic(periodic, [r = reloader.get(), interval] {
+        r->Check();
+        return interval;
+      });
   return reloader;
 }
 
-TlsReloader::TlsReloader(ServerTlsFiles files, absl::Duration interval)
-    : files_(std::move(files)), interval_(interval) {}
+TlsReloader::TlsReloader(ServerTlsFiles files) : files_(std::move(files)) {}
 
 TlsReloader::~TlsReloader() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
+  if (task_ != nullptr) task_->Stop();
   absl::MutexLock check(&check_mu_);
   grpc_credentials_.reset();
   RemoveGrpcCopy();
@@ -177,7 +176,7 @@ void TlsReloader::RemoveGrpcCopy() {
   grpc_dir_.clear();
 }
 
-void TlsReloader::CheckNow() {
+void TlsReloader::Check() {
   absl::MutexLock check(&check_mu_);
   absl::StatusOr<ServerTlsPem> pem = ReadServerTlsFiles(files_);
   std::string reading = ReadingOf(pem);
@@ -212,16 +211,6 @@ void TlsReloader::CheckNow() {
   stats_.certificate = loaded->certificate;
   spdlog::info("TLS certificate reloaded from {}: {}", files_.cert_file,
                DescribeCertificate(loaded->certificate));
-}
-
-void TlsReloader::Run() {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_)) return;
-    }
-    CheckNow();
-  }
 }
 
 }  // namespace sluice::tls

@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "server/tls/server_tls.h"
 
 namespace sluice::tls {
@@ -31,10 +31,10 @@ struct TlsStats {
 // after the HTTP API has it.
 inline constexpr int kGrpcRefreshSeconds = 1;
 
-// The one owner of the TLS pair of every listener. Every `interval` its
-// thread reads the files (base::ReadRegularFile: a FIFO or a directory is
-// refused at once, never waited on) and compares them with what it read
-// last; when they changed it validates the pair in memory
+// The one owner of the TLS pair of every listener. Every `interval` a
+// periodic task of its Env reads the files (base::ReadRegularFile: a FIFO or
+// a directory is refused at once, never waited on) and compares them with
+// what it read last; when they changed it validates the pair in memory
 // (LoadServerContext: the chain, the key, the key matches the certificate,
 // the client CA) and only then publishes it, to gRPC first and then to the
 // HTTP API. A pair that does not load (a half-written rotation, an empty
@@ -55,11 +55,12 @@ inline constexpr int kGrpcRefreshSeconds = 1;
 class TlsReloader {
  public:
   // Loads the files (errors as LoadServerContext's), logs the certificate
-  // and starts watching them. With `interval` zero no thread runs and only
-  // CheckNow reloads (tests).
+  // and starts watching them: a look every `interval` (above zero), run by
+  // `env` (which must outlive the reloader; tests give a manual one).
   static absl::StatusOr<std::unique_ptr<TlsReloader>> Start(
-      const ServerTlsFiles& files, absl::Duration interval);
-  ~TlsReloader();  // stops the thread, removes gRPC's copy
+      const ServerTlsFiles& files, absl::Duration interval,
+      base::Env* env = base::Env::Default());
+  ~TlsReloader();  // stops watching, removes gRPC's copy
 
   // The context new HTTPS connections use. Quick: a lock and a reference
   // count.
@@ -74,24 +75,21 @@ class TlsReloader {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials()
       ABSL_LOCKS_EXCLUDED(check_mu_);
 
-  // One look at the files, now, on the caller's thread.
-  void CheckNow() ABSL_LOCKS_EXCLUDED(check_mu_, mu_);
-
   // The file gRPC reads ("" before GrpcCredentials), for tests.
   std::string grpc_identity_file() const ABSL_LOCKS_EXCLUDED(check_mu_);
 
  private:
-  TlsReloader(ServerTlsFiles files, absl::Duration interval);
-  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  explicit TlsReloader(ServerTlsFiles files);
+  // One look at the files.
+  void Check() ABSL_LOCKS_EXCLUDED(check_mu_, mu_);
   // Writes `loaded` for gRPC's watcher, when it has one.
   absl::Status PublishToGrpc(const LoadedContext& loaded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(check_mu_);
   void RemoveGrpcCopy() ABSL_EXCLUSIVE_LOCKS_REQUIRED(check_mu_);
 
   const ServerTlsFiles files_;
-  const absl::Duration interval_;
 
-  // Serializes checks from the thread and from CheckNow, and the gRPC copy.
+  // Serializes the checks and the gRPC copy.
   mutable absl::Mutex check_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // What the last check read (bytes or the error), to tell a change.
   std::string last_read_ ABSL_GUARDED_BY(check_mu_);
@@ -108,9 +106,8 @@ class TlsReloader {
   mutable absl::Mutex mu_;
   std::shared_ptr<SSL_CTX> context_ ABSL_GUARDED_BY(mu_);
   TlsStats stats_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
-  std::thread thread_;
+  std::unique_ptr<base::PeriodicTask> task_;
 };
 
 }  // namespace sluice::tls

@@ -22,6 +22,7 @@
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/manual_env.h"
 #include "tests/testing/temp_dir.h"
 
 namespace sluice::app {
@@ -124,12 +125,14 @@ class StateKeeperTest : public ::testing::Test {
   StateFileKeeper::Options KeeperOptions() {
     StateFileKeeper::Options o;
     o.path = dir_.File("sluice.state");
-    o.interval = absl::Hours(1);  // the tests write by hand
+    o.interval = absl::Hours(1);
+    o.env = &env_;  // the periodic writes run when a test says
     return o;
   }
 
   testing::TempDir dir_{"state_keeper_test"};
   testing::FakeClock clock_{absl::FromUnixSeconds(1'780'000'000)};
+  testing::ManualEnv env_{&clock_};
   Engine before_{&clock_, Options()};
 };
 
@@ -310,7 +313,7 @@ TEST_F(StateKeeperTest, StopWritesOnceMore) {
   StateFileKeeper keeper(KeeperOptions(), &before_, &clock_);
   keeper.Start();
   Trip(before_, "payments");
-  keeper.Stop();  // the interval is an hour: only Stop writes
+  keeper.Stop();  // no periodic write ran: only Stop writes
   EXPECT_EQ(keeper.stats().writes, 1u);
   absl::StatusOr<SavedWarmState> saved = ReadStateFile(KeeperOptions().path);
   ASSERT_TRUE(saved.ok()) << saved.status();
@@ -318,6 +321,27 @@ TEST_F(StateKeeperTest, StopWritesOnceMore) {
   EXPECT_EQ(saved->dependencies[0].name, "payments");
   ASSERT_EQ(saved->dependencies[0].keys.size(), 1u);
   EXPECT_TRUE(saved->dependencies[0].keys[0].breaker.has_value());
+}
+
+TEST_F(StateKeeperTest, WritesEveryIntervalUntilStopped) {
+  before_.ReplacePolicies({Breaker("payments")});
+  StateFileKeeper keeper(KeeperOptions(), &before_, &clock_);
+  keeper.Start();
+  clock_.Advance(absl::Minutes(59));
+  EXPECT_EQ(env_.RunDue(), 0);
+  EXPECT_EQ(keeper.stats().writes, 0u);
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(env_.RunDue(), 1);
+  EXPECT_EQ(keeper.stats().writes, 1u);
+  EXPECT_EQ(keeper.stats().last_write, clock_.Now());
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(env_.RunDue(), 1);
+  EXPECT_EQ(keeper.stats().writes, 2u);
+  keeper.Stop();
+  EXPECT_EQ(keeper.stats().writes, 3u);
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(env_.RunAll(), 0);
+  EXPECT_EQ(keeper.stats().writes, 3u);
 }
 
 TEST_F(StateKeeperTest, WriteFailuresAreCountedAndRecover) {

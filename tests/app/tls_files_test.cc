@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The TLS flags' checks, the startup check of the certificate files (a
 // FIFO or a directory refused at once), the reloader that feeds the HTTP
-// API and gRPC (driven by CheckNow, no thread): no bad pair reaches either,
+// API and gRPC (driven by a manual Env, no thread): no bad pair reaches either,
 // and gRPC's private copy; the client side's checks. Certificates made by
 // openssl; no server runs.
 
@@ -23,6 +23,8 @@
 #include "server/app/options.h"
 #include "server/tls/server_tls.h"
 #include "server/tls/tls_reloader.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/manual_env.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"
 #include "wire/tls.h"
@@ -31,6 +33,8 @@ namespace sluice {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::FakeClock;
+using testing::ManualEnv;
 using testing::TempDir;
 using testing::TestCerts;
 
@@ -62,6 +66,9 @@ class TlsFilesTest : public ::testing::Test {
     files.key_file = certs_.server_key();
     return files;
   }
+  // The reloaders' looks at the files run when the test says.
+  FakeClock clock_;
+  ManualEnv env_{&clock_};
   TempDir dir_{"sluice_tls_files"};
   TestCerts certs_{dir_.path()};
 };
@@ -101,16 +108,21 @@ TEST_F(TlsFilesTest, NamesTheFlagOfAMissingOrWrongFile) {
 TEST_F(TlsFilesTest,
        ReloaderSwapsInAChangedCertificateAndKeepsTheOldOnAFailure) {
   absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
-      tls::TlsReloader::Start(Files(), absl::ZeroDuration());
+      tls::TlsReloader::Start(Files(), tls::kTlsReloadInterval, &env_);
   ASSERT_TRUE(reloader.ok()) << reloader.status();
   tls::TlsReloader& r = **reloader;
   const std::shared_ptr<SSL_CTX> first = r.context();
-  r.CheckNow();  // nothing changed
+  EXPECT_EQ(env_.RunAll(), 1);  // nothing changed
   EXPECT_EQ(r.context(), first);
   EXPECT_EQ(r.stats().reloads, 0u);
 
   ASSERT_TRUE(certs_.ReissueServer(certs_.server_cert(), certs_.server_key()));
-  r.CheckNow();
+  // The next look is an interval after the last.
+  clock_.Advance(tls::kTlsReloadInterval - absl::Seconds(1));
+  EXPECT_EQ(env_.RunDue(), 0);
+  EXPECT_EQ(r.stats().reloads, 0u);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(env_.RunDue(), 1);
   EXPECT_EQ(r.stats().reloads, 1u);
   EXPECT_EQ("serial=" + r.stats().certificate.serial, certs_.server_serial());
   const std::shared_ptr<SSL_CTX> second = r.context();
@@ -121,12 +133,12 @@ TEST_F(TlsFilesTest,
       "openssl genpkey -algorithm ec -pkeyopt "
       "ec_paramgen_curve:prime256v1 -out " +
       certs_.server_key());
-  r.CheckNow();
+  EXPECT_EQ(env_.RunAll(), 1);
   EXPECT_EQ(r.stats().reload_failures, 1u);
   EXPECT_EQ(r.stats().reloads, 1u);
   EXPECT_EQ(r.context(), second);
   EXPECT_EQ("serial=" + r.stats().certificate.serial, certs_.server_serial());
-  r.CheckNow();  // unchanged since: not tried again
+  EXPECT_EQ(env_.RunAll(), 1);  // unchanged since: not tried again
   EXPECT_EQ(r.stats().reload_failures, 1u);
 }
 
@@ -188,7 +200,7 @@ TEST_F(TlsReloaderTest, FifoAndDirectoryAreRefusedAtOnceNamingTheFlag) {
 // failure and neither the HTTP context nor gRPC's copy changes.
 TEST_F(TlsReloaderTest, NoBadPairReachesHttpOrGrpc) {
   absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
-      tls::TlsReloader::Start(LiveFiles(), absl::ZeroDuration());
+      tls::TlsReloader::Start(LiveFiles(), tls::kTlsReloadInterval, &env_);
   ASSERT_TRUE(reloader.ok()) << reloader.status();
   tls::TlsReloader& r = **reloader;
   ASSERT_TRUE(r.GrpcCredentials().ok());
@@ -234,7 +246,7 @@ TEST_F(TlsReloaderTest, NoBadPairReachesHttpOrGrpc) {
   uint64_t failures = 0;
   for (const Case& c : cases) {
     c.make();
-    r.CheckNow();
+    EXPECT_EQ(env_.RunAll(), 1);
     EXPECT_EQ(r.stats().reload_failures, ++failures) << c.what;
     EXPECT_EQ(r.stats().reloads, 0u) << c.what;
     EXPECT_EQ(r.context(), context) << c.what;
@@ -243,7 +255,7 @@ TEST_F(TlsReloaderTest, NoBadPairReachesHttpOrGrpc) {
   }
   // The certificate follows its key: a good pair, served by both.
   Copy(dir_.File("next.crt"), cert_);
-  r.CheckNow();
+  EXPECT_EQ(env_.RunAll(), 1);
   EXPECT_EQ(r.stats().reloads, 1u);
   EXPECT_EQ("serial=" + r.stats().certificate.serial, certs_.server_serial());
   EXPECT_NE(r.context(), context);
@@ -258,7 +270,7 @@ TEST_F(TlsReloaderTest, GrpcCopyIsPrivateLaterEachTimeAndRemovedAtTheEnd) {
   std::string grpc_file;
   {
     absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
-        tls::TlsReloader::Start(LiveFiles(), absl::ZeroDuration());
+        tls::TlsReloader::Start(LiveFiles(), tls::kTlsReloadInterval, &env_);
     ASSERT_TRUE(reloader.ok()) << reloader.status();
     tls::TlsReloader& r = **reloader;
     EXPECT_EQ(r.grpc_identity_file(), "");  // not made until asked for
@@ -279,7 +291,7 @@ TEST_F(TlsReloaderTest, GrpcCopyIsPrivateLaterEachTimeAndRemovedAtTheEnd) {
     time_t last = st.st_mtim.tv_sec;
     for (int i = 0; i < 2; ++i) {
       ASSERT_TRUE(certs_.ReissueServer(cert_, key_));
-      r.CheckNow();
+      EXPECT_EQ(env_.RunAll(), 1);
       ASSERT_EQ(r.stats().reloads, static_cast<uint64_t>(i + 1));
       ASSERT_EQ(::stat(grpc_file.c_str(), &st), 0);
       EXPECT_GT(st.st_mtim.tv_sec, last);

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <string>
-#include <vector>
 
 #include "loadgen_schedule.h"
 #include "loadgen_stats.h"
@@ -84,17 +83,6 @@ TEST(RateScheduleTest, RampDownAndZeroRateSegments) {
   EXPECT_NEAR(absl::ToDoubleSeconds(*s.SendTime(75)), 1, 1e-9);
   // The silent second is skipped: request 100 opens the last segment.
   EXPECT_NEAR(absl::ToDoubleSeconds(*s.SendTime(100)), 3, 1e-9);
-}
-
-TEST(PercentileTest, NearestRank) {
-  std::vector<double> v;
-  EXPECT_EQ(Percentile(v, 0.99), 0);
-  for (int i = 100; i >= 1; --i) v.push_back(i);
-  EXPECT_EQ(Percentile(v, 0.50), 50);
-  EXPECT_EQ(Percentile(v, 0.99), 99);
-  EXPECT_EQ(Percentile(v, 1.0), 100);
-  std::vector<double> one = {7};
-  EXPECT_EQ(Percentile(one, 0.99), 7);
 }
 
 TEST(ResponseHeadTest, ReadsStatusLengthAndSluiceHeaders) {

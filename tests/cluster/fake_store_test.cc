@@ -6,6 +6,7 @@
 
 #include "tests/cluster/cluster_scenarios.h"
 #include "tests/cluster/membership_cases.h"
+#include "tests/testing/manual_env.h"
 
 namespace sluice::cluster {
 namespace {
@@ -42,6 +43,49 @@ TEST(SyncLoopLeaveTest, ALeaveAnsweredWithNoPoliciesSucceeds) {
   ASSERT_TRUE(r.loop.TickOnce().ok());
   const absl::Status s = r.loop.Leave();
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// The loop's ticks run as a periodic task of its Env: at once on Start, an
+// interval after a good tick, `retry` after a failed one, kMinGap after a
+// nudge, and never after Stop (which leaves on the caller's thread).
+TEST(SyncLoopScheduleTest, TicksFollowTheIntervalTheRetryAndNudges) {
+  testing::FakeClock clock;
+  testing::ManualEnv env(&clock);
+  testing::FakeStore store(&clock);
+  core::Engine engine(&clock, Replica::EngineOptions());
+  SyncLoop::Options options;
+  options.replica_id = "r0";
+  options.env = &env;
+  SyncLoop loop(&engine, &store, &clock, options);
+  loop.Nudge();  // before Start: the first tick answers it
+  EXPECT_EQ(env.running(), 0);
+  loop.Start();
+  EXPECT_EQ(env.RunDue(), 1);
+  EXPECT_EQ(loop.stats().ticks, 1u);
+  EXPECT_EQ(env.next_due(), clock.Now() + options.interval);
+  clock.Advance(options.interval - absl::Milliseconds(1));
+  EXPECT_EQ(env.RunDue(), 0);
+  clock.Advance(absl::Milliseconds(1));
+  store.FailNextTicks(1);
+  EXPECT_EQ(env.RunDue(), 1);
+  EXPECT_EQ(loop.stats().failures, 1u);
+  EXPECT_EQ(env.next_due(), clock.Now() + options.retry);
+  clock.Advance(options.retry);
+  EXPECT_EQ(env.RunDue(), 1);
+  EXPECT_EQ(env.next_due(), clock.Now() + options.interval);
+  loop.Nudge();
+  loop.Nudge();
+  EXPECT_EQ(env.next_due(), clock.Now() + SyncLoop::kMinGap);
+  clock.Advance(SyncLoop::kMinGap);
+  EXPECT_EQ(env.RunDue(), 1);
+  EXPECT_EQ(loop.stats().ticks, 4u);
+  EXPECT_EQ(env.next_due(), clock.Now() + options.interval);
+  const uint64_t applied = store.ticks_applied();
+  loop.Stop();
+  EXPECT_EQ(store.ticks_applied(), applied + 1);  // the leave
+  EXPECT_EQ(env.running(), 0);
+  loop.Nudge();
+  EXPECT_EQ(env.RunAll(), 0);
 }
 
 TEST_P(FakeStoreTest, AdmittedCountsReachTheStoreOnceEach) {

@@ -16,6 +16,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/manual_env.h"
 #include "tests/testing/temp_dir.h"
 
 namespace sluice::policy {
@@ -40,16 +42,18 @@ class FileWatcherTest : public ::testing::Test {
   }
   void TearDown() override { watcher_.reset(); }
 
-  // A watcher whose own thread never gets to poll during the test.
+  // A watcher that polls only when the test says (PollOnce, or env_).
   FileWatcher& Watch(const std::string& initial) {
     watcher_ = std::make_unique<FileWatcher>(
-        path_, FileWatcher::Options{absl::Hours(1)},
+        path_, FileWatcher::Options{absl::Hours(1), &env_},
         [this](const std::string& c) { changes_.push_back(c); },
         [this](const std::string& e) { errors_.push_back(e); });
     watcher_->Start(initial);
     return *watcher_;
   }
 
+  testing::FakeClock clock_;
+  testing::ManualEnv env_{&clock_};
   testing::TempDir temp_{"sluice_watch"};
   std::string dir_;
   std::string path_;
@@ -167,6 +171,26 @@ TEST_F(FileWatcherTest, WithoutStartTheFirstPollReports) {
       [this](const std::string& e) { errors_.push_back(e); });
   w.PollOnce();
   EXPECT_THAT(changes_, ElementsAre("first"));
+}
+
+TEST_F(FileWatcherTest, PollsEveryIntervalOnItsEnv) {
+  Write(path_, "one");
+  Watch("zero");
+  clock_.Advance(absl::Minutes(59));
+  EXPECT_EQ(env_.RunDue(), 0);
+  EXPECT_THAT(changes_, IsEmpty());
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(env_.RunDue(), 1);
+  EXPECT_THAT(changes_, ElementsAre("one"));
+  Write(path_, "two");
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(env_.RunDue(), 1);
+  EXPECT_THAT(changes_, ElementsAre("one", "two"));
+  watcher_->Stop();
+  Write(path_, "three");
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(env_.RunAll(), 0);
+  EXPECT_THAT(changes_, ElementsAre("one", "two"));
 }
 
 TEST_F(FileWatcherTest, ThreadPollsAndStopsPromptly) {

@@ -2,7 +2,8 @@
 #include "tools/sluice-bench/percentile_histogram.h"
 
 #include <algorithm>
-#include <cmath>
+
+#include "base/percentile.h"
 
 namespace sluice::bench {
 namespace {
@@ -67,9 +68,7 @@ absl::Duration PercentileHistogram::mean() const {
 
 absl::Duration PercentileHistogram::Percentile(double q) const {
   if (count_ == 0) return absl::ZeroDuration();
-  q = std::clamp(q, 0.0, 1.0);
-  const uint64_t rank = std::max<uint64_t>(
-      1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_))));
+  const uint64_t rank = base::NearestRank(count_, q);
   uint64_t seen = 0;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     seen += buckets_[i];
