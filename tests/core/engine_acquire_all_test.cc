@@ -58,7 +58,7 @@ TEST_F(EngineAcquireAllTest, AdmitsAllAndEachHoldsItsPermit) {
   EXPECT_EQ(Gates("b").in_flight, 0u);
 }
 
-TEST_F(EngineAcquireAllTest, OneRefusedCancelsTheOthersButTheirTokensStaySpent) {
+TEST_F(EngineAcquireAllTest, OneRefusedCancelsTheOthersTokensStaySpent) {
   PolicyConfig a = MakePolicy("a");
   WithConcurrency(WithBucket(a, 10, 10), 5);
   PolicyConfig b = MakePolicy("b");

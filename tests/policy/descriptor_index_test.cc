@@ -76,8 +76,9 @@ TEST(DescriptorIndexTest, SeveralAnyValuesMakeOneEscapedKey) {
   EXPECT_EQ(NameOf(m), "users");
   EXPECT_EQ(m.key, "a\\|b|c\\\\d");
   // The values that would collide unescaped make another key.
-  m = index.Find("edge",
-                 Entries{{"tenant", "a"}, {"plan", "gold"}, {"user", "b|c\\d"}});
+  m = index.Find("edge", Entries{{"tenant", "a"},
+                                 {"plan", "gold"},
+                                 {"user", "b|c\\d"}});
   EXPECT_EQ(m.key, "a|b\\|c\\\\d");
 }
 
