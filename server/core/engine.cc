@@ -174,6 +174,48 @@ absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
   return decision;
 }
 
+absl::StatusOr<Engine::JointDecision> Engine::AcquireAll(
+    absl::Span<const Call> calls, Unreported unreported,
+    const std::function<void()>& on_decided) {
+  if (calls.size() > kMaxCalls) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "at most ", kMaxCalls, " calls decided together, got ", calls.size()));
+  }
+  JointDecision joint;
+  joint.decisions.resize(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& call = calls[i];
+    Decision& d = joint.decisions[i];
+    absl::StatusOr<Decision> decided =
+        Acquire(call.dependency, call.key, call.permits, unreported);
+    if (decided.ok()) {
+      d = *std::move(decided);
+    } else {
+      // Too many permits for the policy ever to admit: a refusal of this
+      // call like any other the policy makes, which a shadow policy lets
+      // through.
+      Dependency* dep = Find(call.dependency);
+      const bool shadow = dep != nullptr && dep->policy()->shadow;
+      d.verdict = shadow ? Verdict::kAllow : Verdict::kReject;
+      d.reason = shadow ? Reason::kShadow : Reason::kRateLimited;
+      d.remaining = 0;
+    }
+    d.policy = nullptr;
+    joint.admitted = joint.admitted && d.verdict == Verdict::kAllow;
+    if (on_decided) on_decided();
+  }
+  if (joint.admitted) return joint;
+  // The request will not be made: free what the admitted calls hold.
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Decision& d = joint.decisions[i];
+    if (d.permit_id.empty()) continue;
+    Report(calls[i].dependency, calls[i].key, d.permit_id,
+           Outcome::kCancelled, absl::ZeroDuration());
+    d.permit_id = PermitId();
+  }
+  return joint;
+}
+
 BreakerState Engine::Report(absl::string_view dependency,
                             absl::string_view key, const PermitId& permit_id,
                             Outcome outcome, absl::Duration latency,

@@ -3,7 +3,9 @@
 #define SLUICE_SERVER_CORE_ENGINE_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "server/core/clock.h"
 #include "server/core/decision.h"
 #include "server/core/dependency.h"
@@ -86,6 +89,41 @@ class Engine {
   absl::StatusOr<Decision> Acquire(
       absl::string_view dependency, absl::string_view key, uint32_t permits,
       Unreported unreported = Unreported::kTimeout);
+
+  // One call of AcquireAll.
+  struct Call {
+    absl::string_view dependency;
+    absl::string_view key;
+    uint32_t permits = 0;  // 0 means 1, as for Acquire
+  };
+  // AcquireAll's answer.
+  struct JointDecision {
+    // Whether every call was admitted, and so holds its permit.
+    bool admitted = true;
+    // One per call, in order.
+    std::vector<Decision> decisions;
+  };
+  // Most calls one AcquireAll decides.
+  static constexpr size_t kMaxCalls = 1000;
+
+  // Decides calls that one request needs together (the descriptors of an
+  // Envoy rate-limit request): all are admitted or none is. Every call is
+  // decided in order, as by Acquire, so each decision tells its own
+  // verdict, remaining and retry_after. When any call is not admitted
+  // (REJECT or DEGRADE), the permits the others took are cancelled (a
+  // CANCELLED report): their concurrency, adaptive and probe slots come
+  // back and their permit ids are cleared; the tokens they took stay spent,
+  // as in Envoy's own rate-limit service. A call that can never be admitted
+  // (one Acquire fails with INVALID_ARGUMENT) is a refusal here, so that
+  // the others still get their answers: REJECT RATE_LIMITED with remaining
+  // 0, or ALLOW SHADOW under a shadow policy. The decisions' `policy` is
+  // null: it would not stay valid across the calls (see Decision::policy).
+  // `on_decided`, when set, runs right after each call is decided (a front
+  // end times each decision with it). INVALID_ARGUMENT, and nothing
+  // decided, for more than kMaxCalls calls.
+  absl::StatusOr<JointDecision> AcquireAll(
+      absl::Span<const Call> calls, Unreported unreported,
+      const std::function<void()>& on_decided = nullptr);
 
   // Settles a permit. Harmless for unknown dependencies and for unknown,
   // repeated or expired permits. A permit whose seal does not match this

@@ -131,7 +131,7 @@ class AccessLogStream final
       : service_(service), peer_(std::move(peer)) {
     spdlog::debug("access-log stream from {} started", peer_);
     // Joined first, so a shutdown under way ends this stream too.
-    service_->Add(this);
+    service_->streams_.Add(this);
     absl::MutexLock lock(&mu_);
     if (!finished_) StartRead(&buffer_);
   }
@@ -173,7 +173,7 @@ class AccessLogStream final
   }
 
   void OnDone() override {
-    service_->Remove(this);
+    service_->streams_.Remove(this);
     spdlog::debug(
         "access-log stream from {} ended: {} entries settled, {} without a "
         "permit, {} with an unknown permit, {} invalid",
@@ -393,32 +393,6 @@ AccessLogServiceImpl::Totals AccessLogServiceImpl::totals() const {
   return t;
 }
 
-void AccessLogServiceImpl::Add(AccessLogStream* stream) {
-  bool end;
-  {
-    absl::MutexLock lock(&mu_);
-    open_.insert(stream);
-    end = ending_;
-  }
-  if (end) stream->End();
-}
-
-void AccessLogServiceImpl::Remove(AccessLogStream* stream) {
-  absl::MutexLock lock(&mu_);
-  open_.erase(stream);
-}
-
-void AccessLogServiceImpl::EndStreams() {
-  // A stream's OnDone removes it under mu_, so none is deleted while this
-  // holds it.
-  absl::MutexLock lock(&mu_);
-  ending_ = true;
-  for (AccessLogStream* stream : open_) stream->End();
-}
-
-int64_t AccessLogServiceImpl::open_streams() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(open_.size());
-}
+void AccessLogServiceImpl::EndStreams() { streams_.EndAll(); }
 
 }  // namespace sluice::rpc

@@ -9,15 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "envoy/service/accesslog/v3/als.grpc.pb.h"
 #include "server/core/engine.h"
 #include "server/core/types.h"
 #include "server/rpc/decision_service.h"
+#include "server/rpc/open_streams.h"
 
 namespace sluice::rpc {
 
@@ -89,11 +87,11 @@ class AccessLogServiceImpl final
 
   Totals totals() const;
   // Access-log streams open now.
-  int64_t open_streams() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t open_streams() const { return streams_.open(); }
   // Ends every stream, now and from now on, after the message it is
   // handling: Envoy's logger reconnects (to another replica). The server
   // calls this when it begins to shut down.
-  void EndStreams() ABSL_LOCKS_EXCLUDED(mu_);
+  void EndStreams();
 
   // Most entries one message may carry.
   static constexpr int kMaxEntries = 1000;
@@ -117,9 +115,6 @@ class AccessLogServiceImpl final
       const envoy::data::accesslog::v3::HTTPAccessLogEntry& entry);
   void Count(EntryResult result, int64_t n, Totals* stream_totals);
 
-  void Add(AccessLogStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
-  void Remove(AccessLogStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
-
   core::Engine* const engine_;
   DecisionServiceImpl* const decisions_;
   std::atomic<uint64_t> settled_{0};
@@ -127,9 +122,7 @@ class AccessLogServiceImpl final
   std::atomic<uint64_t> unknown_permit_{0};
   std::atomic<uint64_t> invalid_{0};
 
-  mutable absl::Mutex mu_;
-  absl::flat_hash_set<AccessLogStream*> open_ ABSL_GUARDED_BY(mu_);
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  OpenStreams<AccessLogStream> streams_;
 };
 
 }  // namespace sluice::rpc

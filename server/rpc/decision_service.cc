@@ -9,37 +9,11 @@
 #include "absl/time/clock.h"
 #include "server/rpc/decision_convert.h"
 #include "server/rpc/message_bounds.h"
+#include "server/rpc/serve_unary.h"
 #include "wire/quote.h"
 #include "wire/status.h"
 
 namespace sluice::rpc {
-namespace {
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(wire::ToGrpcStatus(status));
-  return reactor;
-}
-
-// One unary call on raw bytes: `in` checked against `budget` and parsed,
-// `handle` run, its answer serialized into `out`.
-template <typename Request, typename Response, typename Handle>
-grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
-                                const grpc::ByteBuffer* in,
-                                grpc::ByteBuffer* out,
-                                const MessageBudget& budget, Handle handle) {
-  Request request;
-  absl::Status status = ParseBounded(*in, budget, &request);
-  if (status.ok()) {
-    Response response;
-    status = handle(request, &response);
-    if (status.ok()) status = SerializeToBuffer(response, out);
-  }
-  return Finish(context, status);
-}
-
-}  // namespace
 
 DecisionServiceImpl::DecisionServiceImpl(
     core::Engine* engine, std::function<void(absl::Duration)> on_acquire)
@@ -53,7 +27,7 @@ DecisionServiceImpl::DecisionServiceImpl(
 grpc::ServerUnaryReactor* DecisionServiceImpl::Acquire(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Serve<v1::AcquireRequest, v1::AcquireResponse>(
+  return ServeUnary<v1::AcquireRequest, v1::AcquireResponse>(
       context, request, response, kAcquireBudget,
       [this](const v1::AcquireRequest& r, v1::AcquireResponse* out) {
         return AcquireOne(r, out);
@@ -94,6 +68,33 @@ absl::StatusOr<core::Decision> DecisionServiceImpl::DecideCall(
     permit_id->append(permit_suffix_);
   }
   return decision;
+}
+
+absl::StatusOr<core::Engine::JointDecision> DecisionServiceImpl::DecideAll(
+    absl::Span<const core::Engine::Call> calls, core::Unreported unreported,
+    std::vector<std::string>* permit_ids) {
+  // Each call timed from the end of the one before.
+  absl::Time start = on_acquire_ ? absl::Now() : absl::InfinitePast();
+  std::function<void()> on_decided;
+  if (on_acquire_) {
+    on_decided = [this, &start] {
+      const absl::Time now = absl::Now();
+      on_acquire_(now - start);
+      start = now;
+    };
+  }
+  absl::StatusOr<core::Engine::JointDecision> joint =
+      engine_->AcquireAll(calls, unreported, on_decided);
+  permit_ids->clear();
+  if (!joint.ok()) return joint;
+  permit_ids->resize(joint->decisions.size());
+  for (size_t i = 0; i < joint->decisions.size(); ++i) {
+    const core::PermitId& id = joint->decisions[i].permit_id;
+    if (id.empty()) continue;
+    (*permit_ids)[i] = FormatPermitId(id);
+    (*permit_ids)[i].append(permit_suffix_);
+  }
+  return joint;
 }
 
 void DecisionServiceImpl::EnableForwarding(
@@ -147,7 +148,7 @@ absl::StatusOr<core::BreakerState> DecisionServiceImpl::ReportOne(
 grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Serve<v1::ReportResultRequest, v1::ReportResultResponse>(
+  return ServeUnary<v1::ReportResultRequest, v1::ReportResultResponse>(
       context, request, response, kReportBudget,
       [this](const v1::ReportResultRequest& r, v1::ReportResultResponse* out) {
         absl::StatusOr<core::BreakerState> state = ReportOne(r);
@@ -160,7 +161,7 @@ grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResult(
 grpc::ServerUnaryReactor* DecisionServiceImpl::ReportResults(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Serve<v1::ReportResultsRequest, v1::ReportResultsResponse>(
+  return ServeUnary<v1::ReportResultsRequest, v1::ReportResultsResponse>(
       context, request, response, kReportsBudget,
       [this](const v1::ReportResultsRequest& r,
              v1::ReportResultsResponse* out) { return ReportMany(r, out); });

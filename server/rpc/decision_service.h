@@ -7,8 +7,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "server/core/engine.h"
 #include "server/core/tick.h"
@@ -93,6 +96,13 @@ class DecisionServiceImpl final : public RawDecisionService {
                                             uint32_t permits,
                                             core::Unreported unreported,
                                             std::string* permit_id);
+  // Decisions a front end needs together (the descriptors of an Envoy
+  // rate-limit request), all or nothing: core::Engine::AcquireAll, each
+  // call timed for the metrics like an Acquire. `permit_ids` gets, per
+  // call, the permit as ReportResult takes it, "" where none is held.
+  absl::StatusOr<core::Engine::JointDecision> DecideAll(
+      absl::Span<const core::Engine::Call> calls, core::Unreported unreported,
+      std::vector<std::string>* permit_ids);
   // One call of a Decide message, the `index`th: its result (request_id
   // included), an error result naming calls[index] if it failed. Error
   // messages are valid UTF-8.

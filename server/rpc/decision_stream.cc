@@ -8,34 +8,6 @@
 
 namespace sluice::rpc {
 
-void DecideStreams::Add(DecideStream* stream) {
-  bool end;
-  {
-    absl::MutexLock lock(&mu_);
-    open_.insert(stream);
-    end = ending_;
-  }
-  if (end) stream->End();
-}
-
-void DecideStreams::Remove(DecideStream* stream) {
-  absl::MutexLock lock(&mu_);
-  open_.erase(stream);
-}
-
-void DecideStreams::EndAll() {
-  // A stream's OnDone removes it under mu_, so none is deleted while this
-  // holds it.
-  absl::MutexLock lock(&mu_);
-  ending_ = true;
-  for (DecideStream* stream : open_) stream->End();
-}
-
-int64_t DecideStreams::open() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(open_.size());
-}
-
 DecideStream::DecideStream(const Handler* handle, DecideStreams* streams)
     : handle_(handle), streams_(streams) {
   // Joined first, so a shutdown under way ends this stream too (and before

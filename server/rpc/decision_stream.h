@@ -9,8 +9,8 @@
 #include <functional>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "server/rpc/open_streams.h"
 #include "sluice/v1/decision.grpc.pb.h"
 #include "sluice/v1/decision.pb.h"
 
@@ -18,24 +18,9 @@ namespace sluice::rpc {
 
 class DecideStream;
 
-// The open Decide streams of one service, so that shutdown can end them:
-// a stream never ends by itself while its gateway lives.
-class DecideStreams {
- public:
-  // Ends every open stream, and every stream opened from now on, once its
-  // results are written (see DecideStream::End).
-  void EndAll() ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t open() const ABSL_LOCKS_EXCLUDED(mu_);
-
- private:
-  friend class DecideStream;
-  void Add(DecideStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
-  void Remove(DecideStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
-
-  mutable absl::Mutex mu_;
-  absl::flat_hash_set<DecideStream*> open_ ABSL_GUARDED_BY(mu_);
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
-};
+// The open Decide streams of one service, so that shutdown can end them
+// (see DecideStream::End).
+using DecideStreams = OpenStreams<DecideStream>;
 
 // One DecisionService.Decide stream, on raw bytes so that each message is
 // checked (kDecideBudget: size, at most 1000 calls) before it is parsed. A

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "server/rpc/message_bounds.h"
-#include "wire/status.h"
+#include "server/rpc/serve_unary.h"
 
 namespace sluice::rpc {
 namespace {
@@ -26,13 +26,6 @@ constexpr absl::string_view kKeyExtension = "sluice_key";
 // set are removed, so the upstream never sees a client's own.
 constexpr absl::string_view kUpstreamHeaders[] = {
     kDependencyHeader, kKeyHeader, kPermitHeader, kUnmatchedHeader};
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(wire::ToGrpcStatus(status));
-  return reactor;
-}
 
 void AddHeaders(const HttpCheckAnswer& answer,
                 google::protobuf::RepeatedPtrField<HeaderValueOption>* out) {
@@ -86,16 +79,12 @@ grpc::ServerUnaryReactor* AuthorizationServiceImpl::Check(
     grpc::ByteBuffer* response) {
   // Counted on the raw bytes first: a million empty headers are refused for
   // their count, not built and then refused.
-  CheckRequest parsed;
-  absl::Status status = ParseBounded(*request, kExtAuthzBudget, &parsed);
-  if (!status.ok()) {
-    invalid_.fetch_add(1, std::memory_order_relaxed);
-    return Finish(context, status);
-  }
-  CheckResponse answer;
-  status = Handle(parsed, &answer);
-  if (status.ok()) status = SerializeToBuffer(answer, response);
-  return Finish(context, status);
+  return ServeUnary<CheckRequest, CheckResponse>(
+      context, request, response, kExtAuthzBudget,
+      [this](const CheckRequest& r, CheckResponse* out) {
+        return Handle(r, out);
+      },
+      &invalid_);
 }
 
 absl::Status AuthorizationServiceImpl::Handle(const CheckRequest& request,

@@ -4,16 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "server/rpc/message_bounds.h"
+#include "server/rpc/serve_unary.h"
 #include "wire/limits.h"
-#include "wire/quote.h"
-#include "wire/status.h"
 #include "wire/time.h"
 
 namespace sluice::rpc {
@@ -23,17 +24,6 @@ using envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 using envoy::service::ratelimit::v3::RateLimitRequest;
 using envoy::service::ratelimit::v3::RateLimitResponse;
 using RlsLimit = envoy::service::ratelimit::v3::RateLimitResponse::RateLimit;
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(wire::ToGrpcStatus(status));
-  return reactor;
-}
-
-std::string Quote(absl::string_view s) {
-  return wire::QuoteUntrusted(s, wire::kMaxKeyBytes);
-}
 
 // The policy's rate as requests per the smallest Envoy unit that holds at
 // least one request: 100 per 1s is 100/SECOND, 10 per 30s is 20/MINUTE,
@@ -145,168 +135,73 @@ uint32_t Hits(const RateLimitRequest& request, const RateLimitDescriptor& d) {
       std::min<uint64_t>(hits, std::numeric_limits<uint32_t>::max()));
 }
 
-// Appends `value` with "\\" and "|" escaped by a backslash.
-void AppendEscaped(absl::string_view value, std::string* out) {
-  for (char c : value) {
-    if (c == '\\' || c == '|') out->push_back('\\');
-    out->push_back(c);
-  }
-}
+using Match = policy::DescriptorIndex::Match;
 
-}  // namespace
+static_assert(RateLimitServiceImpl::kMaxDescriptors <=
+              static_cast<int>(core::Engine::kMaxCalls));
 
-std::string DescriptorIndex::ExactKey(absl::string_view key,
-                                      absl::string_view value) {
-  return absl::StrCat(key.size(), ":", key, value);
-}
-
-DescriptorIndex::DescriptorIndex(
-    std::vector<std::shared_ptr<const core::PolicyConfig>> policies,
-    uint64_t generation)
-    : policies_(std::move(policies)), generation_(generation) {
-  for (const std::shared_ptr<const core::PolicyConfig>& policy : policies_) {
-    for (const core::EnvoyDescriptorConfig& d : policy->envoy_descriptors) {
-      std::unique_ptr<Node>& root = domains_[d.domain];
-      if (root == nullptr) root = std::make_unique<Node>();
-      Node* node = root.get();
-      for (const core::EnvoyDescriptorConfig::Entry& e : d.entries) {
-        std::unique_ptr<Node>& next =
-            e.value.empty() ? node->any[e.key]
-                            : node->exact[ExactKey(e.key, e.value)];
-        if (next == nullptr) next = std::make_unique<Node>();
-        node = next.get();
-      }
-      if (node->policy != nullptr) {
-        std::vector<std::string> entries;
-        for (const core::EnvoyDescriptorConfig::Entry& e : d.entries) {
-          entries.push_back(absl::StrCat(
-              Quote(e.key), ": ", e.value.empty() ? "*" : Quote(e.value)));
-        }
-        conflicts_.push_back(absl::StrCat(
-            "Envoy descriptor ", Quote(d.domain), " [",
-            absl::StrJoin(entries, ", "), "] is claimed by policies \"",
-            node->policy->name, "\" and \"", policy->name, "\"; \"",
-            node->policy->name, "\" answers it"));
-        continue;
-      }
-      node->policy = policy.get();
-    }
-  }
-}
-
-DescriptorIndex::Match DescriptorIndex::Find(
-    absl::string_view domain, const RateLimitDescriptor& descriptor) const {
-  Match match;
-  auto root = domains_.find(domain);
-  if (root == domains_.end()) return match;
-  const Node* node = root->second.get();
-  // One any-value entry: its value is the key, as an Acquire caller would
-  // send it. Several: the values joined by "|", each with "\\" and "|"
-  // escaped, so that no two value lists make the same key.
-  std::string key;
-  const std::string* first = nullptr;
-  bool keyed = false;
-  for (const RateLimitDescriptor::Entry& entry : descriptor.entries()) {
-    if (auto it = node->exact.find(ExactKey(entry.key(), entry.value()));
-        it != node->exact.end()) {
-      node = it->second.get();
-      continue;
-    }
-    auto it = node->any.find(entry.key());
-    if (it == node->any.end()) return match;
-    node = it->second.get();
-    if (keyed) {
-      key += '|';
-      AppendEscaped(entry.value(), &key);
-    } else {
-      first = &entry.value();
-    }
-    keyed = true;
-  }
-  match.policy = node->policy;
-  if (match.policy == nullptr || first == nullptr) return match;
-  if (key.empty()) {
-    match.key = *first;
-  } else {
-    AppendEscaped(*first, &match.key);
-    match.key += key;
-  }
-  return match;
-}
-
-RateLimitServiceImpl::RateLimitServiceImpl(core::Engine* engine,
-                                           DecisionServiceImpl* decisions)
-    : engine_(engine), decisions_(decisions) {}
-
-grpc::ServerUnaryReactor* RateLimitServiceImpl::ShouldRateLimit(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  // Counted on the raw bytes first: 2 million empty descriptors in a
-  // message are refused for their count, not built and then refused.
-  RateLimitRequest parsed;
-  absl::Status status = ParseBounded(*request, kRateLimitBudget, &parsed);
-  if (!status.ok()) {
-    invalid_.fetch_add(1, std::memory_order_relaxed);
-    return Finish(context, status);
-  }
-  RateLimitResponse answer;
-  status = Handle(parsed, &answer);
-  if (status.ok()) status = SerializeToBuffer(answer, response);
-  return Finish(context, status);
-}
-
-std::shared_ptr<const DescriptorIndex> RateLimitServiceImpl::Index() {
-  // Read the generation before the policies: a change in between makes the
-  // next call rebuild again, never keeps a stale index.
-  const uint64_t generation = engine_->policies_generation();
-  // Generations only grow: an index built at or after `generation` is
-  // current enough, and one built by a slower thread never replaces it.
-  std::shared_ptr<const DescriptorIndex> index = std::atomic_load(&index_);
-  if (index != nullptr && index->generation() >= generation) return index;
-  absl::MutexLock lock(&mu_);
-  index = std::atomic_load(&index_);
-  if (index != nullptr && index->generation() >= generation) return index;
-  index = std::make_shared<const DescriptorIndex>(engine_->Policies(),
-                                                  generation);
-  for (const std::string& conflict : index->conflicts()) {
-    spdlog::warn("rate-limit service: {}", conflict);
-  }
-  std::atomic_store(&index_, index);
-  return index;
-}
-
-absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
-                                          RateLimitResponse* response) {
-  if (absl::Status s = Validate(request); !s.ok()) {
-    invalid_.fetch_add(1, std::memory_order_relaxed);
-    return s;
-  }
-  const std::shared_ptr<const DescriptorIndex> index = Index();
+// The policy and per-key partition of every descriptor, in order;
+// INVALID_ARGUMENT when the values a descriptor's any-value entries match
+// make a partition longer than a key may be.
+absl::Status MatchAll(const policy::DescriptorIndex& index,
+                      const RateLimitRequest& request,
+                      std::vector<Match>* matches) {
   const int n = request.descriptors_size();
-
-  // Map every descriptor before deciding any, so a malformed one refuses
-  // the request without having taken anything.
-  std::vector<DescriptorIndex::Match> matches(n);
+  matches->resize(n);
+  std::vector<policy::DescriptorEntry> entries;
+  entries.reserve(RateLimitServiceImpl::kMaxEntries);
   for (int i = 0; i < n; ++i) {
-    matches[i] = index->Find(request.domain(), request.descriptors(i));
-    if (matches[i].key.size() > wire::kMaxKeyBytes) {
-      invalid_.fetch_add(1, std::memory_order_relaxed);
+    entries.clear();
+    for (const RateLimitDescriptor::Entry& e :
+         request.descriptors(i).entries()) {
+      entries.push_back({e.key(), e.value()});
+    }
+    Match& match = (*matches)[i];
+    match = index.Find(request.domain(), entries);
+    if (match.key.size() > wire::kMaxKeyBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "descriptors[", i, "]: the values its any-value entries match make "
-          "a per-key partition of ", matches[i].key.size(),
-          " bytes for policy \"", matches[i].policy->name, "\"; at most ",
-          wire::kMaxKeyBytes, " bytes"));
+          "a per-key partition of ", match.key.size(), " bytes for policy \"",
+          match.policy->name, "\"; at most ", wire::kMaxKeyBytes, " bytes"));
     }
   }
+  return absl::OkStatus();
+}
 
-  struct Taken {
-    const core::PolicyConfig* policy;
-    const std::string* key;
-    core::PermitId permit_id;
-    std::string wire_id;
-  };
-  std::vector<Taken> taken;
-  bool over = false;
+// A matched descriptor's status from its decision; returns the time until
+// its quota is whole again (zero without a rate limit or a retry_after).
+absl::Duration SetStatus(const core::PolicyConfig& policy,
+                         const core::Decision& d,
+                         RateLimitResponse::DescriptorStatus* status) {
+  const bool allowed = d.verdict == core::Verdict::kAllow;
+  status->set_code(allowed ? RateLimitResponse::OK
+                           : RateLimitResponse::OVER_LIMIT);
+  if (d.remaining >= 0) {
+    status->set_limit_remaining(static_cast<uint32_t>(std::min<int64_t>(
+        d.remaining, std::numeric_limits<uint32_t>::max())));
+  }
+  absl::Duration reset = absl::ZeroDuration();
+  if (!allowed && d.retry_after > absl::ZeroDuration()) {
+    reset = d.retry_after;
+  } else if (policy.rate_limit.has_value()) {
+    reset = UntilReset(*policy.rate_limit, std::max<int64_t>(d.remaining, 0));
+  }
+  if (policy.rate_limit.has_value()) {
+    SetCurrentLimit(policy, status->mutable_current_limit());
+  }
+  if (reset > absl::ZeroDuration() || policy.rate_limit.has_value()) {
+    wire::DurationToProto(reset, status->mutable_duration_until_reset());
+  }
+  return reset;
+}
+
+// The response to a request whose matched descriptors were decided as
+// `joint`: its decisions are those of `matches` with a policy, in order,
+// and `permit_ids` their permits as ReportResult takes them.
+void ToResponse(const std::vector<Match>& matches,
+                const core::Engine::JointDecision& joint,
+                const std::vector<std::string>& permit_ids,
+                RateLimitResponse* response) {
   // Whether a matched policy asks for headers, and the tightest answer
   // among those with a rate limit.
   bool want_headers = false;
@@ -317,58 +212,19 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
   const core::PolicyConfig* degraded = nullptr;
   core::Reason degraded_reason = core::Reason::kNone;
 
-  response->mutable_statuses()->Reserve(n);
-  for (int i = 0; i < n; ++i) {
+  response->mutable_statuses()->Reserve(static_cast<int>(matches.size()));
+  size_t call = 0;
+  for (const Match& match : matches) {
     RateLimitResponse::DescriptorStatus* status = response->add_statuses();
-    const DescriptorIndex::Match& match = matches[i];
     if (match.policy == nullptr) {
       // As Envoy's own service does: nothing limits what nothing names.
-      unmatched_.fetch_add(1, std::memory_order_relaxed);
       status->set_code(RateLimitResponse::OK);
       continue;
     }
     const core::PolicyConfig& policy = *match.policy;
-    std::string wire_id;
-    absl::StatusOr<core::Decision> decision = decisions_->DecideCall(
-        policy.name, match.key, Hits(request, request.descriptors(i)),
-        core::Unreported::kRelease, &wire_id);
-    core::Decision d;
-    if (decision.ok()) {
-      d = *decision;
-    } else {
-      // Only a hit count the policy can never admit fails here: that is a
-      // refusal for this descriptor, as in Envoy's service, not an error;
-      // a shadow policy lets it through like any other refusal.
-      d.verdict = policy.shadow ? core::Verdict::kAllow : core::Verdict::kReject;
-      d.reason = policy.shadow ? core::Reason::kShadow
-                               : core::Reason::kRateLimited;
-      d.remaining = 0;
-    }
-    const bool allowed = d.verdict == core::Verdict::kAllow;
-    status->set_code(allowed ? RateLimitResponse::OK
-                             : RateLimitResponse::OVER_LIMIT);
-    if (d.remaining >= 0) {
-      status->set_limit_remaining(static_cast<uint32_t>(std::min<int64_t>(
-          d.remaining, std::numeric_limits<uint32_t>::max())));
-    }
-    absl::Duration reset = absl::ZeroDuration();
-    if (!allowed && d.retry_after > absl::ZeroDuration()) {
-      reset = d.retry_after;
-    } else if (policy.rate_limit.has_value()) {
-      reset = UntilReset(*policy.rate_limit, std::max<int64_t>(d.remaining, 0));
-    }
-    if (policy.rate_limit.has_value()) {
-      SetCurrentLimit(policy, status->mutable_current_limit());
-    }
-    if (reset > absl::ZeroDuration() || policy.rate_limit.has_value()) {
-      wire::DurationToProto(reset, status->mutable_duration_until_reset());
-    }
-    if (allowed) {
-      if (!d.permit_id.empty()) {
-        taken.push_back({&policy, &match.key, d.permit_id, wire_id});
-      }
-    } else {
-      over = true;
+    const core::Decision& d = joint.decisions[call++];
+    const absl::Duration reset = SetStatus(policy, d, status);
+    if (d.verdict != core::Verdict::kAllow) {
       retry_after = std::max(retry_after, d.retry_after);
       if (d.verdict == core::Verdict::kDegrade && degraded == nullptr) {
         degraded = &policy;
@@ -384,47 +240,39 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
     }
   }
 
-  response->set_overall_code(over ? RateLimitResponse::OVER_LIMIT
-                                  : RateLimitResponse::OK);
-  if (over) {
-    over_limit_.fetch_add(1, std::memory_order_relaxed);
-    // The call will not be made: free the slots the other descriptors took
-    // (their tokens stay spent, as in Envoy's service).
-    for (const Taken& t : taken) {
-      engine_->Report(t.policy->name, *t.key, t.permit_id,
-                      core::Outcome::kCancelled, absl::ZeroDuration());
-    }
-    if (degraded != nullptr &&
-        !degraded->fallback.payload.empty()) {
+  auto* headers = response->mutable_response_headers_to_add();
+  response->set_overall_code(joint.admitted ? RateLimitResponse::OK
+                                            : RateLimitResponse::OVER_LIMIT);
+  if (!joint.admitted && degraded != nullptr) {
+    if (!degraded->fallback.payload.empty()) {
       response->set_raw_body(degraded->fallback.payload);
       if (!degraded->fallback.content_type.empty()) {
-        AddHeader(response->mutable_response_headers_to_add(), "content-type",
-                  degraded->fallback.content_type);
+        AddHeader(headers, "content-type", degraded->fallback.content_type);
       }
     }
-    if (degraded != nullptr) {
-      AddHeader(response->mutable_response_headers_to_add(),
-                "x-sluice-degraded", core::ReasonName(degraded_reason));
-    }
-  } else {
-    ok_.fetch_add(1, std::memory_order_relaxed);
-    if (!taken.empty()) {
-      // For a gateway that reports outcomes (a Lua filter, ext_proc): the
-      // permits to name in ReportResult, as the filter's dynamic metadata.
-      google::protobuf::ListValue* list =
-          (*response->mutable_dynamic_metadata()
-                ->mutable_fields())["sluice_permits"]
-              .mutable_list_value();
-      for (const Taken& t : taken) {
-        auto* fields =
-            list->add_values()->mutable_struct_value()->mutable_fields();
-        (*fields)["dependency"].set_string_value(t.policy->name);
-        (*fields)["key"].set_string_value(*t.key);
-        (*fields)["permit_id"].set_string_value(t.wire_id);
+    AddHeader(headers, "x-sluice-degraded", core::ReasonName(degraded_reason));
+  }
+  if (joint.admitted) {
+    // For a gateway that reports outcomes (a Lua filter, ext_proc): the
+    // permits to name in ReportResult, as the filter's dynamic metadata.
+    google::protobuf::ListValue* list = nullptr;
+    call = 0;
+    for (const Match& match : matches) {
+      if (match.policy == nullptr) continue;
+      const std::string& permit_id = permit_ids[call++];
+      if (permit_id.empty()) continue;
+      if (list == nullptr) {
+        list = (*response->mutable_dynamic_metadata()
+                     ->mutable_fields())["sluice_permits"]
+                   .mutable_list_value();
       }
+      auto* fields =
+          list->add_values()->mutable_struct_value()->mutable_fields();
+      (*fields)["dependency"].set_string_value(match.policy->name);
+      (*fields)["key"].set_string_value(match.key);
+      (*fields)["permit_id"].set_string_value(permit_id);
     }
   }
-  auto* headers = response->mutable_response_headers_to_add();
   if (header_policy != nullptr) {
     AddHeader(headers, "RateLimit-Limit",
               absl::StrCat(static_cast<int64_t>(
@@ -433,10 +281,83 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
     AddHeader(headers, "RateLimit-Reset",
               absl::StrCat(CeilSeconds(header_reset)));
   }
-  if (want_headers && over) {
+  if (want_headers && !joint.admitted) {
     AddHeader(headers, "Retry-After",
               absl::StrCat(std::max<int64_t>(1, CeilSeconds(retry_after))));
   }
+}
+
+}  // namespace
+
+RateLimitServiceImpl::RateLimitServiceImpl(core::Engine* engine,
+                                           DecisionServiceImpl* decisions)
+    : engine_(engine), decisions_(decisions) {}
+
+grpc::ServerUnaryReactor* RateLimitServiceImpl::ShouldRateLimit(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  // Counted on the raw bytes first: 2 million empty descriptors in a
+  // message are refused for their count, not built and then refused.
+  return ServeUnary<RateLimitRequest, RateLimitResponse>(
+      context, request, response, kRateLimitBudget,
+      [this](const RateLimitRequest& r, RateLimitResponse* out) {
+        return Handle(r, out);
+      },
+      &invalid_);
+}
+
+std::shared_ptr<const policy::DescriptorIndex> RateLimitServiceImpl::Index() {
+  // Read the generation before the policies: a change in between makes the
+  // next call rebuild again, never keeps a stale index.
+  const uint64_t generation = engine_->policies_generation();
+  // Generations only grow: an index built at or after `generation` is
+  // current enough, and one built by a slower thread never replaces it.
+  std::shared_ptr<const policy::DescriptorIndex> index =
+      std::atomic_load(&index_);
+  if (index != nullptr && index->generation() >= generation) return index;
+  absl::MutexLock lock(&mu_);
+  index = std::atomic_load(&index_);
+  if (index != nullptr && index->generation() >= generation) return index;
+  index = std::make_shared<const policy::DescriptorIndex>(engine_->Policies(),
+                                                          generation);
+  for (const std::string& conflict : index->conflicts()) {
+    spdlog::warn("rate-limit service: {}", conflict);
+  }
+  std::atomic_store(&index_, index);
+  return index;
+}
+
+absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
+                                          RateLimitResponse* response) {
+  if (absl::Status s = Validate(request); !s.ok()) {
+    invalid_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  // Map every descriptor before deciding any, so a malformed one refuses
+  // the request without having taken anything.
+  const std::shared_ptr<const policy::DescriptorIndex> index = Index();
+  std::vector<Match> matches;
+  if (absl::Status s = MatchAll(*index, request, &matches); !s.ok()) {
+    invalid_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+
+  std::vector<core::Engine::Call> calls;
+  calls.reserve(matches.size());
+  for (size_t i = 0; i < matches.size(); ++i) {
+    if (matches[i].policy == nullptr) continue;
+    calls.push_back({matches[i].policy->name, matches[i].key,
+                     Hits(request, request.descriptors(static_cast<int>(i)))});
+  }
+  std::vector<std::string> permit_ids;
+  absl::StatusOr<core::Engine::JointDecision> joint =
+      decisions_->DecideAll(calls, core::Unreported::kRelease, &permit_ids);
+  if (!joint.ok()) return joint.status();
+
+  unmatched_.fetch_add(matches.size() - calls.size(),
+                       std::memory_order_relaxed);
+  (joint->admitted ? ok_ : over_limit_).fetch_add(1, std::memory_order_relaxed);
+  ToResponse(matches, *joint, permit_ids, response);
   return absl::OkStatus();
 }
 
