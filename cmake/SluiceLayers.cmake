@@ -4,7 +4,9 @@
 #
 # Layers (an arrow points at what a layer may include and link):
 #
-#   server/core      the pure decision core: absl and the C++ library only.
+#   server/core      the pure decision core: absl and the C++ library only,
+#                    and sluice_enum_lists (wire/enums: macro lists of the
+#                    sluice.v1 enums, a header that includes nothing).
 #                    No proto, gRPC, Redis (hiredis), spdlog, yaml-cpp or
 #                    prometheus, so that it builds without gRPC and runs
 #                    under TSan.

@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "envoy/service/accesslog/v3/als.grpc.pb.h"
 #include "server/core/engine.h"
-#include "server/core/types.h"
+#include "server/core/outcome.h"
 #include "server/rpc/decision_service.h"
 
 namespace sluice::rpc {
