@@ -23,17 +23,13 @@ enum class BreakerOverride : uint8_t {
 // Upper-case names as in the protos ("HALF_OPEN"): the trip cause, the
 // metric labels, the transition log, and the override modes the cluster
 // store writes.
-constexpr absl::string_view BreakerStateName(BreakerState state) {
-  using E = BreakerState;
-  switch (state) { SLUICE_BREAKER_STATE_LIST(SLUICE_ENUM_NAME_CASE) }
-  return "BREAKER_STATE_UNSPECIFIED";
-}
+SLUICE_ENUM_NAME_FUNCTION(BreakerStateName, BreakerState,
+                          SLUICE_BREAKER_STATE_LIST,
+                          "BREAKER_STATE_UNSPECIFIED")
 
-constexpr absl::string_view BreakerOverrideName(BreakerOverride mode) {
-  using E = BreakerOverride;
-  switch (mode) { SLUICE_BREAKER_OVERRIDE_LIST(SLUICE_ENUM_NAME_CASE) }
-  return "BREAKER_OVERRIDE_UNSPECIFIED";
-}
+SLUICE_ENUM_NAME_FUNCTION(BreakerOverrideName, BreakerOverride,
+                          SLUICE_BREAKER_OVERRIDE_LIST,
+                          "BREAKER_OVERRIDE_UNSPECIFIED")
 
 }  // namespace sluice::core
 

@@ -16,11 +16,8 @@ namespace sluice::core {
 enum class Outcome : uint8_t { SLUICE_OUTCOME_LIST(SLUICE_ENUM_ENUMERATOR) };
 
 // "SUCCESS", "FAILURE", ... as in the protos.
-constexpr absl::string_view OutcomeName(Outcome outcome) {
-  using E = Outcome;
-  switch (outcome) { SLUICE_OUTCOME_LIST(SLUICE_ENUM_NAME_CASE) }
-  return "OUTCOME_UNSPECIFIED";
-}
+SLUICE_ENUM_NAME_FUNCTION(OutcomeName, Outcome, SLUICE_OUTCOME_LIST,
+                          "OUTCOME_UNSPECIFIED")
 
 // What a permit that is never reported counts as once it expires.
 enum class Unreported : uint8_t {

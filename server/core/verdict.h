@@ -34,7 +34,12 @@ static_assert(ReasonNumbersAreDense(), "reasons must be numbered 0, 1, 2, ...");
 enum class UnknownDependencyAction : uint8_t { kAllow = 1, kReject = 2 };
 
 // The refusal kinds of SLUICE_REASON_LIST's last column.
-enum class RefusalKind : uint8_t { kNotRefused, kOverLimit, kRefused, kNoPolicy };
+enum class RefusalKind : uint8_t {
+  kNotRefused,
+  kOverLimit,
+  kRefused,
+  kNoPolicy,
+};
 
 constexpr RefusalKind RefusalKindOf(Reason reason) {
   using E = Reason;
@@ -67,17 +72,11 @@ constexpr bool FallbackMayApply(Reason reason) {
 // "NONE" for kNone, where the proto says REASON_UNSPECIFIED. The one source
 // of the names in metric labels, the x-sluice-reason and x-sluice-degraded
 // headers and the logs.
-constexpr absl::string_view VerdictName(Verdict verdict) {
-  using E = Verdict;
-  switch (verdict) { SLUICE_VERDICT_LIST(SLUICE_ENUM_NAME_CASE) }
-  return "VERDICT_UNSPECIFIED";
-}
+SLUICE_ENUM_NAME_FUNCTION(VerdictName, Verdict, SLUICE_VERDICT_LIST,
+                          "VERDICT_UNSPECIFIED")
 
-constexpr absl::string_view ReasonName(Reason reason) {
-  using E = Reason;
-  switch (reason) { SLUICE_REASON_LIST(SLUICE_ENUM_NAME_CASE) }
-  return "REASON_UNSPECIFIED";
-}
+SLUICE_ENUM_NAME_FUNCTION(ReasonName, Reason, SLUICE_REASON_LIST,
+                          "REASON_UNSPECIFIED")
 
 }  // namespace sluice::core
 

@@ -95,6 +95,15 @@
     return name;
 // "+ 1" per row: `0 SLUICE_X_LIST(SLUICE_ENUM_PLUS_ONE)` counts the rows.
 #define SLUICE_ENUM_PLUS_ONE(...) +1
+// Defines `constexpr absl::string_view function(type value)`: the row's
+// name, or `unknown` for a number without a row. The includer includes
+// absl/strings/string_view.h.
+#define SLUICE_ENUM_NAME_FUNCTION(function, type, list, unknown) \
+  constexpr absl::string_view function(type value) {            \
+    using E = type;                                             \
+    switch (value) { list(SLUICE_ENUM_NAME_CASE) }              \
+    return unknown;                                             \
+  }
 // A case of a switch over the proto enum that returns E's value.
 #define SLUICE_ENUM_FROM_PROTO_CASE(enumerator, number, proto, ...) \
   case v1::proto:                                                  \
