@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sluice/v1/admin.pb.h"
 #include "wire/status.h"
 
 namespace sluice::rpc {
