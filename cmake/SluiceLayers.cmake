@@ -4,7 +4,9 @@
 #
 # Layers (an arrow points at what a layer may include and link):
 #
-#   server/core      the pure decision core: absl and the C++ library only.
+#   server/core      the pure decision core: absl and the C++ library only,
+#                    and sluice_enum_lists (wire/enums: macro lists of the
+#                    sluice.v1 enums, a header that includes nothing).
 #                    No proto, gRPC, Redis (hiredis), spdlog, yaml-cpp or
 #                    prometheus, so that it builds without gRPC and runs
 #                    under TSan.
@@ -331,10 +333,14 @@ sluice_external(benchmark "^benchmark::")
 
 # --- The layers, bottom up (docs/architecture.md, "Layers", is this table
 # in words). Every layer above the core may link base; the core may not.
-sluice_layer_rule(core EXTERNAL abseil)
+# enums (wire/enums) is one header of macro lists that includes nothing: the
+# core generates its enums from it, wire checks it against the .proto, and
+# the SDK its conversions.
+sluice_layer_rule(enums)
+sluice_layer_rule(core LAYERS enums EXTERNAL abseil)
 sluice_layer_rule(base EXTERNAL abseil threads cli11)
 sluice_layer_rule(proto EXTERNAL grpc protobuf)
-sluice_layer_rule(wire LAYERS proto base EXTERNAL abseil grpc protobuf)
+sluice_layer_rule(wire LAYERS enums proto base EXTERNAL abseil grpc protobuf)
 sluice_layer_rule(policy LAYERS core wire proto base
   EXTERNAL abseil protobuf yaml-cpp json threads)
 sluice_layer_rule(cluster LAYERS core policy wire base
@@ -350,7 +356,7 @@ sluice_layer_rule(http LAYERS core rpc wire proto base
 sluice_layer_rule(app
   LAYERS core base proto wire policy cluster rpc tree metrics tls http
   EXTERNAL abseil grpc protobuf spdlog cli11 threads)
-sluice_layer_rule(sdk LAYERS wire proto base EXTERNAL abseil grpc protobuf threads)
+sluice_layer_rule(sdk LAYERS enums wire proto base EXTERNAL abseil grpc protobuf threads)
 sluice_layer_rule(examples LAYERS sdk wire base
   EXTERNAL abseil httplib yaml-cpp json threads)
 # The tools: sluice-call, sluice-bench, policy-schema. sluicectl is a layer of
@@ -382,6 +388,7 @@ sluice_layer_directory(server/core core)
 sluice_layer_directory(base base)
 sluice_layer_directory(proto proto)
 sluice_layer_directory(wire wire)
+sluice_layer_directory(wire/enums enums)
 sluice_layer_directory(server/policy policy)
 sluice_layer_directory(server/cluster cluster)
 sluice_layer_directory(server/rpc rpc)

@@ -1,116 +1,60 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "convert.h"
 
+#include "wire/enums/enum_lists.h"
 #include "wire/time.h"
 
 namespace sluice::client::internal {
-namespace {
 
-// The public enums list the proto values in order, so the way out is a
-// cast: Reason and BreakerState from 0 (their unspecified value), Verdict
-// and Outcome from 1. The way in keeps its switches, which map values a
-// newer server may add.
-static_assert(static_cast<int>(Reason::kNone) == v1::REASON_UNSPECIFIED);
-static_assert(static_cast<int>(Reason::kRateLimited) == v1::RATE_LIMITED);
-static_assert(static_cast<int>(Reason::kConcurrencyLimited) ==
-              v1::CONCURRENCY_LIMITED);
-static_assert(static_cast<int>(Reason::kCircuitOpen) == v1::CIRCUIT_OPEN);
-static_assert(static_cast<int>(Reason::kProbeLimit) == v1::PROBE_LIMIT);
-static_assert(static_cast<int>(Reason::kUnknownDependency) ==
-              v1::UNKNOWN_DEPENDENCY);
-static_assert(static_cast<int>(Reason::kStoreUnavailable) ==
-              v1::STORE_UNAVAILABLE);
-static_assert(static_cast<int>(Reason::kAdaptiveThrottled) ==
-              v1::ADAPTIVE_THROTTLED);
-static_assert(static_cast<int>(Reason::kShadow) == v1::SHADOW);
-static_assert(static_cast<int>(Reason::kShadow) == v1::Reason_MAX);
-static_assert(static_cast<int>(BreakerState::kUnknown) ==
-              v1::BREAKER_STATE_UNSPECIFIED);
-static_assert(static_cast<int>(BreakerState::kClosed) == v1::CLOSED);
-static_assert(static_cast<int>(BreakerState::kOpen) == v1::OPEN);
-static_assert(static_cast<int>(BreakerState::kHalfOpen) == v1::HALF_OPEN);
-static_assert(static_cast<int>(BreakerState::kForcedOpen) == v1::FORCED_OPEN);
-static_assert(static_cast<int>(BreakerState::kForcedClosed) ==
-              v1::FORCED_CLOSED);
-static_assert(static_cast<int>(Verdict::kAllow) + 1 == v1::ALLOW);
-static_assert(static_cast<int>(Verdict::kReject) + 1 == v1::REJECT);
-static_assert(static_cast<int>(Verdict::kDegrade) + 1 == v1::DEGRADE);
-static_assert(static_cast<int>(Outcome::kSuccess) + 1 == v1::SUCCESS);
-static_assert(static_cast<int>(Outcome::kFailure) + 1 == v1::FAILURE);
-static_assert(static_cast<int>(Outcome::kTimeout) + 1 == v1::TIMEOUT);
-static_assert(static_cast<int>(Outcome::kCancelled) + 1 == v1::CANCELLED);
-
-}  // namespace
+// Every switch is generated from wire/enums/enum_lists.h, so a row the
+// public enums lack does not compile. The way in maps a value a newer server
+// may add to the enum's neutral value.
 
 Verdict VerdictFromProto(v1::Verdict verdict) {
+  using E = Verdict;
   switch (verdict) {
-    case v1::REJECT:
-      return Verdict::kReject;
-    case v1::DEGRADE:
-      return Verdict::kDegrade;
+    SLUICE_VERDICT_LIST(SLUICE_ENUM_FROM_PROTO_CASE)
     default:
-      // ALLOW, and anything a newer server may add: the caller can always
-      // make an allowed call.
+      // Anything a newer server may add: the caller can always make an
+      // allowed call.
       return Verdict::kAllow;
   }
 }
 
 Reason ReasonFromProto(v1::Reason reason) {
+  using E = Reason;
   switch (reason) {
-    case v1::RATE_LIMITED:
-      return Reason::kRateLimited;
-    case v1::CONCURRENCY_LIMITED:
-      return Reason::kConcurrencyLimited;
-    case v1::CIRCUIT_OPEN:
-      return Reason::kCircuitOpen;
-    case v1::PROBE_LIMIT:
-      return Reason::kProbeLimit;
-    case v1::UNKNOWN_DEPENDENCY:
-      return Reason::kUnknownDependency;
-    case v1::STORE_UNAVAILABLE:
-      return Reason::kStoreUnavailable;
-    case v1::ADAPTIVE_THROTTLED:
-      return Reason::kAdaptiveThrottled;
-    case v1::SHADOW:
-      return Reason::kShadow;
+    SLUICE_REASON_LIST(SLUICE_ENUM_FROM_PROTO_CASE)
     default:
       return Reason::kNone;
   }
 }
 
 BreakerState BreakerStateFromProto(v1::BreakerState state) {
+  using E = BreakerState;
   switch (state) {
-    case v1::CLOSED:
-      return BreakerState::kClosed;
-    case v1::OPEN:
-      return BreakerState::kOpen;
-    case v1::HALF_OPEN:
-      return BreakerState::kHalfOpen;
-    case v1::FORCED_OPEN:
-      return BreakerState::kForcedOpen;
-    case v1::FORCED_CLOSED:
-      return BreakerState::kForcedClosed;
+    SLUICE_BREAKER_STATE_LIST(SLUICE_ENUM_FROM_PROTO_CASE)
     default:
       return BreakerState::kUnknown;
   }
 }
 
+namespace {
+
+Fallback::Strategy StrategyFromProto(v1::Fallback::Strategy strategy) {
+  using E = Fallback::Strategy;
+  switch (strategy) {
+    SLUICE_FALLBACK_STRATEGY_LIST(SLUICE_ENUM_FROM_PROTO_CASE)
+    default:
+      return Fallback::Strategy::kNone;
+  }
+}
+
+}  // namespace
+
 Fallback FallbackFromProto(const v1::Fallback& fallback) {
   Fallback out;
-  switch (fallback.strategy()) {
-    case v1::Fallback::DEFAULT:
-      out.strategy = Fallback::Strategy::kDefault;
-      break;
-    case v1::Fallback::STATIC:
-      out.strategy = Fallback::Strategy::kStatic;
-      break;
-    case v1::Fallback::CACHE:
-      out.strategy = Fallback::Strategy::kCache;
-      break;
-    default:
-      out.strategy = Fallback::Strategy::kNone;
-      break;
-  }
+  out.strategy = StrategyFromProto(fallback.strategy());
   out.payload = fallback.payload();
   out.content_type = fallback.content_type();
   for (int r : fallback.on()) {
@@ -122,21 +66,35 @@ Fallback FallbackFromProto(const v1::Fallback& fallback) {
 }
 
 v1::Verdict VerdictToProto(Verdict verdict) {
-  return static_cast<v1::Verdict>(static_cast<int>(verdict) + 1);
+  using E = Verdict;
+  switch (verdict) { SLUICE_VERDICT_LIST(SLUICE_ENUM_TO_PROTO_CASE) }
+  return v1::VERDICT_UNSPECIFIED;
 }
 
 v1::Reason ReasonToProto(Reason reason) {
-  return static_cast<int>(reason) <= v1::Reason_MAX
-             ? static_cast<v1::Reason>(reason)
-             : v1::REASON_UNSPECIFIED;
+  using E = Reason;
+  switch (reason) {
+    SLUICE_REASON_LIST(SLUICE_ENUM_TO_PROTO_CASE)
+    default:
+      // The SDK-only reasons.
+      return v1::REASON_UNSPECIFIED;
+  }
 }
 
 v1::Outcome OutcomeToProto(Outcome outcome) {
-  return static_cast<v1::Outcome>(static_cast<int>(outcome) + 1);
+  using E = Outcome;
+  switch (outcome) { SLUICE_OUTCOME_LIST(SLUICE_ENUM_TO_PROTO_CASE) }
+  return v1::OUTCOME_UNSPECIFIED;
 }
 
 v1::BreakerState BreakerStateToProto(BreakerState state) {
-  return static_cast<v1::BreakerState>(state);
+  using E = BreakerState;
+  switch (state) {
+    SLUICE_BREAKER_STATE_LIST(SLUICE_ENUM_TO_PROTO_CASE)
+    case BreakerState::kUnknown:
+      break;
+  }
+  return v1::BREAKER_STATE_UNSPECIFIED;
 }
 
 absl::Duration DurationFromProto(const google::protobuf::Duration& d) {

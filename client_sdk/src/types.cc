@@ -1,49 +1,46 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sluice/client/types.h"
 
-#include <string>
-
-#include "convert.h"
 #include "counters.h"
 #include "sluice/client/client.h"
+#include "wire/enums/enum_lists.h"
 
 namespace sluice::client {
 
-namespace {
-
-// The generated *_Name gives "" for a value outside the enum.
-absl::string_view OrUnknown(const std::string& name) {
-  return name.empty() ? absl::string_view("UNKNOWN") : name;
-}
-
-}  // namespace
-
-// The proto's names, except for the values it has none for.
+// The names of wire/enums/enum_lists.h, which the server writes too, and
+// the SDK's own.
 absl::string_view VerdictName(Verdict verdict) {
-  return OrUnknown(v1::Verdict_Name(internal::VerdictToProto(verdict)));
+  using E = Verdict;
+  switch (verdict) { SLUICE_VERDICT_LIST(SLUICE_ENUM_NAME_CASE) }
+  return "UNKNOWN";
 }
 
 absl::string_view ReasonName(Reason reason) {
+  using E = Reason;
   switch (reason) {
-    case Reason::kNone:
-      return "NONE";
+    SLUICE_REASON_LIST(SLUICE_ENUM_NAME_CASE)
     case Reason::kSluiceUnavailable:
       return "SLUICE_UNAVAILABLE";
     case Reason::kCallFailed:
       return "CALL_FAILED";
-    default:
-      return OrUnknown(v1::Reason_Name(internal::ReasonToProto(reason)));
   }
+  return "REASON_UNSPECIFIED";
 }
 
 absl::string_view OutcomeName(Outcome outcome) {
-  return OrUnknown(v1::Outcome_Name(internal::OutcomeToProto(outcome)));
+  using E = Outcome;
+  switch (outcome) { SLUICE_OUTCOME_LIST(SLUICE_ENUM_NAME_CASE) }
+  return "UNKNOWN";
 }
 
 absl::string_view BreakerStateName(BreakerState state) {
-  if (state == BreakerState::kUnknown) return "UNKNOWN";
-  return OrUnknown(
-      v1::BreakerState_Name(internal::BreakerStateToProto(state)));
+  using E = BreakerState;
+  switch (state) {
+    SLUICE_BREAKER_STATE_LIST(SLUICE_ENUM_NAME_CASE)
+    case BreakerState::kUnknown:
+      break;
+  }
+  return "UNKNOWN";
 }
 
 Outcome DefaultClassify(const absl::StatusOr<Response>& result) {

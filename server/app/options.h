@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/core/types.h"
+#include "server/core/verdict.h"
 #include "server/tls/server_tls.h"
 #include "wire/tls.h"
 

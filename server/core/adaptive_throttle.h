@@ -6,8 +6,8 @@
 
 #include "absl/time/time.h"
 #include "server/core/bucket_ring.h"
+#include "server/core/outcome.h"
 #include "server/core/policy_config.h"
-#include "server/core/types.h"
 
 namespace sluice::core {
 

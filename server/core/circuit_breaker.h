@@ -9,10 +9,11 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/core/breaker_state.h"
 #include "server/core/bucket_ring.h"
 #include "server/core/latency_baseline.h"
+#include "server/core/outcome.h"
 #include "server/core/policy_config.h"
-#include "server/core/types.h"
 
 namespace sluice::core {
 

@@ -6,9 +6,10 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "server/core/breaker_state.h"
 #include "server/core/permit_seal.h"
 #include "server/core/policy_config.h"
-#include "server/core/types.h"
+#include "server/core/verdict.h"
 
 namespace sluice::core {
 

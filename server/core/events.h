@@ -7,7 +7,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/core/types.h"
+#include "server/core/breaker_state.h"
 
 namespace sluice::core {
 

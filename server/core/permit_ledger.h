@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "server/core/types.h"
+#include "server/core/outcome.h"
 
 namespace sluice::core {
 

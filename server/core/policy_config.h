@@ -9,9 +9,22 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "server/core/types.h"
+#include "server/core/verdict.h"
+#include "wire/enums/enum_lists.h"
 
 namespace sluice::core {
+
+enum class Scope : uint8_t { kLocal = 1, kCluster = 2 };
+
+enum class RateAlgorithm : uint8_t { kTokenBucket = 1, kSlidingWindow = 2 };
+
+// Generated from wire/enums/enum_lists.h, with the sluice.v1 numbers.
+enum class FallbackStrategy : uint8_t {
+  SLUICE_FALLBACK_STRATEGY_LIST(SLUICE_ENUM_ENUMERATOR)
+};
+enum class StoreFailureMode : uint8_t {
+  SLUICE_STORE_FAILURE_MODE_LIST(SLUICE_ENUM_ENUMERATOR)
+};
 
 // The core's view of one policy. Every default is already resolved and every
 // field already validated by server/policy; the core trusts these values.

@@ -12,8 +12,8 @@
 #include "server/core/adaptive_limit.h"
 #include "server/core/circuit_breaker.h"
 #include "server/core/latency_baseline.h"
+#include "server/core/outcome.h"
 #include "server/core/permit_seal.h"
-#include "server/core/types.h"
 
 // What the engine hands the cluster sync loop once per tick, and what the
 // loop hands back. The core only produces and consumes these plain values;

@@ -14,7 +14,9 @@
 #include "absl/strings/str_split.h"
 #include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
-#include "server/core/types.h"
+#include "server/core/breaker_state.h"
+#include "server/core/outcome.h"
+#include "server/core/verdict.h"
 #include "server/metrics/metric_list.h"
 
 namespace sluice::metrics {

@@ -20,6 +20,7 @@
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "wire/enums/enum_lists.h"
 #include "wire/limits.h"
 #include "wire/status.h"
 #include "wire/time.h"
@@ -483,45 +484,73 @@ absl::Status ConvertBreaker(const Errors& errors, const v1::Breaker& in,
   return absl::OkStatus();
 }
 
-bool IsRefusalReason(v1::Reason r) {
-  switch (r) {
-    case v1::RATE_LIMITED:
-    case v1::CONCURRENCY_LIMITED:
-    case v1::CIRCUIT_OPEN:
-    case v1::PROBE_LIMIT:
-    case v1::STORE_UNAVAILABLE:
-    case v1::ADAPTIVE_THROTTLED:
-      return true;
-    default:
-      return false;
+// The core's reasons carry the proto numbers (wire/enums/enum_lists.h).
+bool IsRefusalReason(int r) {
+  return v1::Reason_IsValid(r) &&
+         core::FallbackMayApply(static_cast<core::Reason>(r));
+}
+
+// "RATE_LIMITED, CONCURRENCY_LIMITED, ...": every reason a fallback may
+// name, in proto order.
+std::string RefusalReasonNames() {
+  std::string names;
+  for (int r = 0; r < core::kReasonCount; ++r) {
+    if (!IsRefusalReason(r)) continue;
+    absl::StrAppend(&names, names.empty() ? "" : ", ",
+                    core::ReasonName(static_cast<core::Reason>(r)));
   }
+  return names;
+}
+
+// The proto enum values other than UNSPECIFIED, generated from
+// wire/enums/enum_lists.h; nullopt for UNSPECIFIED and unknown numbers.
+std::optional<core::FallbackStrategy> StrategyFromProto(int strategy) {
+  using E = core::FallbackStrategy;
+  switch (strategy) {
+    SLUICE_FALLBACK_STRATEGY_LIST(SLUICE_ENUM_FROM_PROTO_CASE)
+    default:
+      return std::nullopt;
+  }
+}
+
+v1::Fallback::Strategy StrategyToProto(core::FallbackStrategy strategy) {
+  using E = core::FallbackStrategy;
+  switch (strategy) { SLUICE_FALLBACK_STRATEGY_LIST(SLUICE_ENUM_TO_PROTO_CASE) }
+  return v1::Fallback::STRATEGY_UNSPECIFIED;
+}
+
+std::optional<core::StoreFailureMode> StoreFailureModeFromProto(int mode) {
+  using E = core::StoreFailureMode;
+  switch (mode) {
+    SLUICE_STORE_FAILURE_MODE_LIST(SLUICE_ENUM_FROM_PROTO_CASE)
+    default:
+      return std::nullopt;
+  }
+}
+
+v1::Policy::StoreFailureMode StoreFailureModeToProto(
+    core::StoreFailureMode mode) {
+  using E = core::StoreFailureMode;
+  switch (mode) { SLUICE_STORE_FAILURE_MODE_LIST(SLUICE_ENUM_TO_PROTO_CASE) }
+  return v1::Policy::STORE_FAILURE_MODE_UNSPECIFIED;
 }
 
 absl::Status ConvertFallback(const Errors& errors, const v1::Fallback& in,
                              core::FallbackConfig* out) {
-  switch (in.strategy()) {
-    case v1::Fallback::NONE:
-      out->strategy = core::FallbackStrategy::kNone;
-      break;
-    case v1::Fallback::DEFAULT:
-      out->strategy = core::FallbackStrategy::kDefault;
-      break;
-    case v1::Fallback::STATIC:
-      out->strategy = core::FallbackStrategy::kStatic;
-      break;
-    case v1::Fallback::CACHE:
-      out->strategy = core::FallbackStrategy::kCache;
-      break;
-    case v1::Fallback::STRATEGY_UNSPECIFIED:
-      // A fallback block without a strategy is almost surely a mistake; an
-      // absent block already means NONE.
-      return errors.Bad("fallback.strategy",
-                        "must be set to NONE, DEFAULT, STATIC or CACHE");
-    default:
-      return errors.Bad("fallback.strategy",
-                        "must be NONE, DEFAULT, STATIC or CACHE",
-                        absl::StrCat(static_cast<int>(in.strategy())));
+  if (in.strategy() == v1::Fallback::STRATEGY_UNSPECIFIED) {
+    // A fallback block without a strategy is almost surely a mistake; an
+    // absent block already means NONE.
+    return errors.Bad("fallback.strategy",
+                      "must be set to NONE, DEFAULT, STATIC or CACHE");
   }
+  const std::optional<core::FallbackStrategy> strategy =
+      StrategyFromProto(in.strategy());
+  if (!strategy.has_value()) {
+    return errors.Bad("fallback.strategy",
+                      "must be NONE, DEFAULT, STATIC or CACHE",
+                      absl::StrCat(static_cast<int>(in.strategy())));
+  }
+  out->strategy = *strategy;
   const bool uses_payload = out->strategy == core::FallbackStrategy::kStatic ||
                             out->strategy == core::FallbackStrategy::kCache;
   if (in.payload().size() > kMaxPayloadBytes) {
@@ -541,19 +570,18 @@ absl::Status ConvertFallback(const Errors& errors, const v1::Fallback& in,
 
   out->on_mask = 0;
   for (int i = 0; i < in.on_size(); ++i) {
-    const auto reason = static_cast<v1::Reason>(in.on(i));
+    const int reason = in.on(i);
     if (!IsRefusalReason(reason)) {
-      const std::string name = v1::Reason_IsValid(reason)
-                                   ? v1::Reason_Name(reason)
-                                   : absl::StrCat(static_cast<int>(reason));
-      return errors.Bad(
-          absl::StrCat("fallback.on[", i, "]"),
-          "must be a refusal reason (RATE_LIMITED, CONCURRENCY_LIMITED, "
-          "CIRCUIT_OPEN, PROBE_LIMIT, STORE_UNAVAILABLE, ADAPTIVE_THROTTLED)",
-          name);
+      const std::string name =
+          v1::Reason_IsValid(reason)
+              ? v1::Reason_Name(static_cast<v1::Reason>(reason))
+              : absl::StrCat(reason);
+      return errors.Bad(absl::StrCat("fallback.on[", i, "]"),
+                        absl::StrCat("must be a refusal reason (",
+                                     RefusalReasonNames(), ")"),
+                        name);
     }
-    // Proto and core reason values are equal by design.
-    out->on_mask |= uint32_t{1} << static_cast<int>(reason);
+    out->on_mask |= uint32_t{1} << reason;
   }
 
   out->cache_ttl = absl::ZeroDuration();
@@ -970,21 +998,16 @@ absl::StatusOr<core::PolicyConfig> ToConfig(const v1::Policy& policy) {
         ConvertFallback(errors, policy.fallback(), &config.fallback));
   }
 
-  switch (policy.on_store_failure()) {
-    case v1::Policy::STORE_FAILURE_MODE_UNSPECIFIED:
-    case v1::Policy::FAIL_OPEN:
-      config.on_store_failure = core::StoreFailureMode::kFailOpen;
-      break;
-    case v1::Policy::LOCAL:
-      config.on_store_failure = core::StoreFailureMode::kLocal;
-      break;
-    case v1::Policy::FAIL_CLOSED:
-      config.on_store_failure = core::StoreFailureMode::kFailClosed;
-      break;
-    default:
-      return errors.Bad(
-          "on_store_failure", "must be FAIL_OPEN, LOCAL or FAIL_CLOSED",
-          absl::StrCat(static_cast<int>(policy.on_store_failure())));
+  if (policy.on_store_failure() ==
+      v1::Policy::STORE_FAILURE_MODE_UNSPECIFIED) {
+    config.on_store_failure = core::StoreFailureMode::kFailOpen;
+  } else if (const std::optional<core::StoreFailureMode> mode =
+                 StoreFailureModeFromProto(policy.on_store_failure())) {
+    config.on_store_failure = *mode;
+  } else {
+    return errors.Bad(
+        "on_store_failure", "must be FAIL_OPEN, LOCAL or FAIL_CLOSED",
+        absl::StrCat(static_cast<int>(policy.on_store_failure())));
   }
 
   config.shadow = policy.shadow();
@@ -1092,20 +1115,7 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
 
   const core::FallbackConfig& fb = config.fallback;
   v1::Fallback* fallback = out.mutable_fallback();
-  switch (fb.strategy) {
-    case core::FallbackStrategy::kNone:
-      fallback->set_strategy(v1::Fallback::NONE);
-      break;
-    case core::FallbackStrategy::kDefault:
-      fallback->set_strategy(v1::Fallback::DEFAULT);
-      break;
-    case core::FallbackStrategy::kStatic:
-      fallback->set_strategy(v1::Fallback::STATIC);
-      break;
-    case core::FallbackStrategy::kCache:
-      fallback->set_strategy(v1::Fallback::CACHE);
-      break;
-  }
+  fallback->set_strategy(StrategyToProto(fb.strategy));
   fallback->set_payload(fb.payload);
   fallback->set_content_type(fb.content_type);
   for (int r = 0; r < core::kReasonCount; ++r) {
@@ -1124,17 +1134,7 @@ v1::Policy FromConfig(const core::PolicyConfig& config) {
     fallback->set_http_status(static_cast<uint32_t>(fb.http_status));
   }
 
-  switch (config.on_store_failure) {
-    case core::StoreFailureMode::kFailOpen:
-      out.set_on_store_failure(v1::Policy::FAIL_OPEN);
-      break;
-    case core::StoreFailureMode::kLocal:
-      out.set_on_store_failure(v1::Policy::LOCAL);
-      break;
-    case core::StoreFailureMode::kFailClosed:
-      out.set_on_store_failure(v1::Policy::FAIL_CLOSED);
-      break;
-  }
+  out.set_on_store_failure(StoreFailureModeToProto(config.on_store_failure));
   out.set_shadow(config.shadow);
   out.set_per_key(config.per_key);
   out.set_max_keys(config.max_keys);

@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "envoy/service/accesslog/v3/als.grpc.pb.h"
 #include "server/core/engine.h"
-#include "server/core/types.h"
+#include "server/core/outcome.h"
 #include "server/rpc/decision_service.h"
 #include "server/rpc/open_streams.h"
 

@@ -13,8 +13,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/core/breaker_state.h"
 #include "server/core/events.h"
-#include "server/core/types.h"
 #include "sluice/v1/admin.pb.h"
 
 namespace sluice::rpc {

@@ -12,44 +12,9 @@
 namespace sluice::rpc {
 namespace {
 
-// The core enums carry the proto numbers, so conversion is a static_cast;
-// these checks keep the two in step.
-static_assert(static_cast<int>(core::Verdict::kAllow) == v1::ALLOW);
-static_assert(static_cast<int>(core::Verdict::kReject) == v1::REJECT);
-static_assert(static_cast<int>(core::Verdict::kDegrade) == v1::DEGRADE);
-static_assert(static_cast<int>(core::Reason::kNone) == v1::REASON_UNSPECIFIED);
-static_assert(static_cast<int>(core::Reason::kRateLimited) == v1::RATE_LIMITED);
-static_assert(static_cast<int>(core::Reason::kConcurrencyLimited) ==
-              v1::CONCURRENCY_LIMITED);
-static_assert(static_cast<int>(core::Reason::kCircuitOpen) == v1::CIRCUIT_OPEN);
-static_assert(static_cast<int>(core::Reason::kProbeLimit) == v1::PROBE_LIMIT);
-static_assert(static_cast<int>(core::Reason::kUnknownDependency) ==
-              v1::UNKNOWN_DEPENDENCY);
-static_assert(static_cast<int>(core::Reason::kStoreUnavailable) ==
-              v1::STORE_UNAVAILABLE);
-static_assert(static_cast<int>(core::Reason::kAdaptiveThrottled) ==
-              v1::ADAPTIVE_THROTTLED);
-static_assert(static_cast<int>(core::Reason::kShadow) == v1::SHADOW);
-static_assert(core::kReasonCount == v1::Reason_ARRAYSIZE);
-static_assert(static_cast<int>(core::BreakerState::kClosed) == v1::CLOSED);
-static_assert(static_cast<int>(core::BreakerState::kOpen) == v1::OPEN);
-static_assert(static_cast<int>(core::BreakerState::kHalfOpen) == v1::HALF_OPEN);
-static_assert(static_cast<int>(core::BreakerState::kForcedOpen) ==
-              v1::FORCED_OPEN);
-static_assert(static_cast<int>(core::BreakerState::kForcedClosed) ==
-              v1::FORCED_CLOSED);
-static_assert(static_cast<int>(core::Outcome::kSuccess) == v1::SUCCESS);
-static_assert(static_cast<int>(core::Outcome::kFailure) == v1::FAILURE);
-static_assert(static_cast<int>(core::Outcome::kTimeout) == v1::TIMEOUT);
-static_assert(static_cast<int>(core::Outcome::kCancelled) == v1::CANCELLED);
-static_assert(static_cast<int>(core::FallbackStrategy::kNone) ==
-              v1::Fallback::NONE);
-static_assert(static_cast<int>(core::FallbackStrategy::kDefault) ==
-              v1::Fallback::DEFAULT);
-static_assert(static_cast<int>(core::FallbackStrategy::kStatic) ==
-              v1::Fallback::STATIC);
-static_assert(static_cast<int>(core::FallbackStrategy::kCache) ==
-              v1::Fallback::CACHE);
+// The core's enums are generated from wire/enums/enum_lists.h, whose rows
+// wire/enum_lists_check.cc checks against the protos: the numbers are equal,
+// so conversion either way is a static_cast.
 static_assert(kMaxPermits == core::Dependency::kMaxPermits);
 
 void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {

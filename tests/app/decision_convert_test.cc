@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sluice/v1/admin.pb.h"
 #include "wire/status.h"
 
 namespace sluice::rpc {
@@ -191,6 +192,57 @@ TEST(DecisionToProtoTest, CopiesFallbackOnDegradeAndForFailedCalls) {
   v1::AcquireResponse plain;
   DecisionToProto(decision, &plain);
   EXPECT_FALSE(plain.has_fallback());
+}
+
+// The names Sluice writes in headers, metric labels and logs (the core's,
+// from wire/enums/enum_lists.h) are protoc's names, which the JSON API
+// prints: the one exception is the reason of a plain ALLOW.
+TEST(EnumNamesTest, AreProtocNamesExceptNoneForAPlainAllow) {
+  for (int r = 0; r < core::kReasonCount; ++r) {
+    const auto reason = static_cast<core::Reason>(r);
+    EXPECT_EQ(core::ReasonName(reason),
+              r == 0 ? "NONE" : v1::Reason_Name(static_cast<v1::Reason>(r)));
+  }
+  EXPECT_EQ(core::ReasonName(static_cast<core::Reason>(core::kReasonCount)),
+            "REASON_UNSPECIFIED");
+  for (int v = 1; v <= v1::Verdict_MAX; ++v) {
+    EXPECT_EQ(core::VerdictName(static_cast<core::Verdict>(v)),
+              v1::Verdict_Name(static_cast<v1::Verdict>(v)));
+  }
+  for (int s = 1; s <= v1::BreakerState_MAX; ++s) {
+    EXPECT_EQ(core::BreakerStateName(static_cast<core::BreakerState>(s)),
+              v1::BreakerState_Name(static_cast<v1::BreakerState>(s)));
+  }
+  for (int o = 1; o <= v1::Outcome_MAX; ++o) {
+    EXPECT_EQ(core::OutcomeName(static_cast<core::Outcome>(o)),
+              v1::Outcome_Name(static_cast<v1::Outcome>(o)));
+  }
+  for (int m = 1; m <= v1::BreakerOverride_MAX; ++m) {
+    EXPECT_EQ(core::BreakerOverrideName(static_cast<core::BreakerOverride>(m)),
+              v1::BreakerOverride_Name(static_cast<v1::BreakerOverride>(m)));
+  }
+}
+
+// The kinds of refusal in the reason list: which status a refusal answers
+// and which reasons a fallback may name.
+TEST(EnumNamesTest, RefusalKindsGiveTheStatusAndTheFallbackReasons) {
+  EXPECT_EQ(core::RefusalHttpStatus(core::Reason::kRateLimited), 429);
+  EXPECT_EQ(core::RefusalHttpStatus(core::Reason::kConcurrencyLimited), 429);
+  EXPECT_EQ(core::RefusalHttpStatus(core::Reason::kCircuitOpen), 503);
+  EXPECT_EQ(core::RefusalHttpStatus(core::Reason::kUnknownDependency), 503);
+  EXPECT_EQ(core::RefusalHttpStatus(core::Reason::kAdaptiveThrottled), 503);
+  std::vector<std::string> may_apply;
+  for (int r = 0; r < core::kReasonCount; ++r) {
+    const auto reason = static_cast<core::Reason>(r);
+    if (core::FallbackMayApply(reason)) {
+      may_apply.emplace_back(core::ReasonName(reason));
+    }
+  }
+  EXPECT_THAT(may_apply,
+              ::testing::ElementsAre("RATE_LIMITED", "CONCURRENCY_LIMITED",
+                                     "CIRCUIT_OPEN", "PROBE_LIMIT",
+                                     "STORE_UNAVAILABLE",
+                                     "ADAPTIVE_THROTTLED"));
 }
 
 TEST(StatusConvertTest, KeepsCodeAndMessage) {

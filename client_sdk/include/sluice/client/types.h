@@ -10,6 +10,11 @@
 
 namespace sluice::client {
 
+// The enums below mirror the lists of wire/enums/enum_lists.h, enumerator
+// for enumerator (their numbers may differ): the SDK's conversions and names
+// are generated from those lists and do not compile while a row has no
+// enumerator here.
+
 // What the gateway should do with a call (sluice.v1.Verdict).
 enum class Verdict {
   kAllow,    // Make the call, then report it.
