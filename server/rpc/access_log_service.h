@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "base/stats.h"
 #include "envoy/service/accesslog/v3/als.grpc.pb.h"
 #include "server/core/engine.h"
 #include "server/core/types.h"
@@ -61,7 +62,8 @@ bool PercentDecode(absl::string_view encoded, std::string* out);
 class AccessLogServiceImpl final
     : public envoy::service::accesslog::v3::AccessLogService::
           WithRawCallbackMethod_StreamAccessLogs<
-              envoy::service::accesslog::v3::AccessLogService::Service> {
+              envoy::service::accesslog::v3::AccessLogService::Service>,
+      public base::StatsSource {
  public:
   // Entries since start, by what became of them, for the metrics.
   struct Totals {
@@ -88,6 +90,8 @@ class AccessLogServiceImpl final
       Totals* stream_totals);
 
   Totals totals() const;
+  // totals() as sluice_access_log_entries_total.
+  void WriteStats(base::StatsWriter& out) const override;
   // Access-log streams open now.
   int64_t open_streams() const ABSL_LOCKS_EXCLUDED(mu_);
   // Ends every stream, now and from now on, after the message it is

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "base/stats.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "server/core/engine.h"
 #include "server/core/policy_config.h"
@@ -86,7 +87,8 @@ class DescriptorIndex {
 class RateLimitServiceImpl final
     : public envoy::service::ratelimit::v3::RateLimitService::
           WithRawCallbackMethod_ShouldRateLimit<
-              envoy::service::ratelimit::v3::RateLimitService::Service> {
+              envoy::service::ratelimit::v3::RateLimitService::Service>,
+      public base::StatsSource {
  public:
   // Totals since start, for the metrics.
   struct Totals {
@@ -110,6 +112,8 @@ class RateLimitServiceImpl final
       envoy::service::ratelimit::v3::RateLimitResponse* response);
 
   Totals totals() const;
+  // totals() as the sluice_rls_* metrics.
+  void WriteStats(base::StatsWriter& out) const override;
 
   static constexpr int kMaxDescriptors = 64;
   static constexpr int kMaxEntries = 64;
