@@ -327,8 +327,6 @@ TEST_F(MetricsTest, WritesTheListDoesNotDeclareAreRefused) {
           "sluice_tls_reloads_total: written as a gauge, declared otherwise",
           "sluice_policy_reloads_total: its label names differ from "
           "metric_list.h's",
-          "sluice_policy_reloads_total: its label names differ from "
-          "metric_list.h's",
           "sluice_store_errors_total: its label names differ from "
           "metric_list.h's"));
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -235,8 +236,8 @@ TEST_F(StandaloneServerTest, EveryComponentExportsOnlyListedMetrics) {
         "sluice_http_connections", "sluice_tls_reloads_total",
         "sluice_policy_reloads_total", "sluice_admin_token_reloads_total",
         "sluice_state_file_writes_total"}) {
-    EXPECT_THAT(body, HasSubstr(absl::StrCat("\n", written_by_a_component,
-                                             "{")))
+    EXPECT_TRUE(absl::StrContains(
+        body, absl::StrCat("# TYPE ", written_by_a_component, " ")))
         << written_by_a_component;
   }
   EXPECT_THAT(body, Not(HasSubstr("sluice_store_up")));
@@ -338,7 +339,8 @@ TEST_F(ClusterServerTest, TheSyncLoopAndTheLedgerExportOnlyListedMetrics) {
   for (const char* written_by_a_component :
        {"sluice_store_up", "sluice_sync_ticks_total", "sluice_leaves",
         "sluice_leaf_ticks_total", "sluice_lease_units"}) {
-    EXPECT_THAT(body, HasSubstr(absl::StrCat("\n", written_by_a_component)))
+    EXPECT_TRUE(absl::StrContains(
+        body, absl::StrCat("# TYPE ", written_by_a_component, " ")))
         << written_by_a_component;
   }
   EXPECT_THAT(body, Not(HasSubstr("sluice_upstream_info")));
