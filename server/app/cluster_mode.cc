@@ -177,34 +177,6 @@ std::string ClusterMode::GrantSource() const {
   return store_ != nullptr ? store_->Describe() : "";
 }
 
-metrics::LeavesSnapshot ClusterMode::LeavesMetrics() const {
-  const cluster::LedgerStats stats = ledger_->stats();
-  metrics::LeavesSnapshot s;
-  s.leaves = stats.leaves;
-  s.ticks = {{"ok", stats.leaf_ticks},
-             {"stale", stats.refused_stale},
-             {"unavailable", stats.refused_unavailable},
-             {"too_many", stats.refused_too_many},
-             {"invalid", stats.refused_invalid}};
-  for (const auto& [resource, index] :
-       {std::pair<const char*, int>{"rate", core::kRateUnits},
-        {"slots", core::kSlotUnits}}) {
-    metrics::LeavesSnapshot::Units u;
-    u.resource = resource;
-    u.granted = stats.pool_units[index];
-    u.leaves = stats.leaf_units[index];
-    u.self = stats.self_units[index];
-    s.units.push_back(std::move(u));
-  }
-  s.breaker_reports = {{"accepted", stats.breaker_accepted},
-                       {"refused", stats.breaker_refused},
-                       {"upstream_refused", stats.breaker_upstream_refused}};
-  s.forwarded = {{"delivered", stats.forwarded_delivered},
-                 {"upstream", stats.forwarded_upstream},
-                 {"dropped", stats.forwarded_dropped}};
-  return s;
-}
-
 void ClusterMode::ConfigureEngine(core::Engine::Options* options) const {
   options->cluster = true;
   // A report that reached another replica arrives here within two ticks.
@@ -323,36 +295,9 @@ absl::Status ClusterMode::OnPoliciesFileChanged(const std::string& path,
   return absl::OkStatus();
 }
 
-std::optional<metrics::SyncSnapshot> ClusterMode::sync_snapshot() const {
-  if (sync_loop_ == nullptr) return std::nullopt;
-  const cluster::SyncStats stats = sync_loop_->stats();
-  metrics::SyncSnapshot s;
-  s.store_up = stats.store_up;
-  s.ticks = stats.ticks;
-  s.failures = stats.failures;
-  s.live_replicas = stats.live_replicas;
-  s.last_tick_duration = stats.last_tick_duration;
-  s.reports_forwarded = stats.reports_forwarded;
-  s.reports_received = stats.reports_received;
-  s.reports_not_forwarded = stats.reports_not_forwarded;
-  s.clock_offset = stats.clock_offset;
-  s.store_resets = stats.store_resets;
-  s.quiet_policies = stats.quiet_policies;
-  const cluster::StoreStatus status = store_->status();
-  s.store_endpoint = status.endpoint;
-  s.store_errors.assign(status.errors.begin(), status.errors.end());
-  s.store_events.assign(status.events.begin(), status.events.end());
-  if (upstream_ != nullptr) {
-    const tree::UpstreamStats upstream = upstream_->stats();
-    metrics::UpstreamSnapshot u;
-    u.target = upstream_target_;
-    u.peer = upstream.peer;
-    u.moves = upstream.moves;
-    u.last_round_trip = upstream.last_round_trip;
-    s.upstream = std::move(u);
-  }
-  if (ledger_ != nullptr) s.leaves = LeavesMetrics();
-  return s;
+std::vector<const base::StatsSource*> ClusterMode::stats_sources() const {
+  if (sync_loop_ == nullptr) return {};
+  return {sync_loop_.get(), tick_store()};
 }
 
 absl::Status ClusterMode::SyncNow() {

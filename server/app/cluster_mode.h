@@ -3,7 +3,6 @@
 #define SLUICE_SERVER_APP_CLUSTER_MODE_H_
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,7 +65,9 @@ class ClusterMode final : public Mode {
   std::string admin_note() const override;
   absl::Status OnPoliciesFileChanged(const std::string& path,
                                      const std::string& contents) override;
-  std::optional<metrics::SyncSnapshot> sync_snapshot() const override;
+  // The sync loop and the store it ticks through (with a leaf's upstream
+  // or a central replica's leaves).
+  std::vector<const base::StatsSource*> stats_sources() const override;
   absl::Status SyncNow() override;
   // Stops the sync thread; its last tick carries the final counts and gives
   // this replica's grants back.
@@ -93,8 +94,6 @@ class ClusterMode final : public Mode {
   // Where the grants come from, for GetState: "redis HOST:PORT" or
   // "upstream TARGET (peer ADDRESS)".
   std::string GrantSource() const;
-  // The ledger's leaves as the metrics see them.
-  metrics::LeavesSnapshot LeavesMetrics() const;
 
   const absl::Duration sync_interval_;
   const uint32_t expected_replicas_;

@@ -4,17 +4,16 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/stats.h"
 #include "server/app/options.h"
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
 #include "server/core/events.h"
-#include "server/metrics/metrics.h"
 #include "server/policy/policy_store.h"
 #include "server/rpc/admin_backend.h"
 #include "server/rpc/admin_events.h"
@@ -70,14 +69,10 @@ class Mode : public core::EventSink {
   virtual absl::Status OnPoliciesFileChanged(const std::string& path,
                                              const std::string& contents) = 0;
 
-  // The sync loop's state for the metrics; nullopt hides the store metrics.
-  virtual std::optional<metrics::SyncSnapshot> sync_snapshot() const = 0;
-  // The state file's writes for the metrics; nullopt (no --state-file)
-  // hides them.
-  virtual std::optional<metrics::StateFileSnapshot> state_file_snapshot()
-      const {
-    return std::nullopt;
-  }
+  // What the mode exports to the metrics, once Start succeeded: cluster
+  // mode's sync loop and store, standalone mode's state file keeper (with
+  // --state-file). They live as long as the mode.
+  virtual std::vector<const base::StatsSource*> stats_sources() const = 0;
 
   // One cluster sync tick on the caller's thread, for tests that run the
   // server without its sync thread. FAILED_PRECONDITION standalone.

@@ -146,6 +146,15 @@ PolicyReloads::Stats PolicyReloads::stats() const {
   return stats_;
 }
 
+void PolicyReloads::WriteStats(base::StatsWriter& out) const {
+  const Stats s = stats();
+  out.Counter("sluice_policy_reloads_total", {{"result", "ok"}},
+              static_cast<double>(s.ok));
+  out.Counter("sluice_policy_reloads_total", {{"result", "error"}},
+              static_cast<double>(s.error));
+  out.Gauge("sluice_policy_reload_last_error", s.last_failed ? 1 : 0);
+}
+
 std::unique_ptr<policy::FileWatcher> WatchPoliciesFile(
     const ServerOptions& options, const std::string& initial_contents,
     Mode* mode, PolicyReloads* reloads) {

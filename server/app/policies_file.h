@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/stats.h"
 #include "server/app/mode.h"
 #include "server/app/options.h"
 #include "server/policy/file_watcher.h"
@@ -68,7 +69,7 @@ PoliciesFileCheck CheckPoliciesFile(const std::string& path);
 // new policies are in force, or in cluster mode seed the store) or error
 // (unreadable or rejected; the previous policies stay). Safe for concurrent
 // use.
-class PolicyReloads {
+class PolicyReloads final : public base::StatsSource {
  public:
   struct Stats {
     uint64_t ok = 0;
@@ -79,6 +80,10 @@ class PolicyReloads {
 
   void Record(const absl::Status& result) ABSL_LOCKS_EXCLUDED(mu_);
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // stats() as sluice_policy_reloads_total and
+  // sluice_policy_reload_last_error.
+  void WriteStats(base::StatsWriter& out) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable absl::Mutex mu_;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/stats.h"
 #include "server/app/policies_file.h"
 #include "server/http/decision_api.h"
 #include "server/app/unix_socket.h"
@@ -44,7 +45,7 @@ Server::Server(Options options, Dependencies dependencies)
       metrics_listener_(dependencies.metrics_listener),
       mode_(MakeMode(options_, clock_, std::move(dependencies.store_factory),
                      replica_id_, dependencies.sync_thread)),
-      metrics_(MetricsSources()),
+      metrics_(&engine_),
       sink_({mode_.get(), &metrics_, &events_, &log_sink_}),
       engine_(clock_, EngineOptions(), &sink_),
       policies_(&engine_),
@@ -65,101 +66,20 @@ core::Engine::Options Server::EngineOptions() const {
   return engine_options;
 }
 
-metrics::Sources Server::MetricsSources() {
-  metrics::Sources sources;
-  sources.engine = &engine_;
-  sources.sync = [this] { return mode_->sync_snapshot(); };
-  sources.state_file = [this] { return mode_->state_file_snapshot(); };
-  sources.unknown_decisions = [this] { return engine_.UnknownDecisions(); };
-  sources.events_dropped = [this] { return events_.dropped(); };
-  sources.watchers = [this] { return events_.watchers(); };
-  sources.decide_streams = [this] {
-    return static_cast<uint64_t>(decision_service_.open_streams());
-  };
-  sources.rate_limit = [this] {
-    const rpc::RateLimitServiceImpl::Totals t = rate_limit_service_.totals();
-    metrics::RateLimitTotals out;
-    out.ok = t.ok;
-    out.over_limit = t.over_limit;
-    out.invalid = t.invalid;
-    out.unmatched = t.unmatched;
-    return out;
-  };
-  sources.ext_authz = [this] {
-    const rpc::AuthorizationServiceImpl::Totals t = ext_authz_service_.totals();
-    metrics::ExtAuthzTotals out;
-    out.allow = t.allow;
-    out.refuse = t.refuse;
-    out.degrade = t.degrade;
-    out.unmatched = t.unmatched;
-    out.invalid = t.invalid;
-    return out;
-  };
-  sources.access_log = [this] {
-    const rpc::AccessLogServiceImpl::Totals t = access_log_service_.totals();
-    metrics::AccessLogTotals out;
-    out.settled = t.settled;
-    out.no_permit = t.no_permit;
-    out.unknown_permit = t.unknown_permit;
-    out.invalid = t.invalid;
-    return out;
-  };
-  // Set before the metrics listener starts, so a scrape sees it or nullptr.
-  sources.http = [this]() -> std::optional<metrics::HttpSnapshot> {
-    if (http_server_ == nullptr) return std::nullopt;
-    const http::HttpStats stats = http_server_->Stats();
-    metrics::HttpSnapshot snapshot;
-    snapshot.requests.reserve(stats.requests.size());
-    for (const http::RequestCounters::Count& c : stats.requests) {
-      snapshot.requests.push_back(
-          {std::string(http::EndpointLabel(c.endpoint)), c.code, c.count});
-    }
-    snapshot.active_connections =
-        static_cast<uint64_t>(stats.connections - stats.idle);
-    snapshot.idle_connections = static_cast<uint64_t>(stats.idle);
-    snapshot.waiting_connections = static_cast<uint64_t>(stats.waiting);
-    snapshot.connections_shed = stats.shed;
-    snapshot.connections_refused = stats.refused;
-    snapshot.timeouts = {{"handshake", stats.timeouts_handshake},
-                         {"head", stats.timeouts_head},
-                         {"body", stats.timeouts_body},
-                         {"write", stats.timeouts_write},
-                         {"idle", stats.timeouts_idle}};
-    snapshot.rejected_framing = stats.rejected_framing;
-    snapshot.rejected_limits = stats.rejected_limits;
-    return snapshot;
-  };
-  // Set before the metrics listener starts, like http.
-  sources.admin_token = [this]() -> std::optional<metrics::AdminTokenSnapshot> {
-    if (admin_server_ == nullptr) return std::nullopt;
-    const std::optional<rpc::AdminTokenFile::Stats> reloads =
-        admin_server_->token_reloads();
-    if (!reloads.has_value()) return std::nullopt;
-    metrics::AdminTokenSnapshot snapshot;
-    snapshot.reloads_ok = reloads->ok;
-    snapshot.reloads_error = reloads->error;
-    return snapshot;
-  };
-  sources.policy_reloads =
-      [this]() -> std::optional<metrics::PolicyReloadSnapshot> {
-    if (options_.policies_path.empty()) return std::nullopt;
-    const PolicyReloads::Stats stats = policy_reloads_.stats();
-    metrics::PolicyReloadSnapshot snapshot;
-    snapshot.ok = stats.ok;
-    snapshot.error = stats.error;
-    snapshot.last_failed = stats.last_failed;
-    return snapshot;
-  };
-  sources.tls = [this]() -> std::optional<metrics::TlsSnapshot> {
-    if (tls_ == nullptr) return std::nullopt;
-    const tls::TlsStats stats = tls_->stats();
-    metrics::TlsSnapshot snapshot;
-    snapshot.not_after = stats.certificate.not_after;
-    snapshot.reloads = stats.reloads;
-    snapshot.reload_failures = stats.reload_failures;
-    return snapshot;
-  };
-  return sources;
+void Server::AddStatsSources() {
+  std::vector<const base::StatsSource*> sources = {
+      &events_, &decision_service_, &rate_limit_service_, &ext_authz_service_,
+      &access_log_service_};
+  for (const base::StatsSource* source : mode_->stats_sources()) {
+    sources.push_back(source);
+  }
+  if (!options_.policies_path.empty()) sources.push_back(&policy_reloads_);
+  if (tls_ != nullptr) sources.push_back(tls_.get());
+  if (http_server_ != nullptr) sources.push_back(http_server_.get());
+  if (admin_server_->token_file() != nullptr) {
+    sources.push_back(admin_server_->token_file());
+  }
+  for (const base::StatsSource* source : sources) metrics_.AddSource(source);
 }
 
 absl::Status Server::BuildAndStart() {
@@ -354,6 +274,7 @@ absl::Status Server::StartOperatorSurfaces() {
       });
   if (!admin_socket.ok()) return admin_socket.status();
   if (admin_socket->has_value()) sockets_.push_back(**std::move(admin_socket));
+  AddStatsSources();
   if (metrics_listener_) {
     absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics =
         metrics::MetricsServer::Start(options_.metrics_listen, &metrics_);

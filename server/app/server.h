@@ -114,6 +114,10 @@ class Server {
   std::shared_ptr<grpc::Channel> InProcessChannel();
   std::shared_ptr<grpc::Channel> AdminInProcessChannel();
 
+  // What /metrics serves, for tests that run without its listener (and
+  // check refused_writes: every component's metric is in the list).
+  const metrics::Metrics& metrics() const { return metrics_; }
+
   // One cluster sync tick on the caller's thread, for tests that set
   // Dependencies::sync_thread to false. FAILED_PRECONDITION standalone.
   absl::Status SyncNow();
@@ -122,7 +126,10 @@ class Server {
   core::Engine::Options EngineOptions() const;
   // BuildAndStart's work, once it has claimed the start.
   absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
-  metrics::Sources MetricsSources();
+  // Registers with metrics_ every component that exports its own counters
+  // and was started (the HTTP API only with --http-listen, ...); once,
+  // before /metrics is served.
+  void AddStatsSources();
   // Runs `start`, which binds `address`; for "unix:PATH" it first claims
   // the path (UnixSocketClaim::Take) and then sets the socket's mode.
   // Returns the claim to release once the listener has shut down, if any.
@@ -155,7 +162,9 @@ class Server {
   rpc::EventHub events_;
   const bool metrics_listener_;
   const std::unique_ptr<Mode> mode_;
-  // Observes the engine below, which it reads only when scraped.
+  // Observes the engine below, which it reads only when scraped, and the
+  // components AddStatsSources gives it, which outlive every scrape (the
+  // metrics server stops first).
   metrics::Metrics metrics_;
   LoggingEventSink log_sink_;
   // The engine's observers: the mode first (a cluster nudges its sync loop),

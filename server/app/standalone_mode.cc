@@ -36,16 +36,10 @@ absl::Status StandaloneMode::Start(
   return absl::OkStatus();
 }
 
-std::optional<metrics::StateFileSnapshot>
-StandaloneMode::state_file_snapshot() const {
-  // Set in Start, before the metrics are served, and never reset.
-  if (state_keeper_ == nullptr) return std::nullopt;
-  const StateFileKeeper::Stats stats = state_keeper_->stats();
-  metrics::StateFileSnapshot out;
-  out.writes = stats.writes;
-  out.failures = stats.failures;
-  out.last_write = stats.last_write;
-  return out;
+std::vector<const base::StatsSource*> StandaloneMode::stats_sources() const {
+  // Set in Start and never reset.
+  if (state_keeper_ == nullptr) return {};
+  return {state_keeper_.get()};
 }
 
 void StandaloneMode::Stop() {

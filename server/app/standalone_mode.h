@@ -3,7 +3,6 @@
 #define SLUICE_SERVER_APP_STANDALONE_MODE_H_
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +32,7 @@ class StandaloneMode final : public Mode {
   }
   absl::Status OnPoliciesFileChanged(const std::string& path,
                                      const std::string& contents) override;
-  std::optional<metrics::SyncSnapshot> sync_snapshot() const override {
-    return std::nullopt;
-  }
-  std::optional<metrics::StateFileSnapshot> state_file_snapshot()
-      const override;
+  std::vector<const base::StatsSource*> stats_sources() const override;
   absl::Status SyncNow() override;
   // Writes the state file one last time.
   void Stop() override;

@@ -193,4 +193,16 @@ StateFileKeeper::Stats StateFileKeeper::stats() const {
   return stats_;
 }
 
+void StateFileKeeper::WriteStats(base::StatsWriter& out) const {
+  const Stats s = stats();
+  out.Counter("sluice_state_file_writes_total", {{"result", "ok"}},
+              static_cast<double>(s.writes));
+  out.Counter("sluice_state_file_writes_total", {{"result", "error"}},
+              static_cast<double>(s.failures));
+  out.Gauge("sluice_state_file_last_write_timestamp_seconds",
+            s.last_write == absl::InfinitePast()
+                ? 0
+                : absl::ToDoubleSeconds(s.last_write - absl::UnixEpoch()));
+}
+
 }  // namespace sluice::app

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/env.h"
+#include "base/stats.h"
 #include "server/app/state_file.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
@@ -27,7 +28,7 @@ namespace sluice::app {
 // (the first at once, then at most once a minute while they last) and
 // counted in stats(). Restore, Start and Stop are called from one thread
 // (the mode's owner); SaveNow and stats are safe from any thread.
-class StateFileKeeper {
+class StateFileKeeper final : public base::StatsSource {
  public:
   struct Options {
     // The state file; its directory must exist and be writable.
@@ -75,6 +76,9 @@ class StateFileKeeper {
   absl::Status SaveNow() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
 
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // stats() as the sluice_state_file_* metrics.
+  void WriteStats(base::StatsWriter& out) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
   const Options& options() const { return options_; }
 
  private:

@@ -109,6 +109,9 @@ class LeaseLedger final : public Store, public LeafServer {
   StoreStatus status() const override;
 
   LedgerStats stats() const;
+  // The upstream store's status, and stats() as the metrics of a central
+  // replica's leaves (sluice_leaves, sluice_leaf_*, sluice_lease_units).
+  void WriteStats(base::StatsWriter& out) const override;
 
  private:
   class Impl;

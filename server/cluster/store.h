@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/stats.h"
 #include "server/core/tick.h"
 
 namespace sluice::cluster {
@@ -262,7 +263,7 @@ struct StoreStatus {
 // is harmless because every pushed value is a level or a cumulative total,
 // never an increment. Tick is called from the sync loop's thread only; the
 // config writes may come from any thread, concurrently with Tick.
-class Store {
+class Store : public base::StatsSource {
  public:
   virtual ~Store() = default;
   virtual absl::StatusOr<TickReply> Tick(const TickRequest& request) = 0;
@@ -285,6 +286,11 @@ class Store {
 
   // Safe from any thread.
   virtual StoreStatus status() const { return {}; }
+
+  // status() as the sluice_store_endpoint_info, sluice_store_errors_total
+  // and sluice_store_events_total metrics; a store with more to show adds
+  // it.
+  void WriteStats(base::StatsWriter& out) const override;
 };
 
 }  // namespace sluice::cluster

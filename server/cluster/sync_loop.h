@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/env.h"
+#include "base/stats.h"
 #include "server/cluster/store.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
@@ -74,7 +75,7 @@ struct SyncStats {
 // cluster gates, which nudges the loop (EventSink::OnClusterDemand): the
 // policy is pushed with the next tick, kMinGap later. So an idle leaf's
 // tick carries only membership, whatever the number of policies.
-class SyncLoop {
+class SyncLoop final : public base::StatsSource {
  public:
   struct Options {
     // Names this replica in the store; must be unique in the cluster.
@@ -136,6 +137,9 @@ class SyncLoop {
   absl::Status TickOnce() ABSL_LOCKS_EXCLUDED(tick_mu_);
 
   SyncStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+  // stats() as the sluice_store_up, sluice_sync_* ... metrics.
+  void WriteStats(base::StatsWriter& out) const override
+      ABSL_LOCKS_EXCLUDED(stats_mu_);
   const Options& options() const { return options_; }
 
   // How long after the last tick the next one is due: the interval after a

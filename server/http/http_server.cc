@@ -1044,4 +1044,35 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   return std::unique_ptr<HttpServer>(std::move(server));
 }
 
+void HttpServer::WriteStats(base::StatsWriter& out) const {
+  const HttpStats s = Stats();
+  for (const RequestCounters::Count& c : s.requests) {
+    out.Counter("sluice_http_requests_total",
+                {{"endpoint", EndpointLabel(c.endpoint)}, {"code", c.code}},
+                static_cast<double>(c.count));
+  }
+  for (const auto& [state, n] :
+       {std::pair<const char*, int64_t>{"active", s.connections - s.idle},
+        {"idle", s.idle},
+        {"waiting", s.waiting}}) {
+    out.Gauge("sluice_http_connections", {{"state", state}},
+              static_cast<double>(static_cast<uint64_t>(n)));
+  }
+  for (const auto& [reason, n] :
+       {std::pair<const char*, uint64_t>{"shed", s.shed},
+        {"refused", s.refused},
+        {"timeout_handshake", s.timeouts_handshake},
+        {"timeout_head", s.timeouts_head},
+        {"timeout_body", s.timeouts_body},
+        {"timeout_write", s.timeouts_write},
+        {"timeout_idle", s.timeouts_idle}}) {
+    out.Counter("sluice_http_connections_closed_total", {{"reason", reason}},
+                static_cast<double>(n));
+  }
+  out.Counter("sluice_http_requests_rejected_total", {{"reason", "framing"}},
+              static_cast<double>(s.rejected_framing));
+  out.Counter("sluice_http_requests_rejected_total", {{"reason", "limits"}},
+              static_cast<double>(s.rejected_limits));
+}
+
 }  // namespace sluice::http

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/stats.h"
 #include "server/http/request_counters.h"
 #include "server/http/request_parser.h"
 #include "server/rpc/decision_service.h"
@@ -85,7 +86,7 @@ struct HttpStats {
 // The HTTP/JSON decision API (decision_api.h) on an HTTP/1.1 listener with
 // keep-alive, event-driven (http_server.cc says how). Safe for concurrent
 // use. `service` must outlive it.
-class HttpServer {
+class HttpServer : public base::StatsSource {
  public:
   // Binds options.listen and starts serving. Health reports NOT_SERVING
   // until SetServing(true). INVALID_ARGUMENT for an address that is not
@@ -110,6 +111,8 @@ class HttpServer {
   virtual void Stop(absl::Time deadline) = 0;
 
   virtual HttpStats Stats() const = 0;
+  // Stats() as the sluice_http_* metrics.
+  void WriteStats(base::StatsWriter& out) const override;
 };
 
 }  // namespace sluice::http

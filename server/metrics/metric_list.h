@@ -5,10 +5,16 @@
 #include <array>
 #include <cstddef>
 
-// Every metric sluiced exposes, in one list. Nothing is exposed that is not
-// declared here (metrics_test checks both directions), and no metric has a
-// `key` label: label values come from policy names and enums only, so the
-// series count is bounded by the number of policies.
+#include "absl/strings/string_view.h"
+#include "base/stats.h"
+
+// Every metric sluiced exposes, in one list: its name, type, label names
+// and help. The values come from the engine (read by Metrics) and from the
+// components that keep the counters, which write them by name
+// (base::StatsSource); a write this list does not declare is refused
+// (RefusalOf), so nothing is exposed that is not declared here. No metric
+// has a `key` label: label values come from policy names and enums only, so
+// the series count is bounded by the number of policies.
 
 namespace sluice::metrics {
 
@@ -369,6 +375,12 @@ inline constexpr std::array<MetricDef, static_cast<size_t>(MetricId::kCount)>
 constexpr const MetricDef& Def(MetricId id) {
   return kMetrics[static_cast<size_t>(id)];
 }
+
+// Why this list refuses a write of `name` as a `type` with `labels` (not
+// declared, another type, other label names), or nullptr when it declares
+// exactly that. Metrics refuses such writes; tests check components with it.
+const char* RefusalOf(MetricType type, absl::string_view name,
+                      base::StatsWriter::Labels labels);
 
 }  // namespace sluice::metrics
 

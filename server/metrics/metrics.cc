@@ -5,13 +5,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
 #include "server/core/breaker_state.h"
@@ -75,6 +78,30 @@ void Add(MetricFamily* family, MetricId id,
 
 std::string Name(absl::string_view name) { return std::string(name); }
 
+// The definition named `name`, or nullptr.
+const MetricDef* FindMetric(absl::string_view name) {
+  static const auto* const by_name = [] {
+    auto* map = new absl::flat_hash_map<absl::string_view, const MetricDef*>();
+    for (const MetricDef& def : kMetrics) map->emplace(def.name, &def);
+    return map;
+  }();
+  auto it = by_name->find(name);
+  return it == by_name->end() ? nullptr : it->second;
+}
+
+// Whether `labels` name exactly the definition's labels, in its order.
+bool SameLabels(const MetricDef& def, base::StatsWriter::Labels labels) {
+  size_t i = 0;
+  for (const base::StatsLabel& label : labels) {
+    if (i == def.labels.size() || def.labels[i] == nullptr ||
+        label.name != def.labels[i]) {
+      return false;
+    }
+    ++i;
+  }
+  return i == def.labels.size() || def.labels[i] == nullptr;
+}
+
 // The kind label of sluice_adaptive_changes_total.
 const char* ChangeKind(const core::AdaptiveChange& c) {
   switch (c.kind) {
@@ -90,6 +117,21 @@ const char* ChangeKind(const core::AdaptiveChange& c) {
 
 }  // namespace
 
+const char* RefusalOf(MetricType type, absl::string_view name,
+                      base::StatsWriter::Labels labels) {
+  const MetricDef* def = FindMetric(name);
+  if (def == nullptr) return "not declared in metric_list.h";
+  if (def->type != type) {
+    return type == MetricType::kCounter
+               ? "written as a counter, declared otherwise"
+               : "written as a gauge, declared otherwise";
+  }
+  if (!SameLabels(*def, labels)) {
+    return "its label names differ from metric_list.h's";
+  }
+  return nullptr;
+}
+
 class Metrics::Adapter final : public prometheus::Collectable {
  public:
   explicit Adapter(const Metrics* metrics) : metrics_(metrics) {}
@@ -101,9 +143,65 @@ class Metrics::Adapter final : public prometheus::Collectable {
   const Metrics* const metrics_;
 };
 
-Metrics::Metrics(Sources sources)
-    : sources_(std::move(sources)),
-      adapter_(std::make_shared<Adapter>(this)) {}
+// Writes the components' values into the families of metric_list.h,
+// refusing what the list does not declare.
+class Metrics::FamilyWriter final : public base::StatsWriter {
+ public:
+  explicit FamilyWriter(std::vector<MetricFamily>* families)
+      : families_(families) {}
+
+  void Counter(absl::string_view name, Labels labels, double value) override {
+    Write(MetricType::kCounter, name, labels, value);
+  }
+  void Gauge(absl::string_view name, Labels labels, double value) override {
+    Write(MetricType::kGauge, name, labels, value);
+  }
+
+  std::vector<std::string>& refused() { return refused_; }
+
+ private:
+  void Write(MetricType type, absl::string_view name, Labels labels,
+             double value) {
+    if (const char* why = RefusalOf(type, name, labels); why != nullptr) {
+      std::string refused = absl::StrCat(name, ": ", why);
+      if (refused_.size() < kMaxRefusedWrites &&
+          std::find(refused_.begin(), refused_.end(), refused) ==
+              refused_.end()) {
+        refused_.push_back(std::move(refused));
+      }
+      return;
+    }
+    const MetricDef* def = FindMetric(name);  // found by RefusalOf
+    ClientMetric metric;
+    for (const base::StatsLabel& label : labels) {
+      metric.label.push_back(
+          {std::string(label.name), std::string(label.value)});
+    }
+    if (type == MetricType::kCounter) {
+      metric.counter.value = value;
+    } else {
+      metric.gauge.value = value;
+    }
+    (*families_)[static_cast<size_t>(def->id)].metric.push_back(
+        std::move(metric));
+  }
+
+  std::vector<MetricFamily>* const families_;
+  std::vector<std::string> refused_;
+};
+
+Metrics::Metrics(core::Engine* engine)
+    : engine_(engine), adapter_(std::make_shared<Adapter>(this)) {}
+
+void Metrics::AddSource(const base::StatsSource* source) {
+  absl::MutexLock lock(&mu_);
+  sources_.push_back(source);
+}
+
+std::vector<std::string> Metrics::refused_writes() const {
+  absl::MutexLock lock(&mu_);
+  return refused_;
+}
 
 std::shared_ptr<prometheus::Collectable> Metrics::collectable() {
   return adapter_;
@@ -122,25 +220,21 @@ void Metrics::OnAdaptiveChange(const core::AdaptiveChange& c) {
   ++adaptive_changes_[ChangeKey(c.dependency, ChangeKind(c))];
 }
 
-std::vector<MetricFamily> Metrics::Collect() const {
-  std::vector<MetricFamily> families(kMetrics.size());
-  for (const MetricDef& def : kMetrics) {
-    families[static_cast<size_t>(def.id)] = Family(def.id);
-  }
+void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
   auto family = [&](MetricId id) -> MetricFamily* {
-    return &families[static_cast<size_t>(id)];
+    return &(*families)[static_cast<size_t>(id)];
   };
 
   // Per dependency, from the engine's own counters and gates.
   // The adaptive change counters each dependency shows (every kind of its
   // blocks, from 0, so that rate() works from the first move).
   std::vector<ChangeKey> change_series;
-  const auto policies = sources_.engine->Policies();
+  const auto policies = engine_->Policies();
   Add(family(MetricId::kPolicies), MetricId::kPolicies, {},
       static_cast<double>(policies.size()));
   for (const auto& policy : policies) {
     absl::StatusOr<core::DependencyStatus> status =
-        sources_.engine->Inspect(policy->name);
+        engine_->Inspect(policy->name);
     if (!status.ok()) continue;  // deleted since Policies()
     const std::string& dep = policy->name;
     const core::DecisionCounters& c = status->counters;
@@ -211,22 +305,20 @@ std::vector<MetricFamily> Metrics::Collect() const {
     }
   }
   const core::Engine::RefusedPermits refused =
-      sources_.engine->PermitReportsRefused();
+      engine_->PermitReportsRefused();
   Add(family(MetricId::kPermitReportsRefused),
       MetricId::kPermitReportsRefused, {"forged"},
       static_cast<double>(refused.forged));
   Add(family(MetricId::kPermitReportsRefused),
       MetricId::kPermitReportsRefused, {"malformed"},
       static_cast<double>(refused.malformed));
-  if (sources_.unknown_decisions) {
-    const auto [allowed, rejected] = sources_.unknown_decisions();
-    Add(family(MetricId::kUnknownDependencyDecisions),
-        MetricId::kUnknownDependencyDecisions, {"ALLOW"},
-        static_cast<double>(allowed));
-    Add(family(MetricId::kUnknownDependencyDecisions),
-        MetricId::kUnknownDependencyDecisions, {"REJECT"},
-        static_cast<double>(rejected));
-  }
+  const auto [allowed, rejected] = engine_->UnknownDecisions();
+  Add(family(MetricId::kUnknownDependencyDecisions),
+      MetricId::kUnknownDependencyDecisions, {"ALLOW"},
+      static_cast<double>(allowed));
+  Add(family(MetricId::kUnknownDependencyDecisions),
+      MetricId::kUnknownDependencyDecisions, {"REJECT"},
+      static_cast<double>(rejected));
 
   {
     absl::MutexLock lock(&mu_);
@@ -244,204 +336,35 @@ std::vector<MetricFamily> Metrics::Collect() const {
     }
   }
 
-  std::optional<SyncSnapshot> sync;
-  if (sources_.sync) sync = sources_.sync();
-  if (sync) {
-    Add(family(MetricId::kStoreUp), MetricId::kStoreUp, {},
-        sync->store_up ? 1 : 0);
-    Add(family(MetricId::kLiveReplicas), MetricId::kLiveReplicas, {},
-        sync->live_replicas);
-    Add(family(MetricId::kSyncTickDuration), MetricId::kSyncTickDuration, {},
-        absl::ToDoubleSeconds(sync->last_tick_duration));
-    Add(family(MetricId::kSyncTicks), MetricId::kSyncTicks, {},
-        static_cast<double>(sync->ticks));
-    Add(family(MetricId::kSyncErrors), MetricId::kSyncErrors, {},
-        static_cast<double>(sync->failures));
-    for (const auto& [direction, n] :
-         {std::pair<const char*, uint64_t>{"out", sync->reports_forwarded},
-          {"in", sync->reports_received},
-          {"dropped", sync->reports_not_forwarded}}) {
-      Add(family(MetricId::kReportsForwarded), MetricId::kReportsForwarded,
-          {direction}, static_cast<double>(n));
-    }
-    Add(family(MetricId::kStoreClockOffset), MetricId::kStoreClockOffset, {},
-        absl::ToDoubleSeconds(sync->clock_offset));
-    Add(family(MetricId::kStoreResets), MetricId::kStoreResets, {},
-        static_cast<double>(sync->store_resets));
-    Add(family(MetricId::kQuietPolicies), MetricId::kQuietPolicies, {},
-        sync->quiet_policies);
-    for (const auto& [kind, n] : sync->store_errors) {
-      Add(family(MetricId::kStoreErrors), MetricId::kStoreErrors, {kind},
-          static_cast<double>(n));
-    }
-    for (const auto& [kind, n] : sync->store_events) {
-      Add(family(MetricId::kStoreEvents), MetricId::kStoreEvents, {kind},
-          static_cast<double>(n));
-    }
-    if (!sync->store_endpoint.empty()) {
-      Add(family(MetricId::kStoreEndpoint), MetricId::kStoreEndpoint,
-          {sync->store_endpoint}, 1);
-    }
-    if (sync->upstream) {
-      const UpstreamSnapshot& u = *sync->upstream;
-      Add(family(MetricId::kUpstreamInfo), MetricId::kUpstreamInfo,
-          {u.target, u.peer}, 1);
-      Add(family(MetricId::kUpstreamMoves), MetricId::kUpstreamMoves, {},
-          static_cast<double>(u.moves));
-      Add(family(MetricId::kUpstreamRoundTrip), MetricId::kUpstreamRoundTrip,
-          {}, absl::ToDoubleSeconds(u.last_round_trip));
-    }
-    if (sync->leaves) {
-      const LeavesSnapshot& l = *sync->leaves;
-      Add(family(MetricId::kLeaves), MetricId::kLeaves, {}, l.leaves);
-      for (const auto& [result, n] : l.ticks) {
-        Add(family(MetricId::kLeafTicks), MetricId::kLeafTicks, {result},
-            static_cast<double>(n));
-      }
-      for (const LeavesSnapshot::Units& u : l.units) {
-        for (const auto& [holder, n] :
-             {std::pair<const char*, int64_t>{"granted", u.granted},
-              {"leaves", u.leaves},
-              {"self", u.self}}) {
-          Add(family(MetricId::kLeaseUnits), MetricId::kLeaseUnits,
-              {u.resource, holder}, static_cast<double>(n));
-        }
-      }
-      for (const auto& [result, n] : l.breaker_reports) {
-        Add(family(MetricId::kLeafBreakerReports),
-            MetricId::kLeafBreakerReports, {result}, static_cast<double>(n));
-      }
-      for (const auto& [route, n] : l.forwarded) {
-        Add(family(MetricId::kLeafForwardedReports),
-            MetricId::kLeafForwardedReports, {route}, static_cast<double>(n));
+}
+
+std::vector<MetricFamily> Metrics::Collect() const {
+  std::vector<MetricFamily> families(kMetrics.size());
+  for (const MetricDef& def : kMetrics) {
+    families[static_cast<size_t>(def.id)] = Family(def.id);
+  }
+  CollectEngine(&families);
+  families[static_cast<size_t>(MetricId::kAcquireDuration)].metric.push_back(
+      acquire_.Collect());
+
+  // The components write outside mu_: they take their own locks, under
+  // which some of them report events that take mu_.
+  std::vector<const base::StatsSource*> sources;
+  {
+    absl::MutexLock lock(&mu_);
+    sources = sources_;
+  }
+  FamilyWriter writer(&families);
+  for (const base::StatsSource* source : sources) source->WriteStats(writer);
+  if (!writer.refused().empty()) {
+    absl::MutexLock lock(&mu_);
+    for (std::string& refused : writer.refused()) {
+      if (refused_.size() >= kMaxRefusedWrites) break;
+      if (std::find(refused_.begin(), refused_.end(), refused) ==
+          refused_.end()) {
+        refused_.push_back(std::move(refused));
       }
     }
-  }
-  family(MetricId::kAcquireDuration)->metric.push_back(acquire_.Collect());
-  Add(family(MetricId::kEventsDropped), MetricId::kEventsDropped, {},
-      sources_.events_dropped
-          ? static_cast<double>(sources_.events_dropped())
-          : 0);
-  Add(family(MetricId::kWatchers), MetricId::kWatchers, {},
-      sources_.watchers ? static_cast<double>(sources_.watchers()) : 0);
-  Add(family(MetricId::kDecideStreams), MetricId::kDecideStreams, {},
-      sources_.decide_streams
-          ? static_cast<double>(sources_.decide_streams())
-          : 0);
-
-  if (sources_.rate_limit) {
-    const RateLimitTotals rls = sources_.rate_limit();
-    for (const auto& [code, n] :
-         {std::pair<const char*, uint64_t>{"OK", rls.ok},
-          {"OVER_LIMIT", rls.over_limit},
-          {"INVALID_ARGUMENT", rls.invalid}}) {
-      Add(family(MetricId::kRateLimitRequests), MetricId::kRateLimitRequests,
-          {code}, static_cast<double>(n));
-    }
-    Add(family(MetricId::kRateLimitUnmatched), MetricId::kRateLimitUnmatched,
-        {}, static_cast<double>(rls.unmatched));
-  }
-  if (sources_.ext_authz) {
-    const ExtAuthzTotals t = sources_.ext_authz();
-    for (const auto& [result, n] :
-         {std::pair<const char*, uint64_t>{"allow", t.allow},
-          {"refuse", t.refuse},
-          {"degrade", t.degrade},
-          {"unmatched", t.unmatched},
-          {"invalid", t.invalid}}) {
-      Add(family(MetricId::kExtAuthzChecks), MetricId::kExtAuthzChecks,
-          {result}, static_cast<double>(n));
-    }
-  }
-  if (sources_.access_log) {
-    const AccessLogTotals als = sources_.access_log();
-    for (const auto& [result, n] :
-         {std::pair<const char*, uint64_t>{"settled", als.settled},
-          {"no_permit", als.no_permit},
-          {"unknown_permit", als.unknown_permit},
-          {"invalid", als.invalid}}) {
-      Add(family(MetricId::kAccessLogEntries), MetricId::kAccessLogEntries,
-          {result}, static_cast<double>(n));
-    }
-  }
-
-  std::optional<HttpSnapshot> http;
-  if (sources_.http) http = sources_.http();
-  if (http) {
-    for (const HttpSnapshot::Requests& r : http->requests) {
-      Add(family(MetricId::kHttpRequests), MetricId::kHttpRequests,
-          {r.endpoint, r.code}, static_cast<double>(r.count));
-    }
-    Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
-        {"active"}, static_cast<double>(http->active_connections));
-    Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
-        {"idle"}, static_cast<double>(http->idle_connections));
-    Add(family(MetricId::kHttpConnections), MetricId::kHttpConnections,
-        {"waiting"}, static_cast<double>(http->waiting_connections));
-    Add(family(MetricId::kHttpConnectionsClosed),
-        MetricId::kHttpConnectionsClosed, {"shed"},
-        static_cast<double>(http->connections_shed));
-    Add(family(MetricId::kHttpConnectionsClosed),
-        MetricId::kHttpConnectionsClosed, {"refused"},
-        static_cast<double>(http->connections_refused));
-    for (const auto& [phase, n] : http->timeouts) {
-      Add(family(MetricId::kHttpConnectionsClosed),
-          MetricId::kHttpConnectionsClosed, {"timeout_" + phase},
-          static_cast<double>(n));
-    }
-    Add(family(MetricId::kHttpRequestsRejected),
-        MetricId::kHttpRequestsRejected, {"framing"},
-        static_cast<double>(http->rejected_framing));
-    Add(family(MetricId::kHttpRequestsRejected),
-        MetricId::kHttpRequestsRejected, {"limits"},
-        static_cast<double>(http->rejected_limits));
-  }
-
-  std::optional<StateFileSnapshot> state_file;
-  if (sources_.state_file) state_file = sources_.state_file();
-  if (state_file) {
-    Add(family(MetricId::kStateFileWrites), MetricId::kStateFileWrites,
-        {"ok"}, static_cast<double>(state_file->writes));
-    Add(family(MetricId::kStateFileWrites), MetricId::kStateFileWrites,
-        {"error"}, static_cast<double>(state_file->failures));
-    Add(family(MetricId::kStateFileLastWrite), MetricId::kStateFileLastWrite,
-        {},
-        state_file->last_write == absl::InfinitePast()
-            ? 0
-            : absl::ToDoubleSeconds(state_file->last_write -
-                                    absl::UnixEpoch()));
-  }
-
-  std::optional<AdminTokenSnapshot> admin_token;
-  if (sources_.admin_token) admin_token = sources_.admin_token();
-  if (admin_token) {
-    Add(family(MetricId::kAdminTokenReloads), MetricId::kAdminTokenReloads,
-        {"ok"}, static_cast<double>(admin_token->reloads_ok));
-    Add(family(MetricId::kAdminTokenReloads), MetricId::kAdminTokenReloads,
-        {"error"}, static_cast<double>(admin_token->reloads_error));
-  }
-  std::optional<TlsSnapshot> tls;
-  if (sources_.tls) tls = sources_.tls();
-  if (tls) {
-    Add(family(MetricId::kTlsCertificateExpiry),
-        MetricId::kTlsCertificateExpiry, {},
-        tls->not_after == absl::InfinitePast()
-            ? 0
-            : absl::ToDoubleSeconds(tls->not_after - absl::UnixEpoch()));
-    Add(family(MetricId::kTlsReloads), MetricId::kTlsReloads, {"ok"},
-        static_cast<double>(tls->reloads));
-    Add(family(MetricId::kTlsReloads), MetricId::kTlsReloads, {"error"},
-        static_cast<double>(tls->reload_failures));
-  }
-  std::optional<PolicyReloadSnapshot> reloads;
-  if (sources_.policy_reloads) reloads = sources_.policy_reloads();
-  if (reloads) {
-    Add(family(MetricId::kPolicyReloads), MetricId::kPolicyReloads, {"ok"},
-        static_cast<double>(reloads->ok));
-    Add(family(MetricId::kPolicyReloads), MetricId::kPolicyReloads,
-        {"error"}, static_cast<double>(reloads->error));
-    Add(family(MetricId::kPolicyReloadLastError),
-        MetricId::kPolicyReloadLastError, {}, reloads->last_failed ? 1 : 0);
   }
 
   // Families with no series say nothing useful (and a cluster-only family

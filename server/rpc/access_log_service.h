@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "base/stats.h"
 #include "envoy/service/accesslog/v3/als.grpc.pb.h"
 #include "server/core/engine.h"
 #include "server/core/outcome.h"
@@ -59,7 +60,8 @@ bool PercentDecode(absl::string_view encoded, std::string* out);
 class AccessLogServiceImpl final
     : public envoy::service::accesslog::v3::AccessLogService::
           WithRawCallbackMethod_StreamAccessLogs<
-              envoy::service::accesslog::v3::AccessLogService::Service> {
+              envoy::service::accesslog::v3::AccessLogService::Service>,
+      public base::StatsSource {
  public:
   // Entries since start, by what became of them, for the metrics.
   struct Totals {
@@ -86,6 +88,8 @@ class AccessLogServiceImpl final
       Totals* stream_totals);
 
   Totals totals() const;
+  // totals() as sluice_access_log_entries_total.
+  void WriteStats(base::StatsWriter& out) const override;
   // Access-log streams open now.
   int64_t open_streams() const { return streams_.open(); }
   // Ends every stream, now and from now on, after the message it is

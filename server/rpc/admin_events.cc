@@ -67,6 +67,12 @@ size_t EventHub::watchers() const {
   return subscriptions_.size();
 }
 
+void EventHub::WriteStats(base::StatsWriter& out) const {
+  out.Counter("sluice_watch_events_dropped_total",
+              static_cast<double>(dropped()));
+  out.Gauge("sluice_watchers", static_cast<double>(watchers()));
+}
+
 void EventHub::Publish(v1::Event event) {
   event.set_replica_id(options_.replica_id);
   if (!event.has_time()) {

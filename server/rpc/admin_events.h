@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/stats.h"
 #include "server/core/breaker_state.h"
 #include "server/core/events.h"
 #include "sluice/v1/admin.pb.h"
@@ -24,7 +25,7 @@ namespace sluice::rpc {
 // queue: when it is full the oldest event goes, and the watcher's next read
 // starts with one EVENTS_DROPPED event saying how many it missed. Publish
 // never waits for a watcher. Safe for concurrent use.
-class EventHub final : public core::EventSink {
+class EventHub final : public core::EventSink, public base::StatsSource {
  public:
   struct Options {
     // Events queued per watcher before the oldest are dropped.
@@ -80,6 +81,10 @@ class EventHub final : public core::EventSink {
   // Events dropped for slow watchers since start.
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   size_t watchers() const ABSL_LOCKS_EXCLUDED(mu_);
+  // dropped() and watchers() as sluice_watch_events_dropped_total and
+  // sluice_watchers.
+  void WriteStats(base::StatsWriter& out) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& replica_id() const { return options_.replica_id; }
 
  private:

@@ -5,7 +5,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -46,11 +45,8 @@ class AdminServer {
 
   int port() const { return port_; }
   bool has_token() const { return token_file_ != nullptr; }
-  // Token file reloads since start; nullopt without a token file.
-  std::optional<AdminTokenFile::Stats> token_reloads() const {
-    if (token_file_ == nullptr) return std::nullopt;
-    return token_file_->stats();
-  }
+  // The watched token file (for its metrics); nullptr without one.
+  const AdminTokenFile* token_file() const { return token_file_.get(); }
   // A channel to the admin API that skips the network (in-process tests).
   std::shared_ptr<grpc::Channel> InProcessChannel() {
     return server_->InProcessChannel(grpc::ChannelArguments());

@@ -99,6 +99,14 @@ AdminTokenFile::Stats AdminTokenFile::stats() const {
   return stats_;
 }
 
+void AdminTokenFile::WriteStats(base::StatsWriter& out) const {
+  const Stats s = stats();
+  out.Counter("sluice_admin_token_reloads_total", {{"result", "ok"}},
+              static_cast<double>(s.ok));
+  out.Counter("sluice_admin_token_reloads_total", {{"result", "error"}},
+              static_cast<double>(s.error));
+}
+
 void AdminTokenFile::OnChange(const std::string& contents) {
   absl::StatusOr<std::vector<std::string>> tokens =
       wire::ParseAdminTokens(contents);

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/stats.h"
 #include "server/policy/file_watcher.h"
 
 namespace sluice::rpc {
@@ -43,7 +44,7 @@ class AdminTokens {
 // that turns unreadable, empty or invalid keeps the last good set in force
 // and logs an error: a broken rotation neither opens the admin API nor
 // locks everyone out. Safe for concurrent use.
-class AdminTokenFile {
+class AdminTokenFile final : public base::StatsSource {
  public:
   struct Options {
     std::string path;
@@ -68,6 +69,9 @@ class AdminTokenFile {
 
   const AdminTokens* tokens() const { return &tokens_; }
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // stats() as sluice_admin_token_reloads_total.
+  void WriteStats(base::StatsWriter& out) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   AdminTokenFile(Options options, std::vector<std::string> tokens,

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
+#include "base/stats.h"
 #include "server/core/engine.h"
 #include "server/core/tick.h"
 #include "server/rpc/decision_convert.h"
@@ -35,7 +36,8 @@ using RawDecisionService = v1::DecisionService::WithRawCallbackMethod_Acquire<
 // logs nothing per request. Decide runs the very same per-call code for
 // each call of its stream (DecideStream). Safe for concurrent use; `engine`
 // must outlive the service.
-class DecisionServiceImpl final : public RawDecisionService {
+class DecisionServiceImpl final : public RawDecisionService,
+                                  public base::StatsSource {
  public:
   // `on_acquire`, when set, is told how long each Acquire took to handle
   // (for the metrics histogram); it must be cheap and lock-free.
@@ -115,6 +117,11 @@ class DecisionServiceImpl final : public RawDecisionService {
 
   // Decide streams open now.
   int64_t open_streams() const { return streams_.open(); }
+  // open_streams() as sluice_decide_streams.
+  void WriteStats(base::StatsWriter& out) const override {
+    out.Gauge("sluice_decide_streams",
+              static_cast<double>(static_cast<uint64_t>(open_streams())));
+  }
   // Ends every Decide stream, now and from now on (see DecideStream::End).
   // The server calls this when it begins to shut down.
   void EndStreams() { streams_.EndAll(); }

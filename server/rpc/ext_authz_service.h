@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "base/stats.h"
 #include "envoy/service/auth/v3/external_auth.grpc.pb.h"
 #include "server/rpc/http_check.h"
 
@@ -32,7 +33,8 @@ namespace sluice::rpc {
 class AuthorizationServiceImpl final
     : public envoy::service::auth::v3::Authorization::
           WithRawCallbackMethod_Check<
-              envoy::service::auth::v3::Authorization::Service> {
+              envoy::service::auth::v3::Authorization::Service>,
+      public base::StatsSource {
  public:
   // Totals since start, for the metrics.
   struct Totals {
@@ -56,6 +58,8 @@ class AuthorizationServiceImpl final
                       envoy::service::auth::v3::CheckResponse* response);
 
   Totals totals() const;
+  // totals() as sluice_ext_authz_checks_total.
+  void WriteStats(base::StatsWriter& out) const override;
 
   // Most request headers (and context extensions) a CheckRequest may carry.
   static constexpr int kMaxHeaders = 256;

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "base/stats.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "server/core/engine.h"
 #include "server/policy/descriptor_index.h"
@@ -31,7 +32,8 @@ namespace sluice::rpc {
 class RateLimitServiceImpl final
     : public envoy::service::ratelimit::v3::RateLimitService::
           WithRawCallbackMethod_ShouldRateLimit<
-              envoy::service::ratelimit::v3::RateLimitService::Service> {
+              envoy::service::ratelimit::v3::RateLimitService::Service>,
+      public base::StatsSource {
  public:
   // Totals since start, for the metrics.
   struct Totals {
@@ -55,6 +57,8 @@ class RateLimitServiceImpl final
       envoy::service::ratelimit::v3::RateLimitResponse* response);
 
   Totals totals() const;
+  // totals() as the sluice_rls_* metrics.
+  void WriteStats(base::StatsWriter& out) const override;
 
   static constexpr int kMaxDescriptors = 64;
   static constexpr int kMaxEntries = 64;

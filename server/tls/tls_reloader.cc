@@ -81,6 +81,19 @@ TlsStats TlsReloader::stats() const {
   return stats_;
 }
 
+void TlsReloader::WriteStats(base::StatsWriter& out) const {
+  const TlsStats s = stats();
+  const absl::Time not_after = s.certificate.not_after;
+  out.Gauge("sluice_tls_certificate_expiry_timestamp_seconds",
+            not_after == absl::InfinitePast()
+                ? 0
+                : absl::ToDoubleSeconds(not_after - absl::UnixEpoch()));
+  out.Counter("sluice_tls_reloads_total", {{"result", "ok"}},
+              static_cast<double>(s.reloads));
+  out.Counter("sluice_tls_reloads_total", {{"result", "error"}},
+              static_cast<double>(s.reload_failures));
+}
+
 std::string TlsReloader::grpc_identity_file() const {
   absl::MutexLock check(&check_mu_);
   return grpc_dir_.empty() ? "" : absl::StrCat(grpc_dir_, "/", kIdentityFile);

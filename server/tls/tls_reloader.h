@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/env.h"
+#include "base/stats.h"
 #include "server/tls/server_tls.h"
 
 namespace sluice::tls {
@@ -52,7 +53,7 @@ inline constexpr int kGrpcRefreshSeconds = 1;
 // a replacement during its read is not taken half).
 //
 // Safe for concurrent use.
-class TlsReloader {
+class TlsReloader final : public base::StatsSource {
  public:
   // Loads the files (errors as LoadServerContext's), logs the certificate
   // and starts watching them: a look every `interval` (above zero), run by
@@ -66,6 +67,9 @@ class TlsReloader {
   // count.
   std::shared_ptr<SSL_CTX> context() const ABSL_LOCKS_EXCLUDED(mu_);
   TlsStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // stats() as the sluice_tls_* metrics.
+  void WriteStats(base::StatsWriter& out) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Server credentials for gRPC's TCP listeners, serving the pair context()
   // serves; made on the first call (which creates the private directory

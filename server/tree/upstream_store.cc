@@ -232,4 +232,14 @@ UpstreamStats UpstreamStore::stats() const {
   return stats_;
 }
 
+void UpstreamStore::WriteStats(base::StatsWriter& out) const {
+  Store::WriteStats(out);
+  const UpstreamStats s = stats();
+  out.Gauge("sluice_upstream_info",
+            {{"target", options_.target}, {"peer", s.peer}}, 1);
+  out.Counter("sluice_upstream_moves_total", static_cast<double>(s.moves));
+  out.Gauge("sluice_upstream_round_trip_seconds",
+            absl::ToDoubleSeconds(s.last_round_trip));
+}
+
 }  // namespace sluice::tree

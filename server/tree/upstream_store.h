@@ -114,6 +114,9 @@ class UpstreamStore final : public cluster::Store {
   cluster::StoreStatus status() const override;
 
   UpstreamStats stats() const;
+  // status(), and stats() as the metrics of a leaf's upstream
+  // (sluice_upstream_*).
+  void WriteStats(base::StatsWriter& out) const override;
 
  private:
   UpstreamStore(Options options, std::shared_ptr<grpc::Channel> channel);

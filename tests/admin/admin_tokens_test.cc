@@ -16,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/stats_recorder.h"
 #include "tests/testing/temp_dir.h"
 
 namespace sluice::rpc {
@@ -138,6 +139,28 @@ TEST_F(AdminTokenFileTest, BadFileKeepsTheLastGoodSet) {
   EXPECT_EQ(file->stats().ok, 1u);
   EXPECT_FALSE(tokens.Accepts("a"));
   EXPECT_TRUE(tokens.Accepts("b"));
+}
+
+// Its metric: the reloads by result, from 0.
+TEST_F(AdminTokenFileTest, ReloadsAreItsMetric) {
+  Write(path_, "a\n");
+  std::unique_ptr<AdminTokenFile> file = Load();
+  ASSERT_NE(file, nullptr);
+  using sluice::testing::StatsRecorder;
+  const std::string name = "sluice_admin_token_reloads_total";
+  StatsRecorder before(*file);
+  ASSERT_EQ(before.Find(name).size(), 2u);
+  EXPECT_EQ(before.Sum(name, {{"result", "ok"}}), 0);
+  EXPECT_EQ(before.Sum(name, {{"result", "error"}}), 0);
+  Write(path_, "b\n");
+  file->PollOnce();
+  Write(path_, "c\n");
+  file->PollOnce();
+  Write(path_, "two tokens\n");
+  file->PollOnce();
+  StatsRecorder after(*file);
+  EXPECT_EQ(after.Sum(name, {{"result", "ok"}}), 2);
+  EXPECT_EQ(after.Sum(name, {{"result", "error"}}), 1);
 }
 
 TEST_F(AdminTokenFileTest, SecretSymlinkSwap) {

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/stats_recorder.h"
 
 namespace sluice::rpc {
 namespace {
@@ -101,6 +102,23 @@ TEST(EventHubTest, UnsubscribedWatcherGetsNothing) {
   EXPECT_EQ(hub.watchers(), 0u);
   hub.Publish(PolicyEvent("a", 1));
   EXPECT_TRUE(Drain(sub.get()).empty());
+}
+
+// Its metrics: the watchers open now and the events dropped for them.
+TEST(EventHubTest, StatsAreTheOpenWatchersAndTheDroppedEvents) {
+  EventHub hub({/*queue_size=*/2, "r1"});
+  using sluice::testing::StatsRecorder;
+  EXPECT_EQ(StatsRecorder(hub).Sum("sluice_watchers"), 0);
+  EXPECT_EQ(StatsRecorder(hub).Sum("sluice_watch_events_dropped_total"), 0);
+  auto first = hub.Subscribe("", nullptr);
+  auto second = hub.Subscribe("", nullptr);
+  for (uint64_t v = 1; v <= 5; ++v) hub.Publish(PolicyEvent("a", v));
+  StatsRecorder stats(hub);
+  EXPECT_EQ(stats.Sum("sluice_watchers"), 2);
+  EXPECT_EQ(stats.Sum("sluice_watch_events_dropped_total"), hub.dropped());
+  EXPECT_GT(hub.dropped(), 0u);
+  hub.Unsubscribe(first.get());
+  EXPECT_EQ(StatsRecorder(hub).Sum("sluice_watchers"), 1);
 }
 
 TEST(EventHubTest, BreakerTransitionCarriesCauseAndGeneration) {

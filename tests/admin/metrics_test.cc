@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -13,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/stats.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -100,6 +102,17 @@ std::string Promtool(const std::string& body) {
   return output;
 }
 
+// A component as Metrics sees it: writes what `write` writes.
+class FakeSource final : public base::StatsSource {
+ public:
+  explicit FakeSource(std::function<void(base::StatsWriter&)> write)
+      : write_(std::move(write)) {}
+  void WriteStats(base::StatsWriter& out) const override { write_(out); }
+
+ private:
+  std::function<void(base::StatsWriter&)> write_;
+};
+
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -178,7 +191,7 @@ TEST(MetricListTest, NamesAreUniqueValidAndNeverUseKey) {
 }
 
 TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics(&engine_);
   metrics_ptr_ = &metrics;
   Workload();
   metrics.ObserveAcquire(absl::Microseconds(40));
@@ -202,7 +215,7 @@ TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
 }
 
 TEST_F(MetricsTest, DecisionCountersAreConservedAndLabelled) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics(&engine_);
   metrics_ptr_ = &metrics;
   std::map<std::string, int> calls = Workload();
   const std::vector<Sample> s = Parse(metrics.Render());
@@ -252,299 +265,98 @@ TEST_F(MetricsTest, DecisionCountersAreConservedAndLabelled) {
   }
 }
 
-TEST_F(MetricsTest, ClusterMetricsComeFromTheSyncLoop) {
-  Sources sources{&engine_, [] {
-                    SyncSnapshot s;
-                    s.store_up = false;
-                    s.ticks = 12;
-                    s.failures = 3;
-                    s.live_replicas = 2;
-                    s.last_tick_duration = absl::Milliseconds(4);
-                    s.reports_forwarded = 9;
-                    s.reports_received = 2;
-                    s.store_endpoint = "10.0.0.7:6379";
-                    s.store_errors = {{"auth", 4}, {"readonly", 1}};
-                    s.store_events = {{"master_changed", 2}};
-                    return std::optional<SyncSnapshot>(s);
-                  },
-                  [] { return uint64_t{7}; },
-                  [] { return std::pair<uint64_t, uint64_t>(5, 1); },
-                  nullptr, nullptr};
-  Metrics metrics(sources);
-  const std::vector<Sample> s = Parse(metrics.Render());
-  EXPECT_EQ(Sum(s, "sluice_store_up"), 0);
-  EXPECT_EQ(Sum(s, "sluice_sync_ticks_total"), 12);
-  EXPECT_EQ(Sum(s, "sluice_sync_errors_total"), 3);
-  EXPECT_EQ(Sum(s, "sluice_live_replicas"), 2);
-  EXPECT_DOUBLE_EQ(Sum(s, "sluice_sync_tick_duration_seconds"), 0.004);
-  EXPECT_EQ(Sum(s, "sluice_watch_events_dropped_total"), 7);
-  EXPECT_EQ(Sum(s, "sluice_forwarded_reports_total", {{"direction", "out"}}), 9);
-  EXPECT_EQ(Sum(s, "sluice_forwarded_reports_total", {{"direction", "in"}}), 2);
-  EXPECT_EQ(Sum(s, "sluice_store_errors_total", {{"kind", "auth"}}), 4);
-  EXPECT_EQ(Sum(s, "sluice_store_errors_total", {{"kind", "readonly"}}), 1);
-  EXPECT_EQ(Sum(s, "sluice_store_events_total", {{"kind", "master_changed"}}),
-            2);
-  EXPECT_EQ(Sum(s, "sluice_store_endpoint_info",
-                {{"endpoint", "10.0.0.7:6379"}}),
-            1);
-  EXPECT_EQ(Sum(s, "sluice_unknown_dependency_decisions_total",
-                {{"verdict", "ALLOW"}}),
-            5);
-}
-
-// The grant tree: a leaf's upstream and a central replica's leaves, each
-// shown only where the snapshot has it, and valid for promtool.
-TEST_F(MetricsTest, GrantTreeMetricsShowTheUpstreamAndTheLeaves) {
-  SyncSnapshot leaf;
-  leaf.store_up = true;
-  leaf.store_endpoint = "ipv4:10.0.0.7:50051";
-  leaf.store_events = {{"moved", 3}};
-  UpstreamSnapshot upstream;
-  upstream.target = "dns:///sluice-central:50051";
-  upstream.peer = "ipv4:10.0.0.7:50051";
-  upstream.moves = 3;
-  upstream.last_round_trip = absl::Microseconds(1500);
-  leaf.upstream = upstream;
-  SyncSnapshot central;
-  central.store_up = true;
-  LeavesSnapshot leaves;
-  leaves.leaves = 12;
-  leaves.ticks = {{"ok", 40}, {"stale", 2}, {"too_many", 1}};
-  leaves.units = {{"rate", 100, 60, 30}, {"slots", 10, 4, 2}};
-  leaves.breaker_reports = {{"accepted", 5}};
-  leaves.forwarded = {{"delivered", 7}, {"dropped", 1}};
-  central.leaves = leaves;
-  std::optional<SyncSnapshot> snapshot = leaf;
-  Sources sources{&engine_, [&] { return snapshot; }, nullptr, nullptr,
-                  nullptr, nullptr};
-  Metrics metrics(sources);
-
+// What a source writes is shown with the list's help and type, and only
+// while the source is registered.
+TEST_F(MetricsTest, ComponentsWriteTheirOwnMetrics) {
+  Metrics metrics(&engine_);
+  EXPECT_THAT(metrics.Render(), Not(HasSubstr("sluice_tls_reloads_total")));
+  uint64_t reloads = 3;
+  FakeSource tls([&](base::StatsWriter& out) {
+    out.Gauge("sluice_tls_certificate_expiry_timestamp_seconds", 1800000000);
+    out.Counter("sluice_tls_reloads_total", {{"result", "ok"}},
+                static_cast<double>(reloads));
+    out.Counter("sluice_tls_reloads_total", {{"result", "error"}}, 1);
+  });
+  metrics.AddSource(&tls);
   std::string body = metrics.Render();
   EXPECT_EQ(Promtool(body), "") << body;
+  EXPECT_THAT(body, HasSubstr("# TYPE sluice_tls_reloads_total counter"));
+  EXPECT_THAT(body,
+              HasSubstr(absl::StrCat("# HELP sluice_tls_reloads_total ",
+                                     Def(MetricId::kTlsReloads).help)));
   std::vector<Sample> s = Parse(body);
-  EXPECT_EQ(Sum(s, "sluice_upstream_info",
-                {{"target", "dns:///sluice-central:50051"},
-                 {"peer", "ipv4:10.0.0.7:50051"}}),
-            1);
-  EXPECT_EQ(Sum(s, "sluice_upstream_moves_total"), 3);
-  EXPECT_DOUBLE_EQ(Sum(s, "sluice_upstream_round_trip_seconds"), 0.0015);
-  EXPECT_THAT(body, Not(HasSubstr("sluice_leaves")));
-  EXPECT_THAT(body, Not(HasSubstr("sluice_lease_units")));
-
-  snapshot = central;
-  body = metrics.Render();
-  EXPECT_EQ(Promtool(body), "") << body;
-  s = Parse(body);
-  EXPECT_THAT(body, Not(HasSubstr("sluice_upstream_")));
-  EXPECT_EQ(Sum(s, "sluice_leaves"), 12);
-  EXPECT_EQ(Sum(s, "sluice_leaf_ticks_total", {{"result", "ok"}}), 40);
-  EXPECT_EQ(Sum(s, "sluice_leaf_ticks_total", {{"result", "too_many"}}), 1);
-  EXPECT_EQ(Sum(s, "sluice_lease_units",
-                {{"resource", "rate"}, {"holder", "granted"}}),
-            100);
-  EXPECT_EQ(Sum(s, "sluice_lease_units",
-                {{"resource", "rate"}, {"holder", "leaves"}}),
-            60);
-  EXPECT_EQ(Sum(s, "sluice_lease_units",
-                {{"resource", "slots"}, {"holder", "self"}}),
-            2);
-  EXPECT_EQ(Sum(s, "sluice_leaf_breaker_reports_total",
-                {{"result", "accepted"}}),
-            5);
-  EXPECT_EQ(Sum(s, "sluice_leaf_forwarded_reports_total",
-                {{"route", "delivered"}}),
-            7);
-}
-
-TEST_F(MetricsTest, WatchersAreTheOpenWatchStreams) {
-  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
-  uint64_t open = 2;
-  sources.watchers = [&] { return open; };
-  Metrics metrics(sources);
-  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_watchers"), 2);
-  open = 0;
-  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_watchers"), 0);
-}
-
-TEST_F(MetricsTest, DecideStreamsAreTheOpenDecideStreams) {
-  Sources sources;
-  sources.engine = &engine_;
-  uint64_t open = 3;
-  sources.decide_streams = [&] { return open; };
-  Metrics metrics(sources);
-  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_decide_streams"), 3);
-  open = 1;
-  EXPECT_EQ(Sum(Parse(metrics.Render()), "sluice_decide_streams"), 1);
-}
-
-TEST_F(MetricsTest, RateLimitServiceAnswersByCode) {
-  Sources sources;
-  sources.engine = &engine_;
-  RateLimitTotals totals;
-  totals.ok = 7;
-  totals.over_limit = 2;
-  totals.invalid = 1;
-  totals.unmatched = 4;
-  sources.rate_limit = [&] { return totals; };
-  Metrics metrics(sources);
-  const auto s = Parse(metrics.Render());
-  EXPECT_EQ(Sum(s, "sluice_rls_requests_total", {{"code", "OK"}}), 7);
-  EXPECT_EQ(Sum(s, "sluice_rls_requests_total", {{"code", "OVER_LIMIT"}}), 2);
-  EXPECT_EQ(Sum(s, "sluice_rls_requests_total", {{"code", "INVALID_ARGUMENT"}}),
-            1);
-  EXPECT_EQ(Sum(s, "sluice_rls_unmatched_descriptors_total"), 4);
-}
-
-TEST_F(MetricsTest, ExtAuthzChecksByResult) {
-  Sources sources;
-  sources.engine = &engine_;
-  ExtAuthzTotals totals;
-  totals.allow = 5;
-  totals.refuse = 3;
-  totals.degrade = 2;
-  totals.unmatched = 4;
-  totals.invalid = 1;
-  sources.ext_authz = [&] { return totals; };
-  Metrics metrics(sources);
-  const auto s = Parse(metrics.Render());
-  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "allow"}}), 5);
-  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "refuse"}}), 3);
-  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "degrade"}}),
-            2);
-  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "unmatched"}}),
-            4);
-  EXPECT_EQ(Sum(s, "sluice_ext_authz_checks_total", {{"result", "invalid"}}),
-            1);
-}
-
-TEST_F(MetricsTest, AccessLogEntriesByResult) {
-  Sources sources;
-  sources.engine = &engine_;
-  AccessLogTotals totals;
-  totals.settled = 9;
-  totals.no_permit = 3;
-  totals.unknown_permit = 2;
-  totals.invalid = 1;
-  sources.access_log = [&] { return totals; };
-  Metrics metrics(sources);
-  const auto s = Parse(metrics.Render());
-  const std::string name = "sluice_access_log_entries_total";
-  EXPECT_EQ(Sum(s, name, {{"result", "settled"}}), 9);
-  EXPECT_EQ(Sum(s, name, {{"result", "no_permit"}}), 3);
-  EXPECT_EQ(Sum(s, name, {{"result", "unknown_permit"}}), 2);
-  EXPECT_EQ(Sum(s, name, {{"result", "invalid"}}), 1);
-}
-
-TEST_F(MetricsTest, HttpMetricsOnlyWithTheHttpApi) {
-  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_http_")));
-  sources.http = [] { return std::optional<HttpSnapshot>(); };  // API off
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_http_")));
-
-  sources.http = [] {
-    HttpSnapshot snapshot;
-    snapshot.requests = {{"/v1/acquire", "200", 5}, {"other", "404", 1}};
-    snapshot.active_connections = 2;
-    snapshot.waiting_connections = 1;
-    return std::optional<HttpSnapshot>(snapshot);
-  };
-  const std::vector<Sample> s = Parse(Metrics(sources).Render());
-  EXPECT_EQ(Sum(s, "sluice_http_requests_total",
-                {{"endpoint", "/v1/acquire"}, {"code", "200"}}),
-            5);
-  EXPECT_EQ(Sum(s, "sluice_http_requests_total",
-                {{"endpoint", "other"}, {"code", "404"}}),
-            1);
-  EXPECT_EQ(Sum(s, "sluice_http_connections", {{"state", "active"}}), 2);
-  EXPECT_EQ(Sum(s, "sluice_http_connections", {{"state", "waiting"}}), 1);
-}
-
-TEST_F(MetricsTest, StateFileMetricsOnlyWithAStateFile) {
-  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_state_file")));
-  sources.state_file = [] { return std::optional<StateFileSnapshot>(); };
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_state_file")));
-
-  StateFileSnapshot snapshot;
-  sources.state_file = [&] { return std::optional<StateFileSnapshot>(snapshot); };
-  std::vector<Sample> s = Parse(Metrics(sources).Render());
-  EXPECT_EQ(Sum(s, "sluice_state_file_writes_total", {{"result", "ok"}}), 0);
-  EXPECT_EQ(Sum(s, "sluice_state_file_last_write_timestamp_seconds"), 0);
-  snapshot.writes = 12;
-  snapshot.failures = 2;
-  snapshot.last_write = absl::FromUnixSeconds(1796000000);
-  s = Parse(Metrics(sources).Render());
-  EXPECT_EQ(Sum(s, "sluice_state_file_writes_total", {{"result", "ok"}}), 12);
-  EXPECT_EQ(Sum(s, "sluice_state_file_writes_total", {{"result", "error"}}), 2);
-  EXPECT_EQ(Sum(s, "sluice_state_file_last_write_timestamp_seconds"),
-            1796000000);
-}
-
-TEST_F(MetricsTest, AdminTokenReloadsOnlyWithATokenFile) {
-  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_admin_token")));
-  sources.admin_token = [] { return std::optional<AdminTokenSnapshot>(); };
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_admin_token")));
-
-  AdminTokenSnapshot snapshot;
-  sources.admin_token = [&] {
-    return std::optional<AdminTokenSnapshot>(snapshot);
-  };
-  std::vector<Sample> s = Parse(Metrics(sources).Render());
-  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "ok"}}), 0);
-  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "error"}}),
-            0);
-  snapshot.reloads_ok = 3;
-  snapshot.reloads_error = 1;
-  s = Parse(Metrics(sources).Render());
-  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "ok"}}), 3);
-  EXPECT_EQ(Sum(s, "sluice_admin_token_reloads_total", {{"result", "error"}}),
-            1);
-}
-
-TEST_F(MetricsTest, PolicyReloadsOnlyWithAPoliciesFile) {
-  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
-  EXPECT_THAT(Metrics(sources).Render(),
-              Not(HasSubstr("sluice_policy_reload")));
-  sources.policy_reloads = [] {
-    return std::optional<PolicyReloadSnapshot>();
-  };
-  EXPECT_THAT(Metrics(sources).Render(),
-              Not(HasSubstr("sluice_policy_reload")));
-
-  PolicyReloadSnapshot snapshot;
-  sources.policy_reloads = [&] {
-    return std::optional<PolicyReloadSnapshot>(snapshot);
-  };
-  std::vector<Sample> s = Parse(Metrics(sources).Render());
-  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "ok"}}), 0);
-  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "error"}}), 0);
-  EXPECT_EQ(Sum(s, "sluice_policy_reload_last_error"), 0);
-  snapshot.ok = 4;
-  snapshot.error = 2;
-  snapshot.last_failed = true;
-  s = Parse(Metrics(sources).Render());
-  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "ok"}}), 4);
-  EXPECT_EQ(Sum(s, "sluice_policy_reloads_total", {{"result", "error"}}), 2);
-  EXPECT_EQ(Sum(s, "sluice_policy_reload_last_error"), 1);
-}
-
-TEST_F(MetricsTest, TlsMetricsOnlyWithACertificate) {
-  Sources sources{&engine_, nullptr, nullptr, nullptr, nullptr, nullptr};
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_tls")));
-  sources.tls = [] { return std::optional<TlsSnapshot>(); };
-  EXPECT_THAT(Metrics(sources).Render(), Not(HasSubstr("sluice_tls")));
-
-  TlsSnapshot snapshot;
-  snapshot.not_after = absl::FromUnixSeconds(1800000000);
-  snapshot.reloads = 3;
-  snapshot.reload_failures = 1;
-  sources.tls = [&] { return std::optional<TlsSnapshot>(snapshot); };
-  const std::vector<Sample> s = Parse(Metrics(sources).Render());
   EXPECT_EQ(Sum(s, "sluice_tls_certificate_expiry_timestamp_seconds"),
             1800000000);
   EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "ok"}}), 3);
   EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "error"}}), 1);
+  // Read at every scrape.
+  reloads = 4;
+  s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "ok"}}), 4);
+  EXPECT_TRUE(metrics.refused_writes().empty());
+}
+
+// A write the list does not declare is left out and remembered, never
+// shown without help and type, and never silently lost.
+TEST_F(MetricsTest, WritesTheListDoesNotDeclareAreRefused) {
+  Metrics metrics(&engine_);
+  FakeSource buggy([](base::StatsWriter& out) {
+    out.Counter("sluice_not_in_the_list_total", 1);
+    out.Counter("sluice_tls_certificate_expiry_timestamp_seconds", 1);
+    out.Gauge("sluice_tls_reloads_total", {{"result", "ok"}}, 1);
+    out.Counter("sluice_policy_reloads_total", {{"outcome", "ok"}}, 1);
+    out.Counter("sluice_policy_reloads_total", 1);
+    out.Counter("sluice_store_errors_total", {{"kind", "auth"}, {"x", "y"}}, 1);
+    out.Counter("sluice_tls_reloads_total", {{"result", "ok"}}, 2);  // good
+  });
+  metrics.AddSource(&buggy);
+  const std::string body = metrics.Render();
+  EXPECT_EQ(Promtool(body), "") << body;
+  EXPECT_THAT(body, Not(HasSubstr("sluice_not_in_the_list_total")));
+  EXPECT_THAT(body, Not(HasSubstr("sluice_tls_certificate_expiry")));
+  EXPECT_THAT(body, Not(HasSubstr("sluice_policy_reloads_total")));
+  EXPECT_THAT(body, Not(HasSubstr("sluice_store_errors_total")));
+  EXPECT_EQ(Sum(Parse(body), "sluice_tls_reloads_total"), 2);
+  metrics.Render();  // the same mistakes again are not listed twice
+  EXPECT_THAT(
+      metrics.refused_writes(),
+      ::testing::ElementsAre(
+          "sluice_not_in_the_list_total: not declared in metric_list.h",
+          "sluice_tls_certificate_expiry_timestamp_seconds: written as a "
+          "counter, declared otherwise",
+          "sluice_tls_reloads_total: written as a gauge, declared otherwise",
+          "sluice_policy_reloads_total: its label names differ from "
+          "metric_list.h's",
+          "sluice_store_errors_total: its label names differ from "
+          "metric_list.h's"));
+}
+
+TEST_F(MetricsTest, RefusedWritesAreBounded) {
+  Metrics metrics(&engine_);
+  FakeSource buggy([](base::StatsWriter& out) {
+    for (size_t i = 0; i < 2 * Metrics::kMaxRefusedWrites; ++i) {
+      out.Counter(absl::StrCat("sluice_unknown_", i, "_total"), 1);
+    }
+  });
+  metrics.AddSource(&buggy);
+  metrics.Render();
+  EXPECT_EQ(metrics.refused_writes().size(), Metrics::kMaxRefusedWrites);
+}
+
+// Unknown dependencies' answers come from the engine, whatever is
+// registered.
+TEST_F(MetricsTest, UnknownDependencyDecisionsComeFromTheEngine) {
+  Metrics metrics(&engine_);
+  for (int i = 0; i < 5; ++i) (void)engine_.Acquire("unknown-thing", "", 1);
+  const auto [allowed, rejected] = engine_.UnknownDecisions();
+  ASSERT_EQ(allowed + rejected, 5u);
+  const std::vector<Sample> s = Parse(metrics.Render());
+  EXPECT_EQ(Sum(s, "sluice_unknown_dependency_decisions_total",
+                {{"verdict", "ALLOW"}}),
+            allowed);
+  EXPECT_EQ(Sum(s, "sluice_unknown_dependency_decisions_total",
+                {{"verdict", "REJECT"}}),
+            rejected);
 }
 
 TEST(PrometheusLatencyHistogramTest, BucketsAreCumulative) {
@@ -566,7 +378,7 @@ TEST(PrometheusLatencyHistogramTest, BucketsAreCumulative) {
 // The real /metrics endpoint, checked by promtool (Debian package
 // "prometheus"), and its decision counters against the calls made.
 TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics(&engine_);
   metrics_ptr_ = &metrics;
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       MetricsServer::Start("127.0.0.1:0", &metrics);
@@ -593,7 +405,7 @@ TEST_F(MetricsTest, PromtoolAcceptsServedMetricsAndCountersAddUp) {
 // scrape time, the baseline appears once learned, and the change counters
 // count the engine's events.
 TEST_F(MetricsTest, AdaptiveGaugesAndChangeCounters) {
-  Metrics metrics({&engine_, nullptr, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics(&engine_);
   metrics_ptr_ = &metrics;
   ASSERT_TRUE(store_
                   .Put(P(R"pb(name: "limits"
@@ -748,7 +560,7 @@ TEST_F(MetricsTest, AdaptiveGaugesAndChangeCounters) {
 TEST(MetricsServerTest, BusyAddressIsAnError) {
   sluice::testing::FakeClock clock;
   core::Engine engine(&clock, core::Engine::Options());
-  Metrics metrics({&engine, nullptr, nullptr, nullptr, nullptr, nullptr});
+  Metrics metrics(&engine);
   auto first = MetricsServer::Start("127.0.0.1:0", &metrics);
   ASSERT_TRUE(first.ok());
   auto second = MetricsServer::Start(

@@ -16,6 +16,7 @@
 #include "server/policy/policy_store.h"
 #include "server/rpc/admin_events.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/stats_recorder.h"
 #include "tests/testing/temp_dir.h"
 
 namespace sluice::app {
@@ -98,6 +99,12 @@ TEST_F(PoliciesFileTest, BadReloadCountsAnErrorAndKeepsThePreviousPolicies) {
   EXPECT_EQ(stats.error, 2u);
   EXPECT_TRUE(stats.last_failed);
   EXPECT_EQ(Rate(), 200);
+  // Its metrics are its stats().
+  testing::StatsRecorder metrics(reloads);
+  EXPECT_EQ(metrics.Sum("sluice_policy_reloads_total", {{"result", "ok"}}), 1);
+  EXPECT_EQ(metrics.Sum("sluice_policy_reloads_total", {{"result", "error"}}),
+            2);
+  EXPECT_EQ(metrics.Sum("sluice_policy_reload_last_error"), 1);
   watcher->Stop();
   mode->Stop();
 }

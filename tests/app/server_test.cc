@@ -11,9 +11,12 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -25,11 +28,14 @@
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certs.h"
 
 namespace sluice::app {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
 
 v1::Policy P(const std::string& text) {
   v1::Policy p;
@@ -199,6 +205,45 @@ TEST_F(StandaloneServerTest, ReportedFailuresOpenTheBreaker) {
   EXPECT_EQ(r->State("payments").breaker_state(), v1::OPEN);
 }
 
+// Every component that exports metrics is registered once started, and
+// writes only metrics metric_list.h declares, as declared.
+TEST_F(StandaloneServerTest, EveryComponentExportsOnlyListedMetrics) {
+  testing::TempDir dir("sluice_server_stats");
+  testing::TestCerts certs(dir.path());
+  ASSERT_TRUE(certs.ok()) << certs.error();
+  ServerOptions options = testing::LoopbackServerOptions();
+  options.http_listen = "127.0.0.1:0";
+  options.tls_cert_file = certs.server_cert();
+  options.tls_key_file = certs.server_key();
+  options.policies_path = dir.File("policies.yaml");
+  {
+    std::ofstream(options.policies_path)
+        << "policies:\n  - name: inventory\n    rate_limit:\n      rate: 5\n";
+  }
+  options.admin_token_file = dir.File("admin.token");
+  {
+    std::ofstream(options.admin_token_file) << "secret-token\n";
+  }
+  options.state_file = dir.File("sluice.state");
+  std::unique_ptr<Running> r = Start(options);
+  ASSERT_TRUE(r->status().ok());
+
+  const std::string body = r->server().metrics().Render();
+  for (const char* written_by_a_component :
+       {"sluice_watchers", "sluice_watch_events_dropped_total",
+        "sluice_decide_streams", "sluice_rls_requests_total",
+        "sluice_ext_authz_checks_total", "sluice_access_log_entries_total",
+        "sluice_http_connections", "sluice_tls_reloads_total",
+        "sluice_policy_reloads_total", "sluice_admin_token_reloads_total",
+        "sluice_state_file_writes_total"}) {
+    EXPECT_TRUE(absl::StrContains(
+        body, absl::StrCat("# TYPE ", written_by_a_component, " ")))
+        << written_by_a_component;
+  }
+  EXPECT_THAT(body, Not(HasSubstr("sluice_store_up")));
+  EXPECT_THAT(r->server().metrics().refused_writes(), IsEmpty());
+}
+
 // Two replicas sharing one in-memory store. Neither runs its sync thread:
 // the test ticks them with SyncNow (an admin write runs the tick it waits
 // for on its own thread).
@@ -284,6 +329,22 @@ TEST_F(ClusterServerTest, AClusterCapIsSplitBetweenTheReplicas) {
     EXPECT_EQ(refused.verdict(), v1::REJECT);
     EXPECT_EQ(refused.reason(), v1::CONCURRENCY_LIMITED);
   }
+}
+
+// A central replica exports its sync loop, its store and its leaves.
+TEST_F(ClusterServerTest, TheSyncLoopAndTheLedgerExportOnlyListedMetrics) {
+  std::unique_ptr<Running> r = Start("replica-a");
+  ASSERT_TRUE(r->server().SyncNow().ok());
+  const std::string body = r->server().metrics().Render();
+  for (const char* written_by_a_component :
+       {"sluice_store_up", "sluice_sync_ticks_total", "sluice_leaves",
+        "sluice_leaf_ticks_total", "sluice_lease_units"}) {
+    EXPECT_TRUE(absl::StrContains(
+        body, absl::StrCat("# TYPE ", written_by_a_component, " ")))
+        << written_by_a_component;
+  }
+  EXPECT_THAT(body, Not(HasSubstr("sluice_upstream_info")));
+  EXPECT_THAT(r->server().metrics().refused_writes(), IsEmpty());
 }
 
 TEST(ValidateOptionsTest, NamesTheFlagAndTheRule) {

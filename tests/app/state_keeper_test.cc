@@ -23,6 +23,7 @@
 #include "spdlog/spdlog.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/manual_env.h"
+#include "tests/testing/stats_recorder.h"
 #include "tests/testing/temp_dir.h"
 
 namespace sluice::app {
@@ -363,6 +364,31 @@ TEST_F(StateKeeperTest, WriteFailuresAreCountedAndRecover) {
   EXPECT_EQ(stats.failures, 2u);
   EXPECT_EQ(stats.last_write, clock_.Now());
   EXPECT_TRUE(ReadStateFile(options.path).ok());
+}
+
+// Its metrics are stats(): writes by result and the time of the last good
+// one, 0 before the first.
+TEST_F(StateKeeperTest, StatsAreItsMetrics) {
+  before_.ReplacePolicies({Breaker("payments")});
+  StateFileKeeper::Options options = KeeperOptions();
+  options.path = dir_.File("later/sluice.state");
+  StateFileKeeper keeper(options, &before_, &clock_);
+  using sluice::testing::StatsRecorder;
+  const std::string writes = "sluice_state_file_writes_total";
+  const std::string last = "sluice_state_file_last_write_timestamp_seconds";
+  StatsRecorder fresh(keeper);
+  EXPECT_EQ(fresh.Find(writes).size(), 2u);
+  EXPECT_EQ(fresh.Sum(writes), 0);
+  EXPECT_EQ(fresh.Find(last).size(), 1u);
+  EXPECT_EQ(fresh.Sum(last), 0);
+
+  EXPECT_FALSE(keeper.SaveNow().ok());
+  std::filesystem::create_directory(dir_.File("later"));
+  EXPECT_TRUE(keeper.SaveNow().ok());
+  StatsRecorder after(keeper);
+  EXPECT_EQ(after.Sum(writes, {{"result", "ok"}}), 1);
+  EXPECT_EQ(after.Sum(writes, {{"result", "error"}}), 1);
+  EXPECT_EQ(after.Sum(last), absl::ToUnixSeconds(clock_.Now()));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "server/tls/tls_reloader.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/manual_env.h"
+#include "tests/testing/stats_recorder.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"
 #include "wire/tls.h"
@@ -140,6 +141,33 @@ TEST_F(TlsFilesTest,
   EXPECT_EQ("serial=" + r.stats().certificate.serial, certs_.server_serial());
   EXPECT_EQ(env_.RunAll(), 1);  // unchanged since: not tried again
   EXPECT_EQ(r.stats().reload_failures, 1u);
+}
+
+// Its metrics are stats(): the certificate's notAfter and the reloads by
+// result.
+TEST_F(TlsFilesTest, ReloaderStatsAreItsMetrics) {
+  absl::StatusOr<std::unique_ptr<tls::TlsReloader>> reloader =
+      tls::TlsReloader::Start(Files(), tls::kTlsReloadInterval, &env_);
+  ASSERT_TRUE(reloader.ok()) << reloader.status();
+  tls::TlsReloader& r = **reloader;
+  using sluice::testing::StatsRecorder;
+  StatsRecorder before(r);
+  EXPECT_EQ(before.Sum("sluice_tls_certificate_expiry_timestamp_seconds"),
+            absl::ToUnixSeconds(r.stats().certificate.not_after));
+  EXPECT_GT(before.Sum("sluice_tls_certificate_expiry_timestamp_seconds"), 0);
+  EXPECT_EQ(before.Find("sluice_tls_reloads_total").size(), 2u);
+  EXPECT_EQ(before.Sum("sluice_tls_reloads_total"), 0);
+
+  ASSERT_TRUE(certs_.ReissueServer(certs_.server_cert(), certs_.server_key()));
+  EXPECT_EQ(env_.RunAll(), 1);
+  TestCerts::Shell(
+      "openssl genpkey -algorithm ec -pkeyopt "
+      "ec_paramgen_curve:prime256v1 -out " +
+      certs_.server_key());
+  EXPECT_EQ(env_.RunAll(), 1);
+  StatsRecorder after(r);
+  EXPECT_EQ(after.Sum("sluice_tls_reloads_total", {{"result", "ok"}}), 1);
+  EXPECT_EQ(after.Sum("sluice_tls_reloads_total", {{"result", "error"}}), 1);
 }
 
 // The files sluiced reads, copied from certs_ so that a test can break them

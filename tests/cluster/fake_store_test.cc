@@ -7,6 +7,7 @@
 #include "tests/cluster/cluster_scenarios.h"
 #include "tests/cluster/membership_cases.h"
 #include "tests/testing/manual_env.h"
+#include "tests/testing/stats_recorder.h"
 
 namespace sluice::cluster {
 namespace {
@@ -25,6 +26,65 @@ class EmptyLeaveStore final : public testing::ForwardingStore {
     return reply;
   }
 };
+
+// A store with a status to show, as RedisStore and UpstreamStore have.
+class StatusStore final : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  StoreStatus status() const override {
+    StoreStatus s;
+    s.endpoint = "10.0.0.7:6379";
+    s.errors = {{"auth", 4}, {"readonly", 1}};
+    s.events = {{"master_changed", 2}};
+    return s;
+  }
+};
+
+// The sync loop's metrics are its stats(), and a store's are its status().
+TEST(SyncLoopStatsTest, TheLoopAndItsStoreWriteTheirMetrics) {
+  testing::FakeClock clock;
+  testing::FakeStore store(&clock);
+  StatusStore path(&store);
+  Replica r("r0", &clock, &path);
+  ASSERT_TRUE(r.loop.TickOnce().ok());
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(r.loop.TickOnce().ok());
+  store.SetDown(true);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_FALSE(r.loop.TickOnce().ok());
+
+  using sluice::testing::StatsRecorder;
+  const SyncStats stats = r.loop.stats();
+  StatsRecorder loop(r.loop);
+  EXPECT_EQ(loop.Sum("sluice_store_up"), stats.store_up ? 1 : 0);
+  EXPECT_EQ(loop.Sum("sluice_sync_ticks_total"), 3);
+  EXPECT_EQ(loop.Sum("sluice_sync_errors_total"), 1);
+  EXPECT_EQ(loop.Sum("sluice_live_replicas"), 1);
+  EXPECT_DOUBLE_EQ(loop.Sum("sluice_sync_tick_duration_seconds"),
+                   absl::ToDoubleSeconds(stats.last_tick_duration));
+  EXPECT_EQ(loop.Find("sluice_forwarded_reports_total").size(), 3u);
+  for (const char* direction : {"out", "in", "dropped"}) {
+    EXPECT_EQ(loop.Sum("sluice_forwarded_reports_total",
+                       {{"direction", direction}}),
+              0);
+  }
+  EXPECT_EQ(loop.Find("sluice_store_clock_offset_seconds").size(), 1u);
+  EXPECT_EQ(loop.Sum("sluice_store_resets_total"), 0);
+  EXPECT_EQ(loop.Sum("sluice_sync_quiet_policies"), 0);
+
+  StatsRecorder status(path);
+  EXPECT_EQ(status.Sum("sluice_store_errors_total", {{"kind", "auth"}}), 4);
+  EXPECT_EQ(status.Sum("sluice_store_errors_total", {{"kind", "readonly"}}),
+            1);
+  EXPECT_EQ(
+      status.Sum("sluice_store_events_total", {{"kind", "master_changed"}}),
+      2);
+  EXPECT_EQ(status.Sum("sluice_store_endpoint_info",
+                       {{"endpoint", "10.0.0.7:6379"}}),
+            1);
+  // A store with nothing to show (the fake) writes nothing.
+  EXPECT_TRUE(StatsRecorder(store).series().empty());
+}
 
 TEST(SyncLoopLeaveTest, ALeaveAnsweredWithNoPoliciesSucceeds) {
   testing::FakeClock clock;

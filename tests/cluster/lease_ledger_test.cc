@@ -20,6 +20,7 @@
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_store.h"
 #include "tests/testing/forwarding_store.h"
+#include "tests/testing/stats_recorder.h"
 
 namespace sluice::cluster {
 namespace {
@@ -632,6 +633,41 @@ TEST_F(LeaseLedgerTest, TooManyLeavesAreRefusedAndSilentOnesDropped) {
   EXPECT_TRUE(Leaf("c", {}).ok());
   EXPECT_EQ(ledger_->stats().leaves, 2u);
   EXPECT_EQ(ledger_->stats().refused_too_many, 1u);
+}
+
+// Its metrics are stats(): leaves, their ticks by result, the units by
+// resource and holder, their breaker reports and forwarded reports.
+TEST_F(LeaseLedgerTest, StatsAreTheMetricsOfTheLeaves) {
+  Make(/*max_leaves=*/1);
+  ASSERT_TRUE(Central({Push("api", {Key("", 100, 10)})}).ok());
+  ASSERT_TRUE(Leaf("a", {Push("api", {Key("", 100, 60)})}).ok());
+  EXPECT_FALSE(Leaf("b", {}).ok());
+  const LedgerStats s = ledger_->stats();
+  sluice::testing::StatsRecorder stats(*ledger_);
+  EXPECT_EQ(stats.Sum("sluice_leaves"), 1);
+  EXPECT_EQ(stats.Sum("sluice_leaf_ticks_total", {{"result", "ok"}}),
+            s.leaf_ticks);
+  EXPECT_EQ(stats.Sum("sluice_leaf_ticks_total", {{"result", "too_many"}}),
+            1);
+  EXPECT_EQ(stats.Find("sluice_leaf_ticks_total").size(), 5u);
+  for (const auto& [resource, index] :
+       {std::pair<const char*, int>{"rate", core::kRateUnits},
+        {"slots", core::kSlotUnits}}) {
+    EXPECT_EQ(stats.Sum("sluice_lease_units",
+                        {{"resource", resource}, {"holder", "granted"}}),
+              s.pool_units[index]);
+    EXPECT_EQ(stats.Sum("sluice_lease_units",
+                        {{"resource", resource}, {"holder", "leaves"}}),
+              s.leaf_units[index]);
+    EXPECT_EQ(stats.Sum("sluice_lease_units",
+                        {{"resource", resource}, {"holder", "self"}}),
+              s.self_units[index]);
+  }
+  EXPECT_EQ(stats.Sum("sluice_lease_units",
+                      {{"resource", "rate"}, {"holder", "granted"}}),
+            100);
+  EXPECT_EQ(stats.Find("sluice_leaf_breaker_reports_total").size(), 3u);
+  EXPECT_EQ(stats.Find("sluice_leaf_forwarded_reports_total").size(), 3u);
 }
 
 TEST_F(LeaseLedgerTest, OversizedRequestsAreRefused) {

@@ -26,6 +26,7 @@
 #include "server/tls/server_tls.h"
 #include "tests/http/raw_connection.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/stats_recorder.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"
 #include "tests/testing/wait_for.h"
@@ -102,6 +103,63 @@ TEST_F(HttpServerTest, StopCutsARequestStillArrivingAtTheDeadline) {
   server->Stop(absl::Now() + absl::Milliseconds(100));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_EQ(slow.Read().status, 0);  // cut, never answered
+}
+
+// Its metrics are Stats(): requests by endpoint and status, connections by
+// state, connections closed early by reason, requests refused by reason.
+TEST_F(HttpServerTest, StatsAreItsMetrics) {
+  HttpServerOptions options;
+  options.io_threads = 1;
+  std::unique_ptr<HttpServer> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  testing::RawConnection client(server->port());
+  ASSERT_TRUE(client.SendPost("/v1/acquire", kAcquire));
+  ASSERT_EQ(client.Read().status, 200);
+  ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().idle == 1; },
+                               absl::Seconds(5)));
+  testing::RawConnection lost(server->port());
+  ASSERT_TRUE(lost.SendPost("/v1/nowhere", kAcquire));
+  ASSERT_EQ(lost.Read().status, 404);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        uint64_t answered = 0;
+        for (const auto& c : server->Stats().requests) answered += c.count;
+        return answered == 2;
+      },
+      absl::Seconds(5)));
+
+  const HttpStats s = server->Stats();
+  testing::StatsRecorder stats(*server);
+  EXPECT_EQ(stats.Sum("sluice_http_requests_total",
+                      {{"endpoint", "/v1/acquire"}, {"code", "200"}}),
+            1);
+  EXPECT_EQ(stats.Sum("sluice_http_requests_total",
+                      {{"endpoint", "other"}, {"code", "404"}}),
+            1);
+  EXPECT_EQ(stats.Find("sluice_http_requests_total").size(), s.requests.size());
+  EXPECT_EQ(stats.Sum("sluice_http_connections", {{"state", "active"}}),
+            s.connections - s.idle);
+  EXPECT_EQ(stats.Sum("sluice_http_connections", {{"state", "idle"}}), s.idle);
+  EXPECT_GE(s.idle, 1);
+  EXPECT_EQ(stats.Sum("sluice_http_connections", {{"state", "waiting"}}), 0);
+  const std::string closed = "sluice_http_connections_closed_total";
+  EXPECT_EQ(stats.Find(closed).size(), 7u);
+  for (const char* reason :
+       {"shed", "refused", "timeout_handshake", "timeout_head",
+        "timeout_body", "timeout_write", "timeout_idle"}) {
+    EXPECT_EQ(stats.Sum(closed, {{"reason", reason}}), 0) << reason;
+  }
+  EXPECT_EQ(stats.Find("sluice_http_requests_rejected_total").size(), 2u);
+
+  // A framing error is refused and counted, and its connection closed.
+  testing::RawConnection bad(server->port());
+  ASSERT_TRUE(bad.Send("POST /v1/acquire HTTP/1.1\r\nContent-Length: x\r\n\r\n"));
+  EXPECT_EQ(bad.Read().status, 400);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return server->Stats().rejected_framing == 1; }, absl::Seconds(5)));
+  EXPECT_EQ(testing::StatsRecorder(*server).Sum(
+                "sluice_http_requests_rejected_total", {{"reason", "framing"}}),
+            1);
 }
 
 TEST_F(HttpServerTest, AFullServerShedsTheConnectionIdleLongest) {

@@ -393,6 +393,28 @@ TEST_F(RateLimitServiceTest, OverLimitFreesTheSlotsOtherDescriptorsTook) {
   EXPECT_FALSE(r.has_dynamic_metadata());
 }
 
+// Its metrics: the calls by answer, and the descriptors no policy matched.
+TEST_F(RateLimitServiceTest, AnswersAreCountedByCode) {
+  const RateLimitRequest payments =
+      Request({{{"destination_cluster", "payments"}}});
+  EXPECT_EQ(OkCount(payments, 7), 5);  // then 2 OVER_LIMIT
+  EXPECT_EQ(Overall(Request({{{"nothing", "here"}}})), RateLimitResponse::OK);
+  RateLimitRequest invalid = payments;
+  invalid.clear_domain();
+  RateLimitResponse response;
+  EXPECT_EQ(Call(invalid, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  const std::string body = server_->server().metrics().Render();
+  for (const char* sample :
+       {"sluice_rls_requests_total{code=\"OK\"} 6\n",
+        "sluice_rls_requests_total{code=\"OVER_LIMIT\"} 2\n",
+        "sluice_rls_requests_total{code=\"INVALID_ARGUMENT\"} 1\n",
+        "sluice_rls_unmatched_descriptors_total 1\n"}) {
+    EXPECT_THAT(body, ::testing::HasSubstr(sample)) << body;
+  }
+}
+
 TEST_F(RateLimitServiceTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
   struct Case {
     RateLimitRequest request;

@@ -19,6 +19,7 @@
 #include "server/rpc/message_bounds.h"
 #include "server/tree/lease_codec.h"
 #include "server/tree/upstream_store.h"
+#include "tests/testing/stats_recorder.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"
 #include "tests/tree/lease_test_server.h"
@@ -104,6 +105,21 @@ TEST(UpstreamStore, ATickIsOneLeaseCallAnsweredByTheLeafServer) {
   EXPECT_EQ(status.endpoint, stats.peer);
   EXPECT_EQ(status.events.at("moved"), 0u);
   EXPECT_EQ(store->Describe(), absl::StrCat("upstream ", central.address()));
+
+  // Its metrics: the store's status and the upstream it follows.
+  sluice::testing::StatsRecorder metrics(*store);
+  EXPECT_EQ(metrics.Sum("sluice_upstream_info",
+                        {{"target", central.address()}, {"peer", stats.peer}}),
+            1);
+  EXPECT_EQ(metrics.Sum("sluice_upstream_moves_total"), 0);
+  EXPECT_EQ(metrics.Find("sluice_upstream_moves_total").size(), 1u);
+  EXPECT_DOUBLE_EQ(metrics.Sum("sluice_upstream_round_trip_seconds"),
+                   absl::ToDoubleSeconds(stats.last_round_trip));
+  EXPECT_EQ(metrics.Sum("sluice_store_endpoint_info",
+                        {{"endpoint", stats.peer}}),
+            1);
+  EXPECT_EQ(metrics.Sum("sluice_store_events_total", {{"kind", "moved"}}), 0);
+  EXPECT_EQ(metrics.Find("sluice_store_events_total").size(), 1u);
 }
 
 TEST(UpstreamStore, ForwardedReportsPastTheBoundAreDroppedOldestFirst) {
