@@ -2,6 +2,7 @@
 #ifndef SLUICE_BASE_STATS_H_
 #define SLUICE_BASE_STATS_H_
 
+#include <cstdint>
 #include <initializer_list>
 
 #include "absl/strings/string_view.h"
@@ -38,6 +39,19 @@ class StatsWriter {
 
   void Counter(absl::string_view name, double value) {
     Counter(name, {}, value);
+  }
+
+  // One counter split by one label: a value for each of the label's values,
+  // e.g. CountersBy("sluice_rls_requests_total", "code", {{"OK", ok}, ...}).
+  struct LabelCount {
+    absl::string_view value;
+    uint64_t count;
+  };
+  void CountersBy(absl::string_view name, absl::string_view label,
+                  std::initializer_list<LabelCount> counts) {
+    for (const LabelCount& c : counts) {
+      Counter(name, {{label, c.value}}, static_cast<double>(c.count));
+    }
   }
   void Gauge(absl::string_view name, double value) { Gauge(name, {}, value); }
 };

@@ -257,7 +257,7 @@ bool MeasureInProcess(const PolicyConfig& policy, int keys) {
   }
   const absl::Duration took = absl::Now() - start;
   const Sample after = Sample::Now();
-  absl::StatusOr<sluice::core::DependencyStatus> status =
+  absl::StatusOr<sluice::core::LivePolicyStatus> status =
       engine->Inspect(policy.name);
   const size_t held = status.ok() ? status->keys : 0;
   const double n = keys;

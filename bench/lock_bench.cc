@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which lock for the request path (a dependency shard's, in
-// server/core/dependency.cc): the candidates side by side in one run, on a
+// server/core/live_policy.cc): the candidates side by side in one run, on a
 // critical section the size of a dependency's (Acquire or Report holds the
 // lock for 50-100 ns), at 1, 2 and 4 threads.
 //
@@ -74,7 +74,7 @@ inline uint64_t Step(uint64_t x) {
 }
 
 // The lock and the state it guards, on cache lines of their own as a
-// Dependency's would be relative to other dependencies.
+// LivePolicy's would be relative to other dependencies.
 template <typename Lock>
 struct alignas(64) Shared {
   Lock lock;

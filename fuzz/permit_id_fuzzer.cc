@@ -88,7 +88,7 @@ struct Held {
     if (!d.ok() || d->permit_id.empty()) Fail("no permit to hold", "");
   }
   uint32_t in_flight() {
-    absl::StatusOr<sluice::core::DependencyStatus> s =
+    absl::StatusOr<sluice::core::LivePolicyStatus> s =
         engine.Inspect("inventory");
     return s.ok() && s->gates ? s->gates->in_flight : 0;
   }

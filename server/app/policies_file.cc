@@ -155,13 +155,13 @@ void PolicyReloads::WriteStats(base::StatsWriter& out) const {
   out.Gauge("sluice_policy_reload_last_error", s.last_failed ? 1 : 0);
 }
 
-std::unique_ptr<policy::FileWatcher> WatchPoliciesFile(
+std::unique_ptr<base::FileWatcher> WatchPoliciesFile(
     const ServerOptions& options, const std::string& initial_contents,
     Mode* mode, PolicyReloads* reloads) {
   if (options.policies_path.empty()) return nullptr;
-  policy::FileWatcher::Options watcher_options;
+  base::FileWatcher::Options watcher_options;
   watcher_options.interval = options.policies_poll_interval;
-  auto watcher = std::make_unique<policy::FileWatcher>(
+  auto watcher = std::make_unique<base::FileWatcher>(
       options.policies_path, watcher_options,
       [mode, reloads,
        path = options.policies_path](const std::string& contents) {

@@ -15,7 +15,7 @@
 #include "base/stats.h"
 #include "server/app/mode.h"
 #include "server/app/options.h"
-#include "server/policy/file_watcher.h"
+#include "base/file_watcher.h"
 #include "server/policy/policy_file.h"
 #include "server/policy/policy_store.h"
 #include "sluice/v1/policy.pb.h"
@@ -94,7 +94,7 @@ class PolicyReloads final : public base::StatsSource {
 // `initial_contents`: each change goes to mode->OnPoliciesFileChanged, and
 // an unreadable file is logged; both are counted in `reloads`. `mode` and
 // `reloads` must outlive the watcher.
-std::unique_ptr<policy::FileWatcher> WatchPoliciesFile(
+std::unique_ptr<base::FileWatcher> WatchPoliciesFile(
     const ServerOptions& options, const std::string& initial_contents,
     Mode* mode, PolicyReloads* reloads);
 

@@ -26,7 +26,7 @@
 #include "server/core/engine.h"
 #include "server/http/http_server.h"
 #include "server/metrics/metrics.h"
-#include "server/policy/file_watcher.h"
+#include "base/file_watcher.h"
 #include "server/policy/policy_store.h"
 #include "server/rpc/admin_events.h"
 #include "server/rpc/admin_server.h"
@@ -198,7 +198,7 @@ class Server {
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   // Before watcher_, which counts into it until it is destroyed.
   PolicyReloads policy_reloads_;
-  std::unique_ptr<policy::FileWatcher> watcher_;
+  std::unique_ptr<base::FileWatcher> watcher_;
   std::thread housekeeping_;
   // The Unix sockets of the listeners, released at the end of Shutdown
   // (after both gRPC servers have stopped).

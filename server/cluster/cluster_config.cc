@@ -90,7 +90,7 @@ absl::StatusOr<policy::PolicyChange> ClusterConfig::Delete(
 absl::Status ClusterConfig::SetOverride(absl::string_view dependency,
                                         core::BreakerOverride override,
                                         const std::string& note) {
-  absl::StatusOr<core::DependencyStatus> status = engine_->Inspect(dependency);
+  absl::StatusOr<core::LivePolicyStatus> status = engine_->Inspect(dependency);
   if (!status.ok()) return status.status();
   if (!status->policy->breaker) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -1875,15 +1875,12 @@ void LeaseLedger::WriteStats(base::StatsWriter& out) const {
   Store::WriteStats(out);
   const LedgerStats s = stats();
   out.Gauge("sluice_leaves", s.leaves);
-  for (const auto& [result, n] :
-       {std::pair<const char*, uint64_t>{"ok", s.leaf_ticks},
-        {"stale", s.refused_stale},
-        {"unavailable", s.refused_unavailable},
-        {"too_many", s.refused_too_many},
-        {"invalid", s.refused_invalid}}) {
-    out.Counter("sluice_leaf_ticks_total", {{"result", result}},
-                static_cast<double>(n));
-  }
+  out.CountersBy("sluice_leaf_ticks_total", "result",
+                 {{"ok", s.leaf_ticks},
+                  {"stale", s.refused_stale},
+                  {"unavailable", s.refused_unavailable},
+                  {"too_many", s.refused_too_many},
+                  {"invalid", s.refused_invalid}});
   for (const auto& [resource, index] :
        {std::pair<const char*, int>{"rate", core::kRateUnits},
         {"slots", core::kSlotUnits}}) {
@@ -1896,20 +1893,14 @@ void LeaseLedger::WriteStats(base::StatsWriter& out) const {
                 static_cast<double>(n));
     }
   }
-  for (const auto& [result, n] :
-       {std::pair<const char*, uint64_t>{"accepted", s.breaker_accepted},
-        {"refused", s.breaker_refused},
-        {"upstream_refused", s.breaker_upstream_refused}}) {
-    out.Counter("sluice_leaf_breaker_reports_total", {{"result", result}},
-                static_cast<double>(n));
-  }
-  for (const auto& [route, n] :
-       {std::pair<const char*, uint64_t>{"delivered", s.forwarded_delivered},
-        {"upstream", s.forwarded_upstream},
-        {"dropped", s.forwarded_dropped}}) {
-    out.Counter("sluice_leaf_forwarded_reports_total", {{"route", route}},
-                static_cast<double>(n));
-  }
+  out.CountersBy("sluice_leaf_breaker_reports_total", "result",
+                 {{"accepted", s.breaker_accepted},
+                  {"refused", s.breaker_refused},
+                  {"upstream_refused", s.breaker_upstream_refused}});
+  out.CountersBy("sluice_leaf_forwarded_reports_total", "route",
+                 {{"delivered", s.forwarded_delivered},
+                  {"upstream", s.forwarded_upstream},
+                  {"dropped", s.forwarded_dropped}});
 }
 
 }  // namespace sluice::cluster

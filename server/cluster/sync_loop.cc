@@ -612,13 +612,10 @@ void SyncLoop::WriteStats(base::StatsWriter& out) const {
             absl::ToDoubleSeconds(s.last_tick_duration));
   out.Counter("sluice_sync_ticks_total", static_cast<double>(s.ticks));
   out.Counter("sluice_sync_errors_total", static_cast<double>(s.failures));
-  for (const auto& [direction, n] :
-       {std::pair<const char*, uint64_t>{"out", s.reports_forwarded},
-        {"in", s.reports_received},
-        {"dropped", s.reports_not_forwarded}}) {
-    out.Counter("sluice_forwarded_reports_total", {{"direction", direction}},
-                static_cast<double>(n));
-  }
+  out.CountersBy("sluice_forwarded_reports_total", "direction",
+                 {{"out", s.reports_forwarded},
+                  {"in", s.reports_received},
+                  {"dropped", s.reports_not_forwarded}});
   out.Gauge("sluice_store_clock_offset_seconds",
             absl::ToDoubleSeconds(s.clock_offset));
   out.Counter("sluice_store_resets_total", static_cast<double>(s.store_resets));

@@ -71,26 +71,26 @@ void Engine::Publish(std::shared_ptr<const DependencyMap> next) {
   version_.store(current_version_, std::memory_order_release);
 }
 
-Dependency* Engine::Find(absl::string_view dependency) {
+LivePolicy* Engine::Find(absl::string_view dependency) {
   const DependencyMap& map = Snapshot();
   auto it = map.find(dependency);
   return it == map.end() ? nullptr : it->second.get();
 }
 
-std::shared_ptr<Dependency> Engine::MakeDependency(
-    PolicyConfig policy, const Dependency* previous) {
-  return std::make_shared<Dependency>(
+std::shared_ptr<LivePolicy> Engine::MakeLivePolicy(
+    PolicyConfig policy, const LivePolicy* previous) {
+  return std::make_shared<LivePolicy>(
       std::make_shared<const PolicyConfig>(std::move(policy)), clock_, sink_,
       &epochs_, &sweep_alarm_, cluster_, options_.permit_grace, previous);
 }
 
-std::shared_ptr<Dependency> Engine::Update(std::shared_ptr<Dependency> dep,
+std::shared_ptr<LivePolicy> Engine::Update(std::shared_ptr<LivePolicy> dep,
                                            PolicyConfig policy) {
   if (!dep->Fits(policy)) {
     // Another shape of state (per_key switched, or another number of
     // shards): a new dependency takes over the counters and the override,
     // and its keys start afresh.
-    return MakeDependency(std::move(policy), dep.get());
+    return MakeLivePolicy(std::move(policy), dep.get());
   }
   dep->Reconfigure(std::make_shared<const PolicyConfig>(std::move(policy)));
   return dep;
@@ -105,7 +105,7 @@ void Engine::ReplacePolicies(std::vector<PolicyConfig> policies) {
     if (it != current_->end()) {
       (*next)[name] = Update(it->second, std::move(policy));
     } else {
-      (*next)[name] = MakeDependency(std::move(policy));
+      (*next)[name] = MakeLivePolicy(std::move(policy));
     }
   }
   Publish(std::move(next));
@@ -127,7 +127,7 @@ void Engine::PutPolicy(PolicyConfig policy) {
   std::string name = policy.name;
   (*next)[name] = it != current_->end()
                       ? Update(it->second, std::move(policy))
-                      : MakeDependency(std::move(policy));
+                      : MakeLivePolicy(std::move(policy));
   Publish(std::move(next));
   policies_generation_.fetch_add(1, std::memory_order_release);
 }
@@ -146,13 +146,13 @@ absl::StatusOr<Decision> Engine::Acquire(absl::string_view dependency,
                                          absl::string_view key,
                                          uint32_t permits,
                                          Unreported unreported) {
-  if (permits > Dependency::kMaxPermits) {
+  if (permits > LivePolicy::kMaxPermits) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "permits must be at most ", Dependency::kMaxPermits, ", got ",
+        "permits must be at most ", LivePolicy::kMaxPermits, ", got ",
         permits));
   }
   Decision decision;
-  Dependency* dep = Find(dependency);
+  LivePolicy* dep = Find(dependency);
   if (dep == nullptr) {
     decision.reason = Reason::kUnknownDependency;
     if (options_.unknown_dependency == UnknownDependencyAction::kAllow) {
@@ -194,7 +194,7 @@ absl::StatusOr<Engine::JointDecision> Engine::AcquireAll(
       // Too many permits for the policy ever to admit: a refusal of this
       // call like any other the policy makes, which a shadow policy lets
       // through.
-      Dependency* dep = Find(call.dependency);
+      LivePolicy* dep = Find(call.dependency);
       const bool shadow = dep != nullptr && dep->policy()->shadow;
       d.verdict = shadow ? Verdict::kAllow : Verdict::kReject;
       d.reason = shadow ? Reason::kShadow : Reason::kRateLimited;
@@ -230,7 +230,7 @@ BreakerState Engine::Report(absl::string_view dependency,
     forged_permits_.fetch_add(1, std::memory_order_relaxed);
     return PeekBreaker(dependency, key);
   }
-  Dependency* dep = Find(dependency);
+  LivePolicy* dep = Find(dependency);
   if (dep == nullptr) return BreakerState::kClosed;
   return dep->Report(key, permit_id.serial, outcome, latency);
 }
@@ -242,7 +242,7 @@ std::shared_ptr<const Engine::DependencyMap> Engine::CurrentMap() {
 
 BreakerState Engine::PeekBreaker(absl::string_view dependency,
                                  absl::string_view key) {
-  Dependency* dep = Find(dependency);
+  LivePolicy* dep = Find(dependency);
   return dep == nullptr ? BreakerState::kClosed : dep->PeekBreaker(key);
 }
 
@@ -327,7 +327,7 @@ void Engine::SetStoreState(bool up, uint32_t live_replicas,
 }
 
 Units Engine::StaticUnits(absl::string_view dependency) {
-  absl::StatusOr<std::shared_ptr<Dependency>> dep = Lookup(dependency);
+  absl::StatusOr<std::shared_ptr<LivePolicy>> dep = Lookup(dependency);
   if (!dep.ok()) return Units{};
   ClusterState cluster;
   {
@@ -337,7 +337,7 @@ Units Engine::StaticUnits(absl::string_view dependency) {
   return GateSet::StaticUnits(*(*dep)->policy(), cluster);
 }
 
-absl::StatusOr<std::shared_ptr<Dependency>> Engine::Lookup(
+absl::StatusOr<std::shared_ptr<LivePolicy>> Engine::Lookup(
     absl::string_view dependency) {
   std::shared_ptr<const DependencyMap> map = CurrentMap();
   auto it = map->find(dependency);
@@ -351,7 +351,7 @@ absl::StatusOr<std::shared_ptr<Dependency>> Engine::Lookup(
 absl::Status Engine::SetOverride(absl::string_view dependency,
                                  BreakerOverride override,
                                  const std::string& cause) {
-  absl::StatusOr<std::shared_ptr<Dependency>> dep = Lookup(dependency);
+  absl::StatusOr<std::shared_ptr<LivePolicy>> dep = Lookup(dependency);
   if (!dep.ok()) return dep.status();
   if (!(*dep)->policy()->breaker) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -361,9 +361,9 @@ absl::Status Engine::SetOverride(absl::string_view dependency,
   return absl::OkStatus();
 }
 
-absl::StatusOr<DependencyStatus> Engine::Inspect(absl::string_view dependency,
+absl::StatusOr<LivePolicyStatus> Engine::Inspect(absl::string_view dependency,
                                                  absl::string_view key) {
-  absl::StatusOr<std::shared_ptr<Dependency>> dep = Lookup(dependency);
+  absl::StatusOr<std::shared_ptr<LivePolicy>> dep = Lookup(dependency);
   if (!dep.ok()) return dep.status();
   return (*dep)->Status(key);
 }

@@ -21,7 +21,7 @@
 #include "absl/types/span.h"
 #include "server/core/clock.h"
 #include "server/core/decision.h"
-#include "server/core/dependency.h"
+#include "server/core/live_policy.h"
 #include "server/core/events.h"
 #include "server/core/permit_ledger.h"
 #include "server/core/permit_seal.h"
@@ -82,7 +82,7 @@ class Engine {
 
   // Decides one call. `permits` 0 means 1. Fails with INVALID_ARGUMENT only
   // when the request can never be admitted (permits above the bucket burst or
-  // window limit, or above Dependency::kMaxPermits). A permit not reported
+  // window limit, or above LivePolicy::kMaxPermits). A permit not reported
   // within 2 x call_timeout counts as `unreported` says: a TIMEOUT for
   // callers that always report, nothing but a freed slot for callers that
   // may not (Envoy's rate-limit protocol; see Unreported::kRelease).
@@ -174,7 +174,7 @@ class Engine {
                            BreakerOverride override, const std::string& cause);
 
   // Live state of one dependency (and one key of a per_key policy).
-  absl::StatusOr<DependencyStatus> Inspect(absl::string_view dependency,
+  absl::StatusOr<LivePolicyStatus> Inspect(absl::string_view dependency,
                                            absl::string_view key = "");
 
   // Cluster mode. The sync loop calls these once per tick, off the request
@@ -222,26 +222,26 @@ class Engine {
 
  private:
   using DependencyMap =
-      absl::flat_hash_map<std::string, std::shared_ptr<Dependency>>;
+      absl::flat_hash_map<std::string, std::shared_ptr<LivePolicy>>;
 
   // The current policy map; valid until this thread's next call into any
   // Engine.
   const DependencyMap& Snapshot();
-  Dependency* Find(absl::string_view dependency);
+  LivePolicy* Find(absl::string_view dependency);
   // Publishes `next` as the new snapshot.
   void Publish(std::shared_ptr<const DependencyMap> next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `previous`: the dependency the new one replaces, if any.
-  std::shared_ptr<Dependency> MakeDependency(
-      PolicyConfig policy, const Dependency* previous = nullptr)
+  std::shared_ptr<LivePolicy> MakeLivePolicy(
+      PolicyConfig policy, const LivePolicy* previous = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `dep` with `policy` installed: reconfigured in place, or replaced by a
-  // new dependency when the shape of its state changes (Dependency::Fits).
-  std::shared_ptr<Dependency> Update(std::shared_ptr<Dependency> dep,
+  // new dependency when the shape of its state changes (LivePolicy::Fits).
+  std::shared_ptr<LivePolicy> Update(std::shared_ptr<LivePolicy> dep,
                                      PolicyConfig policy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The dependency named so, off the request path; NOT_FOUND without one.
-  absl::StatusOr<std::shared_ptr<Dependency>> Lookup(
+  absl::StatusOr<std::shared_ptr<LivePolicy>> Lookup(
       absl::string_view dependency) ABSL_LOCKS_EXCLUDED(mu_);
   // The current map, for work off the request path.
   std::shared_ptr<const DependencyMap> CurrentMap() ABSL_LOCKS_EXCLUDED(mu_);

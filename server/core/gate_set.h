@@ -128,7 +128,7 @@ struct Admission {
 // (one ledger for many gate sets) and settles them here. A gate set points
 // at the policy it was built or last reconfigured with, which must outlive
 // it until the next Reconfigure.
-// Not thread-safe; the owner (Dependency) locks.
+// Not thread-safe; the owner (LivePolicy) locks.
 class GateSet final : public BreakerListener {
  public:
   // `key` names the transitions (with the context's dependency); both must

@@ -18,7 +18,7 @@ namespace sluice::core {
 // The protocol, which needs no other lock between the two sides:
 //  - A sweep pass calls Reset first, then visits every shard; each shard
 //    publishes its own earliest due time with Lower while it holds its
-//    lock (Dependency::Shard::Sweep).
+//    lock (LivePolicy::Shard::Sweep).
 //  - Every change to a shard publishes InfinitePast (sweep at once) with
 //    Lower, under the same shard lock (Shard::ChangeLock); a new policy map
 //    does too (Engine::Publish).

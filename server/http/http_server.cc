@@ -1058,17 +1058,14 @@ void HttpServer::WriteStats(base::StatsWriter& out) const {
     out.Gauge("sluice_http_connections", {{"state", state}},
               static_cast<double>(static_cast<uint64_t>(n)));
   }
-  for (const auto& [reason, n] :
-       {std::pair<const char*, uint64_t>{"shed", s.shed},
-        {"refused", s.refused},
-        {"timeout_handshake", s.timeouts_handshake},
-        {"timeout_head", s.timeouts_head},
-        {"timeout_body", s.timeouts_body},
-        {"timeout_write", s.timeouts_write},
-        {"timeout_idle", s.timeouts_idle}}) {
-    out.Counter("sluice_http_connections_closed_total", {{"reason", reason}},
-                static_cast<double>(n));
-  }
+  out.CountersBy("sluice_http_connections_closed_total", "reason",
+                 {{"shed", s.shed},
+                  {"refused", s.refused},
+                  {"timeout_handshake", s.timeouts_handshake},
+                  {"timeout_head", s.timeouts_head},
+                  {"timeout_body", s.timeouts_body},
+                  {"timeout_write", s.timeouts_write},
+                  {"timeout_idle", s.timeouts_idle}});
   out.Counter("sluice_http_requests_rejected_total", {{"reason", "framing"}},
               static_cast<double>(s.rejected_framing));
   out.Counter("sluice_http_requests_rejected_total", {{"reason", "limits"}},

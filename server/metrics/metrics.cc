@@ -233,7 +233,7 @@ void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
   Add(family(MetricId::kPolicies), MetricId::kPolicies, {},
       static_cast<double>(policies.size()));
   for (const auto& policy : policies) {
-    absl::StatusOr<core::DependencyStatus> status =
+    absl::StatusOr<core::LivePolicyStatus> status =
         engine_->Inspect(policy->name);
     if (!status.ok()) continue;  // deleted since Policies()
     const std::string& dep = policy->name;

@@ -395,14 +395,11 @@ AccessLogServiceImpl::Totals AccessLogServiceImpl::totals() const {
 
 void AccessLogServiceImpl::WriteStats(base::StatsWriter& out) const {
   const Totals t = totals();
-  for (const auto& [result, n] :
-       {std::pair<const char*, uint64_t>{"settled", t.settled},
-        {"no_permit", t.no_permit},
-        {"unknown_permit", t.unknown_permit},
-        {"invalid", t.invalid}}) {
-    out.Counter("sluice_access_log_entries_total", {{"result", result}},
-                static_cast<double>(n));
-  }
+  out.CountersBy("sluice_access_log_entries_total", "result",
+                 {{"settled", t.settled},
+                  {"no_permit", t.no_permit},
+                  {"unknown_permit", t.unknown_permit},
+                  {"invalid", t.invalid}});
 }
 
 void AccessLogServiceImpl::EndStreams() { streams_.EndAll(); }

@@ -157,7 +157,7 @@ void AdaptiveStateToProto(const core::GateStatus& g,
 
 }  // namespace
 
-void DependencyStateToProto(const core::DependencyStatus& status,
+void DependencyStateToProto(const core::LivePolicyStatus& status,
                             const ClusterView& cluster,
                             v1::DependencyState* out) {
   out->set_dependency(status.policy->name);
@@ -312,7 +312,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::SetBreakerOverride(
   absl::Status status =
       backend_->SetOverride(request->dependency(), override, request->note());
   if (!status.ok()) return Finish(context, status);
-  absl::StatusOr<core::DependencyStatus> state =
+  absl::StatusOr<core::LivePolicyStatus> state =
       engine_->Inspect(request->dependency());
   if (state.ok() && state->gates) {
     response->set_breaker_state(BreakerStateToProto(state->gates->breaker_state));
@@ -330,7 +330,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetState(
       !s.ok()) {
     return Finish(context, s);
   }
-  absl::StatusOr<core::DependencyStatus> status =
+  absl::StatusOr<core::LivePolicyStatus> status =
       engine_->Inspect(request->dependency(), request->key());
   if (!status.ok()) return Finish(context, status.status());
   DependencyStateToProto(*status, backend_->cluster(), response);

@@ -69,7 +69,7 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
 };
 
 // Fills `out` from the engine's view of one dependency and the cluster view.
-void DependencyStateToProto(const core::DependencyStatus& status,
+void DependencyStateToProto(const core::LivePolicyStatus& status,
                             const ClusterView& cluster,
                             v1::DependencyState* out);
 

@@ -78,7 +78,7 @@ AdminTokenFile::AdminTokenFile(Options options, std::vector<std::string> tokens,
       initial_contents_(std::move(contents)),
       tokens_(std::move(tokens)),
       watcher_(
-          options_.path, policy::FileWatcher::Options{options_.interval},
+          options_.path, base::FileWatcher::Options{options_.interval},
           [this](const std::string& contents) { OnChange(contents); },
           [this](const std::string& error) { OnError(error); }) {}
 

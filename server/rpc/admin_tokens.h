@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/stats.h"
-#include "server/policy/file_watcher.h"
+#include "base/file_watcher.h"
 
 namespace sluice::rpc {
 
@@ -87,7 +87,7 @@ class AdminTokenFile final : public base::StatsSource {
   Stats stats_ ABSL_GUARDED_BY(mu_);
 
   // Last: its thread calls back into the members above, so it goes first.
-  policy::FileWatcher watcher_;
+  base::FileWatcher watcher_;
 };
 
 }  // namespace sluice::rpc

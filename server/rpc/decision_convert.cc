@@ -7,7 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "server/core/dependency.h"
+#include "server/core/live_policy.h"
 
 namespace sluice::rpc {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 // The core's enums are generated from wire/enums/enum_lists.h, whose rows
 // wire/enum_lists_check.cc checks against the protos: the numbers are equal,
 // so conversion either way is a static_cast.
-static_assert(kMaxPermits == core::Dependency::kMaxPermits);
+static_assert(kMaxPermits == core::LivePolicy::kMaxPermits);
 
 void FallbackToProto(const core::FallbackConfig& config, v1::Fallback* out) {
   out->set_strategy(static_cast<v1::Fallback::Strategy>(config.strategy));

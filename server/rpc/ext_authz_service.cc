@@ -193,15 +193,12 @@ AuthorizationServiceImpl::Totals AuthorizationServiceImpl::totals() const {
 
 void AuthorizationServiceImpl::WriteStats(base::StatsWriter& out) const {
   const Totals t = totals();
-  for (const auto& [result, n] :
-       {std::pair<const char*, uint64_t>{"allow", t.allow},
-        {"refuse", t.refuse},
-        {"degrade", t.degrade},
-        {"unmatched", t.unmatched},
-        {"invalid", t.invalid}}) {
-    out.Counter("sluice_ext_authz_checks_total", {{"result", result}},
-                static_cast<double>(n));
-  }
+  out.CountersBy("sluice_ext_authz_checks_total", "result",
+                 {{"allow", t.allow},
+                  {"refuse", t.refuse},
+                  {"degrade", t.degrade},
+                  {"unmatched", t.unmatched},
+                  {"invalid", t.invalid}});
 }
 
 }  // namespace sluice::rpc

@@ -372,13 +372,10 @@ RateLimitServiceImpl::Totals RateLimitServiceImpl::totals() const {
 
 void RateLimitServiceImpl::WriteStats(base::StatsWriter& out) const {
   const Totals t = totals();
-  for (const auto& [code, n] :
-       {std::pair<const char*, uint64_t>{"OK", t.ok},
-        {"OVER_LIMIT", t.over_limit},
-        {"INVALID_ARGUMENT", t.invalid}}) {
-    out.Counter("sluice_rls_requests_total", {{"code", code}},
-                static_cast<double>(n));
-  }
+  out.CountersBy("sluice_rls_requests_total", "code",
+                 {{"OK", t.ok},
+                  {"OVER_LIMIT", t.over_limit},
+                  {"INVALID_ARGUMENT", t.invalid}});
   out.Counter("sluice_rls_unmatched_descriptors_total",
               static_cast<double>(t.unmatched));
 }

@@ -45,7 +45,7 @@ inline constexpr size_t kMaxLeasePolicies = 4096;
 // seen the central's epoch gets the record of every policy that has one,
 // and a config holds up to kMaxLeaseConfigEntries policies.
 inline constexpr size_t kMaxLeaseBreakers = 10000;
-// Keys of one policy in one tick (core::Dependency::kMaxKeysPerTick), and
+// Keys of one policy in one tick (core::LivePolicy::kMaxKeysPerTick), and
 // of all policies together (what fits kMaxLeaseRequestBytes).
 inline constexpr size_t kMaxLeaseKeysPerPolicy = 10000;
 inline constexpr size_t kMaxLeaseKeys = 10000;

@@ -516,7 +516,7 @@ TEST_F(MetricsTest, AdaptiveGaugesAndChangeCounters) {
                      absl::Milliseconds(5));
     }
   }
-  absl::StatusOr<core::DependencyStatus> st = engine_.Inspect("throttled");
+  absl::StatusOr<core::LivePolicyStatus> st = engine_.Inspect("throttled");
   ASSERT_TRUE(st.ok());
   ASSERT_TRUE(st->gates && st->gates->throttle);
   const core::ThrottleStatus t = *st->gates->throttle;

@@ -55,7 +55,7 @@ class PermitGuessTest : public ::testing::Test {
   }
 
   core::GateStatus Gates() {
-    absl::StatusOr<core::DependencyStatus> s = engine_.Inspect("inventory");
+    absl::StatusOr<core::LivePolicyStatus> s = engine_.Inspect("inventory");
     EXPECT_TRUE(s.ok() && s->gates.has_value());
     return s.ok() && s->gates ? *s->gates : core::GateStatus{};
   }
@@ -211,7 +211,7 @@ TEST(PermitForwardingTest, TheIssuerChecksForwardedIds) {
     const core::ForwardedReport& f = to_a[i];
     if (i + 1 == to_a.size()) {
       EXPECT_EQ(engine_a.PermitReportsRefused().forged, 100u);
-      absl::StatusOr<core::DependencyStatus> s = engine_a.Inspect("inventory");
+      absl::StatusOr<core::LivePolicyStatus> s = engine_a.Inspect("inventory");
       ASSERT_TRUE(s.ok());
       EXPECT_EQ(s->gates->in_flight, 1u);
     }

@@ -70,7 +70,7 @@ TEST_F(PoliciesFileTest, BadReloadCountsAnErrorAndKeepsThePreviousPolicies) {
       mode->Start({&engine_, &store_, &events_, nullptr}, loaded->policies)
           .ok());
   PolicyReloads reloads;
-  std::unique_ptr<policy::FileWatcher> watcher =
+  std::unique_ptr<base::FileWatcher> watcher =
       WatchPoliciesFile(options_, loaded->contents, mode.get(), &reloads);
   ASSERT_NE(watcher, nullptr);
 

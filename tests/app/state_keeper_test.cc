@@ -69,7 +69,7 @@ Engine::Options Options() {
 }
 
 uint32_t LimitOf(Engine& engine, const std::string& dep) {
-  absl::StatusOr<core::DependencyStatus> s = engine.Inspect(dep);
+  absl::StatusOr<core::LivePolicyStatus> s = engine.Inspect(dep);
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok() || !s->gates->adaptive_limit) return 0;
   return s->gates->adaptive_limit->limit;

@@ -407,7 +407,7 @@ TEST_F(ClientStreamTest, EightThreadsShareOneStreamAndEveryCallIsAnswered) {
   // Reports went on the stream too: no ReportResults batch was sent, and
   // Sluice settled every permit.
   EXPECT_EQ(client_->stats().report_batches, 0u);
-  absl::StatusOr<core::DependencyStatus> status =
+  absl::StatusOr<core::LivePolicyStatus> status =
       sluice_.engine().Inspect("guarded-batch");
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->gates->in_flight, 0u);
@@ -447,7 +447,7 @@ TEST_F(ClientTest, QueuedReportsGoInBatchesAndAllArrive) {
   EXPECT_GT((*client)->stats().report_batches, 0u);
   EXPECT_LT((*client)->stats().report_batches, static_cast<uint64_t>(kPermits));
   // Sluice settled every permit: all slots are free again.
-  absl::StatusOr<core::DependencyStatus> status =
+  absl::StatusOr<core::LivePolicyStatus> status =
       sluice_.engine().Inspect("guarded-batch");
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->gates->in_flight, 0u);

@@ -159,7 +159,7 @@ TEST_F(ClusterConfigTest, LiveStateSurvivesAnEditFromAnotherReplica) {
   EXPECT_DOUBLE_EQ(b_->Rate("search"), 11);
   // The bucket kept its level (100 ms of refill at the old 10/s before the
   // edit arrived), not a fresh 11.
-  absl::StatusOr<core::DependencyStatus> status = b_->engine.Inspect("search");
+  absl::StatusOr<core::LivePolicyStatus> status = b_->engine.Inspect("search");
   ASSERT_TRUE(status.ok());
   EXPECT_NEAR(status->gates->tokens_available, 1.0, 1e-6);
 }

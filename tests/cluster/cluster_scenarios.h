@@ -277,7 +277,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     double sum = 0;
     for (auto& rep : replicas_) {
       if (!rep) continue;
-      absl::StatusOr<core::DependencyStatus> s = rep->engine.Inspect(dep, key);
+      absl::StatusOr<core::LivePolicyStatus> s = rep->engine.Inspect(dep, key);
       if (s.ok() && s->gates) sum += s->gates->effective_rate;
     }
     return sum;
@@ -310,7 +310,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     int64_t sum = 0;
     for (auto& rep : replicas_) {
       if (!rep) continue;
-      absl::StatusOr<core::DependencyStatus> s = rep->engine.Inspect(dep);
+      absl::StatusOr<core::LivePolicyStatus> s = rep->engine.Inspect(dep);
       if (s.ok() && s->gates && s->gates->has_grant) {
         sum += s->gates->granted[r];
       }
@@ -436,7 +436,7 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
     return AdaptiveLimitOf(r, dep);
   }
   uint32_t AdaptiveLimitOf(int r, const std::string& dep) {
-    absl::StatusOr<core::DependencyStatus> s = R(r).engine.Inspect(dep);
+    absl::StatusOr<core::LivePolicyStatus> s = R(r).engine.Inspect(dep);
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok() || !s->gates->adaptive_limit) return 0;
     return s->gates->adaptive_limit->limit;

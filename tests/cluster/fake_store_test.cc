@@ -518,7 +518,7 @@ class StaticShareWaitTest : public FakeStoreTest {
       if (!Running(static_cast<int>(r))) continue;
       Replica& rep = R(static_cast<int>(r));
       int64_t units = rep.engine.StaticUnits("inv")[core::kRateUnits];
-      absl::StatusOr<core::DependencyStatus> s = rep.engine.Inspect("inv", "hot");
+      absl::StatusOr<core::LivePolicyStatus> s = rep.engine.Inspect("inv", "hot");
       if (s.ok() && s->gates && s->gates->has_grant) {
         units = std::max(units, s->gates->granted[core::kRateUnits]);
       }

@@ -336,7 +336,7 @@ TEST_F(AdaptiveCapacityTest, WarmStartBeginsAtTheSteadyLimit) {
   restarted.PutPolicy(AdaptivePolicy(2));
   const WarmImport result = restarted.ImportWarmState(saved);
   EXPECT_EQ(result.dependencies, 1u);
-  absl::StatusOr<DependencyStatus> st = restarted.Inspect("backend");
+  absl::StatusOr<LivePolicyStatus> st = restarted.Inspect("backend");
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->gates->adaptive_limit->limit, steady);
   CapacitySim warm(&clock2, &restarted, "backend", kWorkers,
@@ -556,7 +556,7 @@ TEST_F(AdaptiveCapacityTest, TicksCarryWarmStateAndAFreshReplicaStartsFromIt) {
   update.name = "backend";
   update.cluster_adaptive = steady;
   fresh.ApplyTick({update});
-  absl::StatusOr<DependencyStatus> st = fresh.Inspect("backend");
+  absl::StatusOr<LivePolicyStatus> st = fresh.Inspect("backend");
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->gates->adaptive_limit->limit, steady.steady_limit);
   ASSERT_FALSE(sink_.changes().empty());

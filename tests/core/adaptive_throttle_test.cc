@@ -228,7 +228,7 @@ TEST_F(ThrottleEngineTest, ShadowCountsButAllows) {
     EXPECT_EQ(d.verdict, Verdict::kAllow);
     Report("flaky", d, Outcome::kFailure);
   }
-  const DependencyStatus s = Inspect("flaky");
+  const LivePolicyStatus s = Inspect("flaky");
   EXPECT_GT(s.counters.shadow_refused, 150u);
   // Each call counts once, by its outcome, refused or not.
   EXPECT_EQ(Gates("flaky").throttle->requests, 200);

@@ -79,7 +79,7 @@ class CapacitySim {
       if (row.served > 0) {
         row.mean_latency = absl::Milliseconds(latency_sum_ms / row.served);
       }
-      absl::StatusOr<DependencyStatus> st = engine_->Inspect(dep_);
+      absl::StatusOr<LivePolicyStatus> st = engine_->Inspect(dep_);
       if (st.ok() && st->gates && st->gates->adaptive_limit) {
         row.limit = st->gates->adaptive_limit->limit;
       }

@@ -79,7 +79,7 @@ TEST_F(EngineAcquireAllTest, OneRefusedCancelsTheOthersTokensStaySpent) {
   EXPECT_EQ(joint.decisions[1].reason, Reason::kRateLimited);
   EXPECT_GT(joint.decisions[1].retry_after, absl::ZeroDuration());
 
-  const DependencyStatus s = Inspect("a");
+  const LivePolicyStatus s = Inspect("a");
   ASSERT_TRUE(s.gates.has_value());
   EXPECT_EQ(s.gates->in_flight, 0u);
   EXPECT_DOUBLE_EQ(s.gates->tokens_available, 8);
@@ -179,7 +179,7 @@ TEST_F(EngineAcquireAllTest, PermitsNoPolicyCanAdmitAreARefusal) {
   EXPECT_DOUBLE_EQ(Gates("b").tokens_available, 10);
 
   // Beyond what any policy admits, the same.
-  joint = AcquireAll({{"b", "", Dependency::kMaxPermits + 1}});
+  joint = AcquireAll({{"b", "", LivePolicy::kMaxPermits + 1}});
   EXPECT_FALSE(joint.admitted);
   EXPECT_EQ(joint.decisions[0].reason, Reason::kRateLimited);
 
@@ -212,7 +212,7 @@ TEST_F(EngineAcquireAllTest, UnknownDependencyFollowsTheEngineOption) {
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_FALSE(refused->admitted);
   EXPECT_EQ(refused->decisions[1].verdict, Verdict::kReject);
-  absl::StatusOr<DependencyStatus> s = strict.Inspect("a");
+  absl::StatusOr<LivePolicyStatus> s = strict.Inspect("a");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->gates->in_flight, 0u);
 }

@@ -54,7 +54,7 @@ TEST_F(ConcurrencyTest, UnreportedPermitExpiresOnNextAcquire) {
   clock_.Advance(absl::Milliseconds(1));  // 2 x call_timeout
   const Decision next = Acquire("a");
   EXPECT_EQ(next.verdict, Verdict::kAllow);
-  const DependencyStatus s = Inspect("a");
+  const LivePolicyStatus s = Inspect("a");
   EXPECT_EQ(Outcomes(s.counters, Outcome::kTimeout), 1u);
   ASSERT_TRUE(s.gates.has_value());
   EXPECT_EQ(s.gates->in_flight, 1u);  // `next` only
@@ -65,7 +65,7 @@ TEST_F(ConcurrencyTest, UnreportedPermitExpiresOnNextAcquire) {
   // The late report of the expired permit is stale: it must not free the
   // slot `next` holds nor count a second outcome.
   Report("a", lost, Outcome::kSuccess);
-  const DependencyStatus after = Inspect("a");
+  const LivePolicyStatus after = Inspect("a");
   EXPECT_EQ(after.counters.stale_reports, 1u);
   EXPECT_EQ(Outcomes(after.counters, Outcome::kSuccess), 0u);
   EXPECT_EQ(after.gates->in_flight, 1u);
@@ -80,7 +80,7 @@ TEST_F(ConcurrencyTest, UnreportedPermitsExpireOnSweep) {
   EXPECT_EQ(Gates("a").in_flight, 4u);
   clock_.Advance(absl::Milliseconds(1));
   engine_.Sweep();
-  const DependencyStatus s = Inspect("a");
+  const LivePolicyStatus s = Inspect("a");
   ASSERT_TRUE(s.gates.has_value());
   EXPECT_EQ(s.gates->in_flight, 0u);
   EXPECT_EQ(s.gates->live_permits, 0u);
@@ -103,7 +103,7 @@ TEST_F(ConcurrencyTest, PermitsOfCallersThatMayNotReportExpireAsReleases) {
   EXPECT_EQ(Acquire("a").reason, Reason::kConcurrencyLimited);
   clock_.Advance(absl::Seconds(2));
   engine_.Sweep();
-  const DependencyStatus s = Inspect("a");
+  const LivePolicyStatus s = Inspect("a");
   ASSERT_TRUE(s.gates.has_value());
   EXPECT_EQ(s.gates->in_flight, 0u);
   EXPECT_EQ(Outcomes(s.counters, Outcome::kTimeout), 0u);

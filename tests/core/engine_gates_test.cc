@@ -402,11 +402,11 @@ TEST_F(GatesTest, PerKeyManyKeysStayBounded) {
 }
 
 
-// --- Sharded per-key state (max_keys >= Dependency::kShardedKeys) ---
+// --- Sharded per-key state (max_keys >= LivePolicy::kShardedKeys) ---
 
 class ShardedKeysTest : public GatesTest {
  protected:
-  static constexpr uint32_t kMaxKeys = Dependency::kShardedKeys;
+  static constexpr uint32_t kMaxKeys = LivePolicy::kShardedKeys;
 
   PolicyConfig Sharded() {
     PolicyConfig p = MakePolicy("a");
@@ -420,7 +420,7 @@ class ShardedKeysTest : public GatesTest {
 };
 
 TEST_F(ShardedKeysTest, EachKeyKeepsItsOwnStateAndMaxKeysHolds) {
-  ASSERT_EQ(Dependency::ShardsFor(Sharded()), Dependency::kShards);
+  ASSERT_EQ(LivePolicy::ShardsFor(Sharded()), LivePolicy::kShards);
   engine_.PutPolicy(Sharded());
   for (uint32_t i = 0; i < 3 * kMaxKeys; ++i) {
     const std::string key = "tenant-" + std::to_string(i);
@@ -498,7 +498,7 @@ TEST_F(ShardedKeysTest, EditingMaxKeysKeepsTheShardsAndEveryKeysState) {
   EXPECT_NEAR(Gates("a", "alice").tokens_available, 9, kEps);
   EXPECT_EQ(Acquire("a", "alice").reason, Reason::kConcurrencyLimited);
   for (int i = 0; i < 1000; ++i) Acquire("a", "k" + std::to_string(i));
-  EXPECT_LE(Inspect("a").keys, Dependency::kShards);
+  EXPECT_LE(Inspect("a").keys, LivePolicy::kShards);
   EXPECT_EQ(engine_.Policies()[0]->max_keys, 10u);
 }
 

@@ -289,9 +289,9 @@ TEST_F(SweepSkipEquivalenceTest, SkippingShardsWithNothingDueChangesNothing) {
   EXPECT_TRUE(saw_change(AdaptiveChange::Kind::kThrottleStarted));
   EXPECT_TRUE(saw_change(AdaptiveChange::Kind::kThrottleStopped));
   for (const PolicyConfig& p : policies) {
-    const absl::StatusOr<DependencyStatus> a =
+    const absl::StatusOr<LivePolicyStatus> a =
         skipping.engine.Inspect(p.name, "");
-    const absl::StatusOr<DependencyStatus> b = full.engine.Inspect(p.name, "");
+    const absl::StatusOr<LivePolicyStatus> b = full.engine.Inspect(p.name, "");
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->counters.outcomes, b->counters.outcomes) << p.name;
     EXPECT_EQ(a->counters.by_verdict_reason, b->counters.by_verdict_reason)
@@ -455,7 +455,7 @@ TEST_F(EngineSweepTickTest, ATickPublishesAPermitsDeadlineAndExpiresItOnTime) {
   EXPECT_EQ(engine_.sweep_alarm().due(), issued + absl::Seconds(2));
   // The tick at the deadline settles the permit itself.
   Tick();
-  const absl::StatusOr<DependencyStatus> s = engine_.Inspect("plain", "");
+  const absl::StatusOr<LivePolicyStatus> s = engine_.Inspect("plain", "");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(Outcomes(s->counters, Outcome::kTimeout), 1u);
 }

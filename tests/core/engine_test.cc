@@ -97,12 +97,12 @@ TEST_F(EngineTest, PermitsThatCanNeverBeAdmittedAreInvalid) {
   EXPECT_EQ(engine_.Acquire("window", "", 6).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(engine_.Acquire("window", "", 5).ok());
-  EXPECT_EQ(engine_.Acquire("open", "", Dependency::kMaxPermits + 1)
+  EXPECT_EQ(engine_.Acquire("open", "", LivePolicy::kMaxPermits + 1)
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<Decision> big =
-      engine_.Acquire("open", "", Dependency::kMaxPermits);
+      engine_.Acquire("open", "", LivePolicy::kMaxPermits);
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ(big->verdict, Verdict::kAllow);
   // The refused request spent nothing.
@@ -221,7 +221,7 @@ TEST_F(EngineTest, StaleReportsAreHarmlessAndCounted) {
                  absl::ZeroDuration());
   EXPECT_EQ(engine_.PermitReportsRefused().forged, 4u);
   EXPECT_EQ(engine_.PermitReportsRefused().malformed, 0u);
-  const DependencyStatus s = Inspect("a");
+  const LivePolicyStatus s = Inspect("a");
   EXPECT_EQ(s.counters.stale_reports, 2u);
   EXPECT_EQ(Outcomes(s.counters, Outcome::kFailure), 1u);
   ASSERT_TRUE(s.gates.has_value());
@@ -322,7 +322,7 @@ TEST_F(EngineTest, ReportFromBeforeARestartIsRefused) {
             BreakerState::kClosed);
   after.Report("tenants", "t1", old_ids[0], Outcome::kFailure,
                absl::Milliseconds(5));
-  absl::StatusOr<DependencyStatus> inventory = after.Inspect("inventory");
+  absl::StatusOr<LivePolicyStatus> inventory = after.Inspect("inventory");
   ASSERT_TRUE(inventory.ok()) << inventory.status();
   EXPECT_EQ(after.PermitReportsRefused().forged, 2u);
   EXPECT_EQ(inventory->counters.stale_reports, 0u);
@@ -330,7 +330,7 @@ TEST_F(EngineTest, ReportFromBeforeARestartIsRefused) {
   ASSERT_TRUE(inventory->gates.has_value());
   EXPECT_EQ(inventory->gates->in_flight, 1u);
   EXPECT_EQ(inventory->gates->breaker_state, BreakerState::kClosed);
-  absl::StatusOr<DependencyStatus> tenants = after.Inspect("tenants", "t1");
+  absl::StatusOr<LivePolicyStatus> tenants = after.Inspect("tenants", "t1");
   ASSERT_TRUE(tenants.ok()) << tenants.status();
   EXPECT_EQ(tenants->counters.stale_reports, 0u);
   EXPECT_EQ(Outcomes(tenants->counters, Outcome::kFailure), 0u);

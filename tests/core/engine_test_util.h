@@ -126,15 +126,15 @@ class EngineTest : public ::testing::Test {
     return engine_.Report(dependency, key, d.permit_id, outcome, latency);
   }
 
-  DependencyStatus Inspect(absl::string_view dependency,
+  LivePolicyStatus Inspect(absl::string_view dependency,
                            absl::string_view key = "") {
-    absl::StatusOr<DependencyStatus> s = engine_.Inspect(dependency, key);
+    absl::StatusOr<LivePolicyStatus> s = engine_.Inspect(dependency, key);
     EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : DependencyStatus{};
+    return s.ok() ? *std::move(s) : LivePolicyStatus{};
   }
 
   GateStatus Gates(absl::string_view dependency, absl::string_view key = "") {
-    DependencyStatus s = Inspect(dependency, key);
+    LivePolicyStatus s = Inspect(dependency, key);
     EXPECT_TRUE(s.gates.has_value());
     return s.gates.value_or(GateStatus{});
   }

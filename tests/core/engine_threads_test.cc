@@ -76,7 +76,7 @@ TEST_F(EngineTest, ThreadsShareAnExactBudgetAndTheCap) {
   EXPECT_EQ(allowed.load(), static_cast<uint64_t>(kBurst));
   EXPECT_EQ(rate_limited.load(), static_cast<uint64_t>(kThreads));
   EXPECT_LE(in_flight.max.load(), static_cast<int>(kCap));
-  const DependencyStatus s = Inspect("hot");
+  const LivePolicyStatus s = Inspect("hot");
   ExpectConserved(s.counters);
   EXPECT_EQ(s.counters.acquired, calls.load());
   EXPECT_EQ(s.counters.allowed, static_cast<uint64_t>(kBurst));
@@ -122,7 +122,7 @@ TEST_F(EngineTest, ThreadsNeverExceedTheConcurrencyCap) {
   for (auto& t : threads) t.join();
   EXPECT_LE(in_flight.max.load(), static_cast<int>(kCap));
   EXPECT_GT(allowed.load(), 0u);
-  const DependencyStatus s = Inspect("capped");
+  const LivePolicyStatus s = Inspect("capped");
   ExpectConserved(s.counters);
   EXPECT_EQ(s.counters.acquired, static_cast<uint64_t>(kThreads) * 3000);
   EXPECT_EQ(s.counters.allowed, allowed.load());
@@ -171,7 +171,7 @@ TEST_F(EngineTest, ThreadsWithAdvancingClockStayWithinRate) {
   const double elapsed = absl::ToDoubleSeconds(clock_.Now() - start);
   EXPECT_LE(allowed.load(), kBurst + kRate * elapsed + 1);
   EXPECT_GE(allowed.load(), 0.95 * (kBurst + kRate * elapsed));
-  const DependencyStatus s = Inspect("timed");
+  const LivePolicyStatus s = Inspect("timed");
   ExpectConserved(s.counters);
   EXPECT_EQ(s.counters.allowed, allowed.load());
 }
@@ -256,13 +256,13 @@ TEST_F(EngineTest, ReplacePoliciesConcurrentWithAcquire) {
   });
   for (auto& t : threads) t.join();
 
-  const DependencyStatus s = Inspect("stay");
+  const LivePolicyStatus s = Inspect("stay");
   ExpectConserved(s.counters);
   EXPECT_EQ(s.counters.acquired, stay_calls.load());
   EXPECT_EQ(s.counters.allowed, stay_calls.load());
   EXPECT_EQ(s.gates->in_flight, 0u);
   EXPECT_EQ(s.policy->version, 399u);
-  if (absl::StatusOr<DependencyStatus> f = engine_.Inspect("flap"); f.ok()) {
+  if (absl::StatusOr<LivePolicyStatus> f = engine_.Inspect("flap"); f.ok()) {
     ExpectConserved(f->counters);
     EXPECT_LE(f->keys, 4u);
   }
@@ -277,9 +277,9 @@ TEST_F(EngineTest, ShardedKeysUnderManyThreads) {
   WithConcurrency(p, 4);
   WithBreaker(p, 1000);
   p.per_key = true;
-  p.max_keys = Dependency::kShardedKeys;
+  p.max_keys = LivePolicy::kShardedKeys;
   engine_.PutPolicy(p);
-  ASSERT_EQ(Dependency::ShardsFor(p), Dependency::kShards);
+  ASSERT_EQ(LivePolicy::ShardsFor(p), LivePolicy::kShards);
 
   constexpr int kCallsPerThread = 2000;
   std::atomic<int> shared_allowed{0};
@@ -310,7 +310,7 @@ TEST_F(EngineTest, ShardedKeysUnderManyThreads) {
   // The shared key is used on every other call, so it is never evicted:
   // exactly its burst got through.
   EXPECT_EQ(shared_allowed.load(), 50);
-  const DependencyStatus s = *engine_.Inspect("tenants", "shared");
+  const LivePolicyStatus s = *engine_.Inspect("tenants", "shared");
   EXPECT_LE(s.keys, p.max_keys);
   EXPECT_EQ(s.counters.acquired,
             static_cast<uint64_t>(kThreads) * kCallsPerThread);

@@ -294,7 +294,7 @@ TEST_F(EngineTest, LatencyBaselineStateAndWarmStartThroughTheEngine) {
   restarted.PutPolicy(p);
   const WarmImport result = restarted.ImportWarmState(saved);
   EXPECT_EQ(result.dependencies, 1u);
-  absl::StatusOr<DependencyStatus> st = restarted.Inspect("search");
+  absl::StatusOr<LivePolicyStatus> st = restarted.Inspect("search");
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->gates->breaker_state, BreakerState::kOpen);
   EXPECT_EQ(st->gates->open_until, g.open_until);
@@ -321,7 +321,7 @@ TEST_F(EngineTest, LatencyBaselineStateAndWarmStartThroughTheEngine) {
   EXPECT_EQ(skipped.dependencies, 0u);
   EXPECT_EQ(skipped.changed, std::vector<std::string>{"search"});
   EXPECT_EQ(skipped.unknown, std::vector<std::string>{"gone"});
-  absl::StatusOr<DependencyStatus> other_state = other.Inspect("search");
+  absl::StatusOr<LivePolicyStatus> other_state = other.Inspect("search");
   ASSERT_TRUE(other_state.ok());
   EXPECT_EQ(other_state->gates->breaker_state, BreakerState::kClosed);
 }

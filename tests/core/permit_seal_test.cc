@@ -123,7 +123,7 @@ TEST(PermitSealTest, TenThousandGuessesSettleNothing) {
                   absl::Milliseconds(5));
   }
   EXPECT_EQ(engine.PermitReportsRefused().forged, 10000u);
-  absl::StatusOr<DependencyStatus> s = engine.Inspect("inventory");
+  absl::StatusOr<LivePolicyStatus> s = engine.Inspect("inventory");
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(s->gates.has_value());
   EXPECT_EQ(s->gates->in_flight, 1u);  // still held

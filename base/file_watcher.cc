@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/policy/file_watcher.h"
+#include "base/file_watcher.h"
 
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "base/files.h"
 
-namespace sluice::policy {
+namespace sluice::base {
 
 FileWatcher::FileWatcher(
     std::string path, Options options,
@@ -65,4 +65,4 @@ void FileWatcher::PollOnce() {
   if (on_change_) on_change_(last_contents_);
 }
 
-}  // namespace sluice::policy
+}  // namespace sluice::base

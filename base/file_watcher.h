@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef SLUICE_SERVER_POLICY_FILE_WATCHER_H_
-#define SLUICE_SERVER_POLICY_FILE_WATCHER_H_
+#ifndef SLUICE_BASE_FILE_WATCHER_H_
+#define SLUICE_BASE_FILE_WATCHER_H_
 
 #include <functional>
 #include <memory>
@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "base/env.h"
 
-namespace sluice::policy {
+namespace sluice::base {
 
 // Watches one file and calls `on_change(contents)` from a periodic task of
 // its Env (the process's own: a thread) whenever the contents differ from the
@@ -20,8 +20,8 @@ namespace sluice::policy {
 // (..data -> new directory) are all seen. A file that cannot be read is
 // reported once per failure streak to `on_error` and the last contents stay
 // in force. A file that turns empty is reported only when the next poll
-// still finds it empty, because an in-place rewrite truncates first and "no
-// policies" would delete them all. Callbacks run one at a time and must not
+// still finds it empty, because an in-place rewrite truncates first and an
+// empty file would replace every setting it holds. Callbacks run one at a time and must not
 // call PollOnce. Safe for concurrent use.
 class FileWatcher {
  public:
@@ -29,7 +29,7 @@ class FileWatcher {
     absl::Duration interval = absl::Seconds(1);
     // Where the polls run; must outlive the watcher. Tests give a manual
     // one.
-    base::Env* env = base::Env::Default();
+    Env* env = Env::Default();
   };
   FileWatcher(std::string path, Options options,
               std::function<void(const std::string& contents)> on_change,
@@ -61,6 +61,6 @@ class FileWatcher {
   std::unique_ptr<base::PeriodicTask> task_;
 };
 
-}  // namespace sluice::policy
+}  // namespace sluice::base
 
-#endif  // SLUICE_SERVER_POLICY_FILE_WATCHER_H_
+#endif  // SLUICE_BASE_FILE_WATCHER_H_

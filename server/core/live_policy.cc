@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/core/dependency.h"
+#include "server/core/live_policy.h"
 
 #include <algorithm>
 #include <array>
@@ -148,7 +148,7 @@ struct KeyEq : KeyOf {
 // they handed out, and the counters of their calls. Holds a copy of what
 // the dependency's calls need (policy, cluster state, override), so a call
 // takes this lock and no other.
-class alignas(64) Dependency::Shard {
+class alignas(64) LivePolicy::Shard {
  public:
   Shard(std::shared_ptr<const PolicyConfig> policy, size_t max_keys,
         const std::string& name, EventSink* sink,
@@ -320,7 +320,7 @@ class alignas(64) Dependency::Shard {
   // Adds this shard's counters and keys to `out`, and the gates of `key`
   // if they are here.
   void AddStatus(absl::string_view key, bool has_key, absl::Time now,
-                 DependencyStatus* out) ABSL_LOCKS_EXCLUDED(mu_) {
+                 LivePolicyStatus* out) ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
     ExpireDue(now);
     AddCounters(counters_, &out->counters);
@@ -697,15 +697,15 @@ class alignas(64) Dependency::Shard {
   std::vector<std::string> hot_keys_ ABSL_GUARDED_BY(mu_);
 };
 
-size_t Dependency::ShardsFor(const PolicyConfig& policy) {
+size_t LivePolicy::ShardsFor(const PolicyConfig& policy) {
   return policy.per_key && policy.max_keys >= kShardedKeys ? kShards : 1;
 }
 
-Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
+LivePolicy::LivePolicy(std::shared_ptr<const PolicyConfig> policy,
                        Clock* clock, EventSink* sink, PermitEpochs* epochs,
                        SweepAlarm* alarm, const ClusterState& cluster,
                        absl::Duration permit_grace,
-                       const Dependency* previous)
+                       const LivePolicy* previous)
     : clock_(clock), name_(policy->name), per_key_(policy->per_key) {
   const absl::Time now = clock_->Now();
   const size_t n = ShardsFor(*policy);
@@ -731,9 +731,9 @@ Dependency::Dependency(std::shared_ptr<const PolicyConfig> policy,
   }
 }
 
-Dependency::~Dependency() = default;
+LivePolicy::~LivePolicy() = default;
 
-Dependency::Shard& Dependency::ShardFor(absl::string_view key) {
+LivePolicy::Shard& LivePolicy::ShardFor(absl::string_view key) {
   if (shards_.size() == 1) return *shards_[0];
   // The high bits, which the shard's own hash map does not use for its
   // slots.
@@ -741,36 +741,36 @@ Dependency::Shard& Dependency::ShardFor(absl::string_view key) {
   return *shards_[(hash >> 40) % shards_.size()];
 }
 
-bool Dependency::Fits(const PolicyConfig& policy) const {
+bool LivePolicy::Fits(const PolicyConfig& policy) const {
   // The number of shards stays what it was at creation: resharding would
   // lose every key's state, its in-flight calls among them.
   return policy.per_key == per_key_;
 }
 
-std::shared_ptr<const PolicyConfig> Dependency::policy() const {
+std::shared_ptr<const PolicyConfig> LivePolicy::policy() const {
   return shards_[0]->policy();
 }
 
-absl::Status Dependency::Acquire(absl::string_view key, uint32_t permits,
+absl::Status LivePolicy::Acquire(absl::string_view key, uint32_t permits,
                                  Unreported unreported, Decision* out) {
   return ShardFor(key).Acquire(key, permits, unreported, clock_, out);
 }
 
-BreakerState Dependency::Report(absl::string_view key, uint64_t permit_id,
+BreakerState LivePolicy::Report(absl::string_view key, uint64_t permit_id,
                                 Outcome outcome, absl::Duration latency) {
   return ShardFor(key).Report(key, permit_id, outcome, latency,
                               clock_->Now());
 }
 
-BreakerState Dependency::PeekBreaker(absl::string_view key) {
+BreakerState LivePolicy::PeekBreaker(absl::string_view key) {
   return ShardFor(key).PeekBreaker(key, clock_->Now());
 }
 
-void Dependency::Sweep(absl::Time now) {
+void LivePolicy::Sweep(absl::Time now) {
   for (const auto& shard : shards_) shard->Sweep(now);
 }
 
-void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
+void LivePolicy::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
   const absl::Time now = clock_->Now();
   const size_t n = shards_.size();
   for (size_t i = 0; i < n; ++i) {
@@ -778,15 +778,15 @@ void Dependency::Reconfigure(std::shared_ptr<const PolicyConfig> policy) {
   }
 }
 
-void Dependency::SetOverride(BreakerOverride override,
+void LivePolicy::SetOverride(BreakerOverride override,
                              const std::string& cause) {
   const absl::Time now = clock_->Now();
   for (const auto& shard : shards_) shard->SetOverride(override, cause, now);
 }
 
-DependencyStatus Dependency::Status(absl::string_view key) {
+LivePolicyStatus LivePolicy::Status(absl::string_view key) {
   const absl::Time now = clock_->Now();
-  DependencyStatus status;
+  LivePolicyStatus status;
   status.policy = policy();
   // The key's own shard answers for its gates; every shard adds its
   // counters and keys.
@@ -797,7 +797,7 @@ DependencyStatus Dependency::Status(absl::string_view key) {
   return status;
 }
 
-DependencyWarmState Dependency::ExportWarm(size_t max_keys) {
+DependencyWarmState LivePolicy::ExportWarm(size_t max_keys) {
   const absl::Time now = clock_->Now();
   DependencyWarmState out;
   out.name = name_;
@@ -810,7 +810,7 @@ DependencyWarmState Dependency::ExportWarm(size_t max_keys) {
   return out;
 }
 
-size_t Dependency::ImportWarm(const DependencyWarmState& state) {
+size_t LivePolicy::ImportWarm(const DependencyWarmState& state) {
   const absl::Time now = clock_->Now();
   size_t invalid = 0;
   // Exported most recently used first; taken back in reverse, so the keys
@@ -822,12 +822,12 @@ size_t Dependency::ImportWarm(const DependencyWarmState& state) {
   return invalid;
 }
 
-void Dependency::SetClusterState(const ClusterState& cluster) {
+void LivePolicy::SetClusterState(const ClusterState& cluster) {
   const absl::Time now = clock_->Now();
   for (const auto& shard : shards_) shard->SetClusterState(cluster, now);
 }
 
-void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
+void LivePolicy::CollectTick(absl::Duration interval, DependencyTick* out) {
   const absl::Time now = clock_->Now();
   out->name = name_;
   out->per_key = per_key_;
@@ -855,7 +855,7 @@ void Dependency::CollectTick(absl::Duration interval, DependencyTick* out) {
   }
 }
 
-void Dependency::ApplyTick(const DependencyUpdate& update) {
+void LivePolicy::ApplyTick(const DependencyUpdate& update) {
   const absl::Time now = clock_->Now();
   if (!per_key_) {
     shards_[0]->ApplySingle(update, now);

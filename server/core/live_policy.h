@@ -24,7 +24,7 @@
 
 namespace sluice::core {
 
-struct DependencyStatus {
+struct LivePolicyStatus {
   std::shared_ptr<const PolicyConfig> policy;
   DecisionCounters counters;
   // Keys with state (per_key policies); 1 otherwise.
@@ -47,20 +47,20 @@ struct DependencyStatus {
 // Per key it keeps what the key's gates need and no more: the key once, a
 // few words per gate, and a breaker window only when the policy has a
 // breaker. Permits are kept per shard, not per key.
-class Dependency {
+class LivePolicy {
  public:
   // `previous`, when given, is the dependency this one replaces (see Fits):
   // its counters and breaker override carry over. Every shard publishes
   // when it next has something to sweep to `alarm` (see SweepAlarm), which
   // must outlive the dependency.
-  Dependency(std::shared_ptr<const PolicyConfig> policy, Clock* clock,
+  LivePolicy(std::shared_ptr<const PolicyConfig> policy, Clock* clock,
              EventSink* sink, PermitEpochs* epochs, SweepAlarm* alarm,
              const ClusterState& cluster,
              absl::Duration permit_grace = absl::ZeroDuration(),
-             const Dependency* previous = nullptr);
-  ~Dependency();
-  Dependency(const Dependency&) = delete;
-  Dependency& operator=(const Dependency&) = delete;
+             const LivePolicy* previous = nullptr);
+  ~LivePolicy();
+  LivePolicy(const LivePolicy&) = delete;
+  LivePolicy& operator=(const LivePolicy&) = delete;
 
   // Decides one call and fills every field of `out`. INVALID_ARGUMENT when
   // `permits` can never be admitted under the policy. `unreported`: what
@@ -86,7 +86,7 @@ class Dependency {
   // Requires Fits(*policy).
   void Reconfigure(std::shared_ptr<const PolicyConfig> policy);
   void SetOverride(BreakerOverride override, const std::string& cause);
-  DependencyStatus Status(absl::string_view key);
+  LivePolicyStatus Status(absl::string_view key);
 
   // Warm start: see Engine::ExportWarmState. Import takes what fits the
   // policy (per_key keys only into a per_key policy) and assumes the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/policy/file_watcher.h"
+#include "base/file_watcher.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 #include "tests/testing/manual_env.h"
 #include "tests/testing/temp_dir.h"
 
-namespace sluice::policy {
+namespace sluice::base {
 namespace {
 
 using ::testing::ElementsAre;
@@ -225,4 +225,4 @@ TEST_F(FileWatcherTest, StopDoesNotWaitForTheInterval) {
 }
 
 }  // namespace
-}  // namespace sluice::policy
+}  // namespace sluice::base
