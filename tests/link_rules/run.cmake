@@ -52,8 +52,8 @@ expect(output
   # Every problem, and no other: the allowed links and the excused one are
   # not among them.
   "Link rules (cmake/SluiceLayers.cmake): 6 problem(s) in the links of 7 targets"
-  "fixture_core (layer core, .) links fixture_rpc (layer rpc, .) rule: core may link core (externals: abseil)"
-  "fixture_core (layer core, .) links spdlog::spdlog (external spdlog) rule: core may link core (externals: abseil)"
+  "fixture_core (layer core, .) links fixture_rpc (layer rpc, .) rule: core may link core, enums (externals: abseil)"
+  "fixture_core (layer core, .) links spdlog::spdlog (external spdlog) rule: core may link core, enums (externals: abseil)"
   "fixture_policy (layer policy, .) links fixture_testing (layer test, .) rule: policy may link policy, core, wire, proto, base (externals:"
   "fixture_rpc (layer rpc, .) links Unlisted::library (in no external library of the table (sluice_external))"
   "fixture_nowhere (.) has no layer"
