@@ -148,10 +148,8 @@ PolicyReloads::Stats PolicyReloads::stats() const {
 
 void PolicyReloads::WriteStats(base::StatsWriter& out) const {
   const Stats s = stats();
-  out.Counter("sluice_policy_reloads_total", {{"result", "ok"}},
-              static_cast<double>(s.ok));
-  out.Counter("sluice_policy_reloads_total", {{"result", "error"}},
-              static_cast<double>(s.error));
+  out.CountersBy("sluice_policy_reloads_total", "result",
+                 {{"ok", s.ok}, {"error", s.error}});
   out.Gauge("sluice_policy_reload_last_error", s.last_failed ? 1 : 0);
 }
 

@@ -195,10 +195,8 @@ StateFileKeeper::Stats StateFileKeeper::stats() const {
 
 void StateFileKeeper::WriteStats(base::StatsWriter& out) const {
   const Stats s = stats();
-  out.Counter("sluice_state_file_writes_total", {{"result", "ok"}},
-              static_cast<double>(s.writes));
-  out.Counter("sluice_state_file_writes_total", {{"result", "error"}},
-              static_cast<double>(s.failures));
+  out.CountersBy("sluice_state_file_writes_total", "result",
+                 {{"ok", s.writes}, {"error", s.failures}});
   out.Gauge("sluice_state_file_last_write_timestamp_seconds",
             s.last_write == absl::InfinitePast()
                 ? 0

@@ -1066,10 +1066,9 @@ void HttpServer::WriteStats(base::StatsWriter& out) const {
                   {"timeout_body", s.timeouts_body},
                   {"timeout_write", s.timeouts_write},
                   {"timeout_idle", s.timeouts_idle}});
-  out.Counter("sluice_http_requests_rejected_total", {{"reason", "framing"}},
-              static_cast<double>(s.rejected_framing));
-  out.Counter("sluice_http_requests_rejected_total", {{"reason", "limits"}},
-              static_cast<double>(s.rejected_limits));
+  out.CountersBy("sluice_http_requests_rejected_total", "reason",
+                 {{"framing", s.rejected_framing},
+                  {"limits", s.rejected_limits}});
 }
 
 }  // namespace sluice::http

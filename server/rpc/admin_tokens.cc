@@ -101,10 +101,8 @@ AdminTokenFile::Stats AdminTokenFile::stats() const {
 
 void AdminTokenFile::WriteStats(base::StatsWriter& out) const {
   const Stats s = stats();
-  out.Counter("sluice_admin_token_reloads_total", {{"result", "ok"}},
-              static_cast<double>(s.ok));
-  out.Counter("sluice_admin_token_reloads_total", {{"result", "error"}},
-              static_cast<double>(s.error));
+  out.CountersBy("sluice_admin_token_reloads_total", "result",
+                 {{"ok", s.ok}, {"error", s.error}});
 }
 
 void AdminTokenFile::OnChange(const std::string& contents) {

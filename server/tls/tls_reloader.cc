@@ -88,10 +88,8 @@ void TlsReloader::WriteStats(base::StatsWriter& out) const {
             not_after == absl::InfinitePast()
                 ? 0
                 : absl::ToDoubleSeconds(not_after - absl::UnixEpoch()));
-  out.Counter("sluice_tls_reloads_total", {{"result", "ok"}},
-              static_cast<double>(s.reloads));
-  out.Counter("sluice_tls_reloads_total", {{"result", "error"}},
-              static_cast<double>(s.reload_failures));
+  out.CountersBy("sluice_tls_reloads_total", "result",
+                 {{"ok", s.reloads}, {"error", s.reload_failures}});
 }
 
 std::string TlsReloader::grpc_identity_file() const {
