@@ -2,58 +2,150 @@
 #ifndef SLUICE_BASE_STATS_H_
 #define SLUICE_BASE_STATS_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
+#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 // How a component exports its counters: it implements StatsSource next to
-// the counters it keeps, and writes each value by the metric's name. What a
-// name means (its help text, its type, its label names) is declared once,
-// in the exporter's list of metrics; the writer refuses a name it does not
-// know, a counter written as a gauge, or labels other than the declared
-// ones, so a mistake shows up in the exporter's tests instead of vanishing.
+// the counters it keeps, and declares each metric it writes as a MetricDef
+// constant beside its WriteStats, so that a new counter is one edit in the
+// component (its field, its count, its definition and its write) and none
+// anywhere else. The exporter takes what a definition says (help, type,
+// label names) from the writes, and refuses a malformed definition, a write
+// whose label values do not match the labels, or one name defined two ways
+// (MetricDefProblem, SameMetricDef), so a mistake shows up in the
+// component's tests instead of vanishing.
 
 namespace sluice::base {
 
-// One label of a series: its name as the metric list declares it, and its
-// value for this series.
-struct StatsLabel {
-  absl::string_view name;
-  absl::string_view value;
+enum class MetricType { kCounter, kGauge, kHistogram };
+
+// What a metric is. Declare it constexpr at namespace scope in the .cc that
+// writes it, e.g.
+//   constexpr base::MetricDef kSyncTicks{
+//       "sluice_sync_ticks_total", base::MetricType::kCounter, {},
+//       "Sync ticks run since start, good or failed."};
+struct MetricDef {
+  // sluice_[a-z0-9_]+; a counter's ends in _total, a gauge's does not.
+  const char* name;
+  MetricType type;
+  // Label names, in the order a write gives their values; the unused ones
+  // null. Never `key`: label values come from policy names and enums only,
+  // so the series count is bounded by the number of policies.
+  std::array<const char*, 4> labels;
+  // One or two plain sentences for the operator: what is counted, and the
+  // label values.
+  const char* help;
+
+  size_t label_count() const {
+    size_t n = 0;
+    while (n < labels.size() && labels[n] != nullptr) ++n;
+    return n;
+  }
 };
+
+namespace stats_internal {
+
+inline bool IsNameChar(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+inline bool IsName(absl::string_view s) {
+  if (s.empty()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!IsNameChar(s[i], i == 0)) return false;
+  }
+  return true;
+}
+
+inline bool Same(const char* a, const char* b) {
+  if (a == nullptr || b == nullptr) return a == b;
+  return std::strcmp(a, b) == 0;
+}
+
+}  // namespace stats_internal
+
+// Why `def` is not a metric this project exposes, or nullptr when it is.
+inline const char* MetricDefProblem(const MetricDef& def) {
+  using stats_internal::IsName;
+  const absl::string_view name = def.name == nullptr ? "" : def.name;
+  absl::string_view rest = name;
+  if (!absl::ConsumePrefix(&rest, "sluice_") || !IsName(rest)) {
+    return "its name is not sluice_ and then [a-z0-9_]";
+  }
+  const bool total = absl::EndsWith(name, "_total");
+  if (def.type == MetricType::kCounter && !total) {
+    return "a counter's name must end in _total";
+  }
+  if (def.type != MetricType::kCounter && total) {
+    return "only a counter's name ends in _total";
+  }
+  const size_t n = def.label_count();
+  for (size_t i = 0; i < def.labels.size(); ++i) {
+    const char* label = def.labels[i];
+    if (i >= n) {
+      if (label != nullptr) return "a label name follows a null one";
+      continue;
+    }
+    if (!IsName(label) || absl::StartsWith(label, "__")) {
+      return "a label name is not [a-z_][a-z0-9_]*";
+    }
+    if (absl::string_view(label) == "key") {
+      return "a label named key (unbounded series)";
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (stats_internal::Same(def.labels[j], label)) {
+        return "a label name repeats";
+      }
+    }
+  }
+  if (def.help == nullptr || *def.help == '\0') return "it has no help text";
+  return nullptr;
+}
+
+// Whether `a` and `b` say the same thing (a name defined twice must be).
+inline bool SameMetricDef(const MetricDef& a, const MetricDef& b) {
+  using stats_internal::Same;
+  if (!Same(a.name, b.name) || a.type != b.type || !Same(a.help, b.help)) {
+    return false;
+  }
+  for (size_t i = 0; i < a.labels.size(); ++i) {
+    if (!Same(a.labels[i], b.labels[i])) return false;
+  }
+  return true;
+}
 
 // Receives the values of one scrape. Implementations decide where they go
 // (Prometheus families, a test's record). Used by one thread at a time.
 class StatsWriter {
  public:
-  using Labels = std::initializer_list<StatsLabel>;
+  // Label values, in the order of the definition's label names.
+  using Values = std::initializer_list<absl::string_view>;
 
   virtual ~StatsWriter() = default;
 
-  // A value that only goes up while the process lives.
-  virtual void Counter(absl::string_view name, Labels labels,
-                       double value) = 0;
-  // A value that goes up and down (a state, a count of things open now).
-  virtual void Gauge(absl::string_view name, Labels labels, double value) = 0;
+  // One series of `def` (a counter or a gauge).
+  virtual void Write(const MetricDef& def, Values labels, double value) = 0;
 
-  void Counter(absl::string_view name, double value) {
-    Counter(name, {}, value);
-  }
+  void Write(const MetricDef& def, double value) { Write(def, {}, value); }
 
-  // One counter split by one label: a value for each of the label's values,
-  // e.g. CountersBy("sluice_rls_requests_total", "code", {{"OK", ok}, ...}).
+  // A metric with one label: a value for each of the label's values, e.g.
+  // WriteBy(kRlsRequests, {{"OK", ok}, {"OVER_LIMIT", over}, ...}).
   struct LabelCount {
     absl::string_view value;
     uint64_t count;
   };
-  void CountersBy(absl::string_view name, absl::string_view label,
-                  std::initializer_list<LabelCount> counts) {
+  void WriteBy(const MetricDef& def, std::initializer_list<LabelCount> counts) {
     for (const LabelCount& c : counts) {
-      Counter(name, {{label, c.value}}, static_cast<double>(c.count));
+      Write(def, {c.value}, static_cast<double>(c.count));
     }
   }
-  void Gauge(absl::string_view name, double value) { Gauge(name, {}, value); }
 };
 
 // A component whose counters are exported. WriteStats is called at scrape

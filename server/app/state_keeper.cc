@@ -193,11 +193,24 @@ StateFileKeeper::Stats StateFileKeeper::stats() const {
   return stats_;
 }
 
+constexpr base::MetricDef kStateFileWrites{
+    "sluice_state_file_writes_total",
+    base::MetricType::kCounter,
+    {"result"},
+    "Writes of the warm state file (--state-file) by result: ok or "
+    "error (the log says why, at most once a minute). Only with "
+    "--state-file."};
+constexpr base::MetricDef kStateFileLastWriteTimestampSeconds{
+    "sluice_state_file_last_write_timestamp_seconds",
+    base::MetricType::kGauge,
+    {},
+    "Unix time of the last good write of the state file; 0 before the "
+    "first. Only with --state-file."};
+
 void StateFileKeeper::WriteStats(base::StatsWriter& out) const {
   const Stats s = stats();
-  out.CountersBy("sluice_state_file_writes_total", "result",
-                 {{"ok", s.writes}, {"error", s.failures}});
-  out.Gauge("sluice_state_file_last_write_timestamp_seconds",
+  out.WriteBy(kStateFileWrites, {{"ok", s.writes}, {"error", s.failures}});
+  out.Write(kStateFileLastWriteTimestampSeconds,
             s.last_write == absl::InfinitePast()
                 ? 0
                 : absl::ToDoubleSeconds(s.last_write - absl::UnixEpoch()));

@@ -1871,16 +1871,56 @@ StoreStatus LeaseLedger::status() const { return impl_->upstream_->status(); }
 
 LedgerStats LeaseLedger::stats() const { return impl_->stats(); }
 
+constexpr base::MetricDef kLeaves{
+    "sluice_leaves",
+    base::MetricType::kGauge,
+    {},
+    "Leaves (sluiced --upstream) this central replica serves: heard "
+    "from within the stale period. Central replicas only."};
+constexpr base::MetricDef kLeafTicks{
+    "sluice_leaf_ticks_total",
+    base::MetricType::kCounter,
+    {"result"},
+    "Lease ticks of leaves this central replica answered, by result: ok, "
+    "stale (an older sequence than one applied, ABORTED), unavailable "
+    "(no good Redis tick within the stale period), too_many "
+    "(--max-leaves reached) or invalid (over a bound). Central replicas "
+    "only."};
+constexpr base::MetricDef kLeaseUnits{
+    "sluice_lease_units",
+    base::MetricType::kGauge,
+    {"resource", "holder"},
+    "Cluster units under this central replica now, by resource (rate: "
+    "token refill or window count, slots: max_in_flight) and holder: "
+    "granted (what Redis granted this replica for itself and its leaves "
+    "and still in force), leaves (leased to its leaves), self (in force "
+    "on this replica). Summed over policies and keys. Central replicas "
+    "only."};
+constexpr base::MetricDef kLeafBreakerReports{
+    "sluice_leaf_breaker_reports_total",
+    base::MetricType::kCounter,
+    {"result"},
+    "Breaker transitions reported by leaves, by result: accepted (passed "
+    "on to Redis), refused (older than the record held), "
+    "upstream_refused (Redis held a newer one). Central replicas only."};
+constexpr base::MetricDef kLeafForwardedReports{
+    "sluice_leaf_forwarded_reports_total",
+    base::MetricType::kCounter,
+    {"route"},
+    "Reports for permits of another sluiced received from leaves, by "
+    "route: delivered (to a leaf or this replica, in memory), upstream "
+    "(passed on through Redis), dropped (issuer unknown or its inbox "
+    "full). Central replicas only."};
+
 void LeaseLedger::WriteStats(base::StatsWriter& out) const {
   Store::WriteStats(out);
   const LedgerStats s = stats();
-  out.Gauge("sluice_leaves", s.leaves);
-  out.CountersBy("sluice_leaf_ticks_total", "result",
-                 {{"ok", s.leaf_ticks},
-                  {"stale", s.refused_stale},
-                  {"unavailable", s.refused_unavailable},
-                  {"too_many", s.refused_too_many},
-                  {"invalid", s.refused_invalid}});
+  out.Write(kLeaves, s.leaves);
+  out.WriteBy(kLeafTicks, {{"ok", s.leaf_ticks},
+                           {"stale", s.refused_stale},
+                           {"unavailable", s.refused_unavailable},
+                           {"too_many", s.refused_too_many},
+                           {"invalid", s.refused_invalid}});
   for (const auto& [resource, index] :
        {std::pair<const char*, int>{"rate", core::kRateUnits},
         {"slots", core::kSlotUnits}}) {
@@ -1888,19 +1928,16 @@ void LeaseLedger::WriteStats(base::StatsWriter& out) const {
          {std::pair<const char*, int64_t>{"granted", s.pool_units[index]},
           {"leaves", s.leaf_units[index]},
           {"self", s.self_units[index]}}) {
-      out.Gauge("sluice_lease_units",
-                {{"resource", resource}, {"holder", holder}},
-                static_cast<double>(n));
+      out.Write(kLeaseUnits, {resource, holder}, static_cast<double>(n));
     }
   }
-  out.CountersBy("sluice_leaf_breaker_reports_total", "result",
-                 {{"accepted", s.breaker_accepted},
-                  {"refused", s.breaker_refused},
-                  {"upstream_refused", s.breaker_upstream_refused}});
-  out.CountersBy("sluice_leaf_forwarded_reports_total", "route",
-                 {{"delivered", s.forwarded_delivered},
-                  {"upstream", s.forwarded_upstream},
-                  {"dropped", s.forwarded_dropped}});
+  out.WriteBy(kLeafBreakerReports,
+              {{"accepted", s.breaker_accepted},
+               {"refused", s.breaker_refused},
+               {"upstream_refused", s.breaker_upstream_refused}});
+  out.WriteBy(kLeafForwardedReports, {{"delivered", s.forwarded_delivered},
+                                      {"upstream", s.forwarded_upstream},
+                                      {"dropped", s.forwarded_dropped}});
 }
 
 }  // namespace sluice::cluster

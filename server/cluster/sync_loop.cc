@@ -604,22 +604,79 @@ SyncStats SyncLoop::stats() const {
   return stats_;
 }
 
+constexpr base::MetricDef kStoreUp{
+    "sluice_store_up",
+    base::MetricType::kGauge,
+    {},
+    "1 while the cluster store answers (Redis; for a leaf, its "
+    "upstream central replica), 0 while it does not. Cluster mode "
+    "only."};
+constexpr base::MetricDef kLiveReplicas{
+    "sluice_live_replicas",
+    base::MetricType::kGauge,
+    {},
+    "Live replicas at the last successful sync. Cluster mode only."};
+constexpr base::MetricDef kSyncTickDurationSeconds{
+    "sluice_sync_tick_duration_seconds",
+    base::MetricType::kGauge,
+    {},
+    "Duration of the last sync tick (one store round trip). Cluster mode "
+    "only."};
+constexpr base::MetricDef kSyncTicks{
+    "sluice_sync_ticks_total",
+    base::MetricType::kCounter,
+    {},
+    "Sync ticks attempted. Cluster mode only."};
+constexpr base::MetricDef kSyncErrors{
+    "sluice_sync_errors_total",
+    base::MetricType::kCounter,
+    {},
+    "Sync ticks that failed (store unreachable, slow or erroring). "
+    "Cluster mode only."};
+constexpr base::MetricDef kForwardedReports{
+    "sluice_forwarded_reports_total",
+    base::MetricType::kCounter,
+    {"direction"},
+    "Reports for permits of another replica: out (passed on to the "
+    "issuer), in (received for this replica's permits), dropped (issuer "
+    "not live, or the queue full). Cluster mode only."};
+constexpr base::MetricDef kStoreClockOffsetSeconds{
+    "sluice_store_clock_offset_seconds",
+    base::MetricType::kGauge,
+    {},
+    "The store's clock (Redis TIME) minus this replica's, at the last "
+    "sync. Every shared expiry uses the store's clock. Cluster mode "
+    "only."};
+constexpr base::MetricDef kStoreResets{
+    "sluice_store_resets_total",
+    base::MetricType::kCounter,
+    {},
+    "Times the store was found to have lost its data (config or a "
+    "policy's shared state), rebuilt from this replica's memory. "
+    "Cluster mode only."};
+constexpr base::MetricDef kSyncQuietPolicies{
+    "sluice_sync_quiet_policies",
+    base::MetricType::kGauge,
+    {},
+    "Policies left out of the last sync tick because they have been "
+    "idle (no demand, no units in use, no breaker news) for 10 s; "
+    "the first call to one wakes it. Leaves of the grant "
+    "tree only; 0 elsewhere."};
+
 void SyncLoop::WriteStats(base::StatsWriter& out) const {
   const SyncStats s = stats();
-  out.Gauge("sluice_store_up", s.store_up ? 1 : 0);
-  out.Gauge("sluice_live_replicas", s.live_replicas);
-  out.Gauge("sluice_sync_tick_duration_seconds",
+  out.Write(kStoreUp, s.store_up ? 1 : 0);
+  out.Write(kLiveReplicas, s.live_replicas);
+  out.Write(kSyncTickDurationSeconds,
             absl::ToDoubleSeconds(s.last_tick_duration));
-  out.Counter("sluice_sync_ticks_total", static_cast<double>(s.ticks));
-  out.Counter("sluice_sync_errors_total", static_cast<double>(s.failures));
-  out.CountersBy("sluice_forwarded_reports_total", "direction",
-                 {{"out", s.reports_forwarded},
-                  {"in", s.reports_received},
-                  {"dropped", s.reports_not_forwarded}});
-  out.Gauge("sluice_store_clock_offset_seconds",
-            absl::ToDoubleSeconds(s.clock_offset));
-  out.Counter("sluice_store_resets_total", static_cast<double>(s.store_resets));
-  out.Gauge("sluice_sync_quiet_policies", s.quiet_policies);
+  out.Write(kSyncTicks, static_cast<double>(s.ticks));
+  out.Write(kSyncErrors, static_cast<double>(s.failures));
+  out.WriteBy(kForwardedReports, {{"out", s.reports_forwarded},
+                                  {"in", s.reports_received},
+                                  {"dropped", s.reports_not_forwarded}});
+  out.Write(kStoreClockOffsetSeconds, absl::ToDoubleSeconds(s.clock_offset));
+  out.Write(kStoreResets, static_cast<double>(s.store_resets));
+  out.Write(kSyncQuietPolicies, s.quiet_policies);
 }
 
 }  // namespace sluice::cluster

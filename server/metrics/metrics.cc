@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -40,8 +41,7 @@ constexpr core::Outcome kOutcomes[] = {
     core::Outcome::kSuccess, core::Outcome::kFailure, core::Outcome::kTimeout,
     core::Outcome::kCancelled};
 
-MetricFamily Family(MetricId id) {
-  const MetricDef& def = Def(id);
+MetricFamily Family(const base::MetricDef& def) {
   MetricFamily family;
   family.name = def.name;
   family.help = def.help;
@@ -59,47 +59,43 @@ MetricFamily Family(MetricId id) {
   return family;
 }
 
-// Adds one series to `family`; `values` pair with the definition's labels.
-void Add(MetricFamily* family, MetricId id,
-         std::initializer_list<std::string> values, double value) {
-  const MetricDef& def = Def(id);
+// One series: `values` pair with `names`, the definition's label names.
+ClientMetric Series(const std::array<const char*, 4>& names,
+                    base::StatsWriter::Values values, MetricType type,
+                    double value) {
   ClientMetric metric;
   size_t i = 0;
-  for (const std::string& v : values) {
-    metric.label.push_back({def.labels[i++], v});
+  for (absl::string_view v : values) {
+    metric.label.push_back({names[i++], std::string(v)});
   }
-  if (def.type == MetricType::kCounter) {
+  if (type == MetricType::kCounter) {
     metric.counter.value = value;
   } else {
     metric.gauge.value = value;
   }
-  family->metric.push_back(std::move(metric));
+  return metric;
+}
+
+// Adds one series to `family`, an engine metric's.
+void Add(MetricFamily* family, MetricId id, base::StatsWriter::Values values,
+         double value) {
+  const EngineMetric& def = Def(id);
+  family->metric.push_back(Series(def.labels, values, def.type, value));
 }
 
 std::string Name(absl::string_view name) { return std::string(name); }
 
-// The definition named `name`, or nullptr.
-const MetricDef* FindMetric(absl::string_view name) {
+// The index in kMetrics of the engine's metric named `name`, or -1.
+int EngineIndex(absl::string_view name) {
   static const auto* const by_name = [] {
-    auto* map = new absl::flat_hash_map<absl::string_view, const MetricDef*>();
-    for (const MetricDef& def : kMetrics) map->emplace(def.name, &def);
+    auto* map = new absl::flat_hash_map<absl::string_view, int>();
+    for (const EngineMetric& m : kMetrics) {
+      map->emplace(m.name, static_cast<int>(m.id));
+    }
     return map;
   }();
   auto it = by_name->find(name);
-  return it == by_name->end() ? nullptr : it->second;
-}
-
-// Whether `labels` name exactly the definition's labels, in its order.
-bool SameLabels(const MetricDef& def, base::StatsWriter::Labels labels) {
-  size_t i = 0;
-  for (const base::StatsLabel& label : labels) {
-    if (i == def.labels.size() || def.labels[i] == nullptr ||
-        label.name != def.labels[i]) {
-      return false;
-    }
-    ++i;
-  }
-  return i == def.labels.size() || def.labels[i] == nullptr;
+  return it == by_name->end() ? -1 : it->second;
 }
 
 // The kind label of sluice_adaptive_changes_total.
@@ -117,18 +113,17 @@ const char* ChangeKind(const core::AdaptiveChange& c) {
 
 }  // namespace
 
-const char* RefusalOf(MetricType type, absl::string_view name,
-                      base::StatsWriter::Labels labels) {
-  const MetricDef* def = FindMetric(name);
-  if (def == nullptr) return "not declared in metric_list.h";
-  if (def->type != type) {
-    return type == MetricType::kCounter
-               ? "written as a counter, declared otherwise"
-               : "written as a gauge, declared otherwise";
+const char* RefusalOf(const base::MetricDef& def, size_t label_values) {
+  if (const char* why = base::MetricDefProblem(def); why != nullptr) {
+    return why;
   }
-  if (!SameLabels(*def, labels)) {
-    return "its label names differ from metric_list.h's";
+  if (def.type == MetricType::kHistogram) {
+    return "a histogram cannot be written as a value";
   }
+  if (label_values != def.label_count()) {
+    return "its label values do not match its label names";
+  }
+  if (EngineIndex(def.name) >= 0) return "the engine's metric list has it";
   return nullptr;
 }
 
@@ -143,27 +138,34 @@ class Metrics::Adapter final : public prometheus::Collectable {
   const Metrics* const metrics_;
 };
 
-// Writes the components' values into the families of metric_list.h,
-// refusing what the list does not declare.
+// The families of one scrape: the engine's (kMetrics, in its order, at
+// the index of their MetricId), then the components' in the order first
+// written. Refuses a write RefusalOf refuses, or one whose definition
+// differs from an earlier write of the same name.
 class Metrics::FamilyWriter final : public base::StatsWriter {
  public:
-  explicit FamilyWriter(std::vector<MetricFamily>* families)
-      : families_(families) {}
-
-  void Counter(absl::string_view name, Labels labels, double value) override {
-    Write(MetricType::kCounter, name, labels, value);
-  }
-  void Gauge(absl::string_view name, Labels labels, double value) override {
-    Write(MetricType::kGauge, name, labels, value);
+  FamilyWriter() {
+    families_.reserve(kMetrics.size() + 64);
+    for (const EngineMetric& m : kMetrics) families_.push_back(Family(m.def()));
   }
 
-  std::vector<std::string>& refused() { return refused_; }
-
- private:
-  void Write(MetricType type, absl::string_view name, Labels labels,
-             double value) {
-    if (const char* why = RefusalOf(type, name, labels); why != nullptr) {
-      std::string refused = absl::StrCat(name, ": ", why);
+  void Write(const base::MetricDef& def, Values labels, double value) override {
+    const char* why = RefusalOf(def, labels.size());
+    size_t index = families_.size();
+    if (why == nullptr) {
+      auto [it, added] = components_.try_emplace(def.name, index);
+      if (added) {
+        families_.push_back(Family(def));
+        defs_.push_back(def);
+      } else if (!base::SameMetricDef(defs_[it->second - kMetrics.size()],
+                                      def)) {
+        why = "defined twice, differently";
+      }
+      index = it->second;
+    }
+    if (why != nullptr) {
+      std::string refused =
+          absl::StrCat(def.name == nullptr ? "" : def.name, ": ", why);
       if (refused_.size() < kMaxRefusedWrites &&
           std::find(refused_.begin(), refused_.end(), refused) ==
               refused_.end()) {
@@ -171,22 +173,19 @@ class Metrics::FamilyWriter final : public base::StatsWriter {
       }
       return;
     }
-    const MetricDef* def = FindMetric(name);  // found by RefusalOf
-    ClientMetric metric;
-    for (const base::StatsLabel& label : labels) {
-      metric.label.push_back(
-          {std::string(label.name), std::string(label.value)});
-    }
-    if (type == MetricType::kCounter) {
-      metric.counter.value = value;
-    } else {
-      metric.gauge.value = value;
-    }
-    (*families_)[static_cast<size_t>(def->id)].metric.push_back(
-        std::move(metric));
+    families_[index].metric.push_back(
+        Series(def.labels, labels, def.type, value));
   }
 
-  std::vector<MetricFamily>* const families_;
+  std::vector<MetricFamily>& families() { return families_; }
+  std::vector<std::string>& refused() { return refused_; }
+
+ private:
+  std::vector<MetricFamily> families_;
+  // The components' names, at their index in families_, and their
+  // definitions (defs_[index - kMetrics.size()]).
+  absl::flat_hash_map<std::string, size_t> components_;
+  std::vector<base::MetricDef> defs_;
   std::vector<std::string> refused_;
 };
 
@@ -339,10 +338,8 @@ void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
 }
 
 std::vector<MetricFamily> Metrics::Collect() const {
-  std::vector<MetricFamily> families(kMetrics.size());
-  for (const MetricDef& def : kMetrics) {
-    families[static_cast<size_t>(def.id)] = Family(def.id);
-  }
+  FamilyWriter writer;
+  std::vector<MetricFamily>& families = writer.families();
   CollectEngine(&families);
   families[static_cast<size_t>(MetricId::kAcquireDuration)].metric.push_back(
       acquire_.Collect());
@@ -354,7 +351,6 @@ std::vector<MetricFamily> Metrics::Collect() const {
     absl::MutexLock lock(&mu_);
     sources = sources_;
   }
-  FamilyWriter writer(&families);
   for (const base::StatsSource* source : sources) source->WriteStats(writer);
   if (!writer.refused().empty()) {
     absl::MutexLock lock(&mu_);

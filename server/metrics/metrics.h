@@ -28,14 +28,13 @@ class Exposer;
 
 namespace sluice::metrics {
 
-// Every sluiced metric (see metric_list.h). Everything is read at scrape
-// time: from the engine's own per-dependency counters, and from the
-// components registered with AddSource, which write their own counters by
-// name. So the request path pays nothing for it; the exceptions are the
-// Acquire histogram (lock-free, see
-// PrometheusLatencyHistogram), breaker transitions
-// and adaptive moves (counted on each change, which is rare). Safe for
-// concurrent use.
+// Every sluiced metric. Everything is read at scrape time: from the
+// engine's own per-dependency counters (the metrics of metric_list.h), and
+// from the components registered with AddSource, which write their own
+// counters under the definitions they declare (base::MetricDef). So the request
+// path pays nothing for it; the exceptions are the Acquire histogram
+// (lock-free, see PrometheusLatencyHistogram), breaker transitions and adaptive
+// moves (counted on each change, which is rare). Safe for concurrent use.
 class Metrics final : public core::EventSink {
  public:
   // refused_writes() keeps at most this many.
@@ -51,10 +50,10 @@ class Metrics final : public core::EventSink {
   // metrics only it writes are not shown.
   void AddSource(const base::StatsSource* source) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Writes that named a metric metric_list.h does not declare, with the
-  // wrong type or with other labels than it declares, as "NAME: why"; they
-  // are left out of the scrape, and kept here (each once) for tests: empty
-  // unless a component has a bug.
+  // Writes left out of the scrape, as "NAME: why" (each once): a malformed
+  // definition, label values that do not match its labels, a name of the
+  // engine's list, or one name defined two ways (RefusalOf). Kept for
+  // tests: empty unless a component has a bug.
   std::vector<std::string> refused_writes() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Request path: one Acquire took `d`.
@@ -68,9 +67,8 @@ class Metrics final : public core::EventSink {
   void OnAdaptiveChange(const core::AdaptiveChange& change) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Every metric family, in metric_list.h order; families without series
-  // are still listed (with HELP and TYPE) except cluster-only ones in
-  // standalone mode.
+  // Every metric family with series: the engine's in metric_list.h order,
+  // then the components' in the order their sources first write them.
   std::vector<prometheus::MetricFamily> Collect() const
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -88,7 +86,8 @@ class Metrics final : public core::EventSink {
   using ChangeKey = std::pair<std::string, std::string>;
 
   class FamilyWriter;
-  // The engine's per-dependency counters, into `families`.
+  // The engine's per-dependency counters, into `families` (kMetrics's,
+  // at the index of their MetricId).
   void CollectEngine(std::vector<prometheus::MetricFamily>* families) const
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -393,13 +393,23 @@ AccessLogServiceImpl::Totals AccessLogServiceImpl::totals() const {
   return t;
 }
 
+constexpr base::MetricDef kAccessLogEntries{
+    "sluice_access_log_entries_total",
+    base::MetricType::kCounter,
+    {"result"},
+    "HTTP entries of Envoy's access-log service (StreamAccessLogs) by "
+    "what became of them: settled (every permit it named was settled "
+    "like a ReportResult), no_permit (it named none), unknown_permit "
+    "(a permit id unreadable or not issued here), invalid (a TCP "
+    "entry, malformed metadata, or a message refused whole, counted "
+    "once)."};
+
 void AccessLogServiceImpl::WriteStats(base::StatsWriter& out) const {
   const Totals t = totals();
-  out.CountersBy("sluice_access_log_entries_total", "result",
-                 {{"settled", t.settled},
-                  {"no_permit", t.no_permit},
-                  {"unknown_permit", t.unknown_permit},
-                  {"invalid", t.invalid}});
+  out.WriteBy(kAccessLogEntries, {{"settled", t.settled},
+                                  {"no_permit", t.no_permit},
+                                  {"unknown_permit", t.unknown_permit},
+                                  {"invalid", t.invalid}});
 }
 
 void AccessLogServiceImpl::EndStreams() { streams_.EndAll(); }

@@ -67,10 +67,20 @@ size_t EventHub::watchers() const {
   return subscriptions_.size();
 }
 
+constexpr base::MetricDef kWatchEventsDropped{
+    "sluice_watch_events_dropped_total",
+    base::MetricType::kCounter,
+    {},
+    "Events dropped because a WatchEvents client read too slowly."};
+constexpr base::MetricDef kWatchers{
+    "sluice_watchers",
+    base::MetricType::kGauge,
+    {},
+    "WatchEvents streams open now (sluicectl watch and the like)."};
+
 void EventHub::WriteStats(base::StatsWriter& out) const {
-  out.Counter("sluice_watch_events_dropped_total",
-              static_cast<double>(dropped()));
-  out.Gauge("sluice_watchers", static_cast<double>(watchers()));
+  out.Write(kWatchEventsDropped, static_cast<double>(dropped()));
+  out.Write(kWatchers, static_cast<double>(watchers()));
 }
 
 void EventHub::Publish(v1::Event event) {

@@ -118,10 +118,7 @@ class DecisionServiceImpl final : public RawDecisionService,
   // Decide streams open now.
   int64_t open_streams() const { return streams_.open(); }
   // open_streams() as sluice_decide_streams.
-  void WriteStats(base::StatsWriter& out) const override {
-    out.Gauge("sluice_decide_streams",
-              static_cast<double>(static_cast<uint64_t>(open_streams())));
-  }
+  void WriteStats(base::StatsWriter& out) const override;
   // Ends every Decide stream, now and from now on (see DecideStream::End).
   // The server calls this when it begins to shut down.
   void EndStreams() { streams_.EndAll(); }

@@ -191,14 +191,23 @@ AuthorizationServiceImpl::Totals AuthorizationServiceImpl::totals() const {
   return t;
 }
 
+constexpr base::MetricDef kExtAuthzChecks{
+    "sluice_ext_authz_checks_total",
+    base::MetricType::kCounter,
+    {"result"},
+    "Envoy external authorization Check calls by answer: allow, refuse, "
+    "degrade (the fallback served), unmatched (no policy names the "
+    "request; let through) or invalid (a malformed request). Each "
+    "decided request also counts in sluice_decisions_total like an "
+    "Acquire of its policy."};
+
 void AuthorizationServiceImpl::WriteStats(base::StatsWriter& out) const {
   const Totals t = totals();
-  out.CountersBy("sluice_ext_authz_checks_total", "result",
-                 {{"allow", t.allow},
-                  {"refuse", t.refuse},
-                  {"degrade", t.degrade},
-                  {"unmatched", t.unmatched},
-                  {"invalid", t.invalid}});
+  out.WriteBy(kExtAuthzChecks, {{"allow", t.allow},
+                                {"refuse", t.refuse},
+                                {"degrade", t.degrade},
+                                {"unmatched", t.unmatched},
+                                {"invalid", t.invalid}});
 }
 
 }  // namespace sluice::rpc

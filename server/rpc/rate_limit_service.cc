@@ -370,14 +370,27 @@ RateLimitServiceImpl::Totals RateLimitServiceImpl::totals() const {
   return t;
 }
 
+constexpr base::MetricDef kRlsRequests{
+    "sluice_rls_requests_total",
+    base::MetricType::kCounter,
+    {"code"},
+    "Envoy rate-limit service (RLS v3) ShouldRateLimit calls by answer: "
+    "OK, OVER_LIMIT, or INVALID_ARGUMENT for a malformed request. Each "
+    "matched descriptor also counts in sluice_decisions_total like an "
+    "Acquire of its policy."};
+constexpr base::MetricDef kRlsUnmatchedDescriptors{
+    "sluice_rls_unmatched_descriptors_total",
+    base::MetricType::kCounter,
+    {},
+    "RLS descriptors no policy's envoy_descriptors match; answered OK "
+    "and not limited."};
+
 void RateLimitServiceImpl::WriteStats(base::StatsWriter& out) const {
   const Totals t = totals();
-  out.CountersBy("sluice_rls_requests_total", "code",
-                 {{"OK", t.ok},
-                  {"OVER_LIMIT", t.over_limit},
-                  {"INVALID_ARGUMENT", t.invalid}});
-  out.Counter("sluice_rls_unmatched_descriptors_total",
-              static_cast<double>(t.unmatched));
+  out.WriteBy(kRlsRequests, {{"OK", t.ok},
+                             {"OVER_LIMIT", t.over_limit},
+                             {"INVALID_ARGUMENT", t.invalid}});
+  out.Write(kRlsUnmatchedDescriptors, static_cast<double>(t.unmatched));
 }
 
 }  // namespace sluice::rpc

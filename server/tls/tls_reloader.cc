@@ -81,15 +81,28 @@ TlsStats TlsReloader::stats() const {
   return stats_;
 }
 
+constexpr base::MetricDef kTlsCertificateExpiryTimestampSeconds{
+    "sluice_tls_certificate_expiry_timestamp_seconds",
+    base::MetricType::kGauge,
+    {},
+    "Unix time at which the served TLS certificate (--tls-cert) expires "
+    "(its notAfter). Only with --tls-cert."};
+constexpr base::MetricDef kTlsReloads{
+    "sluice_tls_reloads_total",
+    base::MetricType::kCounter,
+    {"result"},
+    "Changes of the TLS certificate files seen, by result: ok (the "
+    "new certificate is served) or error (it did not load; the "
+    "previous one stays, the log says why). Only with --tls-cert."};
+
 void TlsReloader::WriteStats(base::StatsWriter& out) const {
   const TlsStats s = stats();
   const absl::Time not_after = s.certificate.not_after;
-  out.Gauge("sluice_tls_certificate_expiry_timestamp_seconds",
+  out.Write(kTlsCertificateExpiryTimestampSeconds,
             not_after == absl::InfinitePast()
                 ? 0
                 : absl::ToDoubleSeconds(not_after - absl::UnixEpoch()));
-  out.CountersBy("sluice_tls_reloads_total", "result",
-                 {{"ok", s.reloads}, {"error", s.reload_failures}});
+  out.WriteBy(kTlsReloads, {{"ok", s.reloads}, {"error", s.reload_failures}});
 }
 
 std::string TlsReloader::grpc_identity_file() const {

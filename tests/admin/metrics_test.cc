@@ -173,34 +173,64 @@ class MetricsTest : public ::testing::Test {
 
 TEST(MetricListTest, NamesAreUniqueValidAndNeverUseKey) {
   std::set<std::string> names;
-  const std::regex valid("^sluice_[a-z_]+$");
   for (size_t i = 0; i < kMetrics.size(); ++i) {
-    const MetricDef& def = kMetrics[i];
-    EXPECT_EQ(static_cast<size_t>(def.id), i) << def.name;
-    EXPECT_TRUE(names.insert(def.name).second) << def.name;
-    EXPECT_TRUE(std::regex_match(std::string(def.name), valid)) << def.name;
-    EXPECT_EQ(absl::EndsWith(def.name, "_total"),
-              def.type == MetricType::kCounter)
-        << def.name;
-    EXPECT_GT(std::string(def.help).size(), 10u) << def.name;
-    for (const char* label : def.labels) {
-      if (label == nullptr) break;
-      EXPECT_STRNE(label, "key") << def.name;
-    }
+    const EngineMetric& m = kMetrics[i];
+    EXPECT_EQ(static_cast<size_t>(m.id), i) << m.name;
+    EXPECT_TRUE(names.insert(m.name).second) << m.name;
+    EXPECT_EQ(base::MetricDefProblem(m.def()), nullptr) << m.name;
+    EXPECT_GT(std::string(m.help).size(), 10u) << m.name;
   }
 }
 
-TEST_F(MetricsTest, ExposesOnlyListedMetricsWithTheirLabels) {
+TEST(MetricDefTest, ProblemsNameWhatIsWrong) {
+  using base::MetricType;
+  const auto problem = [](base::MetricDef def) {
+    const char* why = base::MetricDefProblem(def);
+    return std::string(why == nullptr ? "" : why);
+  };
+  EXPECT_EQ(problem({"sluice_x_total", MetricType::kCounter, {"a", "b"}, "h"}),
+            "");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {}, "h"}), "");
+  EXPECT_EQ(problem({"x_total", MetricType::kCounter, {}, "h"}),
+            "its name is not sluice_ and then [a-z0-9_]");
+  EXPECT_EQ(problem({"sluice_", MetricType::kGauge, {}, "h"}),
+            "its name is not sluice_ and then [a-z0-9_]");
+  EXPECT_EQ(problem({"sluice_X", MetricType::kGauge, {}, "h"}),
+            "its name is not sluice_ and then [a-z0-9_]");
+  EXPECT_EQ(problem({nullptr, MetricType::kGauge, {}, "h"}),
+            "its name is not sluice_ and then [a-z0-9_]");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kCounter, {}, "h"}),
+            "a counter's name must end in _total");
+  EXPECT_EQ(problem({"sluice_x_total", MetricType::kGauge, {}, "h"}),
+            "only a counter's name ends in _total");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {"key"}, "h"}),
+            "a label named key (unbounded series)");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {"a", "a"}, "h"}),
+            "a label name repeats");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {"Bad"}, "h"}),
+            "a label name is not [a-z_][a-z0-9_]*");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {"__a"}, "h"}),
+            "a label name is not [a-z_][a-z0-9_]*");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {nullptr, "a"}, "h"}),
+            "a label name follows a null one");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {}, ""}),
+            "it has no help text");
+  EXPECT_EQ(problem({"sluice_x", MetricType::kGauge, {}, nullptr}),
+            "it has no help text");
+}
+
+TEST_F(MetricsTest, ExposesTheEngineMetricsWithTheirLabels) {
   Metrics metrics(&engine_);
   metrics_ptr_ = &metrics;
   Workload();
   metrics.ObserveAcquire(absl::Microseconds(40));
   for (const prometheus::MetricFamily& family : metrics.Collect()) {
-    const MetricDef* def = nullptr;
-    for (const MetricDef& d : kMetrics) {
-      if (family.name == d.name) def = &d;
+    const EngineMetric* def = nullptr;
+    for (const EngineMetric& m : kMetrics) {
+      if (family.name == m.name) def = &m;
     }
     ASSERT_NE(def, nullptr) << family.name << " is not in metric_list.h";
+    EXPECT_EQ(family.help, def->help);
     std::set<std::string> want;
     for (const char* label : def->labels) {
       if (label == nullptr) break;
@@ -265,77 +295,94 @@ TEST_F(MetricsTest, DecisionCountersAreConservedAndLabelled) {
   }
 }
 
-// What a source writes is shown with the list's help and type, and only
-// while the source is registered.
+constexpr base::MetricDef kTestExpiry{
+    "sluice_test_expiry_timestamp_seconds", base::MetricType::kGauge, {},
+    "When the test's certificate expires."};
+constexpr base::MetricDef kTestReloads{
+    "sluice_test_reloads_total", base::MetricType::kCounter, {"result"},
+    "Reloads of the test's files by result."};
+
+// What a source writes is shown with its definition's help and type, and
+// only while the source is registered.
 TEST_F(MetricsTest, ComponentsWriteTheirOwnMetrics) {
   Metrics metrics(&engine_);
-  EXPECT_THAT(metrics.Render(), Not(HasSubstr("sluice_tls_reloads_total")));
+  EXPECT_THAT(metrics.Render(), Not(HasSubstr("sluice_test_reloads_total")));
   uint64_t reloads = 3;
   FakeSource tls([&](base::StatsWriter& out) {
-    out.Gauge("sluice_tls_certificate_expiry_timestamp_seconds", 1800000000);
-    out.Counter("sluice_tls_reloads_total", {{"result", "ok"}},
-                static_cast<double>(reloads));
-    out.Counter("sluice_tls_reloads_total", {{"result", "error"}}, 1);
+    out.Write(kTestExpiry, 1800000000);
+    out.WriteBy(kTestReloads, {{"ok", reloads}, {"error", 1}});
   });
   metrics.AddSource(&tls);
   std::string body = metrics.Render();
   EXPECT_EQ(Promtool(body), "") << body;
-  EXPECT_THAT(body, HasSubstr("# TYPE sluice_tls_reloads_total counter"));
-  EXPECT_THAT(body,
-              HasSubstr(absl::StrCat("# HELP sluice_tls_reloads_total ",
-                                     Def(MetricId::kTlsReloads).help)));
+  EXPECT_THAT(body, HasSubstr("# TYPE sluice_test_reloads_total counter"));
+  EXPECT_THAT(body, HasSubstr("# TYPE sluice_test_expiry_timestamp_seconds "
+                              "gauge"));
+  EXPECT_THAT(body, HasSubstr(absl::StrCat("# HELP sluice_test_reloads_total ",
+                                           kTestReloads.help)));
   std::vector<Sample> s = Parse(body);
-  EXPECT_EQ(Sum(s, "sluice_tls_certificate_expiry_timestamp_seconds"),
-            1800000000);
-  EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "ok"}}), 3);
-  EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "error"}}), 1);
+  EXPECT_EQ(Sum(s, "sluice_test_expiry_timestamp_seconds"), 1800000000);
+  EXPECT_EQ(Sum(s, "sluice_test_reloads_total", {{"result", "ok"}}), 3);
+  EXPECT_EQ(Sum(s, "sluice_test_reloads_total", {{"result", "error"}}), 1);
   // Read at every scrape.
   reloads = 4;
   s = Parse(metrics.Render());
-  EXPECT_EQ(Sum(s, "sluice_tls_reloads_total", {{"result", "ok"}}), 4);
+  EXPECT_EQ(Sum(s, "sluice_test_reloads_total", {{"result", "ok"}}), 4);
   EXPECT_TRUE(metrics.refused_writes().empty());
 }
 
-// A write the list does not declare is left out and remembered, never
-// shown without help and type, and never silently lost.
-TEST_F(MetricsTest, WritesTheListDoesNotDeclareAreRefused) {
+// A malformed definition, label values that do not match its labels, a
+// name of the engine's list, or a name defined two ways is left out and
+// remembered, never shown without help and type, and never silently lost.
+TEST_F(MetricsTest, MalformedOrConflictingWritesAreRefused) {
+  using base::MetricType;
+  static constexpr base::MetricDef kNoTotal{
+      "sluice_test_calls", MetricType::kCounter, {}, "Calls."};
+  static constexpr base::MetricDef kKeyLabel{
+      "sluice_test_keys", MetricType::kGauge, {"key"}, "Keys."};
+  static constexpr base::MetricDef kEngines{
+      "sluice_policies", MetricType::kGauge, {}, "Policies."};
+  static constexpr base::MetricDef kReloadsAgain{
+      "sluice_test_reloads_total", MetricType::kCounter, {"outcome"},
+      "Reloads of the test's files by result."};
   Metrics metrics(&engine_);
   FakeSource buggy([](base::StatsWriter& out) {
-    out.Counter("sluice_not_in_the_list_total", 1);
-    out.Counter("sluice_tls_certificate_expiry_timestamp_seconds", 1);
-    out.Gauge("sluice_tls_reloads_total", {{"result", "ok"}}, 1);
-    out.Counter("sluice_policy_reloads_total", {{"outcome", "ok"}}, 1);
-    out.Counter("sluice_policy_reloads_total", 1);
-    out.Counter("sluice_store_errors_total", {{"kind", "auth"}, {"x", "y"}}, 1);
-    out.Counter("sluice_tls_reloads_total", {{"result", "ok"}}, 2);  // good
+    out.Write(kNoTotal, 1);
+    out.Write(kKeyLabel, {"tenant-1"}, 1);
+    out.Write(kEngines, 7);
+    out.Write(kTestReloads, 1);                    // no value for its label
+    out.Write(kTestReloads, {"ok", "extra"}, 1);   // one value too many
+    out.Write(kTestReloads, {"ok"}, 2);            // good
+    out.Write(kReloadsAgain, {"ok"}, 5);           // the same name, redefined
   });
   metrics.AddSource(&buggy);
   const std::string body = metrics.Render();
   EXPECT_EQ(Promtool(body), "") << body;
-  EXPECT_THAT(body, Not(HasSubstr("sluice_not_in_the_list_total")));
-  EXPECT_THAT(body, Not(HasSubstr("sluice_tls_certificate_expiry")));
-  EXPECT_THAT(body, Not(HasSubstr("sluice_policy_reloads_total")));
-  EXPECT_THAT(body, Not(HasSubstr("sluice_store_errors_total")));
-  EXPECT_EQ(Sum(Parse(body), "sluice_tls_reloads_total"), 2);
+  EXPECT_THAT(body, Not(HasSubstr("sluice_test_calls")));
+  EXPECT_THAT(body, Not(HasSubstr("sluice_test_keys")));
+  EXPECT_THAT(body, Not(HasSubstr("sluice_policies 7")));
+  EXPECT_EQ(Sum(Parse(body), "sluice_test_reloads_total"), 2);
   metrics.Render();  // the same mistakes again are not listed twice
   EXPECT_THAT(
       metrics.refused_writes(),
       ::testing::ElementsAre(
-          "sluice_not_in_the_list_total: not declared in metric_list.h",
-          "sluice_tls_certificate_expiry_timestamp_seconds: written as a "
-          "counter, declared otherwise",
-          "sluice_tls_reloads_total: written as a gauge, declared otherwise",
-          "sluice_policy_reloads_total: its label names differ from "
-          "metric_list.h's",
-          "sluice_store_errors_total: its label names differ from "
-          "metric_list.h's"));
+          "sluice_test_calls: a counter's name must end in _total",
+          "sluice_test_keys: a label named key (unbounded series)",
+          "sluice_policies: the engine's metric list has it",
+          "sluice_test_reloads_total: its label values do not match its "
+          "label names",
+          "sluice_test_reloads_total: defined twice, differently"));
 }
 
 TEST_F(MetricsTest, RefusedWritesAreBounded) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < 2 * Metrics::kMaxRefusedWrites; ++i) {
+    names.push_back(absl::StrCat("sluice_unknown_", i));  // no _total
+  }
   Metrics metrics(&engine_);
-  FakeSource buggy([](base::StatsWriter& out) {
-    for (size_t i = 0; i < 2 * Metrics::kMaxRefusedWrites; ++i) {
-      out.Counter(absl::StrCat("sluice_unknown_", i, "_total"), 1);
+  FakeSource buggy([&names](base::StatsWriter& out) {
+    for (const std::string& name : names) {
+      out.Write({name.c_str(), base::MetricType::kCounter, {}, "Unknown."}, 1);
     }
   });
   metrics.AddSource(&buggy);

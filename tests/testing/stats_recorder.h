@@ -14,8 +14,10 @@
 namespace sluice::testing {
 
 // What one StatsSource writes, for a component's test: a test fails on a
-// write metric_list.h does not declare (its name, type and label names), so
-// each component's test checks its metrics against the list. A test links
+// write the exporter would refuse (metrics::RefusalOf: a malformed
+// definition, label values that do not match its labels, a name of the
+// engine's list) or on one name written under two definitions, so each
+// component's test checks its metric definitions. A test links
 // sluice_metrics to use it. Not thread-safe.
 class StatsRecorder final : public base::StatsWriter {
  public:
@@ -30,11 +32,23 @@ class StatsRecorder final : public base::StatsWriter {
     source.WriteStats(*this);
   }
 
-  void Counter(absl::string_view name, Labels labels, double value) override {
-    Record(metrics::MetricType::kCounter, name, labels, value);
-  }
-  void Gauge(absl::string_view name, Labels labels, double value) override {
-    Record(metrics::MetricType::kGauge, name, labels, value);
+  void Write(const base::MetricDef& def, Values labels, double value) override {
+    const std::string name = def.name == nullptr ? "" : def.name;
+    if (const char* why = metrics::RefusalOf(def, labels.size())) {
+      ADD_FAILURE() << name << ": " << why;
+      return;
+    }
+    auto [it, added] = defs_.try_emplace(name, def);
+    if (!added && !base::SameMetricDef(it->second, def)) {
+      ADD_FAILURE() << name << ": defined twice, differently";
+      return;
+    }
+    Series s{name, {}, value};
+    size_t i = 0;
+    for (absl::string_view label : labels) {
+      s.labels[def.labels[i++]] = std::string(label);
+    }
+    series_.push_back(std::move(s));
   }
 
   // The sum of the series of `name` whose labels include `match`.
@@ -65,19 +79,7 @@ class StatsRecorder final : public base::StatsWriter {
   const std::vector<Series>& series() const { return series_; }
 
  private:
-  void Record(metrics::MetricType type, absl::string_view name, Labels labels,
-              double value) {
-    if (const char* why = metrics::RefusalOf(type, name, labels)) {
-      ADD_FAILURE() << name << ": " << why;
-      return;
-    }
-    Series s{std::string(name), {}, value};
-    for (const base::StatsLabel& label : labels) {
-      s.labels[std::string(label.name)] = std::string(label.value);
-    }
-    series_.push_back(std::move(s));
-  }
-
+  std::map<std::string, base::MetricDef> defs_;
   std::vector<Series> series_;
 };
 
