@@ -139,47 +139,119 @@ std::unique_ptr<grpc::ClientContext> Context(absl::Duration deadline) {
   return context;
 }
 
-// One of the concurrent decisions of a connection in unary mode: Acquire,
-// (hold,) ReportResult, then the next decision, until the budget is spent.
-// Its steps run one after another on gRPC's callback threads.
-class UnaryChain {
+// What the call chains of unary mode, rls mode and the health checks share:
+// one call after another, each taken from the budget, until the budget is
+// spent; the steps run one after another on gRPC's callback threads. Each
+// call gets a fresh context with the deadline and is timed from its start; a
+// call that fails is counted and the chain goes on with the next. A subclass
+// builds and starts its protocol's call (StartCall) and reads the answer
+// (OnAnswer).
+class CallChain {
  public:
-  UnaryChain(const Shared& shared, v1::DecisionService::Stub* stub,
-             uint64_t seed)
-      : shared_(shared), stub_(stub), rng_(seed) {}
+  CallChain(Budget& budget, Tally& tally, absl::Duration deadline)
+      : budget_(budget), tally_(tally), deadline_(deadline) {}
+  virtual ~CallChain() = default;
 
+  // Starts the next call, or ends the chain when the budget is spent.
   void Next() {
-    if (!shared_.budget.Take()) {
-      shared_.tally.WorkerDone();
+    if (!budget_.Take()) {
+      tally_.WorkerDone();
       return;
     }
-    call_ = shared_.workload.Next(rng_);
-    acquire_.Clear();
-    FillAcquire(shared_, call_, &acquire_);
-    context_ = Context(shared_.options.deadline);
+    StartCall();
+  }
+
+ protected:
+  Tally& tally() { return tally_; }
+
+  // A new context for the call StartCall starts, which is timed from now.
+  grpc::ClientContext* TimedContext() {
+    grpc::ClientContext* context = NewContext();
     started_ = absl::Now();
-    stub_->async()->Acquire(
-        context_.get(), &acquire_, &acquired_,
-        [this](grpc::Status status) { OnAcquired(status); });
+    return context;
+  }
+  // A new context for a later call of the same turn (a report), whose
+  // timing goes on from TimedContext's.
+  grpc::ClientContext* NewContext() {
+    context_ = Context(deadline_);
+    return context_.get();
+  }
+  absl::Duration SinceStart() const { return absl::Now() - started_; }
+
+  // Where the call StartCall started completes.
+  void Answered(const grpc::Status& status) {
+    if (!status.ok()) {
+      tally_.Failed(status);
+      Next();
+      return;
+    }
+    OnAnswer(SinceStart());
+  }
+
+  // Counts the turn complete, with nothing reported, and goes on.
+  void CompleteAndContinue() {
+    tally_.Completed(absl::ZeroDuration(), /*reported=*/false);
+    Next();
   }
 
  private:
-  void OnAcquired(const grpc::Status& status) {
-    if (!status.ok()) {
-      shared_.tally.Failed(status);
-      Next();
-      return;
-    }
-    shared_.tally.Acquired(absl::Now() - started_, acquired_.verdict());
+  // Builds the next request and starts its call on TimedContext(), to
+  // complete in Answered.
+  virtual void StartCall() = 0;
+  // The call was answered `latency` after it started.
+  virtual void OnAnswer(absl::Duration latency) = 0;
+
+  Budget& budget_;
+  Tally& tally_;
+  const absl::Duration deadline_;
+  absl::Time started_;
+  std::unique_ptr<grpc::ClientContext> context_;
+};
+
+// A chain of decisions: each call's shape is drawn from the workload, with
+// a random source of the chain's own.
+class DecisionChain : public CallChain {
+ protected:
+  DecisionChain(const Shared& shared, uint64_t seed)
+      : CallChain(shared.budget, shared.tally, shared.options.deadline),
+        shared_(shared),
+        rng_(seed) {}
+
+  const Shared& shared() const { return shared_; }
+  CallShape NextCall() { return shared_.workload.Next(rng_); }
+
+ private:
+  const Shared& shared_;
+  std::mt19937_64 rng_;
+};
+
+// One of the concurrent decisions of a connection in unary mode: Acquire,
+// (hold,) ReportResult, then the next decision, until the budget is spent.
+class UnaryChain : public DecisionChain {
+ public:
+  UnaryChain(const Shared& shared, v1::DecisionService::Stub* stub,
+             uint64_t seed)
+      : DecisionChain(shared, seed), stub_(stub) {}
+
+ private:
+  void StartCall() override {
+    call_ = NextCall();
+    acquire_.Clear();
+    FillAcquire(shared(), call_, &acquire_);
+    stub_->async()->Acquire(TimedContext(), &acquire_, &acquired_,
+                            [this](grpc::Status status) { Answered(status); });
+  }
+
+  void OnAnswer(absl::Duration latency) override {
+    tally().Acquired(latency, acquired_.verdict());
     if (acquired_.verdict() != v1::ALLOW) {
-      shared_.tally.Completed(absl::ZeroDuration(), /*reported=*/false);
-      Next();
+      CompleteAndContinue();
       return;
     }
-    if (shared_.options.hold &&
-        shared_.options.latency > absl::ZeroDuration()) {
+    if (shared().options.hold &&
+        shared().options.latency > absl::ZeroDuration()) {
       hold_ = std::make_unique<grpc::Alarm>();
-      hold_->Set(absl::ToChronoTime(absl::Now() + shared_.options.latency),
+      hold_->Set(absl::ToChronoTime(absl::Now() + shared().options.latency),
                  [this](bool) { Report(); });
       return;
     }
@@ -188,28 +260,23 @@ class UnaryChain {
 
   void Report() {
     report_.Clear();
-    FillReport(shared_, call_, acquired_.permit_id(), &report_);
-    context_ = Context(shared_.options.deadline);
+    FillReport(shared(), call_, acquired_.permit_id(), &report_);
     stub_->async()->ReportResult(
-        context_.get(), &report_, &reported_,
+        NewContext(), &report_, &reported_,
         [this](grpc::Status status) { OnReported(status); });
   }
 
   void OnReported(const grpc::Status& status) {
     if (status.ok()) {
-      shared_.tally.Completed(absl::Now() - started_, /*reported=*/true);
+      tally().Completed(SinceStart(), /*reported=*/true);
     } else {
-      shared_.tally.Failed(status);
+      tally().Failed(status);
     }
     Next();
   }
 
-  const Shared& shared_;
   v1::DecisionService::Stub* const stub_;
-  std::mt19937_64 rng_;
   CallShape call_;
-  absl::Time started_;
-  std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<grpc::Alarm> hold_;
   v1::AcquireRequest acquire_;
   v1::AcquireResponse acquired_;
@@ -222,57 +289,40 @@ class UnaryChain {
 // [dependency=DEP, key=KEY], then the next, until the budget is spent. Envoy
 // reports nothing, so neither does this. OK counts as ALLOW, OVER_LIMIT as
 // REJECT.
-class RlsChain {
+class RlsChain : public DecisionChain {
  public:
   RlsChain(const Shared& shared,
            envoy::service::ratelimit::v3::RateLimitService::Stub* stub,
            uint64_t seed)
-      : shared_(shared), stub_(stub), rng_(seed) {}
+      : DecisionChain(shared, seed), stub_(stub) {}
 
-  void Next() {
-    if (!shared_.budget.Take()) {
-      shared_.tally.WorkerDone();
-      return;
-    }
-    const CallShape call = shared_.workload.Next(rng_);
+ private:
+  void StartCall() override {
+    const CallShape call = NextCall();
     request_.Clear();
     request_.set_domain(kRlsDomain);
     auto* descriptor = request_.add_descriptors();
     auto* entry = descriptor->add_entries();
     entry->set_key("dependency");
-    entry->set_value(shared_.workload.dependency(call.dependency));
+    entry->set_value(shared().workload.dependency(call.dependency));
     if (call.key >= 0) {
       entry = descriptor->add_entries();
       entry->set_key("key");
-      entry->set_value(shared_.workload.key(call.key));
+      entry->set_value(shared().workload.key(call.key));
     }
-    context_ = Context(shared_.options.deadline);
-    started_ = absl::Now();
     stub_->async()->ShouldRateLimit(
-        context_.get(), &request_, &response_,
-        [this](grpc::Status status) { OnAnswered(status); });
+        TimedContext(), &request_, &response_,
+        [this](grpc::Status status) { Answered(status); });
   }
 
- private:
-  void OnAnswered(const grpc::Status& status) {
-    if (!status.ok()) {
-      shared_.tally.Failed(status);
-      Next();
-      return;
-    }
+  void OnAnswer(absl::Duration latency) override {
     const bool ok = response_.overall_code() ==
                     envoy::service::ratelimit::v3::RateLimitResponse::OK;
-    shared_.tally.Acquired(absl::Now() - started_,
-                           ok ? v1::ALLOW : v1::REJECT);
-    shared_.tally.Completed(absl::ZeroDuration(), /*reported=*/false);
-    Next();
+    tally().Acquired(latency, ok ? v1::ALLOW : v1::REJECT);
+    CompleteAndContinue();
   }
 
-  const Shared& shared_;
   envoy::service::ratelimit::v3::RateLimitService::Stub* const stub_;
-  std::mt19937_64 rng_;
-  absl::Time started_;
-  std::unique_ptr<grpc::ClientContext> context_;
   envoy::service::ratelimit::v3::RateLimitRequest request_;
   envoy::service::ratelimit::v3::RateLimitResponse response_;
 };
@@ -509,41 +559,25 @@ class DecideStream
 };
 
 // One of the concurrent health checks of a connection: Check, then the
-// next, until the budget is spent. Its steps run one after another.
-class HealthChain {
+// next, until the budget is spent.
+class HealthChain : public CallChain {
  public:
   HealthChain(Budget& budget, Tally& tally,
               grpc::health::v1::Health::Stub* stub, absl::Duration deadline)
-      : budget_(budget), tally_(tally), stub_(stub), deadline_(deadline) {}
-
-  void Next() {
-    if (!budget_.Take()) {
-      tally_.WorkerDone();
-      return;
-    }
-    context_ = Context(deadline_);
-    started_ = absl::Now();
-    stub_->async()->Check(context_.get(), &request_, &response_,
-                          [this](grpc::Status status) { OnChecked(status); });
-  }
+      : CallChain(budget, tally, deadline), stub_(stub) {}
 
  private:
-  void OnChecked(const grpc::Status& status) {
-    if (status.ok()) {
-      tally_.Acquired(absl::Now() - started_, -1);
-      tally_.Completed(absl::ZeroDuration(), /*reported=*/false);
-    } else {
-      tally_.Failed(status);
-    }
-    Next();
+  void StartCall() override {
+    stub_->async()->Check(TimedContext(), &request_, &response_,
+                          [this](grpc::Status status) { Answered(status); });
   }
 
-  Budget& budget_;
-  Tally& tally_;
+  void OnAnswer(absl::Duration latency) override {
+    tally().Acquired(latency, -1);
+    CompleteAndContinue();
+  }
+
   grpc::health::v1::Health::Stub* const stub_;
-  const absl::Duration deadline_;
-  absl::Time started_;
-  std::unique_ptr<grpc::ClientContext> context_;
   grpc::health::v1::HealthCheckRequest request_;
   grpc::health::v1::HealthCheckResponse response_;
 };
@@ -595,12 +629,11 @@ PhaseResult RunDecisions(
   for (const auto& channel : channels) {
     stubs.push_back(v1::DecisionService::NewStub(channel));
   }
-  std::vector<std::unique_ptr<UnaryChain>> chains;
-  std::vector<std::unique_ptr<DecideStream>> streams;
   std::vector<std::unique_ptr<
       envoy::service::ratelimit::v3::RateLimitService::Stub>>
       rls_stubs;
-  std::vector<std::unique_ptr<RlsChain>> rls_chains;
+  std::vector<std::unique_ptr<CallChain>> chains;
+  std::vector<std::unique_ptr<DecideStream>> streams;
   const absl::Time start = absl::Now();
   for (size_t c = 0; c < stubs.size(); ++c) {
     const uint64_t base = seed + c * static_cast<uint64_t>(options.concurrency);
@@ -609,9 +642,9 @@ PhaseResult RunDecisions(
           envoy::service::ratelimit::v3::RateLimitService::NewStub(
               channels[c]));
       for (int m = 0; m < options.concurrency; ++m) {
-        rls_chains.push_back(std::make_unique<RlsChain>(
+        chains.push_back(std::make_unique<RlsChain>(
             shared, rls_stubs.back().get(), base + m));
-        rls_chains.back()->Next();
+        chains.back()->Next();
       }
       continue;
     }
