@@ -149,28 +149,27 @@ TEST_F(ClientTest, CreateRejectsOptionsWithoutTarget) {
 // Each bad setting is refused word for word as gateways see it: the field,
 // the rule and the value given.
 TEST(ClientOptionsTest, CreateNamesTheBadFieldAndItsValue) {
-  const auto refusal = [](void (*change)(ClientOptions&)) {
+  const struct {
+    void (*change)(ClientOptions&);
+    const char* error;
+  } cases[] = {
+      {[](ClientOptions& o) { o.acquire_timeout = absl::ZeroDuration(); },
+       "ClientOptions.acquire_timeout must be > 0, got 0"},
+      {[](ClientOptions& o) { o.local_call_timeout = absl::Milliseconds(-5); },
+       "ClientOptions.local_call_timeout must be > 0, got -5ms"},
+      {[](ClientOptions& o) { o.backoff_after_failures = 0; },
+       "ClientOptions.backoff_after_failures must be >= 1, got 0"},
+      {[](ClientOptions& o) { o.report_timeout = -absl::Seconds(1); },
+       "ClientOptions.report_timeout must be > 0, got -1s"},
+      {[](ClientOptions& o) { o.max_reports_in_flight = -3; },
+       "ClientOptions.max_reports_in_flight must be >= 1, got -3"},
+  };
+  for (const auto& c : cases) {
     ClientOptions options;
     options.target = "127.0.0.1:1";
-    change(options);
-    return std::string(Client::Create(options).status().message());
-  };
-  EXPECT_EQ(refusal([](ClientOptions& o) {
-              o.acquire_timeout = absl::ZeroDuration();
-            }),
-            "ClientOptions.acquire_timeout must be > 0, got 0");
-  EXPECT_EQ(refusal([](ClientOptions& o) {
-              o.local_call_timeout = absl::Milliseconds(-5);
-            }),
-            "ClientOptions.local_call_timeout must be > 0, got -5ms");
-  EXPECT_EQ(refusal([](ClientOptions& o) { o.backoff_after_failures = 0; }),
-            "ClientOptions.backoff_after_failures must be >= 1, got 0");
-  EXPECT_EQ(refusal([](ClientOptions& o) {
-              o.report_timeout = -absl::Seconds(1);
-            }),
-            "ClientOptions.report_timeout must be > 0, got -1s");
-  EXPECT_EQ(refusal([](ClientOptions& o) { o.max_reports_in_flight = -3; }),
-            "ClientOptions.max_reports_in_flight must be >= 1, got -3");
+    c.change(options);
+    EXPECT_EQ(Client::Create(options).status().message(), c.error);
+  }
 }
 
 TEST_P(ClientTransportTest, AllowCarriesThePolicysCallTimeout) {
