@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/option_checks.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -423,20 +424,14 @@ absl::Status ValidateOptions(const ClientOptions& options) {
     return absl::InvalidArgumentError(
         "ClientOptions: set credentials or tls, not both");
   }
-  if (options.acquire_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ClientOptions.acquire_timeout must be > 0, got ",
-                     absl::FormatDuration(options.acquire_timeout)));
-  }
-  if (options.local_call_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ClientOptions.local_call_timeout must be > 0, got ",
-                     absl::FormatDuration(options.local_call_timeout)));
-  }
-  if (options.backoff_after_failures < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ClientOptions.backoff_after_failures must be >= 1, got ",
-                     options.backoff_after_failures));
+  for (absl::Status s :
+       {base::CheckPositive("ClientOptions.acquire_timeout",
+                            options.acquire_timeout),
+        base::CheckPositive("ClientOptions.local_call_timeout",
+                            options.local_call_timeout),
+        base::CheckPositive("ClientOptions.backoff_after_failures",
+                            options.backoff_after_failures)}) {
+    if (!s.ok()) return s;
   }
   if (options.backoff_initial <= absl::ZeroDuration() ||
       options.backoff_max < options.backoff_initial) {
@@ -450,15 +445,12 @@ absl::Status ValidateOptions(const ClientOptions& options) {
         absl::StrCat("ClientOptions.backoff_jitter must be in [0, 1), got ",
                      options.backoff_jitter));
   }
-  if (options.report_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ClientOptions.report_timeout must be > 0, got ",
-                     absl::FormatDuration(options.report_timeout)));
-  }
-  if (options.max_reports_in_flight < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ClientOptions.max_reports_in_flight must be >= 1, got ",
-                     options.max_reports_in_flight));
+  for (absl::Status s :
+       {base::CheckPositive("ClientOptions.report_timeout",
+                            options.report_timeout),
+        base::CheckPositive("ClientOptions.max_reports_in_flight",
+                            options.max_reports_in_flight)}) {
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

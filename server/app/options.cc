@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/option_checks.h"
 #include "server/app/unix_socket.h"
 #include "server/cluster/redis_connection.h"
 #include "server/cluster/redis_sentinel.h"
@@ -118,15 +119,11 @@ absl::Status ValidateRedisAccess(const ServerOptions& options) {
 // --upstream, its TLS files and timeout, --max-leaves, and what a leaf
 // refuses.
 absl::Status ValidateTreeOptions(const ServerOptions& options) {
-  if (options.max_leaves > kMaxLeavesLimit) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max-leaves must be in [0, ", kMaxLeavesLimit, "], got ",
-                     options.max_leaves));
-  }
-  if (options.upstream_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--upstream-timeout must be > 0, got ",
-                     absl::FormatDuration(options.upstream_timeout)));
+  for (absl::Status s :
+       {base::CheckInRange("--max-leaves", options.max_leaves, 0,
+                           kMaxLeavesLimit),
+        base::CheckPositive("--upstream-timeout", options.upstream_timeout)}) {
+    if (!s.ok()) return s;
   }
   const wire::ClientTlsNames names = UpstreamTlsNames();
   if (options.upstream.empty()) {
@@ -201,16 +198,13 @@ absl::Status ValidateOptions(const ServerOptions& options) {
           absl::StrCat("--http-listen: ", s.message()));
     }
   }
-  if (options.http_threads < 1 || options.http_threads > kMaxHttpThreads) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--http-threads must be in [1, ", kMaxHttpThreads,
-                     "], got ", options.http_threads));
-  }
-  if (options.http_max_connections < 1 ||
-      options.http_max_connections > kMaxHttpConnections) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--http-max-connections must be in [1, ", kMaxHttpConnections,
-        "], got ", options.http_max_connections));
+  for (absl::Status s :
+       {base::CheckInRange("--http-threads", options.http_threads, 1,
+                           kMaxHttpThreads),
+        base::CheckInRange("--http-max-connections",
+                           options.http_max_connections, 1,
+                           kMaxHttpConnections)}) {
+    if (!s.ok()) return s;
   }
   if (absl::Status s = tls::ValidateServerTlsFlags(TlsFiles(options));
       !s.ok()) {
@@ -234,25 +228,14 @@ absl::Status ValidateOptions(const ServerOptions& options) {
   }
   if (absl::Status s = ValidateRedisAccess(options); !s.ok()) return s;
   if (absl::Status s = ValidateTreeOptions(options); !s.ok()) return s;
-  if (options.sync_interval < absl::Milliseconds(10)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sync-interval must be at least 10ms, got ",
-                     absl::FormatDuration(options.sync_interval)));
-  }
-  if (options.redis_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--redis-timeout must be > 0, got ",
-                     absl::FormatDuration(options.redis_timeout)));
-  }
-  if (options.state_file_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("state file interval must be > 0, got ",
-                     absl::FormatDuration(options.state_file_interval)));
-  }
-  if (options.expected_replicas < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--expected-replicas must be at least 1, got ",
-                     options.expected_replicas));
+  for (absl::Status s :
+       {base::CheckAtLeast("--sync-interval", options.sync_interval,
+                           absl::Milliseconds(10)),
+        base::CheckPositive("--redis-timeout", options.redis_timeout),
+        base::CheckPositive("state file interval", options.state_file_interval),
+        base::CheckAtLeast("--expected-replicas", options.expected_replicas,
+                           1)}) {
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

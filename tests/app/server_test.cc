@@ -366,6 +366,36 @@ TEST(ValidateOptionsTest, NamesTheFlagAndTheRule) {
               HasSubstr("--expected-replicas must be at least 1"));
 }
 
+// The range errors word for word, as operators see them at startup.
+TEST(ValidateOptionsTest, RangeErrorsGiveTheValue) {
+  const struct {
+    void (*change)(ServerOptions&);
+    const char* error;
+  } cases[] = {
+      {[](ServerOptions& o) { o.sync_interval = absl::Milliseconds(5); },
+       "--sync-interval must be at least 10ms, got 5ms"},
+      {[](ServerOptions& o) { o.redis_timeout = absl::ZeroDuration(); },
+       "--redis-timeout must be > 0, got 0"},
+      {[](ServerOptions& o) { o.state_file_interval = -absl::Seconds(2); },
+       "state file interval must be > 0, got -2s"},
+      {[](ServerOptions& o) { o.expected_replicas = 0; },
+       "--expected-replicas must be at least 1, got 0"},
+      {[](ServerOptions& o) { o.http_threads = kMaxHttpThreads + 1; },
+       "--http-threads must be in [1, 256], got 257"},
+      {[](ServerOptions& o) { o.http_max_connections = -1; },
+       "--http-max-connections must be in [1, 1000000], got -1"},
+      {[](ServerOptions& o) { o.max_leaves = kMaxLeavesLimit + 1; },
+       "--max-leaves must be in [0, 100000], got 100001"},
+      {[](ServerOptions& o) { o.upstream_timeout = absl::ZeroDuration(); },
+       "--upstream-timeout must be > 0, got 0"},
+  };
+  for (const auto& c : cases) {
+    ServerOptions options;
+    c.change(options);
+    EXPECT_EQ(ValidateOptions(options).message(), c.error);
+  }
+}
+
 TEST(ValidateOptionsTest, RedisAccessFlags) {
   ServerOptions both;
   both.redis = "127.0.0.1:6379";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
 #include "server/policy/policy_convert.h"
@@ -143,6 +144,32 @@ TEST_F(ClientTest, CreateRejectsOptionsWithoutTarget) {
   options.acquire_timeout = absl::ZeroDuration();
   EXPECT_EQ(Client::Create(options).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Each bad setting is refused word for word as gateways see it: the field,
+// the rule and the value given.
+TEST(ClientOptionsTest, CreateNamesTheBadFieldAndItsValue) {
+  const struct {
+    void (*change)(ClientOptions&);
+    const char* error;
+  } cases[] = {
+      {[](ClientOptions& o) { o.acquire_timeout = absl::ZeroDuration(); },
+       "ClientOptions.acquire_timeout must be > 0, got 0"},
+      {[](ClientOptions& o) { o.local_call_timeout = absl::Milliseconds(-5); },
+       "ClientOptions.local_call_timeout must be > 0, got -5ms"},
+      {[](ClientOptions& o) { o.backoff_after_failures = 0; },
+       "ClientOptions.backoff_after_failures must be >= 1, got 0"},
+      {[](ClientOptions& o) { o.report_timeout = -absl::Seconds(1); },
+       "ClientOptions.report_timeout must be > 0, got -1s"},
+      {[](ClientOptions& o) { o.max_reports_in_flight = -3; },
+       "ClientOptions.max_reports_in_flight must be >= 1, got -3"},
+  };
+  for (const auto& c : cases) {
+    ClientOptions options;
+    options.target = "127.0.0.1:1";
+    c.change(options);
+    EXPECT_EQ(Client::Create(options).status().message(), c.error);
+  }
 }
 
 TEST_P(ClientTransportTest, AllowCarriesThePolicysCallTimeout) {
