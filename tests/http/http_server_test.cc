@@ -156,7 +156,8 @@ TEST_F(HttpServerTest, StatsAreItsMetrics) {
   ASSERT_TRUE(bad.Send("POST /v1/acquire HTTP/1.1\r\nContent-Length: x\r\n\r\n"));
   EXPECT_EQ(bad.Read().status, 400);
   ASSERT_TRUE(testing::WaitFor(
-      [&] { return server->Stats().rejected_framing == 1; }, absl::Seconds(5)));
+      [&] { return server->Stats().rejected[Rejection::kFraming] == 1; },
+      absl::Seconds(5)));
   EXPECT_EQ(testing::StatsRecorder(*server).Sum(
                 "sluice_http_requests_rejected_total", {{"reason", "framing"}}),
             1);
@@ -225,7 +226,7 @@ TEST_F(HttpServerTest, AHeadMustArriveWithinTheHeadTimeout) {
   }
   EXPECT_EQ(slow.Read().status, 0);  // closed without an answer
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
-  EXPECT_EQ(server->Stats().timeouts_head, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kHead], 1u);
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
 }
@@ -241,7 +242,7 @@ TEST_F(HttpServerTest, ABodyMustArriveWithinTheBodyTimeout) {
       "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
   EXPECT_EQ(slow.Read().status, 0);
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
-  EXPECT_EQ(server->Stats().timeouts_body, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kBody], 1u);
 }
 
 TEST_F(HttpServerTest, AnIdleConnectionClosesAtTheIdleTimeout) {
@@ -253,7 +254,7 @@ TEST_F(HttpServerTest, AnIdleConnectionClosesAtTheIdleTimeout) {
   ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
   ASSERT_EQ(idle.Read().status, 200);
   EXPECT_TRUE(idle.ClosedByServer());
-  EXPECT_EQ(server->Stats().timeouts_idle, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kIdle], 1u);
   EXPECT_EQ(server->Stats().idle, 0);
 }
 
@@ -264,7 +265,7 @@ TEST_F(HttpServerTest, ASilentNewConnectionClosesAtTheHeadTimeout) {
   ASSERT_NE(server, nullptr);
   testing::RawConnection silent(server->port());
   EXPECT_TRUE(silent.ClosedByServer());
-  EXPECT_EQ(server->Stats().timeouts_head, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kHead], 1u);
 }
 
 // TLS (HttpServerOptions::tls_context) with certificates made by openssl.
@@ -340,7 +341,7 @@ TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinItsTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
-  EXPECT_EQ(server->Stats().timeouts_handshake, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kHandshake], 1u);
 }
 
 // Handshakes, sends a request and closes without reading the answer: the
@@ -563,7 +564,7 @@ TEST_P(HttpServerFramingTest, OneAnswer400AndTheConnectionClosed) {
   EXPECT_EQ(first.header("connection"), "close");
   EXPECT_THAT(first.body, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_EQ(connection.Read().status, 0);  // nothing more, and closed
-  EXPECT_EQ(server->Stats().rejected_framing, 1u);
+  EXPECT_EQ(server->Stats().rejected[Rejection::kFraming], 1u);
 }
 
 constexpr char kPost[] = "POST /v1/acquire HTTP/1.1\r\nHost: t\r\n";
@@ -649,7 +650,7 @@ TEST_F(HttpServerTest, ARequestLineAbove8KiBIs414) {
   const testing::RawResponse answer = connection.Read();
   EXPECT_EQ(answer.status, 414);
   EXPECT_EQ(answer.header("connection"), "close");
-  EXPECT_EQ(server->Stats().rejected_limits, 1u);
+  EXPECT_EQ(server->Stats().rejected[Rejection::kLimits], 1u);
 }
 
 TEST_F(HttpServerTest, AHeadAbove64KiBIs431AfterAtMostThat) {
@@ -671,7 +672,7 @@ TEST_F(HttpServerTest, AHeadAbove64KiBIs431AfterAtMostThat) {
   const testing::RawResponse answer = connection.Read();
   EXPECT_EQ(answer.status, 431);
   EXPECT_EQ(answer.header("connection"), "close");
-  EXPECT_EQ(server->Stats().rejected_limits, 1u);
+  EXPECT_EQ(server->Stats().rejected[Rejection::kLimits], 1u);
 }
 
 TEST_F(HttpServerTest, MoreThan100HeaderFieldsIs431) {
