@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -161,6 +162,47 @@ TEST_F(HttpServerTest, StatsAreItsMetrics) {
   EXPECT_EQ(testing::StatsRecorder(*server).Sum(
                 "sluice_http_requests_rejected_total", {{"reason", "framing"}}),
             1);
+}
+
+// An HttpServer that reports the stats it was given: WriteStats alone.
+class FixedStatsServer final : public HttpServer {
+ public:
+  explicit FixedStatsServer(HttpStats stats) : stats_(std::move(stats)) {}
+  int port() const override { return 0; }
+  void SetServing(bool) override {}
+  void Stop(absl::Time) override {}
+  HttpStats Stats() const override { return stats_; }
+
+ private:
+  const HttpStats stats_;
+};
+
+TEST(HttpServerStatsTest, EachDeadlineAndRefusalIsWrittenUnderItsOwnReason) {
+  HttpStats stats;
+  stats.shed = 1;
+  stats.refused = 2;
+  stats.timeouts[Timeout::kHandshake] = 3;
+  stats.timeouts[Timeout::kHead] = 4;
+  stats.timeouts[Timeout::kBody] = 5;
+  stats.timeouts[Timeout::kWrite] = 6;
+  stats.timeouts[Timeout::kIdle] = 7;
+  stats.rejected[Rejection::kFraming] = 8;
+  stats.rejected[Rejection::kLimits] = 9;
+  const testing::StatsRecorder out{FixedStatsServer(stats)};
+
+  const std::string closed = "sluice_http_connections_closed_total";
+  EXPECT_EQ(out.Find(closed).size(), 7u);
+  const std::map<std::string, double> closed_by_reason = {
+      {"shed", 1},         {"refused", 2},      {"timeout_handshake", 3},
+      {"timeout_head", 4}, {"timeout_body", 5}, {"timeout_write", 6},
+      {"timeout_idle", 7}};
+  for (const auto& [reason, count] : closed_by_reason) {
+    EXPECT_EQ(out.Sum(closed, {{"reason", reason}}), count) << reason;
+  }
+  const std::string rejected = "sluice_http_requests_rejected_total";
+  EXPECT_EQ(out.Find(rejected).size(), 2u);
+  EXPECT_EQ(out.Sum(rejected, {{"reason", "framing"}}), 8);
+  EXPECT_EQ(out.Sum(rejected, {{"reason", "limits"}}), 9);
 }
 
 TEST_F(HttpServerTest, AFullServerShedsTheConnectionIdleLongest) {
