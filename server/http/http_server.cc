@@ -6,14 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cstring>
-#include <optional>
-#include <thread>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -24,6 +16,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/intrusive/list.hpp>
+#include <chrono>
+#include <cstring>
+#include <iterator>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
@@ -88,6 +88,35 @@ bool Sheddable(Phase phase) {
   return phase == Phase::kHandshake || phase == Phase::kIdle ||
          phase == Phase::kHead;
 }
+
+// The deadline counted when a connection in `phase` reaches it; none for
+// handling a request, which writes its answer at once, or closing.
+std::optional<Timeout> TimeoutIn(Phase phase) {
+  switch (phase) {
+    case Phase::kHandshake:
+      return Timeout::kHandshake;
+    case Phase::kIdle:
+      return Timeout::kIdle;
+    case Phase::kHead:
+      return Timeout::kHead;
+    case Phase::kBody:
+      return Timeout::kBody;
+    case Phase::kWrite:
+      return Timeout::kWrite;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The reason label values of sluice_http_connections_closed_total and
+// sluice_http_requests_rejected_total, in the order of Timeout and of
+// Rejection.
+constexpr absl::string_view kTimeoutReasons[] = {
+    "timeout_handshake", "timeout_head", "timeout_body", "timeout_write",
+    "timeout_idle"};
+static_assert(std::size(kTimeoutReasons) == kTimeoutCount);
+constexpr absl::string_view kRejectionReasons[] = {"framing", "limits"};
+static_assert(std::size(kRejectionReasons) == kRejectionCount);
 
 const char* Reason(int status) {
   switch (status) {
@@ -180,17 +209,21 @@ struct LoopStats {
   std::atomic<int64_t> idle{0};
   std::atomic<uint64_t> shed{0};
   std::atomic<uint64_t> refused{0};
-  std::atomic<uint64_t> timeouts_handshake{0};
-  std::atomic<uint64_t> timeouts_head{0};
-  std::atomic<uint64_t> timeouts_body{0};
-  std::atomic<uint64_t> timeouts_write{0};
-  std::atomic<uint64_t> timeouts_idle{0};
-  std::atomic<uint64_t> rejected_framing{0};
-  std::atomic<uint64_t> rejected_limits{0};
+  CountsBy<Timeout, kTimeoutCount, std::atomic<uint64_t>> timeouts;
+  CountsBy<Rejection, kRejectionCount, std::atomic<uint64_t>> rejected;
 };
 
 void Bump(std::atomic<uint64_t>& counter) {
   counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Adds one loop's counters into the sum of them all.
+template <typename Kind, size_t kCount>
+void AddTo(CountsBy<Kind, kCount>& sum,
+           const CountsBy<Kind, kCount, std::atomic<uint64_t>>& loop) {
+  for (size_t i = 0; i < kCount; ++i) {
+    sum.values[i] += loop.values[i].load(std::memory_order_relaxed);
+  }
 }
 
 class Loop;
@@ -430,25 +463,8 @@ class ConnectionImpl final : public Connection {
       Arm(deadline_);
       return;
     }
-    LoopStats& stats = loop_->stats();
-    switch (phase_) {
-      case Phase::kHandshake:
-        Bump(stats.timeouts_handshake);
-        break;
-      case Phase::kIdle:
-        Bump(stats.timeouts_idle);
-        break;
-      case Phase::kHead:
-        Bump(stats.timeouts_head);
-        break;
-      case Phase::kBody:
-        Bump(stats.timeouts_body);
-        break;
-      case Phase::kWrite:
-        Bump(stats.timeouts_write);
-        break;
-      default:
-        break;
+    if (const std::optional<Timeout> timeout = TimeoutIn(phase_)) {
+      Bump(loop_->stats().timeouts[*timeout]);
     }
     CloseNow();
   }
@@ -657,8 +673,8 @@ class ConnectionImpl final : public Connection {
 
   void RespondToRefusal() {
     const int status = parser_.error_status();
-    Bump(status == 400 ? loop_->stats().rejected_framing
-                       : loop_->stats().rejected_limits);
+    Bump(loop_->stats().rejected[status == 400 ? Rejection::kFraming
+                                               : Rejection::kLimits]);
     spdlog::debug("HTTP API: request refused ({}): {}", status,
                   std::string(parser_.error()));
     endpoint_ = parser_.state() == RequestParser::State::kError &&
@@ -1014,13 +1030,8 @@ class HttpServerImpl final : public HttpServer {
       stats.idle += load(s.idle);
       stats.shed += load(s.shed);
       stats.refused += load(s.refused);
-      stats.timeouts_handshake += load(s.timeouts_handshake);
-      stats.timeouts_head += load(s.timeouts_head);
-      stats.timeouts_body += load(s.timeouts_body);
-      stats.timeouts_write += load(s.timeouts_write);
-      stats.timeouts_idle += load(s.timeouts_idle);
-      stats.rejected_framing += load(s.rejected_framing);
-      stats.rejected_limits += load(s.rejected_limits);
+      AddTo(stats.timeouts, s.timeouts);
+      AddTo(stats.rejected, s.rejected);
     }
     return stats;
   }
@@ -1089,15 +1100,15 @@ void HttpServer::WriteStats(base::StatsWriter& out) const {
               static_cast<double>(static_cast<uint64_t>(n)));
   }
   out.WriteBy(kHttpConnectionsClosed,
-              {{"shed", s.shed},
-               {"refused", s.refused},
-               {"timeout_handshake", s.timeouts_handshake},
-               {"timeout_head", s.timeouts_head},
-               {"timeout_body", s.timeouts_body},
-               {"timeout_write", s.timeouts_write},
-               {"timeout_idle", s.timeouts_idle}});
-  out.WriteBy(kHttpRequestsRejected,
-              {{"framing", s.rejected_framing}, {"limits", s.rejected_limits}});
+              {{"shed", s.shed}, {"refused", s.refused}});
+  for (size_t i = 0; i < kTimeoutCount; ++i) {
+    out.Write(kHttpConnectionsClosed, {kTimeoutReasons[i]},
+              static_cast<double>(s.timeouts.values[i]));
+  }
+  for (size_t i = 0; i < kRejectionCount; ++i) {
+    out.Write(kHttpRequestsRejected, {kRejectionReasons[i]},
+              static_cast<double>(s.rejected.values[i]));
+  }
 }
 
 }  // namespace sluice::http

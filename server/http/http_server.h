@@ -4,6 +4,8 @@
 
 #include <openssl/types.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,6 +60,28 @@ struct HttpServerOptions {
   std::function<std::shared_ptr<SSL_CTX>()> tls_context;
 };
 
+// The phase a connection was in when its deadline closed it: one of the
+// timeouts of HttpServerOptions.
+enum class Timeout { kHandshake, kHead, kBody, kWrite, kIdle };
+inline constexpr size_t kTimeoutCount = 5;
+
+// Why the parser refused a request: malformed or ambiguous framing (400),
+// or over a size or count limit (413, 414, 431).
+enum class Rejection { kFraming, kLimits };
+inline constexpr size_t kRejectionCount = 2;
+
+// A counter for each value of `Kind`, an enum whose values run from 0 to
+// kCount - 1, so that one loop counts, copies or writes them all.
+template <typename Kind, size_t kCount, typename Counter = uint64_t>
+struct CountsBy {
+  Counter& operator[](Kind kind) { return values[static_cast<size_t>(kind)]; }
+  const Counter& operator[](Kind kind) const {
+    return values[static_cast<size_t>(kind)];
+  }
+
+  std::array<Counter, kCount> values{};
+};
+
 // What the metrics read of a running HttpServer.
 struct HttpStats {
   std::vector<RequestCounters::Count> requests;
@@ -72,15 +96,9 @@ struct HttpStats {
   uint64_t shed = 0;
   uint64_t refused = 0;
   // Connections closed at a deadline, by the phase it ended.
-  uint64_t timeouts_handshake = 0;
-  uint64_t timeouts_head = 0;
-  uint64_t timeouts_body = 0;
-  uint64_t timeouts_write = 0;
-  uint64_t timeouts_idle = 0;
-  // Requests refused by the parser: malformed or ambiguous framing (400),
-  // and over a size or count limit (413, 414, 431).
-  uint64_t rejected_framing = 0;
-  uint64_t rejected_limits = 0;
+  CountsBy<Timeout, kTimeoutCount> timeouts;
+  // Requests refused by the parser, by why.
+  CountsBy<Rejection, kRejectionCount> rejected;
 };
 
 // The HTTP/JSON decision API (decision_api.h) on an HTTP/1.1 listener with

@@ -235,12 +235,13 @@ TEST_F(HttpLoadTest, SlowHeadersAndBodiesDoNotTakeTheApi) {
       return PlainHealth(port);
     });
     const HttpStats stats = server->Stats();
-    std::printf("  300 slow %s clients held; reopened after a deadline: %d; "
-                "server: %lld connections, timeouts head %llu body %llu\n",
-                kind == SlowClients::Kind::kHeader ? "header" : "body",
-                slow.reopened(), static_cast<long long>(stats.connections),
-                static_cast<unsigned long long>(stats.timeouts_head),
-                static_cast<unsigned long long>(stats.timeouts_body));
+    std::printf(
+        "  300 slow %s clients held; reopened after a deadline: %d; "
+        "server: %lld connections, timeouts head %llu body %llu\n",
+        kind == SlowClients::Kind::kHeader ? "header" : "body", slow.reopened(),
+        static_cast<long long>(stats.connections),
+        static_cast<unsigned long long>(stats.timeouts[Timeout::kHead]),
+        static_cast<unsigned long long>(stats.timeouts[Timeout::kBody]));
     Report(kind == SlowClients::Kind::kHeader ? "slow headers" : "slow bodies",
            run);
     EXPECT_GT(slow.reopened(), 0);  // the deadline did cut them
@@ -364,7 +365,7 @@ TEST_F(HttpLoadTest, SixteenMegabytesOfHeadersCostLittleMemory) {
   EXPECT_LE(one + many, int64_t{32} << 20);
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(10)));
-  EXPECT_EQ(server->Stats().rejected_limits, 129u);
+  EXPECT_EQ(server->Stats().rejected[Rejection::kLimits], 129u);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -156,10 +157,52 @@ TEST_F(HttpServerTest, StatsAreItsMetrics) {
   ASSERT_TRUE(bad.Send("POST /v1/acquire HTTP/1.1\r\nContent-Length: x\r\n\r\n"));
   EXPECT_EQ(bad.Read().status, 400);
   ASSERT_TRUE(testing::WaitFor(
-      [&] { return server->Stats().rejected_framing == 1; }, absl::Seconds(5)));
+      [&] { return server->Stats().rejected[Rejection::kFraming] == 1; },
+      absl::Seconds(5)));
   EXPECT_EQ(testing::StatsRecorder(*server).Sum(
                 "sluice_http_requests_rejected_total", {{"reason", "framing"}}),
             1);
+}
+
+// An HttpServer that reports the stats it was given: WriteStats alone.
+class FixedStatsServer final : public HttpServer {
+ public:
+  explicit FixedStatsServer(HttpStats stats) : stats_(std::move(stats)) {}
+  int port() const override { return 0; }
+  void SetServing(bool) override {}
+  void Stop(absl::Time) override {}
+  HttpStats Stats() const override { return stats_; }
+
+ private:
+  const HttpStats stats_;
+};
+
+TEST(HttpServerStatsTest, EachDeadlineAndRefusalIsWrittenUnderItsOwnReason) {
+  HttpStats stats;
+  stats.shed = 1;
+  stats.refused = 2;
+  stats.timeouts[Timeout::kHandshake] = 3;
+  stats.timeouts[Timeout::kHead] = 4;
+  stats.timeouts[Timeout::kBody] = 5;
+  stats.timeouts[Timeout::kWrite] = 6;
+  stats.timeouts[Timeout::kIdle] = 7;
+  stats.rejected[Rejection::kFraming] = 8;
+  stats.rejected[Rejection::kLimits] = 9;
+  const testing::StatsRecorder out{FixedStatsServer(stats)};
+
+  const std::string closed = "sluice_http_connections_closed_total";
+  EXPECT_EQ(out.Find(closed).size(), 7u);
+  const std::map<std::string, double> closed_by_reason = {
+      {"shed", 1},         {"refused", 2},      {"timeout_handshake", 3},
+      {"timeout_head", 4}, {"timeout_body", 5}, {"timeout_write", 6},
+      {"timeout_idle", 7}};
+  for (const auto& [reason, count] : closed_by_reason) {
+    EXPECT_EQ(out.Sum(closed, {{"reason", reason}}), count) << reason;
+  }
+  const std::string rejected = "sluice_http_requests_rejected_total";
+  EXPECT_EQ(out.Find(rejected).size(), 2u);
+  EXPECT_EQ(out.Sum(rejected, {{"reason", "framing"}}), 8);
+  EXPECT_EQ(out.Sum(rejected, {{"reason", "limits"}}), 9);
 }
 
 TEST_F(HttpServerTest, AFullServerShedsTheConnectionIdleLongest) {
@@ -225,7 +268,7 @@ TEST_F(HttpServerTest, AHeadMustArriveWithinTheHeadTimeout) {
   }
   EXPECT_EQ(slow.Read().status, 0);  // closed without an answer
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
-  EXPECT_EQ(server->Stats().timeouts_head, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kHead], 1u);
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
 }
@@ -241,7 +284,7 @@ TEST_F(HttpServerTest, ABodyMustArriveWithinTheBodyTimeout) {
       "POST /v1/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"));
   EXPECT_EQ(slow.Read().status, 0);
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
-  EXPECT_EQ(server->Stats().timeouts_body, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kBody], 1u);
 }
 
 TEST_F(HttpServerTest, AnIdleConnectionClosesAtTheIdleTimeout) {
@@ -253,7 +296,7 @@ TEST_F(HttpServerTest, AnIdleConnectionClosesAtTheIdleTimeout) {
   ASSERT_TRUE(idle.SendPost("/v1/acquire", kAcquire));
   ASSERT_EQ(idle.Read().status, 200);
   EXPECT_TRUE(idle.ClosedByServer());
-  EXPECT_EQ(server->Stats().timeouts_idle, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kIdle], 1u);
   EXPECT_EQ(server->Stats().idle, 0);
 }
 
@@ -264,7 +307,7 @@ TEST_F(HttpServerTest, ASilentNewConnectionClosesAtTheHeadTimeout) {
   ASSERT_NE(server, nullptr);
   testing::RawConnection silent(server->port());
   EXPECT_TRUE(silent.ClosedByServer());
-  EXPECT_EQ(server->Stats().timeouts_head, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kHead], 1u);
 }
 
 // TLS (HttpServerOptions::tls_context) with certificates made by openssl.
@@ -340,7 +383,7 @@ TEST_F(HttpServerTlsTest, TheHandshakeMustFinishWithinItsTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_TRUE(testing::WaitFor([&] { return server->Stats().connections == 0; },
                                absl::Seconds(5)));
-  EXPECT_EQ(server->Stats().timeouts_handshake, 1u);
+  EXPECT_EQ(server->Stats().timeouts[Timeout::kHandshake], 1u);
 }
 
 // Handshakes, sends a request and closes without reading the answer: the
@@ -563,7 +606,7 @@ TEST_P(HttpServerFramingTest, OneAnswer400AndTheConnectionClosed) {
   EXPECT_EQ(first.header("connection"), "close");
   EXPECT_THAT(first.body, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_EQ(connection.Read().status, 0);  // nothing more, and closed
-  EXPECT_EQ(server->Stats().rejected_framing, 1u);
+  EXPECT_EQ(server->Stats().rejected[Rejection::kFraming], 1u);
 }
 
 constexpr char kPost[] = "POST /v1/acquire HTTP/1.1\r\nHost: t\r\n";
@@ -649,7 +692,7 @@ TEST_F(HttpServerTest, ARequestLineAbove8KiBIs414) {
   const testing::RawResponse answer = connection.Read();
   EXPECT_EQ(answer.status, 414);
   EXPECT_EQ(answer.header("connection"), "close");
-  EXPECT_EQ(server->Stats().rejected_limits, 1u);
+  EXPECT_EQ(server->Stats().rejected[Rejection::kLimits], 1u);
 }
 
 TEST_F(HttpServerTest, AHeadAbove64KiBIs431AfterAtMostThat) {
@@ -671,7 +714,7 @@ TEST_F(HttpServerTest, AHeadAbove64KiBIs431AfterAtMostThat) {
   const testing::RawResponse answer = connection.Read();
   EXPECT_EQ(answer.status, 431);
   EXPECT_EQ(answer.header("connection"), "close");
-  EXPECT_EQ(server->Stats().rejected_limits, 1u);
+  EXPECT_EQ(server->Stats().rejected[Rejection::kLimits], 1u);
 }
 
 TEST_F(HttpServerTest, MoreThan100HeaderFieldsIs431) {
