@@ -6,6 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstring>
+#include <iterator>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -16,14 +25,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/intrusive/list.hpp>
-#include <chrono>
-#include <cstring>
-#include <iterator>
-#include <optional>
-#include <thread>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
