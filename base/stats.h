@@ -3,6 +3,7 @@
 #define SLUICE_BASE_STATS_H_
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -138,6 +139,12 @@ class StatsWriter {
   // A metric with one label: a value for each of the label's values, e.g.
   // WriteBy(kRlsRequests, {{"OK", ok}, {"OVER_LIMIT", over}, ...}).
   struct LabelCount {
+    LabelCount(absl::string_view value, uint64_t count)
+        : value(value), count(count) {}
+    // A count kept as a relaxed atomic (counts, not ordering).
+    LabelCount(absl::string_view value, const std::atomic<uint64_t>& count)
+        : value(value), count(count.load(std::memory_order_relaxed)) {}
+
     absl::string_view value;
     uint64_t count;
   };

@@ -384,15 +384,6 @@ void AccessLogServiceImpl::Count(EntryResult result, int64_t n,
   }
 }
 
-AccessLogServiceImpl::Totals AccessLogServiceImpl::totals() const {
-  Totals t;
-  t.settled = settled_.load(std::memory_order_relaxed);
-  t.no_permit = no_permit_.load(std::memory_order_relaxed);
-  t.unknown_permit = unknown_permit_.load(std::memory_order_relaxed);
-  t.invalid = invalid_.load(std::memory_order_relaxed);
-  return t;
-}
-
 constexpr base::MetricDef kAccessLogEntries{
     "sluice_access_log_entries_total",
     base::MetricType::kCounter,
@@ -405,11 +396,10 @@ constexpr base::MetricDef kAccessLogEntries{
     "once)."};
 
 void AccessLogServiceImpl::WriteStats(base::StatsWriter& out) const {
-  const Totals t = totals();
-  out.WriteBy(kAccessLogEntries, {{"settled", t.settled},
-                                  {"no_permit", t.no_permit},
-                                  {"unknown_permit", t.unknown_permit},
-                                  {"invalid", t.invalid}});
+  out.WriteBy(kAccessLogEntries, {{"settled", settled_},
+                                  {"no_permit", no_permit_},
+                                  {"unknown_permit", unknown_permit_},
+                                  {"invalid", invalid_}});
 }
 
 void AccessLogServiceImpl::EndStreams() { streams_.EndAll(); }

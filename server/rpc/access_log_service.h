@@ -87,8 +87,7 @@ class AccessLogServiceImpl final
       const envoy::service::accesslog::v3::StreamAccessLogsMessage& message,
       Totals* stream_totals);
 
-  Totals totals() const;
-  // totals() as sluice_access_log_entries_total.
+  // The counts since start as sluice_access_log_entries_total.
   void WriteStats(base::StatsWriter& out) const override;
   // Access-log streams open now.
   int64_t open_streams() const { return streams_.open(); }

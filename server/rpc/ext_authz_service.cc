@@ -181,16 +181,6 @@ absl::Status AuthorizationServiceImpl::Handle(const CheckRequest& request,
   return absl::OkStatus();
 }
 
-AuthorizationServiceImpl::Totals AuthorizationServiceImpl::totals() const {
-  Totals t;
-  t.allow = allow_.load(std::memory_order_relaxed);
-  t.refuse = refuse_.load(std::memory_order_relaxed);
-  t.degrade = degrade_.load(std::memory_order_relaxed);
-  t.unmatched = unmatched_.load(std::memory_order_relaxed);
-  t.invalid = invalid_.load(std::memory_order_relaxed);
-  return t;
-}
-
 constexpr base::MetricDef kExtAuthzChecks{
     "sluice_ext_authz_checks_total",
     base::MetricType::kCounter,
@@ -202,12 +192,11 @@ constexpr base::MetricDef kExtAuthzChecks{
     "Acquire of its policy."};
 
 void AuthorizationServiceImpl::WriteStats(base::StatsWriter& out) const {
-  const Totals t = totals();
-  out.WriteBy(kExtAuthzChecks, {{"allow", t.allow},
-                                {"refuse", t.refuse},
-                                {"degrade", t.degrade},
-                                {"unmatched", t.unmatched},
-                                {"invalid", t.invalid}});
+  out.WriteBy(kExtAuthzChecks, {{"allow", allow_},
+                                {"refuse", refuse_},
+                                {"degrade", degrade_},
+                                {"unmatched", unmatched_},
+                                {"invalid", invalid_}});
 }
 
 }  // namespace sluice::rpc

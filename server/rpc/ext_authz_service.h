@@ -36,15 +36,6 @@ class AuthorizationServiceImpl final
               envoy::service::auth::v3::Authorization::Service>,
       public base::StatsSource {
  public:
-  // Totals since start, for the metrics.
-  struct Totals {
-    uint64_t allow = 0;
-    uint64_t refuse = 0;
-    uint64_t degrade = 0;
-    uint64_t unmatched = 0;
-    uint64_t invalid = 0;  // refused with an error before any decision
-  };
-
   // `check` must outlive the service.
   explicit AuthorizationServiceImpl(HttpCheck* check);
 
@@ -57,8 +48,7 @@ class AuthorizationServiceImpl final
   absl::Status Handle(const envoy::service::auth::v3::CheckRequest& request,
                       envoy::service::auth::v3::CheckResponse* response);
 
-  Totals totals() const;
-  // totals() as sluice_ext_authz_checks_total.
+  // The counts since start as sluice_ext_authz_checks_total.
   void WriteStats(base::StatsWriter& out) const override;
 
   // Most request headers (and context extensions) a CheckRequest may carry.
@@ -71,7 +61,7 @@ class AuthorizationServiceImpl final
   std::atomic<uint64_t> refuse_{0};
   std::atomic<uint64_t> degrade_{0};
   std::atomic<uint64_t> unmatched_{0};
-  std::atomic<uint64_t> invalid_{0};
+  std::atomic<uint64_t> invalid_{0};  // refused before any decision
 };
 
 }  // namespace sluice::rpc

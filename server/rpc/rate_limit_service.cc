@@ -361,15 +361,6 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
   return absl::OkStatus();
 }
 
-RateLimitServiceImpl::Totals RateLimitServiceImpl::totals() const {
-  Totals t;
-  t.ok = ok_.load(std::memory_order_relaxed);
-  t.over_limit = over_limit_.load(std::memory_order_relaxed);
-  t.invalid = invalid_.load(std::memory_order_relaxed);
-  t.unmatched = unmatched_.load(std::memory_order_relaxed);
-  return t;
-}
-
 constexpr base::MetricDef kRlsRequests{
     "sluice_rls_requests_total",
     base::MetricType::kCounter,
@@ -386,11 +377,11 @@ constexpr base::MetricDef kRlsUnmatchedDescriptors{
     "and not limited."};
 
 void RateLimitServiceImpl::WriteStats(base::StatsWriter& out) const {
-  const Totals t = totals();
-  out.WriteBy(kRlsRequests, {{"OK", t.ok},
-                             {"OVER_LIMIT", t.over_limit},
-                             {"INVALID_ARGUMENT", t.invalid}});
-  out.Write(kRlsUnmatchedDescriptors, static_cast<double>(t.unmatched));
+  out.WriteBy(kRlsRequests, {{"OK", ok_},
+                             {"OVER_LIMIT", over_limit_},
+                             {"INVALID_ARGUMENT", invalid_}});
+  out.Write(kRlsUnmatchedDescriptors,
+            unmatched_.load(std::memory_order_relaxed));
 }
 
 }  // namespace sluice::rpc

@@ -35,14 +35,6 @@ class RateLimitServiceImpl final
               envoy::service::ratelimit::v3::RateLimitService::Service>,
       public base::StatsSource {
  public:
-  // Totals since start, for the metrics.
-  struct Totals {
-    uint64_t ok = 0;           // requests answered OK
-    uint64_t over_limit = 0;   // requests answered OVER_LIMIT
-    uint64_t invalid = 0;      // requests refused with INVALID_ARGUMENT
-    uint64_t unmatched = 0;    // descriptors no policy answers
-  };
-
   // Both must outlive the service.
   RateLimitServiceImpl(core::Engine* engine, DecisionServiceImpl* decisions);
 
@@ -56,8 +48,7 @@ class RateLimitServiceImpl final
       const envoy::service::ratelimit::v3::RateLimitRequest& request,
       envoy::service::ratelimit::v3::RateLimitResponse* response);
 
-  Totals totals() const;
-  // totals() as the sluice_rls_* metrics.
+  // The counts since start as the sluice_rls_* metrics.
   void WriteStats(base::StatsWriter& out) const override;
 
   static constexpr int kMaxDescriptors = 64;
@@ -72,6 +63,8 @@ class RateLimitServiceImpl final
 
   core::Engine* const engine_;
   DecisionServiceImpl* const decisions_;
+  // Requests answered OK, OVER_LIMIT and INVALID_ARGUMENT; descriptors no
+  // policy answers.
   std::atomic<uint64_t> ok_{0};
   std::atomic<uint64_t> over_limit_{0};
   std::atomic<uint64_t> invalid_{0};
