@@ -15,23 +15,23 @@
 
 // How a component exports its counters: it implements StatsSource next to
 // the counters it keeps, and declares each metric it writes as a MetricDef
-// constant beside its WriteStats, so that a new counter is one edit in the
-// component (its field, its count, its definition and its write) and none
-// anywhere else. The exporter takes what a definition says (help, type,
-// label names) from the writes, and refuses a malformed definition, a write
-// whose label values do not match the labels, or one name defined two ways
-// (MetricDefProblem, SameMetricDef), so a mistake shows up in the
-// component's tests instead of vanishing.
+// in its WriteStats, just before the write, so that a new counter is one
+// edit in the component (its field, its count, its definition and its
+// write) and none anywhere else. The exporter takes what a definition says
+// (help, type, label names) from the writes, and refuses a malformed
+// definition, a write whose label values do not match the labels, or one
+// name defined two ways (MetricDefProblem, SameMetricDef), so a mistake
+// shows up in the component's tests instead of vanishing.
 
 namespace sluice::base {
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
-// What a metric is. Declare it constexpr at namespace scope in the .cc that
-// writes it, e.g.
-//   constexpr base::MetricDef kSyncTicks{
-//       "sluice_sync_ticks_total", base::MetricType::kCounter, {},
-//       "Sync ticks run since start, good or failed."};
+// What a metric is. Declare it in WriteStats, just before its write (with
+// CounterDef or GaugeDef below), e.g.
+//   static constexpr base::MetricDef kSyncTicks = base::CounterDef(
+//       "sluice_sync_ticks_total", {}, "Sync ticks attempted.");
+//   out.Write(kSyncTicks, s.ticks);
 struct MetricDef {
   // sluice_[a-z0-9_]+; a counter's ends in _total, a gauge's does not.
   const char* name;
@@ -50,6 +50,18 @@ struct MetricDef {
     return n;
   }
 };
+
+constexpr MetricDef CounterDef(const char* name,
+                               std::array<const char*, 4> labels,
+                               const char* help) {
+  return {name, MetricType::kCounter, labels, help};
+}
+
+constexpr MetricDef GaugeDef(const char* name,
+                             std::array<const char*, 4> labels,
+                             const char* help) {
+  return {name, MetricType::kGauge, labels, help};
+}
 
 namespace stats_internal {
 

@@ -146,25 +146,20 @@ PolicyReloads::Stats PolicyReloads::stats() const {
   return stats_;
 }
 
-constexpr base::MetricDef kPolicyReloads{
-    "sluice_policy_reloads_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "Changes of the policies file (--policies) by result: ok (its "
-    "policies are in force; in cluster mode, they seed the store) or "
-    "error (unreadable or invalid; the previous policies stay and the "
-    "log says why). Only with --policies."};
-constexpr base::MetricDef kPolicyReloadLastError{
-    "sluice_policy_reload_last_error",
-    base::MetricType::kGauge,
-    {},
-    "1 while the latest change of the policies file was rejected (the "
-    "file on disk is not what is in force), 0 otherwise. Only with "
-    "--policies."};
-
 void PolicyReloads::WriteStats(base::StatsWriter& out) const {
   const Stats s = stats();
+  static constexpr base::MetricDef kPolicyReloads = base::CounterDef(
+      "sluice_policy_reloads_total", {"result"},
+      "Changes of the policies file (--policies) by result: ok (its "
+      "policies are in force; in cluster mode, they seed the store) or "
+      "error (unreadable or invalid; the previous policies stay and the "
+      "log says why). Only with --policies.");
   out.WriteBy(kPolicyReloads, {{"ok", s.ok}, {"error", s.error}});
+  static constexpr base::MetricDef kPolicyReloadLastError = base::GaugeDef(
+      "sluice_policy_reload_last_error", {},
+      "1 while the latest change of the policies file was rejected (the "
+      "file on disk is not what is in force), 0 otherwise. Only with "
+      "--policies.");
   out.Write(kPolicyReloadLastError, s.last_failed ? 1 : 0);
 }
 

@@ -193,23 +193,19 @@ StateFileKeeper::Stats StateFileKeeper::stats() const {
   return stats_;
 }
 
-constexpr base::MetricDef kStateFileWrites{
-    "sluice_state_file_writes_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "Writes of the warm state file (--state-file) by result: ok or "
-    "error (the log says why, at most once a minute). Only with "
-    "--state-file."};
-constexpr base::MetricDef kStateFileLastWriteTimestampSeconds{
-    "sluice_state_file_last_write_timestamp_seconds",
-    base::MetricType::kGauge,
-    {},
-    "Unix time of the last good write of the state file; 0 before the "
-    "first. Only with --state-file."};
-
 void StateFileKeeper::WriteStats(base::StatsWriter& out) const {
   const Stats s = stats();
+  static constexpr base::MetricDef kStateFileWrites = base::CounterDef(
+      "sluice_state_file_writes_total", {"result"},
+      "Writes of the warm state file (--state-file) by result: ok or "
+      "error (the log says why, at most once a minute). Only with "
+      "--state-file.");
   out.WriteBy(kStateFileWrites, {{"ok", s.writes}, {"error", s.failures}});
+  static constexpr base::MetricDef kStateFileLastWriteTimestampSeconds =
+      base::GaugeDef(
+          "sluice_state_file_last_write_timestamp_seconds", {},
+          "Unix time of the last good write of the state file; 0 before the "
+          "first. Only with --state-file.");
   out.Write(kStateFileLastWriteTimestampSeconds,
             s.last_write == absl::InfinitePast()
                 ? 0

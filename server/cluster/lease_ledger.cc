@@ -1061,8 +1061,6 @@ absl::Time LeaseLedger::Impl::ExpectedRelease(const Pool& pool,
   return first;
 }
 
-
-
 void LeaseLedger::Impl::Bury(Holding* h, absl::Time now) {
   if (now >= h->ghost_until) h->ghost = {};
   // Each earlier life is a process of its own: their holdings add up, with
@@ -1871,56 +1869,34 @@ StoreStatus LeaseLedger::status() const { return impl_->upstream_->status(); }
 
 LedgerStats LeaseLedger::stats() const { return impl_->stats(); }
 
-constexpr base::MetricDef kLeaves{
-    "sluice_leaves",
-    base::MetricType::kGauge,
-    {},
-    "Leaves (sluiced --upstream) this central replica serves: heard "
-    "from within the stale period. Central replicas only."};
-constexpr base::MetricDef kLeafTicks{
-    "sluice_leaf_ticks_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "Lease ticks of leaves this central replica answered, by result: ok, "
-    "stale (an older sequence than one applied, ABORTED), unavailable "
-    "(no good Redis tick within the stale period), too_many "
-    "(--max-leaves reached) or invalid (over a bound). Central replicas "
-    "only."};
-constexpr base::MetricDef kLeaseUnits{
-    "sluice_lease_units",
-    base::MetricType::kGauge,
-    {"resource", "holder"},
-    "Cluster units under this central replica now, by resource (rate: "
-    "token refill or window count, slots: max_in_flight) and holder: "
-    "granted (what Redis granted this replica for itself and its leaves "
-    "and still in force), leaves (leased to its leaves), self (in force "
-    "on this replica). Summed over policies and keys. Central replicas "
-    "only."};
-constexpr base::MetricDef kLeafBreakerReports{
-    "sluice_leaf_breaker_reports_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "Breaker transitions reported by leaves, by result: accepted (passed "
-    "on to Redis), refused (older than the record held), "
-    "upstream_refused (Redis held a newer one). Central replicas only."};
-constexpr base::MetricDef kLeafForwardedReports{
-    "sluice_leaf_forwarded_reports_total",
-    base::MetricType::kCounter,
-    {"route"},
-    "Reports for permits of another sluiced received from leaves, by "
-    "route: delivered (to a leaf or this replica, in memory), upstream "
-    "(passed on through Redis), dropped (issuer unknown or its inbox "
-    "full). Central replicas only."};
-
 void LeaseLedger::WriteStats(base::StatsWriter& out) const {
   Store::WriteStats(out);
   const LedgerStats s = stats();
+  static constexpr base::MetricDef kLeaves = base::GaugeDef(
+      "sluice_leaves", {},
+      "Leaves (sluiced --upstream) this central replica serves: heard "
+      "from within the stale period. Central replicas only.");
   out.Write(kLeaves, s.leaves);
+  static constexpr base::MetricDef kLeafTicks = base::CounterDef(
+      "sluice_leaf_ticks_total", {"result"},
+      "Lease ticks of leaves this central replica answered, by result: ok, "
+      "stale (an older sequence than one applied, ABORTED), unavailable "
+      "(no good Redis tick within the stale period), too_many "
+      "(--max-leaves reached) or invalid (over a bound). Central replicas "
+      "only.");
   out.WriteBy(kLeafTicks, {{"ok", s.leaf_ticks},
                            {"stale", s.refused_stale},
                            {"unavailable", s.refused_unavailable},
                            {"too_many", s.refused_too_many},
                            {"invalid", s.refused_invalid}});
+  static constexpr base::MetricDef kLeaseUnits = base::GaugeDef(
+      "sluice_lease_units", {"resource", "holder"},
+      "Cluster units under this central replica now, by resource (rate: "
+      "token refill or window count, slots: max_in_flight) and holder: "
+      "granted (what Redis granted this replica for itself and its leaves "
+      "and still in force), leaves (leased to its leaves), self (in force "
+      "on this replica). Summed over policies and keys. Central replicas "
+      "only.");
   for (const auto& [resource, index] :
        {std::pair<const char*, int>{"rate", core::kRateUnits},
         {"slots", core::kSlotUnits}}) {
@@ -1931,10 +1907,21 @@ void LeaseLedger::WriteStats(base::StatsWriter& out) const {
       out.Write(kLeaseUnits, {resource, holder}, static_cast<double>(n));
     }
   }
+  static constexpr base::MetricDef kLeafBreakerReports = base::CounterDef(
+      "sluice_leaf_breaker_reports_total", {"result"},
+      "Breaker transitions reported by leaves, by result: accepted (passed "
+      "on to Redis), refused (older than the record held), "
+      "upstream_refused (Redis held a newer one). Central replicas only.");
   out.WriteBy(kLeafBreakerReports,
               {{"accepted", s.breaker_accepted},
                {"refused", s.breaker_refused},
                {"upstream_refused", s.breaker_upstream_refused}});
+  static constexpr base::MetricDef kLeafForwardedReports = base::CounterDef(
+      "sluice_leaf_forwarded_reports_total", {"route"},
+      "Reports for permits of another sluiced received from leaves, by "
+      "route: delivered (to a leaf or this replica, in memory), upstream "
+      "(passed on through Redis), dropped (issuer unknown or its inbox "
+      "full). Central replicas only.");
   out.WriteBy(kLeafForwardedReports, {{"delivered", s.forwarded_delivered},
                                       {"upstream", s.forwarded_upstream},
                                       {"dropped", s.forwarded_dropped}});

@@ -604,78 +604,59 @@ SyncStats SyncLoop::stats() const {
   return stats_;
 }
 
-constexpr base::MetricDef kStoreUp{
-    "sluice_store_up",
-    base::MetricType::kGauge,
-    {},
-    "1 while the cluster store answers (Redis; for a leaf, its "
-    "upstream central replica), 0 while it does not. Cluster mode "
-    "only."};
-constexpr base::MetricDef kLiveReplicas{
-    "sluice_live_replicas",
-    base::MetricType::kGauge,
-    {},
-    "Live replicas at the last successful sync. Cluster mode only."};
-constexpr base::MetricDef kSyncTickDurationSeconds{
-    "sluice_sync_tick_duration_seconds",
-    base::MetricType::kGauge,
-    {},
-    "Duration of the last sync tick (one store round trip). Cluster mode "
-    "only."};
-constexpr base::MetricDef kSyncTicks{
-    "sluice_sync_ticks_total",
-    base::MetricType::kCounter,
-    {},
-    "Sync ticks attempted. Cluster mode only."};
-constexpr base::MetricDef kSyncErrors{
-    "sluice_sync_errors_total",
-    base::MetricType::kCounter,
-    {},
-    "Sync ticks that failed (store unreachable, slow or erroring). "
-    "Cluster mode only."};
-constexpr base::MetricDef kForwardedReports{
-    "sluice_forwarded_reports_total",
-    base::MetricType::kCounter,
-    {"direction"},
-    "Reports for permits of another replica: out (passed on to the "
-    "issuer), in (received for this replica's permits), dropped (issuer "
-    "not live, or the queue full). Cluster mode only."};
-constexpr base::MetricDef kStoreClockOffsetSeconds{
-    "sluice_store_clock_offset_seconds",
-    base::MetricType::kGauge,
-    {},
-    "The store's clock (Redis TIME) minus this replica's, at the last "
-    "sync. Every shared expiry uses the store's clock. Cluster mode "
-    "only."};
-constexpr base::MetricDef kStoreResets{
-    "sluice_store_resets_total",
-    base::MetricType::kCounter,
-    {},
-    "Times the store was found to have lost its data (config or a "
-    "policy's shared state), rebuilt from this replica's memory. "
-    "Cluster mode only."};
-constexpr base::MetricDef kSyncQuietPolicies{
-    "sluice_sync_quiet_policies",
-    base::MetricType::kGauge,
-    {},
-    "Policies left out of the last sync tick because they have been "
-    "idle (no demand, no units in use, no breaker news) for 10 s; "
-    "the first call to one wakes it. Leaves of the grant "
-    "tree only; 0 elsewhere."};
-
 void SyncLoop::WriteStats(base::StatsWriter& out) const {
   const SyncStats s = stats();
+  static constexpr base::MetricDef kStoreUp = base::GaugeDef(
+      "sluice_store_up", {},
+      "1 while the cluster store answers (Redis; for a leaf, its "
+      "upstream central replica), 0 while it does not. Cluster mode "
+      "only.");
   out.Write(kStoreUp, s.store_up ? 1 : 0);
+  static constexpr base::MetricDef kLiveReplicas = base::GaugeDef(
+      "sluice_live_replicas", {},
+      "Live replicas at the last successful sync. Cluster mode only.");
   out.Write(kLiveReplicas, s.live_replicas);
+  static constexpr base::MetricDef kSyncTickDurationSeconds = base::GaugeDef(
+      "sluice_sync_tick_duration_seconds", {},
+      "Duration of the last sync tick (one store round trip). Cluster mode "
+      "only.");
   out.Write(kSyncTickDurationSeconds,
             absl::ToDoubleSeconds(s.last_tick_duration));
+  static constexpr base::MetricDef kSyncTicks =
+      base::CounterDef("sluice_sync_ticks_total", {},
+                       "Sync ticks attempted. Cluster mode only.");
   out.Write(kSyncTicks, static_cast<double>(s.ticks));
+  static constexpr base::MetricDef kSyncErrors = base::CounterDef(
+      "sluice_sync_errors_total", {},
+      "Sync ticks that failed (store unreachable, slow or erroring). "
+      "Cluster mode only.");
   out.Write(kSyncErrors, static_cast<double>(s.failures));
+  static constexpr base::MetricDef kForwardedReports = base::CounterDef(
+      "sluice_forwarded_reports_total", {"direction"},
+      "Reports for permits of another replica: out (passed on to the "
+      "issuer), in (received for this replica's permits), dropped (issuer "
+      "not live, or the queue full). Cluster mode only.");
   out.WriteBy(kForwardedReports, {{"out", s.reports_forwarded},
                                   {"in", s.reports_received},
                                   {"dropped", s.reports_not_forwarded}});
+  static constexpr base::MetricDef kStoreClockOffsetSeconds = base::GaugeDef(
+      "sluice_store_clock_offset_seconds", {},
+      "The store's clock (Redis TIME) minus this replica's, at the last "
+      "sync. Every shared expiry uses the store's clock. Cluster mode "
+      "only.");
   out.Write(kStoreClockOffsetSeconds, absl::ToDoubleSeconds(s.clock_offset));
+  static constexpr base::MetricDef kStoreResets = base::CounterDef(
+      "sluice_store_resets_total", {},
+      "Times the store was found to have lost its data (config or a "
+      "policy's shared state), rebuilt from this replica's memory. "
+      "Cluster mode only.");
   out.Write(kStoreResets, static_cast<double>(s.store_resets));
+  static constexpr base::MetricDef kSyncQuietPolicies = base::GaugeDef(
+      "sluice_sync_quiet_policies", {},
+      "Policies left out of the last sync tick because they have been "
+      "idle (no demand, no units in use, no breaker news) for 10 s; "
+      "the first call to one wakes it. Leaves of the grant "
+      "tree only; 0 elsewhere.");
   out.Write(kSyncQuietPolicies, s.quiet_policies);
 }
 

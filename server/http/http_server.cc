@@ -1056,43 +1056,22 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   return std::unique_ptr<HttpServer>(std::move(server));
 }
 
-constexpr base::MetricDef kHttpRequests{
-    "sluice_http_requests_total",
-    base::MetricType::kCounter,
-    {"endpoint", "code"},
-    "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "
-    "or other for an unknown path) and HTTP status (other for a status "
-    "outside the counted set). Only with --http-listen."};
-constexpr base::MetricDef kHttpConnections{
-    "sluice_http_connections",
-    base::MetricType::kGauge,
-    {"state"},
-    "HTTP API connections now: active (in a TLS handshake or a request), "
-    "idle (keep-alive, between requests) and waiting (always 0: no "
-    "connection waits for a thread). Only with --http-listen."};
-constexpr base::MetricDef kHttpConnectionsClosed{
-    "sluice_http_connections_closed_total",
-    base::MetricType::kCounter,
-    {"reason"},
-    "HTTP API connections the server closed early, by reason: shed (to "
-    "make room for a new one at --http-max-connections), refused (a new "
-    "one when none could be shed), or a deadline: timeout_handshake, "
-    "timeout_head, timeout_body, timeout_write, timeout_idle. Only with "
-    "--http-listen."};
-constexpr base::MetricDef kHttpRequestsRejected{
-    "sluice_http_requests_rejected_total",
-    base::MetricType::kCounter,
-    {"reason"},
-    "HTTP API requests refused before they were read, then their "
-    "connection closed: framing (malformed or ambiguous, 400) or limits "
-    "(request line 414, head 431, body 413). Only with --http-listen."};
-
 void HttpServer::WriteStats(base::StatsWriter& out) const {
   const HttpStats s = Stats();
+  static constexpr base::MetricDef kHttpRequests = base::CounterDef(
+      "sluice_http_requests_total", {"endpoint", "code"},
+      "Requests the HTTP/JSON API answered, by endpoint (/v1/acquire, ..., "
+      "or other for an unknown path) and HTTP status (other for a status "
+      "outside the counted set). Only with --http-listen.");
   for (const RequestCounters::Count& c : s.requests) {
     out.Write(kHttpRequests, {EndpointLabel(c.endpoint), c.code},
               static_cast<double>(c.count));
   }
+  static constexpr base::MetricDef kHttpConnections = base::GaugeDef(
+      "sluice_http_connections", {"state"},
+      "HTTP API connections now: active (in a TLS handshake or a request), "
+      "idle (keep-alive, between requests) and waiting (always 0: no "
+      "connection waits for a thread). Only with --http-listen.");
   for (const auto& [state, n] :
        {std::pair<const char*, int64_t>{"active", s.connections - s.idle},
         {"idle", s.idle},
@@ -1100,12 +1079,24 @@ void HttpServer::WriteStats(base::StatsWriter& out) const {
     out.Write(kHttpConnections, {state},
               static_cast<double>(static_cast<uint64_t>(n)));
   }
+  static constexpr base::MetricDef kHttpConnectionsClosed = base::CounterDef(
+      "sluice_http_connections_closed_total", {"reason"},
+      "HTTP API connections the server closed early, by reason: shed (to "
+      "make room for a new one at --http-max-connections), refused (a new "
+      "one when none could be shed), or a deadline: timeout_handshake, "
+      "timeout_head, timeout_body, timeout_write, timeout_idle. Only with "
+      "--http-listen.");
   out.WriteBy(kHttpConnectionsClosed,
               {{"shed", s.shed}, {"refused", s.refused}});
   for (size_t i = 0; i < kTimeoutCount; ++i) {
     out.Write(kHttpConnectionsClosed, {kTimeoutReasons[i]},
               static_cast<double>(s.timeouts.values[i]));
   }
+  static constexpr base::MetricDef kHttpRequestsRejected = base::CounterDef(
+      "sluice_http_requests_rejected_total", {"reason"},
+      "HTTP API requests refused before they were read, then their "
+      "connection closed: framing (malformed or ambiguous, 400) or limits "
+      "(request line 414, head 431, body 413). Only with --http-listen.");
   for (size_t i = 0; i < kRejectionCount; ++i) {
     out.Write(kHttpRequestsRejected, {kRejectionReasons[i]},
               static_cast<double>(s.rejected.values[i]));

@@ -384,18 +384,15 @@ void AccessLogServiceImpl::Count(EntryResult result, int64_t n,
   }
 }
 
-constexpr base::MetricDef kAccessLogEntries{
-    "sluice_access_log_entries_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "HTTP entries of Envoy's access-log service (StreamAccessLogs) by "
-    "what became of them: settled (every permit it named was settled "
-    "like a ReportResult), no_permit (it named none), unknown_permit "
-    "(a permit id unreadable or not issued here), invalid (a TCP "
-    "entry, malformed metadata, or a message refused whole, counted "
-    "once)."};
-
 void AccessLogServiceImpl::WriteStats(base::StatsWriter& out) const {
+  static constexpr base::MetricDef kAccessLogEntries = base::CounterDef(
+      "sluice_access_log_entries_total", {"result"},
+      "HTTP entries of Envoy's access-log service (StreamAccessLogs) by "
+      "what became of them: settled (every permit it named was settled "
+      "like a ReportResult), no_permit (it named none), unknown_permit "
+      "(a permit id unreadable or not issued here), invalid (a TCP "
+      "entry, malformed metadata, or a message refused whole, counted "
+      "once).");
   out.WriteBy(kAccessLogEntries, {{"settled", settled_},
                                   {"no_permit", no_permit_},
                                   {"unknown_permit", unknown_permit_},

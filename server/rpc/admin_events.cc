@@ -67,19 +67,14 @@ size_t EventHub::watchers() const {
   return subscriptions_.size();
 }
 
-constexpr base::MetricDef kWatchEventsDropped{
-    "sluice_watch_events_dropped_total",
-    base::MetricType::kCounter,
-    {},
-    "Events dropped because a WatchEvents client read too slowly."};
-constexpr base::MetricDef kWatchers{
-    "sluice_watchers",
-    base::MetricType::kGauge,
-    {},
-    "WatchEvents streams open now (sluicectl watch and the like)."};
-
 void EventHub::WriteStats(base::StatsWriter& out) const {
+  static constexpr base::MetricDef kWatchEventsDropped = base::CounterDef(
+      "sluice_watch_events_dropped_total", {},
+      "Events dropped because a WatchEvents client read too slowly.");
   out.Write(kWatchEventsDropped, static_cast<double>(dropped()));
+  static constexpr base::MetricDef kWatchers = base::GaugeDef(
+      "sluice_watchers", {},
+      "WatchEvents streams open now (sluicectl watch and the like).");
   out.Write(kWatchers, static_cast<double>(watchers()));
 }
 

@@ -99,17 +99,14 @@ AdminTokenFile::Stats AdminTokenFile::stats() const {
   return stats_;
 }
 
-constexpr base::MetricDef kAdminTokenReloads{
-    "sluice_admin_token_reloads_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "Changes of the admin token file (--admin-token-file) by result: ok "
-    "(the new token set is in force) or error (unreadable, empty or "
-    "invalid; the last good set stays in force and the log says why). "
-    "Only with --admin-token-file."};
-
 void AdminTokenFile::WriteStats(base::StatsWriter& out) const {
   const Stats s = stats();
+  static constexpr base::MetricDef kAdminTokenReloads = base::CounterDef(
+      "sluice_admin_token_reloads_total", {"result"},
+      "Changes of the admin token file (--admin-token-file) by result: ok "
+      "(the new token set is in force) or error (unreadable, empty or "
+      "invalid; the last good set stays in force and the log says why). "
+      "Only with --admin-token-file.");
   out.WriteBy(kAdminTokenReloads, {{"ok", s.ok}, {"error", s.error}});
 }
 

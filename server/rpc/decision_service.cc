@@ -251,15 +251,12 @@ void DecisionServiceImpl::DecideOne(const v1::DecideCall& call, int index,
   }
 }
 
-constexpr base::MetricDef kDecideStreams{
-    "sluice_decide_streams",
-    base::MetricType::kGauge,
-    {},
-    "DecisionService.Decide streams open now (gateways deciding over "
-    "one long-lived stream). Their calls count in the other metrics "
-    "like unary ones."};
-
 void DecisionServiceImpl::WriteStats(base::StatsWriter& out) const {
+  static constexpr base::MetricDef kDecideStreams = base::GaugeDef(
+      "sluice_decide_streams", {},
+      "DecisionService.Decide streams open now (gateways deciding over "
+      "one long-lived stream). Their calls count in the other metrics "
+      "like unary ones.");
   out.Write(kDecideStreams,
             static_cast<double>(static_cast<uint64_t>(open_streams())));
 }

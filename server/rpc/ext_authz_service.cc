@@ -181,17 +181,14 @@ absl::Status AuthorizationServiceImpl::Handle(const CheckRequest& request,
   return absl::OkStatus();
 }
 
-constexpr base::MetricDef kExtAuthzChecks{
-    "sluice_ext_authz_checks_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "Envoy external authorization Check calls by answer: allow, refuse, "
-    "degrade (the fallback served), unmatched (no policy names the "
-    "request; let through) or invalid (a malformed request). Each "
-    "decided request also counts in sluice_decisions_total like an "
-    "Acquire of its policy."};
-
 void AuthorizationServiceImpl::WriteStats(base::StatsWriter& out) const {
+  static constexpr base::MetricDef kExtAuthzChecks = base::CounterDef(
+      "sluice_ext_authz_checks_total", {"result"},
+      "Envoy external authorization Check calls by answer: allow, refuse, "
+      "degrade (the fallback served), unmatched (no policy names the "
+      "request; let through) or invalid (a malformed request). Each "
+      "decided request also counts in sluice_decisions_total like an "
+      "Acquire of its policy.");
   out.WriteBy(kExtAuthzChecks, {{"allow", allow_},
                                 {"refuse", refuse_},
                                 {"degrade", degrade_},

@@ -361,25 +361,20 @@ absl::Status RateLimitServiceImpl::Handle(const RateLimitRequest& request,
   return absl::OkStatus();
 }
 
-constexpr base::MetricDef kRlsRequests{
-    "sluice_rls_requests_total",
-    base::MetricType::kCounter,
-    {"code"},
-    "Envoy rate-limit service (RLS v3) ShouldRateLimit calls by answer: "
-    "OK, OVER_LIMIT, or INVALID_ARGUMENT for a malformed request. Each "
-    "matched descriptor also counts in sluice_decisions_total like an "
-    "Acquire of its policy."};
-constexpr base::MetricDef kRlsUnmatchedDescriptors{
-    "sluice_rls_unmatched_descriptors_total",
-    base::MetricType::kCounter,
-    {},
-    "RLS descriptors no policy's envoy_descriptors match; answered OK "
-    "and not limited."};
-
 void RateLimitServiceImpl::WriteStats(base::StatsWriter& out) const {
+  static constexpr base::MetricDef kRlsRequests = base::CounterDef(
+      "sluice_rls_requests_total", {"code"},
+      "Envoy rate-limit service (RLS v3) ShouldRateLimit calls by answer: "
+      "OK, OVER_LIMIT, or INVALID_ARGUMENT for a malformed request. Each "
+      "matched descriptor also counts in sluice_decisions_total like an "
+      "Acquire of its policy.");
   out.WriteBy(kRlsRequests, {{"OK", ok_},
                              {"OVER_LIMIT", over_limit_},
                              {"INVALID_ARGUMENT", invalid_}});
+  static constexpr base::MetricDef kRlsUnmatchedDescriptors = base::CounterDef(
+      "sluice_rls_unmatched_descriptors_total", {},
+      "RLS descriptors no policy's envoy_descriptors match; answered OK "
+      "and not limited.");
   out.Write(kRlsUnmatchedDescriptors,
             unmatched_.load(std::memory_order_relaxed));
 }

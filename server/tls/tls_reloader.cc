@@ -81,27 +81,23 @@ TlsStats TlsReloader::stats() const {
   return stats_;
 }
 
-constexpr base::MetricDef kTlsCertificateExpiryTimestampSeconds{
-    "sluice_tls_certificate_expiry_timestamp_seconds",
-    base::MetricType::kGauge,
-    {},
-    "Unix time at which the served TLS certificate (--tls-cert) expires "
-    "(its notAfter). Only with --tls-cert."};
-constexpr base::MetricDef kTlsReloads{
-    "sluice_tls_reloads_total",
-    base::MetricType::kCounter,
-    {"result"},
-    "Changes of the TLS certificate files seen, by result: ok (the "
-    "new certificate is served) or error (it did not load; the "
-    "previous one stays, the log says why). Only with --tls-cert."};
-
 void TlsReloader::WriteStats(base::StatsWriter& out) const {
   const TlsStats s = stats();
   const absl::Time not_after = s.certificate.not_after;
+  static constexpr base::MetricDef kTlsCertificateExpiryTimestampSeconds =
+      base::GaugeDef(
+          "sluice_tls_certificate_expiry_timestamp_seconds", {},
+          "Unix time at which the served TLS certificate (--tls-cert) expires "
+          "(its notAfter). Only with --tls-cert.");
   out.Write(kTlsCertificateExpiryTimestampSeconds,
             not_after == absl::InfinitePast()
                 ? 0
                 : absl::ToDoubleSeconds(not_after - absl::UnixEpoch()));
+  static constexpr base::MetricDef kTlsReloads = base::CounterDef(
+      "sluice_tls_reloads_total", {"result"},
+      "Changes of the TLS certificate files seen, by result: ok (the "
+      "new certificate is served) or error (it did not load; the "
+      "previous one stays, the log says why). Only with --tls-cert.");
   out.WriteBy(kTlsReloads, {{"ok", s.reloads}, {"error", s.reload_failures}});
 }
 

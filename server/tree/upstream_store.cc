@@ -232,34 +232,27 @@ UpstreamStats UpstreamStore::stats() const {
   return stats_;
 }
 
-constexpr base::MetricDef kUpstreamInfo{
-    "sluice_upstream_info",
-    base::MetricType::kGauge,
-    {"target", "peer"},
-    "Always 1 on a leaf (--upstream): target is the --upstream target, "
-    "peer the central replica that answered last (empty before the "
-    "first answer). Whether it answers is sluice_store_up. Leaves "
-    "only."};
-constexpr base::MetricDef kUpstreamMoves{
-    "sluice_upstream_moves_total",
-    base::MetricType::kCounter,
-    {},
-    "Times a leaf's answering central replica changed (the one it "
-    "followed stopped answering, or the target resolved elsewhere). "
-    "Leaves only."};
-constexpr base::MetricDef kUpstreamRoundTripSeconds{
-    "sluice_upstream_round_trip_seconds",
-    base::MetricType::kGauge,
-    {},
-    "Round trip of a leaf's last answered lease tick (sluice.v1.Lease/"
-    "Tick to a central replica), which a central replica answers from "
-    "memory. Leaves only."};
-
 void UpstreamStore::WriteStats(base::StatsWriter& out) const {
   Store::WriteStats(out);
   const UpstreamStats s = stats();
+  static constexpr base::MetricDef kUpstreamInfo = base::GaugeDef(
+      "sluice_upstream_info", {"target", "peer"},
+      "Always 1 on a leaf (--upstream): target is the --upstream target, "
+      "peer the central replica that answered last (empty before the "
+      "first answer). Whether it answers is sluice_store_up. Leaves "
+      "only.");
   out.Write(kUpstreamInfo, {options_.target, s.peer}, 1);
+  static constexpr base::MetricDef kUpstreamMoves = base::CounterDef(
+      "sluice_upstream_moves_total", {},
+      "Times a leaf's answering central replica changed (the one it "
+      "followed stopped answering, or the target resolved elsewhere). "
+      "Leaves only.");
   out.Write(kUpstreamMoves, static_cast<double>(s.moves));
+  static constexpr base::MetricDef kUpstreamRoundTripSeconds = base::GaugeDef(
+      "sluice_upstream_round_trip_seconds", {},
+      "Round trip of a leaf's last answered lease tick (sluice.v1.Lease/"
+      "Tick to a central replica), which a central replica answers from "
+      "memory. Leaves only.");
   out.Write(kUpstreamRoundTripSeconds,
             absl::ToDoubleSeconds(s.last_round_trip));
 }
