@@ -32,6 +32,8 @@ enum class MetricType { kCounter, kGauge, kHistogram };
 //   static constexpr base::MetricDef kSyncTicks = base::CounterDef(
 //       "sluice_sync_ticks_total", {}, "Sync ticks attempted.");
 //   out.Write(kSyncTicks, s.ticks);
+// Its strings must outlive the scrape (string literals do): the exporter
+// keeps the definition to compare later writes of the same name with it.
 struct MetricDef {
   // sluice_[a-z0-9_]+; a counter's ends in _total, a gauge's does not.
   const char* name;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -83,19 +84,14 @@ void Add(MetricFamily* family, MetricId id, base::StatsWriter::Values values,
   family->metric.push_back(Series(def.labels, values, def.type, value));
 }
 
-std::string Name(absl::string_view name) { return std::string(name); }
-
-// The index in kMetrics of the engine's metric named `name`, or -1.
-int EngineIndex(absl::string_view name) {
-  static const auto* const by_name = [] {
-    auto* map = new absl::flat_hash_map<absl::string_view, int>();
-    for (const EngineMetric& m : kMetrics) {
-      map->emplace(m.name, static_cast<int>(m.id));
-    }
-    return map;
+// Whether `name` is one of the engine's metrics (kMetrics).
+bool IsEngineMetric(absl::string_view name) {
+  static const auto* const names = [] {
+    auto* set = new absl::flat_hash_set<absl::string_view>();
+    for (const EngineMetric& m : kMetrics) set->insert(m.name);
+    return set;
   }();
-  auto it = by_name->find(name);
-  return it == by_name->end() ? -1 : it->second;
+  return names->contains(name);
 }
 
 // The kind label of sluice_adaptive_changes_total.
@@ -123,7 +119,7 @@ const char* RefusalOf(const base::MetricDef& def, size_t label_values) {
   if (label_values != def.label_count()) {
     return "its label values do not match its label names";
   }
-  if (EngineIndex(def.name) >= 0) return "the engine's metric list has it";
+  if (IsEngineMetric(def.name)) return "the engine's metric list has it";
   return nullptr;
 }
 
@@ -153,15 +149,14 @@ class Metrics::FamilyWriter final : public base::StatsWriter {
     const char* why = RefusalOf(def, labels.size());
     size_t index = families_.size();
     if (why == nullptr) {
-      auto [it, added] = components_.try_emplace(def.name, index);
+      auto [it, added] =
+          components_.try_emplace(def.name, Component{index, def});
       if (added) {
         families_.push_back(Family(def));
-        defs_.push_back(def);
-      } else if (!base::SameMetricDef(defs_[it->second - kMetrics.size()],
-                                      def)) {
+      } else if (!base::SameMetricDef(it->second.def, def)) {
         why = "defined twice, differently";
       }
-      index = it->second;
+      index = it->second.index;
     }
     if (why != nullptr) {
       std::string refused =
@@ -182,10 +177,13 @@ class Metrics::FamilyWriter final : public base::StatsWriter {
 
  private:
   std::vector<MetricFamily> families_;
-  // The components' names, at their index in families_, and their
-  // definitions (defs_[index - kMetrics.size()]).
-  absl::flat_hash_map<std::string, size_t> components_;
-  std::vector<base::MetricDef> defs_;
+  // The components' metrics by name: their family's index in families_,
+  // and the definition first written.
+  struct Component {
+    size_t index;
+    base::MetricDef def;
+  };
+  absl::flat_hash_map<absl::string_view, Component> components_;
   std::vector<std::string> refused_;
 };
 
@@ -247,18 +245,17 @@ void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
             (verdict == core::Verdict::kAllow && reason == core::Reason::kNone);
         if (n == 0 && !always) continue;
         Add(family(MetricId::kDecisions), MetricId::kDecisions,
-            {dep, Name(core::VerdictName(verdict)),
-             Name(core::ReasonName(reason))},
+            {dep, core::VerdictName(verdict), core::ReasonName(reason)},
             static_cast<double>(n));
         if (verdict == core::Verdict::kDegrade) {
           Add(family(MetricId::kDegraded), MetricId::kDegraded,
-              {dep, Name(core::ReasonName(reason))}, static_cast<double>(n));
+              {dep, core::ReasonName(reason)}, static_cast<double>(n));
         }
       }
     }
     for (core::Outcome outcome : kOutcomes) {
       Add(family(MetricId::kOutcomes), MetricId::kOutcomes,
-          {dep, Name(core::OutcomeName(outcome))},
+          {dep, core::OutcomeName(outcome)},
           static_cast<double>(c.outcomes[static_cast<int>(outcome)]));
     }
     Add(family(MetricId::kStaleReports), MetricId::kStaleReports, {dep},
@@ -273,7 +270,7 @@ void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
     if (g.has_breaker) {
       for (core::BreakerState state : kBreakerStates) {
         Add(family(MetricId::kBreakerState), MetricId::kBreakerState,
-            {dep, Name(core::BreakerStateName(state))},
+            {dep, core::BreakerStateName(state)},
             g.breaker_state == state ? 1 : 0);
       }
     }
@@ -323,8 +320,8 @@ void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, n] : transitions_) {
       Add(family(MetricId::kBreakerTransitions), MetricId::kBreakerTransitions,
-          {std::get<0>(key), Name(core::BreakerStateName(std::get<1>(key))),
-           Name(core::BreakerStateName(std::get<2>(key)))},
+          {std::get<0>(key), core::BreakerStateName(std::get<1>(key)),
+           core::BreakerStateName(std::get<2>(key))},
           static_cast<double>(n));
     }
     for (const ChangeKey& series : change_series) {
