@@ -937,6 +937,33 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     fair = pool->fair.find(party);
   }
   Holding& h = pool->parties[party];
+  // Units above whole shares change hands at the slot's end: a party that
+  // has one now and not in the next slot holds it until then, and one that
+  // gains a unit then is asked to tick just after it.
+  const absl::Time slot_end = SlotEnd(pool->slot);
+  bool leaving = false, joining = false, has_whole = false;
+  for (int r = 0; r < kR; ++r) {
+    if (pool->limit[r] <= 0) continue;
+    const SplitCredit& c = h.credit[r];
+    if (c.member && !c.next) leaving = true;
+    if (!c.member && c.next) joining = true;
+    if (h.whole[r] > 0) has_whole = true;
+  }
+  // But a grant has one end, and a party's whole units must not end with
+  // the unit it loses: they would be gone until its next tick (an
+  // interval, for the central), and its bucket would start again from
+  // empty. Such a party gives the unit up at its last tick before the
+  // slot's end instead. A leaf is asked for that tick a margin before the
+  // end (kMinTickGap early is late enough); the central's rounds come an
+  // interval or so apart, so its last one before the end is the one whose
+  // next would come within a margin of it.
+  bool give_up = false;
+  if (leaving && has_whole) {  // `again` is null for the central's own share
+    const absl::Time last_tick = slot_end - options_.margin;
+    give_up = again != nullptr
+                  ? now >= last_tick - kMinTickGap
+                  : now + std::max(h.interval, options_.interval) >= last_tick;
+  }
   bool wants_more = false;
   bool above_whole = false;
   bool waiting = false;    // others hold units of this party's split
@@ -950,6 +977,9 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     const int64_t share = fair == pool->fair.end() ? 0 : fair->second[r];
     grant.units[r] =
         std::max<int64_t>(0, std::min(share, pool->fair_total[r] - others));
+    if (give_up && h.credit[r].member && !h.credit[r].next) {
+      grant.units[r] = std::min(grant.units[r], h.whole[r]);
+    }
     if (grant.units[r] < share) waiting = true;
     // A party that pushed a lower limit than the pool was split under (the
     // policy change reached it first) applies the grant as one made under
@@ -978,28 +1008,21 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
   }
   // A grant above the party's whole share lasts until just after its next
   // tick, so that once the party is told to give the unit back, it is free
-  // for another a moment later (not a stale period later).
+  // for another a moment later (not a stale period later). Its next tick
+  // is the one the reply asks for, or else one interval on; never sooner
+  // than its ticks have come so far. "Just after" is a fifth of the gap,
+  // and at least the margin: the renewal must reach the party (a round
+  // trip, two on a loaded node) before the grant it renews ends, or the
+  // party refuses on an ended grant and its bucket starts again from
+  // empty. Short gaps (a new party's first ticks, a hand-over) need the
+  // margin most.
   if (above_whole && h.interval > absl::ZeroDuration()) {
-    // The tick the party was asked for may come later than its ticks have
-    // come so far (a hand-over or a nudge shortened the gaps).
     absl::Duration gap = h.interval;
-    if (told != absl::InfiniteFuture()) gap = std::max(gap, told - now);
-    end = std::min(end, now + gap + gap / 5);
+    gap = std::max(gap, told != absl::InfiniteFuture() ? told - now
+                                                      : options_.interval);
+    end = std::min(end, now + gap + std::max(gap / 5, options_.margin));
   }
-  // Units above whole shares change hands at the slot's end: a party that
-  // has one now and not in the next slot holds its grant until then, and
-  // one that gains a unit then is asked to tick just after it. (A party
-  // with whole units ticks then too, to renew them.)
-  const absl::Time slot_end = SlotEnd(pool->slot);
-  bool leaving = false, joining = false, has_whole = false;
-  for (int r = 0; r < kR; ++r) {
-    if (pool->limit[r] <= 0) continue;
-    const SplitCredit& c = h.credit[r];
-    if (c.member && !c.next) leaving = true;
-    if (!c.member && c.next) joining = true;
-    if (h.whole[r] > 0) has_whole = true;
-  }
-  if (leaving) end = std::min(end, slot_end);
+  if (leaving && !give_up) end = std::min(end, slot_end);
   h.grant = grant.units;
   h.grant_until = end;
   Recount(pool, &h, now);
@@ -1011,8 +1034,9 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     // when they are expected to be free, instead of a whole interval later.
     if (waiting) *again = std::min(*again, ExpectedRelease(*pool, party, now));
     if (giving_back) *again = now;
-    if (joining || (leaving && has_whole)) {
-      *again = std::min(*again, slot_end + kHandOver);
+    if (joining) *again = std::min(*again, slot_end + kHandOver);
+    if (leaving && has_whole && !give_up) {
+      *again = std::min(*again, slot_end - options_.margin);
     }
   }
   return grant;

@@ -277,10 +277,12 @@ TEST_F(LeaseLedgerTest, TheCentralsGrantIsSplitByDemandAndNeverOverspent) {
   EXPECT_EQ(recorder_.last.weight, 2u);
   ASSERT_EQ(c->policies.size(), 1u);
   ASSERT_EQ(c->policies[0].grants.size(), 1u);
-  // Its new share has a unit above its whole share: that grant lasts until
-  // just after the central's next tick (the gap between its ticks, 100 ms,
-  // and a fifth), as long as the ledger counts it and no longer.
-  EXPECT_EQ(c->policies[0].grants[0].valid_for, absl::Milliseconds(120));
+  // Its new share is 34 and a part, the part a unit that takes turns; the
+  // central's turn ends at this slot's end, before its next round would
+  // come (an interval on). It gives that unit up now rather than see its
+  // whole 34 end with it, and they last as long as the pool does.
+  EXPECT_EQ(c->policies[0].grants[0].units[0], 34);
+  EXPECT_EQ(c->policies[0].grants[0].valid_for, kStale);
   // The central's share shrank, but it applied 100 when it asked: that is
   // held until its next tick says otherwise.
   EXPECT_LT(central_units, 50);
@@ -445,6 +447,89 @@ TEST_F(LeaseLedgerTest, ASubUnitShareChangesHandsAtTheSlotBoundary) {
   }
   EXPECT_EQ(turns["a"], 4);
   EXPECT_EQ(turns["b"], 4);
+}
+
+// A party's grant has one end, and the renewal must reach the party before
+// it: a party whose grant ended refuses calls until its next reply, and its
+// bucket starts again from empty. Three leaves and the central share 10
+// units, 2.5 each: the units above their whole shares take turns at slot
+// boundaries. A leaf's word takes 10 ms each way; it ticks when told
+// (tick_again_in, within [kMinTickGap, its interval]) or an interval on,
+// and one tick in five comes kMinTickGap after a reply instead, as when a
+// refusal wakes it. The central ticks an interval apart, or kMinTickGap
+// after the ledger nudges it. In 60 s no party that keeps units from one
+// tick to the next is without them in between.
+TEST_F(LeaseLedgerTest, EveryRenewalReachesThePartyBeforeTheGrantEnds) {
+  constexpr absl::Duration kOneWay = absl::Milliseconds(10);
+  struct Party {
+    int64_t units = 0;
+    absl::Time until = absl::InfinitePast();  // on the party's own side
+    absl::Time next;                          // its next request, here
+  };
+  auto key = [](const Party& p, absl::Time sent) {
+    const bool held = sent < p.until;
+    return Key("", 10, 10, held ? p.units : 0,
+               held ? p.until - sent : absl::ZeroDuration());
+  };
+  int renewals = 0, unit_given_up = 0;
+  auto renewed = [&](const std::string& who, const Party& p,
+                     const StoreGrant& g, absl::Time arrives) {
+    if (p.units == 0 || g.units[0] == 0) return;
+    ++renewals;
+    if (p.units == 3 && g.units[0] == 2) ++unit_given_up;
+    EXPECT_LE(arrives, p.until)
+        << who << ": " << p.units << " units ended " << arrives - p.until
+        << " before the renewal to " << g.units[0] << " reached it";
+  };
+  std::mt19937 rng(11);
+  std::bernoulli_distribution woken(0.2);
+  Party central;
+  central.next = clock_.Now();
+  std::map<std::string, Party> leaves;
+  for (int i = 0; i < 3; ++i) {
+    leaves[absl::StrCat("leaf", i)].next =
+        clock_.Now() + absl::Milliseconds(1 + 97 * i);
+  }
+  int nudges_seen = 0;
+  const absl::Time stop = clock_.Now() + absl::Seconds(60);
+  while (clock_.Now() < stop) {
+    clock_.Advance(absl::Milliseconds(1));
+    const absl::Time now = clock_.Now();
+    if (nudges_ != nudges_seen) {
+      nudges_seen = nudges_;
+      central.next = std::min(central.next, now + kMinTickGap);
+    }
+    if (now >= central.next) {
+      absl::StatusOr<TickReply> c = Central({Push("api", {key(central, now)})});
+      ASSERT_TRUE(c.ok()) << c.status();
+      const StoreGrant& g = c->policies[0].grants[0];
+      renewed("central", central, g, now);
+      central.units = g.units[0];
+      central.until = now + g.valid_for;
+      central.next = now + kInterval;
+    }
+    for (auto& [id, p] : leaves) {
+      if (now < p.next) continue;
+      // Sent a one-way trip ago; the reply arrives a one-way trip on.
+      const absl::Time sent = now - kOneWay, arrives = now + kOneWay;
+      absl::StatusOr<TickReply> r = Leaf(id, {Push("api", {key(p, sent)})});
+      ASSERT_TRUE(r.ok()) << r.status();
+      const StoreGrant& g = r->policies[0].grants[0];
+      renewed(id, p, g, arrives);
+      p.units = g.units[0];
+      p.until = sent + g.valid_for;
+      absl::Duration wait =
+          r->tick_again_in > absl::ZeroDuration()
+              ? std::clamp(r->tick_again_in, kMinTickGap, kInterval)
+              : kInterval;
+      if (woken(rng)) wait = kMinTickGap;
+      p.next = arrives + wait + kOneWay;
+    }
+  }
+  // The case at stake happened, and often: a party kept its 2 whole units
+  // through giving up the unit above them.
+  EXPECT_GT(renewals, 500);
+  EXPECT_GT(unit_given_up, 20);
 }
 
 // The central stops serving leaves this long before its own grants end
