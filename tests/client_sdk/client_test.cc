@@ -248,6 +248,11 @@ TEST_P(ClientTransportTest, CallReturnsTheBackendAnswerAndReportsSuccess) {
 
 TEST_P(ClientTransportTest, OpenBreakerServesTheCachedGoodResponse) {
   client_->Call("fragile", [](const CallContext&) { return Ok("fresh"); });
+  // Unary reports go up side by side and may land in any order: the
+  // success must land before the three failures for them to be the
+  // consecutive failures that trip the breaker (ASan CI once had it land
+  // between them).
+  AwaitReports(1);
   // The policy serves its fallback on failure, so the ALLOW carries it: a
   // failed call gets the cached good answer without any gateway setting.
   CallOptions options;
