@@ -974,12 +974,12 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
     // truth), this party's earlier lives included.
     int64_t others = pool->held_sum[r] - h.counted[r];
     if (now < h.ghost_until) others += h.ghost[r];
-    const int64_t share = fair == pool->fair.end() ? 0 : fair->second[r];
+    int64_t share = fair == pool->fair.end() ? 0 : fair->second[r];
+    if (give_up && h.credit[r].member && !h.credit[r].next) {
+      share = std::min(share, h.whole[r]);
+    }
     grant.units[r] =
         std::max<int64_t>(0, std::min(share, pool->fair_total[r] - others));
-    if (give_up && h.credit[r].member && !h.credit[r].next) {
-      grant.units[r] = std::min(grant.units[r], h.whole[r]);
-    }
     if (grant.units[r] < share) waiting = true;
     // A party that pushed a lower limit than the pool was split under (the
     // policy change reached it first) applies the grant as one made under
