@@ -953,14 +953,16 @@ StoreGrant LeaseLedger::Impl::Issue(Pool* pool, const std::string& party,
   // the unit it loses: they would be gone until its next tick (an
   // interval, for the central), and its bucket would start again from
   // empty. Such a party gives the unit up at its last tick before the
-  // slot's end instead. A leaf is asked for that tick a margin before the
-  // end (kMinTickGap early is late enough); the central's rounds come an
-  // interval or so apart, so its last one before the end is the one whose
-  // next would come within a margin of it.
+  // slot's end instead. A party that can be asked to tick (a leaf, through
+  // `again`) is asked for that tick a margin before the end (kMinTickGap
+  // early is late enough); one that cannot (the central's own share) ticks
+  // an interval or so apart, so its last tick before the end is the one
+  // whose next would come within a margin of it.
   bool give_up = false;
-  if (leaving && has_whole) {  // `again` is null for the central's own share
+  if (leaving && has_whole) {
     const absl::Time last_tick = slot_end - options_.margin;
-    give_up = again != nullptr
+    const bool can_be_asked = again != nullptr;
+    give_up = can_be_asked
                   ? now >= last_tick - kMinTickGap
                   : now + std::max(h.interval, options_.interval) >= last_tick;
   }
