@@ -45,6 +45,17 @@ class BucketRing {
     ring_[Slot(current_)] += delta;
     total_ += delta;
   }
+  // Adds to the bucket for `at`, an earlier time still in the ring (call
+  // Advance(now) first): counts that reach the ring late land where they
+  // happened. Dropped when that bucket has left the window already; counted
+  // now when `at` is later than the bucket now filling.
+  void AddAt(absl::Time at, const Counts& delta) {
+    const int64_t index = IndexOf(at);
+    const int64_t n = static_cast<int64_t>(ring_.size());
+    if (index <= current_ - n) return;
+    ring_[Slot(index < current_ ? index : current_)] += delta;
+    total_ += delta;
+  }
   const Counts& Current() const { return ring_[Slot(current_)]; }
 
   const Counts& Sum() const { return total_; }

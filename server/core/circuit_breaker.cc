@@ -149,6 +149,57 @@ void CircuitBreaker::Record(Outcome outcome, absl::Duration latency,
   }
 }
 
+void CircuitBreaker::RecordSuccesses(uint32_t n, absl::Time at,
+                                     absl::Time now) {
+  if (n == 0) return;
+  const BreakerState state = State(now);
+  if (state != BreakerState::kClosed && state != BreakerState::kForcedClosed) {
+    return;
+  }
+  window_.Advance(now);
+  WindowBucket calls;
+  calls.calls = n;
+  window_.AddAt(std::min(at, now), calls);
+  consecutive_failures_ = 0;
+  totals_.calls += n;
+}
+
+absl::Time CircuitBreaker::SuccessesCannotTripUntil(absl::Time now) {
+  if (State(now) != BreakerState::kClosed || baseline_ != nullptr) {
+    return absl::InfinitePast();
+  }
+  window_.Advance(now);
+  const WindowBucket& sum = window_.Sum();
+  // The most calls a rule with `threshold` may see its `bad` count in
+  // without tripping; a window holding fewer calls than this (but at least
+  // minimum_calls) trips on the success that brings it there.
+  const auto calls_needed = [&](double threshold, uint32_t bad) -> int64_t {
+    if (threshold <= 0 || bad == 0) return 0;
+    // bad / calls >= threshold trips: calls must exceed bad / threshold.
+    return static_cast<int64_t>(std::floor(bad / threshold)) + 1;
+  };
+  int64_t needed = calls_needed(config_->failure_rate_threshold, sum.failures);
+  if (config_->slow_rule_enabled()) {
+    needed = std::max(
+        needed, calls_needed(config_->slow_call_rate_threshold, sum.slow));
+  }
+  // At or below minimum_calls the rule is not judged; a success can bring
+  // the window to minimum_calls, where it is.
+  const int64_t minimum = config_->minimum_calls;
+  if (needed <= minimum) return absl::InfiniteFuture();
+  // Safe while the calls that stay in the window number at least `needed`
+  // (the failures that leave with them only help).
+  int64_t staying = sum.calls;
+  if (staying < needed) return absl::InfinitePast();
+  absl::Time until = absl::InfiniteFuture();
+  window_.ForEachOldestFirst([&](const WindowBucket& b, absl::Time leaves) {
+    if (until != absl::InfiniteFuture()) return;
+    staying -= b.calls;
+    if (staying < needed) until = leaves;
+  });
+  return until;
+}
+
 void CircuitBreaker::Judge(absl::Time now) {
   if (config_->consecutive_failures > 0 &&
       consecutive_failures_ >= config_->consecutive_failures) {

@@ -118,6 +118,23 @@ class CircuitBreaker {
   void Record(Outcome outcome, absl::Duration latency, uint64_t probe_round,
               absl::Time now);
 
+  // `n` successful calls, none slower than the slow-call rule, that
+  // finished by `at` (at most `now`) and reach the breaker together (a
+  // per-core slice settles them in batches). Counted in the window where
+  // `at` falls, or not at all once that has left it. Judges nothing: the
+  // batch comes only while SuccessesCannotTripUntil holds, and a success
+  // cannot trip the consecutive rule. Ignored unless CLOSED or
+  // FORCED_CLOSED, as late reports are.
+  void RecordSuccesses(uint32_t n, absl::Time at, absl::Time now);
+  // Until when no number of fast successes (as RecordSuccesses takes) can
+  // trip the breaker, as long as nothing else is recorded meanwhile:
+  // InfinitePast unless CLOSED without an override and without the
+  // latency_baseline rule (which judges each latency). A rate rule trips on
+  // a success only below minimum_calls, when the success brings the window
+  // up to it; the window only loses counts as it slides, so the answer
+  // holds until enough calls have left it.
+  absl::Time SuccessesCannotTripUntil(absl::Time now);
+
   // FORCE_OPEN / FORCE_CLOSED hold until AUTO, which returns to CLOSED with
   // fresh counts.
   void SetOverride(BreakerOverride override, absl::Time now,

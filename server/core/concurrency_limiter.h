@@ -2,6 +2,7 @@
 #ifndef SLUICE_SERVER_CORE_CONCURRENCY_LIMITER_H_
 #define SLUICE_SERVER_CORE_CONCURRENCY_LIMITER_H_
 
+#include <algorithm>
 #include <cstdint>
 
 namespace sluice::core {
@@ -22,6 +23,14 @@ class ConcurrencyLimiter {
   void Release() {
     if (in_flight_ > 0) --in_flight_;
   }
+  // Takes up to `n` slots at once (a per-core slice's batch); returns how
+  // many it took.
+  uint32_t TakeUpTo(uint32_t n) {
+    const uint32_t taken = in_flight_ >= max_ ? 0 : std::min(n, max_ - in_flight_);
+    in_flight_ += taken;
+    return taken;
+  }
+  void Release(uint32_t n) { in_flight_ -= std::min(n, in_flight_); }
   // Keeps the calls in flight; new calls wait until they drop below `max`.
   void SetMax(uint32_t max_in_flight) { max_ = max_in_flight; }
 

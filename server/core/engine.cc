@@ -81,7 +81,8 @@ std::shared_ptr<LivePolicy> Engine::MakeLivePolicy(
     PolicyConfig policy, const LivePolicy* previous) {
   return std::make_shared<LivePolicy>(
       std::make_shared<const PolicyConfig>(std::move(policy)), clock_, sink_,
-      &epochs_, &sweep_alarm_, cluster_, options_.permit_grace, previous);
+      &epochs_, &sweep_alarm_, cluster_, options_.permit_grace,
+      options_.slices, previous);
 }
 
 std::shared_ptr<LivePolicy> Engine::Update(std::shared_ptr<LivePolicy> dep,

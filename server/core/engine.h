@@ -64,6 +64,10 @@ class Engine {
     // kernel's random source when the engine is built. Tests pass a fixed
     // one.
     PermitKey permit_key;
+    // How a dependency without keys spreads its decisions over cores (see
+    // CoreSlice): by default a slice per CPU, so threads deciding calls on
+    // one dependency do not queue on its lock.
+    SliceOptions slices = SliceOptions::PerCpu();
   };
 
   // `clock` must outlive the engine; `sink` may be null, else it must too.

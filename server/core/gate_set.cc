@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -356,6 +357,33 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   admission.probe_round = probe_round;
   admission.adaptive_epoch = adaptive_epoch;
   return admission;
+}
+
+absl::Time GateSet::SliceableUntil(absl::Time now) {
+  if (policy_->shadow || share_ || window_ || adaptive_ || throttle_ ||
+      override_ != BreakerOverride::kAuto) {
+    return absl::InfinitePast();
+  }
+  return breaker_ ? breaker_->SuccessesCannotTripUntil(now)
+                  : absl::InfiniteFuture();
+}
+
+void GateSet::Lend(double least, double tokens, uint32_t slots,
+                   absl::Time now, double* lent_tokens,
+                   uint32_t* lent_slots) {
+  *lent_tokens = std::numeric_limits<double>::infinity();
+  *lent_slots = 0;
+  if (bucket_) {
+    *lent_tokens = bucket_->Lend(least, tokens, now);
+    if (*lent_tokens < least) return;
+  }
+  if (concurrency_) *lent_slots = concurrency_->TakeUpTo(slots);
+}
+
+void GateSet::Repay(double unused_tokens, double spent,
+                    uint32_t unused_slots) {
+  if (bucket_) bucket_->Repay(unused_tokens, spent);
+  if (concurrency_) concurrency_->Release(unused_slots);
 }
 
 void GateSet::Settle(const Admission& admission, Outcome outcome,

@@ -158,6 +158,31 @@ class GateSet final : public BreakerListener {
     return 2 * policy_->call_timeout + context_->permit_grace;
   }
 
+  // Per-core slices (CoreSlice): what a slice may borrow and what it hands
+  // back. SliceableUntil: until when calls may be decided from a loan, or
+  // InfinitePast when they may not: only a policy whose gates are a token
+  // bucket, an in-flight cap and a CLOSED breaker that successes cannot
+  // trip, none of them cluster-scope, not shadow. Everything else is
+  // decided here call by call.
+  absl::Time SliceableUntil(absl::Time now);
+  // Lends up to `tokens` whole tokens (none unless at least `least`) and up
+  // to `slots` slots. Without a bucket `*lent_tokens` is infinite; without
+  // a cap `*lent_slots` is 0 and no slot is needed.
+  void Lend(double least, double tokens, uint32_t slots, absl::Time now,
+            double* lent_tokens, uint32_t* lent_slots);
+  // Takes back `unused_tokens` and `unused_slots`, and learns that `spent`
+  // lent tokens were used.
+  void Repay(double unused_tokens, double spent, uint32_t unused_slots);
+  // Settles `n` successful calls a slice admitted, the last at `at`.
+  void SettleSuccesses(uint32_t n, absl::Time at, absl::Time now) {
+    if (breaker_) breaker_->RecordSuccesses(n, at, now);
+  }
+  // Tokens in the bucket now, -1 without one (Decision::remaining).
+  int64_t remaining(absl::Time now) { return RemainingRate(now); }
+  bool has_bucket() const { return bucket_.has_value(); }
+  bool has_cap() const { return concurrency_.has_value(); }
+  bool has_breaker() const { return breaker_ != nullptr; }
+
   // kClosed when there is no breaker.
   BreakerState breaker_state(absl::Time now) {
     return breaker_ ? breaker_->State(now) : BreakerState::kClosed;

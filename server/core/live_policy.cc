@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/core/live_policy.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -23,6 +27,16 @@ size_t ShareOf(uint32_t max_keys, size_t index, size_t shards) {
   // At least one, should an edit cut max_keys below the number of shards.
   return std::max<size_t>(
       1, max_keys / shards + (index < max_keys % shards ? 1 : 0));
+}
+
+// The CPU whose slice the calling thread uses (see
+// LivePolicy::Shard::SliceOfThisThread); kNoCpu until its first decision.
+constexpr size_t kNoCpu = ~size_t{0};
+thread_local size_t this_thread_cpu = kNoCpu;
+
+size_t CurrentCpu() {
+  const int cpu = sched_getcpu();
+  return cpu < 0 ? 0 : static_cast<size_t>(cpu);
 }
 
 // The shard lock: a std::mutex that clang's thread-safety analysis can see.
@@ -153,9 +167,18 @@ class alignas(64) LivePolicy::Shard {
   Shard(std::shared_ptr<const PolicyConfig> policy, size_t max_keys,
         const std::string& name, EventSink* sink,
         std::atomic<bool>* demand_signalled, SweepAlarm* alarm,
-        PermitLedger::Origin origin, const ClusterState& cluster,
-        absl::Duration permit_grace, absl::Time now)
-      : alarm_(alarm), ledger_(origin) {
+        PermitEpochs* epochs, const ClusterState& cluster,
+        absl::Duration permit_grace, const SliceOptions& slices,
+        absl::Time now)
+: alarm_(alarm),
+        ledger_(epochs->Next()),
+        epochs_(epochs),
+        slice_count_(policy->per_key
+                         ? 0
+                         : std::min(slices.count, SliceOptions::kMaxSlices)),
+        slice_slots_(slice_count_ == 0 ? nullptr
+                                       : new SliceSlot[slice_count_]),
+        slice_index_(slices.index) {
     ShardLock lock(&mu_);
     context_.sink = sink;
     context_.demand_signalled = demand_signalled;
@@ -188,6 +211,27 @@ class alignas(64) LivePolicy::Shard {
   absl::Status Acquire(absl::string_view key, uint32_t permits,
                        Unreported unreported, Clock* clock, Decision* out)
       ABSL_LOCKS_EXCLUDED(mu_) {
+    size_t slice_at = 0;
+    if (slice_count_ > 0) {
+      slice_at = SliceOfThisThread();
+      CoreSlice* slice =
+          slice_slots_[slice_at].slice.load(std::memory_order_acquire);
+      if (slice != nullptr) {
+        if (!slice->mu.TryLock()) {
+          // A thread on another CPU has it: from the next call on, this
+          // thread takes the slice of the CPU it runs on now, so threads
+          // that run at once settle on different slices.
+          MoveThisThread();
+          slice->mu.Lock();
+        }
+        slice->mu.AssertHeld();
+        const bool decided =
+            slice->TryAcquire(permits, unreported, clock->Now(), out);
+        if (decided) out->policy = HoldForThisThread(slice->terms().policy);
+        slice->mu.Unlock();
+        if (decided) return absl::OkStatus();
+      }
+    }
     ChangeLock lock(this);
     // Read under the lock: a time read before it could be older than one
     // a grant was applied at meanwhile, and the grant's end is checked
@@ -206,6 +250,14 @@ class alignas(64) LivePolicy::Shard {
       }
     }
     ExpireDue(now);
+    if (slice_count_ > 0) {
+      if (ArmAndAcquire(slice_at, permits, unreported, now, out)) {
+        return absl::OkStatus();
+      }
+      // Decided here, exactly: every token and slot back where the gates
+      // see them.
+      ReclaimSlices(now);
+    }
     KeyNode* node = nullptr;
     GateSet* gates;
     if (single_) {
@@ -252,8 +304,30 @@ class alignas(64) LivePolicy::Shard {
   BreakerState Report(absl::string_view key, uint64_t permit_id,
                       Outcome outcome, absl::Duration latency, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
+    CoreSlice* slice = SliceOfPermit(permit_id);
+    if (slice != nullptr) {
+      SliceLock lock(&slice->mu);
+      if (slice->TrySettle(permit_id, outcome, latency, now)) {
+        return BreakerState::kClosed;
+      }
+    }
     ChangeLock lock(this);
     ExpireDue(now);
+    if (slice != nullptr) {
+      PermitLedger::Permit permit;
+      bool found;
+      {
+        SliceLock slice_lock(&slice->mu);
+        found = slice->ledger().Retire(permit_id, &permit);
+      }
+      if (!found) {
+        ++counters_.stale_reports;
+      } else {
+        Settle(permit, outcome, latency, true, now);
+        if (!FastSuccess(outcome, latency)) ReclaimSlices(now);
+      }
+      return single_->breaker_state(now);
+    }
     const PermitLedger::Permit* found = ledger_.Find(permit_id);
     const auto* node =
         found == nullptr ? nullptr : static_cast<KeyNode*>(found->holder);
@@ -267,6 +341,7 @@ class alignas(64) LivePolicy::Shard {
       if (!Settle(permit, outcome, latency, true, now)) {
         ++counters_.stale_reports;
       }
+      if (!FastSuccess(outcome, latency)) ReclaimSlices(now);
     }
     GateSet* gates = FindGates(key);
     return gates == nullptr ? BreakerState::kClosed
@@ -292,6 +367,7 @@ class alignas(64) LivePolicy::Shard {
   void Reconfigure(std::shared_ptr<const PolicyConfig> policy,
                    size_t max_keys, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
+    ReclaimSlices(now);
     // The gate sets point into the policy: keep the old one alive until
     // each of them has moved to the new one.
     std::shared_ptr<const PolicyConfig> old = std::move(policy_);
@@ -305,6 +381,7 @@ class alignas(64) LivePolicy::Shard {
   void SetOverride(BreakerOverride override, const std::string& cause,
                    absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
+    ReclaimSlices(now);
     override_ = override;
     ForEachGates(
         [&](GateSet& gates) { gates.SetOverride(override, now, cause); });
@@ -313,6 +390,7 @@ class alignas(64) LivePolicy::Shard {
   void SetClusterState(const ClusterState& cluster, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
+    ReclaimSlices(now);
     cluster_ = cluster;
     ForEachGates([&](GateSet& gates) { gates.SetClusterState(cluster, now); });
   }
@@ -323,12 +401,13 @@ class alignas(64) LivePolicy::Shard {
                  LivePolicyStatus* out) ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
     ExpireDue(now);
+    ReclaimSlices(now);
     AddCounters(counters_, &out->counters);
     out->keys += single_ ? 1 : index_.size();
     if (!has_key) return;
     if (single_) {
       out->gates = single_->Status(now);
-      out->gates->live_permits = ledger_.live();
+      out->gates->live_permits = ledger_.live() + SlicePermits();
     } else if (auto it = index_.find(key); it != index_.end()) {
       out->gates = (*it)->gates.Status(now);
       out->gates->live_permits = (*it)->live_permits;
@@ -337,9 +416,10 @@ class alignas(64) LivePolicy::Shard {
 
   // The counters and override a dependency built in this one's place takes
   // over.
-  void Carry(DecisionCounters* counters, BreakerOverride* override) const
-      ABSL_LOCKS_EXCLUDED(mu_) {
+  void Carry(DecisionCounters* counters, BreakerOverride* override,
+             absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
     ShardLock lock(&mu_);
+    ReclaimSlices(now);
     AddCounters(counters_, counters);
     *override = override_;
   }
@@ -357,6 +437,8 @@ class alignas(64) LivePolicy::Shard {
   void CollectSingle(absl::Duration interval, absl::Time now,
                      DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
     ShardLock lock(&mu_);
+    // The breaker's outcomes go with the tick, the slices' too.
+    ReclaimSlices(now);
     if (cluster_.enabled && single_->has_cluster_limit()) {
       out->keys.emplace_back();
       single_->CollectTick(interval, now, &out->keys.back());
@@ -397,6 +479,7 @@ class alignas(64) LivePolicy::Shard {
   void ApplySingle(const DependencyUpdate& update, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
     ShardLock lock(&mu_);
+    ReclaimSlices(now);
     for (const KeyGrant& grant : update.grants) {
       single_->ApplyGrant(grant, now);
     }
@@ -410,6 +493,7 @@ class alignas(64) LivePolicy::Shard {
   void ExportWarm(size_t most, absl::Time now,
                   std::vector<KeyWarmState>* out) ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
+    ReclaimSlices(now);
     const auto keep = [&](GateSet& gates) {
       KeyWarmState state = gates.ExportWarm(now);
       if (state.limit || state.baseline || state.breaker) {
@@ -430,6 +514,7 @@ class alignas(64) LivePolicy::Shard {
   bool ImportWarm(const KeyWarmState& state, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
+    ReclaimSlices(now);
     if (single_) return single_->ImportWarm(state, now);
     return NodeFor(state.key, now)->gates.ImportWarm(state, now);
   }
@@ -595,7 +680,7 @@ class alignas(64) LivePolicy::Shard {
       return;
     }
     ExpireDue(now);
-    absl::Time next = ledger_.NextDeadline();
+    absl::Time next = std::min(ledger_.NextDeadline(), SlicesNextDue(now));
     ForEachGates([&](GateSet& gates) {
       gates.Sweep(now);
       next = std::min(next, gates.NextSweep());
@@ -618,10 +703,182 @@ class alignas(64) LivePolicy::Shard {
   // Settles every permit past its deadline as a TIMEOUT (or, for a caller
   // that may never report, as CANCELLED: only its slot is freed).
   void ExpireDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (touched_ != 0) SettleSlices(now);
     PermitLedger::Permit permit;
     while (ledger_.PopExpired(now, &permit)) {
       Settle(permit, permit.on_expiry, now - permit.issued, false, now);
     }
+  }
+
+  // --- Per-core slices (CoreSlice), of a shard without keys -------------
+
+  // Most tokens or slots a slice borrows at once.
+  static constexpr double kSliceBatch = 64;
+
+  // The calling thread's slice. A thread keeps the slice of the CPU it
+  // first decided on, so one thread always finds its own tokens, and moves
+  // (MoveThisThread) when it finds that slice busy.
+  size_t SliceOfThisThread() const {
+    if (slice_index_ != nullptr) return slice_index_() % slice_count_;
+    if (this_thread_cpu == kNoCpu) this_thread_cpu = CurrentCpu();
+    return this_thread_cpu % slice_count_;
+  }
+  void MoveThisThread() const {
+    if (slice_index_ == nullptr) this_thread_cpu = CurrentCpu();
+  }
+
+  // The slice that issued permit `id`, or null for one of the shard's
+  // ledger (or none): the epoch in its high bits names the ledger.
+  CoreSlice* SliceOfPermit(uint64_t id) const {
+    const auto epoch = static_cast<uint32_t>(id >> 40);
+    for (size_t i = 0; i < slice_count_; ++i) {
+      if (slice_slots_[i].epoch.load(std::memory_order_acquire) == epoch) {
+        return slice_slots_[i].slice.load(std::memory_order_acquire);
+      }
+    }
+    return nullptr;
+  }
+
+  template <typename Fn>
+  void ForEachTouchedSlice(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (size_t i = 0; i < slice_count_; ++i) {
+      const uint64_t bit = uint64_t{1} << i;
+      if ((touched_ & bit) == 0) continue;
+      CoreSlice& slice = *slice_slots_[i].slice.load(std::memory_order_relaxed);
+      SliceLock lock(&slice.mu);
+      fn(slice);
+      if (slice.idle()) touched_ &= ~bit;
+    }
+  }
+
+  // Arms `slice` with a batch from the gates, when the policy allows
+  // slicing now, and decides the call from it. False when the call must be
+  // decided under this lock.
+  bool ArmAndAcquire(size_t at, uint32_t permits,
+                     Unreported unreported, absl::Time now, Decision* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    CoreSlice::Terms terms;
+    terms.until = single_->SliceableUntil(now);
+    if (terms.until <= now) return false;
+    const PolicyConfig& policy = *policy_;
+    terms.policy = policy_;
+    terms.expiry = single_->permit_expiry();
+    terms.has_bucket = single_->has_bucket();
+    terms.has_cap = single_->has_cap();
+    terms.has_breaker = single_->has_breaker();
+    terms.most_permits = terms.has_bucket
+                             ? policy.rate_limit->burst
+                             : std::numeric_limits<double>::infinity();
+    if (policy.breaker && policy.breaker->slow_rule_enabled()) {
+      terms.slow_after = policy.breaker->slow_call_duration;
+    }
+    // A batch is a small part of what the gates hold, so slices rarely
+    // strand what another core needs, and large enough that the lock here
+    // is taken once in many calls.
+    const double count = static_cast<double>(slice_count_);
+    const double tokens =
+        terms.has_bucket
+            ? std::clamp(std::floor(policy.rate_limit->burst / (4 * count)),
+                         1.0, kSliceBatch)
+            : 0;
+    const uint32_t slots =
+        terms.has_cap
+            ? static_cast<uint32_t>(std::clamp(
+                  std::floor(policy.concurrency->max_in_flight / (4 * count)),
+                  1.0, kSliceBatch))
+            : 0;
+    const double n = permits == 0 ? 1 : permits;
+    CoreSlice* slice = SliceAt(at);
+    {
+      SliceLock lock(&slice->mu);
+      if (!slice->Arm(std::move(terms), &*single_, n, std::max(n, tokens),
+                      slots, now)) {
+        return false;
+      }
+      touched_ |= uint64_t{1} << at;
+      if (!slice->TryAcquire(permits, unreported, now, out)) return false;
+    }
+    out->policy = HoldForThisThread(policy_);
+    return true;
+  }
+
+  // Slice `at`, made on its first use: a dependency that is never busy
+  // on more than one core never pays for the others.
+  CoreSlice* SliceAt(size_t at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    SliceSlot& slot = slice_slots_[at];
+    CoreSlice* slice = slot.slice.load(std::memory_order_relaxed);
+    if (slice != nullptr) return slice;
+    owned_slices_.push_back(std::make_unique<CoreSlice>(epochs_->Next()));
+    slice = owned_slices_.back().get();
+    slot.slice.store(slice, std::memory_order_release);
+    slot.epoch.store(slice->epoch(), std::memory_order_release);
+    return slice;
+  }
+
+  // Whether a settled outcome leaves what the breaker may trip on as it
+  // was: a success no slower than the slow-call rule. Anything else may
+  // change it, so the slices stop deciding until they are armed again.
+  bool FastSuccess(Outcome outcome, absl::Duration latency) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (outcome != Outcome::kSuccess) return false;
+    const auto& breaker = policy_->breaker;
+    return !breaker || !breaker->slow_rule_enabled() ||
+           latency <= breaker->slow_call_duration;
+  }
+
+  // Hands every slice's counts and successes to the shard and settles the
+  // permits of theirs that expired, as ExpireDue does its own. The
+  // successes go first: each came before any expiry settled now.
+  void SettleSlices(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    bool expired = false;
+    ForEachTouchedSlice([&](CoreSlice& slice)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      slice.mu.AssertHeld();
+      slice.Fold(&*single_, &counters_, now);
+      expired = expired || slice.ledger().NextDeadline() <= now;
+    });
+    if (!expired) return;
+    ForEachTouchedSlice([&](CoreSlice& slice)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      slice.mu.AssertHeld();
+      PermitLedger::Permit permit;
+      while (slice.ledger().PopExpired(now, &permit)) {
+        Settle(permit, permit.on_expiry, now - permit.issued, false, now);
+      }
+      // A timeout is a failure: what the breaker may trip on has changed.
+      slice.Reclaim(&*single_, &counters_, now);
+    });
+  }
+
+  // Takes back every slice's spare tokens and slots and disarms them, so
+  // the gates hold everything and decide exactly.
+  void ReclaimSlices(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ForEachTouchedSlice([&](CoreSlice& slice)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      slice.mu.AssertHeld();
+      slice.Reclaim(&*single_, &counters_, now);
+    });
+  }
+
+  // The earliest a slice's permit may expire: the oldest one's deadline,
+  // or for an armed slice the deadline of a permit it issued now.
+  absl::Time SlicesNextDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Time next = absl::InfiniteFuture();
+    ForEachTouchedSlice([&](CoreSlice& slice) {
+      slice.mu.AssertHeld();
+      next = std::min(next, slice.ledger().NextDeadline());
+      if (slice.armed()) next = std::min(next, now + slice.terms().expiry);
+    });
+    return next;
+  }
+
+  size_t SlicePermits() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t live = 0;
+    ForEachTouchedSlice([&](CoreSlice& slice) {
+      slice.mu.AssertHeld();
+      live += slice.ledger().live();
+    });
+    return live;
   }
 
   void Count(const Decision& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -685,6 +942,20 @@ class alignas(64) LivePolicy::Shard {
   PermitLedger ledger_ ABSL_GUARDED_BY(mu_);
   // Gates of a policy without per_key.
   std::optional<GateSet> single_ ABSL_GUARDED_BY(mu_);
+  // Its per-core slices (none for a per_key policy): slot i holds slice i
+  // once it is made (SliceAt), and the epoch of its permits; the slices
+  // themselves are owned_slices_. Bit i of touched_: slice i may hold
+  // something.
+  struct SliceSlot {
+    std::atomic<CoreSlice*> slice{nullptr};
+    std::atomic<uint32_t> epoch{0};
+  };
+  PermitEpochs* const epochs_;
+  const size_t slice_count_;
+  const std::unique_ptr<SliceSlot[]> slice_slots_;
+  size_t (*const slice_index_)();
+  std::vector<std::unique_ptr<CoreSlice>> owned_slices_ ABSL_GUARDED_BY(mu_);
+  uint64_t touched_ ABSL_GUARDED_BY(mu_) = 0;
   // Keys of a per_key policy: an index, and a list from the most recently
   // used to the least.
   absl::flat_hash_set<KeyNode*, KeyHash, KeyEq> index_ ABSL_GUARDED_BY(mu_);
@@ -705,6 +976,7 @@ LivePolicy::LivePolicy(std::shared_ptr<const PolicyConfig> policy,
                        Clock* clock, EventSink* sink, PermitEpochs* epochs,
                        SweepAlarm* alarm, const ClusterState& cluster,
                        absl::Duration permit_grace,
+                       const SliceOptions& slices,
                        const LivePolicy* previous)
     : clock_(clock), name_(policy->name), per_key_(policy->per_key) {
   const absl::Time now = clock_->Now();
@@ -713,14 +985,14 @@ LivePolicy::LivePolicy(std::shared_ptr<const PolicyConfig> policy,
   for (size_t i = 0; i < n; ++i) {
     shards_.push_back(std::make_unique<Shard>(
         policy, ShareOf(policy->max_keys, i, n), name_, sink,
-        &demand_signalled_, alarm, epochs->Next(),
-        cluster, permit_grace, now));
+        &demand_signalled_, alarm, epochs, cluster, permit_grace, slices,
+        now));
   }
   if (previous != nullptr) {
     DecisionCounters counters;
     BreakerOverride override = BreakerOverride::kAuto;
     for (const auto& shard : previous->shards_) {
-      shard->Carry(&counters, &override);
+      shard->Carry(&counters, &override, now);
     }
     // The counters are the dependency's since its policy was first
     // installed; they stay whole in the first shard.

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/core/clock.h"
+#include "server/core/core_slice.h"
 #include "server/core/decision.h"
 #include "server/core/events.h"
 #include "server/core/gate_set.h"
@@ -57,6 +58,7 @@ class LivePolicy {
              EventSink* sink, PermitEpochs* epochs, SweepAlarm* alarm,
              const ClusterState& cluster,
              absl::Duration permit_grace = absl::ZeroDuration(),
+             const SliceOptions& slices = SliceOptions{},
              const LivePolicy* previous = nullptr);
   ~LivePolicy();
   LivePolicy(const LivePolicy&) = delete;

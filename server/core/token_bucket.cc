@@ -17,11 +17,13 @@ void TokenBucket::Refill(absl::Time now) {
   // A clock that steps back must not take tokens away.
   const int64_t now_ns = absl::ToUnixNanos(now);
   if (now_ns <= last_ns_) return;
-  // Tokens above the burst (a part of one kept by Reconfigure) do not grow.
-  if (tokens_ < burst_) {
+  // Tokens above the burst (a part of one kept by Reconfigure) do not grow,
+  // and tokens out on loan take their room.
+  const double room = burst_ - lent_;
+  if (tokens_ < room) {
     tokens_ = std::min(
-        burst_, tokens_ + static_cast<double>(now_ns - last_ns_) * 1e-9 *
-                              per_second_);
+        room, tokens_ + static_cast<double>(now_ns - last_ns_) * 1e-9 *
+                            per_second_);
   }
   last_ns_ = now_ns;
 }
@@ -40,6 +42,20 @@ bool TokenBucket::TryTake(double n, absl::Time now) {
 }
 
 void TokenBucket::Refund(double n) { tokens_ = Capped(tokens_ + n); }
+
+double TokenBucket::Lend(double least, double most, absl::Time now) {
+  Refill(now);
+  const double n = std::min(most, std::floor(tokens_));
+  if (n < least || n <= 0) return 0;
+  tokens_ -= n;
+  lent_ += n;
+  return n;
+}
+
+void TokenBucket::Repay(double unused, double spent) {
+  lent_ = std::max(0.0, lent_ - unused - spent);
+  tokens_ = Capped(tokens_ + unused);
+}
 
 double TokenBucket::Available(absl::Time now) {
   Refill(now);

@@ -34,6 +34,17 @@ class TokenBucket {
   // Replaces the refill rate only (cluster shares); keeps the tokens.
   void SetRate(double rate, absl::Time now);
 
+  // Lending, for per-core slices (see CoreSlice): moves up to `most`
+  // whole tokens out to a borrower, and none unless at least `least` are
+  // there. Lent tokens still count against the burst until repaid, so the
+  // bucket and its borrowers together never hold more than the burst, and
+  // no window of time admits more than rate x time + burst.
+  double Lend(double least, double most, absl::Time now);
+  // The borrower hands back `unused` tokens and reports `spent` ones used:
+  // both stop counting against the burst.
+  void Repay(double unused, double spent);
+  double lent() const { return lent_; }
+
   double burst() const { return burst_; }
   double rate_per_second() const { return per_second_; }
 
@@ -49,6 +60,8 @@ class TokenBucket {
   // When it last refilled, in nanoseconds since the Unix epoch (half the
   // size of an absl::Time; a bucket per key adds up).
   int64_t last_ns_;
+  // Tokens out on loan (Lend), counted against the burst.
+  double lent_ = 0;
 };
 
 }  // namespace sluice::core

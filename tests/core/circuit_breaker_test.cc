@@ -153,6 +153,58 @@ TEST_F(CircuitBreakerTest, FailureRateWaitsForMinimumCalls) {
   EXPECT_THAT(listener_.transitions[0].cause, HasSubstr("failure rate"));
 }
 
+// Batched successes (per-core slices) may go without a judgement only
+// while no success could trip a rate rule: below minimum_calls, one that
+// brings the window up to it is judged.
+TEST_F(CircuitBreakerTest, SuccessesCannotTripUntilTheWindowThinsOut) {
+  config_.failure_rate_threshold = 0.5;
+  config_.minimum_calls = 10;
+  CircuitBreaker b = Make();
+  // No failures: no success can trip, ever.
+  EXPECT_EQ(b.SuccessesCannotTripUntil(clock_.Now()), absl::InfiniteFuture());
+  Feed(b, Outcome::kFailure, 4);  // 4 failures < 0.5 x 10
+  EXPECT_EQ(b.SuccessesCannotTripUntil(clock_.Now()), absl::InfiniteFuture());
+  Feed(b, Outcome::kFailure);  // 5 of 5: the 10th call may trip
+  EXPECT_EQ(b.SuccessesCannotTripUntil(clock_.Now()), absl::InfinitePast());
+
+  CircuitBreaker busy = Make();
+  Feed(busy, Outcome::kSuccess, 30);
+  clock_.Advance(absl::Seconds(5));
+  Feed(busy, Outcome::kFailure, 6);
+  Feed(busy, Outcome::kSuccess, 10);
+  // 6 failures need more than 12 calls. When the 30 older successes leave
+  // the 10 s window (about 5 s from now) 16 calls stay; when the 16 recent
+  // ones leave (about 10 s from now) none do.
+  const absl::Time until = busy.SuccessesCannotTripUntil(clock_.Now());
+  EXPECT_GT(until, clock_.Now() + absl::Seconds(10));
+  EXPECT_LE(until, clock_.Now() + absl::Seconds(11));
+  // An override or a trip ends it.
+  busy.SetOverride(BreakerOverride::kForceClosed, clock_.Now(), "test");
+  EXPECT_EQ(busy.SuccessesCannotTripUntil(clock_.Now()), absl::InfinitePast());
+}
+
+TEST_F(CircuitBreakerTest, BatchedSuccessesLandInTheirBucket) {
+  config_.consecutive_failures = 3;
+  config_.failure_rate_threshold = 0.5;
+  config_.minimum_calls = 4;
+  CircuitBreaker b = Make();
+  Feed(b, Outcome::kFailure, 2);
+  const absl::Time at = clock_.Now();
+  clock_.Advance(absl::Seconds(4));
+  b.RecordSuccesses(6, at, clock_.Now());
+  EXPECT_EQ(b.WindowCounts(clock_.Now()).calls, 8);
+  EXPECT_EQ(b.totals().calls, 8u);
+  // The run of failures was broken.
+  Feed(b, Outcome::kFailure, 2);
+  EXPECT_EQ(b.State(clock_.Now()), BreakerState::kClosed);
+  // They leave the window with the bucket they happened in.
+  clock_.Advance(absl::Seconds(7));
+  EXPECT_EQ(b.WindowCounts(clock_.Now()).calls, 2);
+  // Successes older than the window count in the totals only.
+  b.RecordSuccesses(3, at, clock_.Now());
+  EXPECT_EQ(b.WindowCounts(clock_.Now()).calls, 2);
+}
+
 TEST_F(CircuitBreakerTest, FailureRateTripsAtThreshold) {
   config_.failure_rate_threshold = 0.5;
   config_.minimum_calls = 10;

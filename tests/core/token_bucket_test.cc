@@ -212,5 +212,22 @@ TEST(TokenBucketTest, LongRunWithMultiPermitRequests) {
   EXPECT_LE(admitted, expected + 1);
 }
 
+// Tokens lent to a per-core slice keep their room in the burst until they
+// come back, so bucket and borrowers never hold more than the burst.
+TEST(TokenBucketTest, LentTokensKeepTheirRoomUntilRepaid) {
+  FakeClock clock;
+  TokenBucket bucket(10, absl::Seconds(1), 10, clock.Now());
+  EXPECT_EQ(bucket.Lend(5, 6, clock.Now()), 6);
+  EXPECT_EQ(bucket.Lend(5, 6, clock.Now()), 0);  // 4 left, 5 asked at least
+  EXPECT_EQ(bucket.lent(), 6);
+  clock.Advance(absl::Seconds(10));
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 4);  // refills to 10 - 6
+  bucket.Repay(2, 4);  // 4 used, 2 handed back
+  EXPECT_EQ(bucket.lent(), 0);
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 6);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 10);
+}
+
 }  // namespace
 }  // namespace sluice::core
