@@ -85,7 +85,8 @@ class ABSL_SCOPED_LOCKABLE SliceLock {
 // and its own lock first when it holds both.
 class alignas(64) CoreSlice {
  public:
-  explicit CoreSlice(PermitLedger::Origin origin) : ledger_(origin) {}
+  explicit CoreSlice(PermitLedger::Origin origin)
+      : ledger_(origin), epoch_(ledger_.epoch()) {}
   CoreSlice(const CoreSlice&) = delete;
   CoreSlice& operator=(const CoreSlice&) = delete;
 
@@ -130,7 +131,7 @@ class alignas(64) CoreSlice {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // The permit ledger's epoch: ids of this slice carry it (PermitLedger).
-  uint32_t epoch() const { return ledger_.epoch(); }
+  uint32_t epoch() const { return epoch_; }
   PermitLedger& ledger() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return ledger_; }
   bool armed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return armed_; }
   // Whether it has nothing of the owner's: not armed, no permit alive.
@@ -161,6 +162,7 @@ class alignas(64) CoreSlice {
   uint32_t pending_ ABSL_GUARDED_BY(mu) = 0;
   absl::Time last_success_ ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   PermitLedger ledger_ ABSL_GUARDED_BY(mu);
+  const uint32_t epoch_;
 };
 
 }  // namespace sluice::core
