@@ -29,16 +29,7 @@ bool CoreSlice::TryAcquire(uint32_t permits, Unreported unreported,
   if (terms_.has_bucket && tokens_ < n) return false;
   if (terms_.has_cap && slots_ == 0) return false;
 
-  const PolicyConfig& policy = *terms_.policy;
-  out->verdict = Verdict::kAllow;
-  out->reason = Reason::kNone;
-  out->permit_id = PermitId{};
-  out->call_timeout = policy.call_timeout;
-  out->retry_after = absl::ZeroDuration();
-  out->http_status = 0;
-  out->policy_version = policy.version;
-  out->breaker_state = BreakerState::kClosed;
-  out->remaining = -1;
+  GateSet::StartAllow(*terms_.policy, out);
   if (terms_.has_bucket) {
     tokens_ -= n;
     spent_ += n;

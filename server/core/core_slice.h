@@ -5,10 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "server/core/core_mutex.h"
 #include "server/core/decision.h"
 #include "server/core/gate_set.h"
 #include "server/core/outcome.h"
@@ -29,36 +29,6 @@ struct SliceOptions {
   static constexpr size_t kMaxSlices = 64;
   // One slice per CPU this process may run on, at most kMaxSlices.
   static SliceOptions PerCpu();
-};
-
-// A lock clang's thread-safety analysis can see.
-class ABSL_LOCKABLE SliceMutex {
- public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  // Tells clang's analysis the lock is held (taken by a helper it cannot
-  // follow).
-  void AssertHeld() ABSL_ASSERT_EXCLUSIVE_LOCK() {}
-  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return mu_.try_lock();
-  }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-
- private:
-  std::mutex mu_;
-};
-
-class ABSL_SCOPED_LOCKABLE SliceLock {
- public:
-  explicit SliceLock(SliceMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
-      : mu_(mu) {
-    mu_->Lock();
-  }
-  ~SliceLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
-  SliceLock(const SliceLock&) = delete;
-  SliceLock& operator=(const SliceLock&) = delete;
-
- private:
-  SliceMutex* const mu_;
 };
 
 // One core's part of a dependency without keys: tokens and in-flight slots
@@ -142,7 +112,7 @@ class alignas(64) CoreSlice {
     return terms_;
   }
 
-  SliceMutex mu;
+  CoreMutex mu;
 
  private:
   bool armed_ ABSL_GUARDED_BY(mu) = false;

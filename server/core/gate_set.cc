@@ -248,6 +248,18 @@ Admission GateSet::Refuse(const PolicyConfig& policy, Reason reason,
   return Admission{};
 }
 
+void GateSet::StartAllow(const PolicyConfig& policy, Decision* out) {
+  out->verdict = Verdict::kAllow;
+  out->reason = Reason::kNone;
+  out->permit_id = PermitId{};
+  out->call_timeout = policy.call_timeout;
+  out->retry_after = absl::ZeroDuration();
+  out->http_status = 0;
+  out->policy_version = policy.version;
+  out->breaker_state = BreakerState::kClosed;
+  out->remaining = -1;
+}
+
 Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
                            absl::Time now, Decision* out) {
   if (share_ && share_->has_grant && now >= share_->grant_until) {
@@ -256,13 +268,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
     share_->has_grant = false;
     ApplyLimits(now);
   }
-  out->verdict = Verdict::kAllow;
-  out->reason = Reason::kNone;
-  out->permit_id = PermitId{};
-  out->call_timeout = policy.call_timeout;
-  out->retry_after = absl::ZeroDuration();
-  out->http_status = 0;
-  out->policy_version = policy.version;
+  StartAllow(policy, out);
   out->breaker_state = breaker_ ? breaker_->State(now) : BreakerState::kClosed;
   const double n = permits == 0 ? 1 : permits;
 

@@ -145,6 +145,10 @@ class GateSet final : public BreakerListener {
   Admission Acquire(const PolicyConfig& policy, uint32_t permits,
                     absl::Time now, Decision* out);
 
+  // Sets `out` to an ALLOW under `policy` that holds nothing yet: where
+  // every decision starts, here and in a per-core slice.
+  static void StartAllow(const PolicyConfig& policy, Decision* out);
+
   // Releases what an admitted call holds and feeds its outcome to the
   // breaker and the adaptive gates. `reported`: the caller reported it (a
   // permit that expired has no measured latency, only its age, which the

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <utility>
 
@@ -38,33 +37,6 @@ size_t CurrentCpu() {
   const int cpu = sched_getcpu();
   return cpu < 0 ? 0 : static_cast<size_t>(cpu);
 }
-
-// The shard lock: a std::mutex that clang's thread-safety analysis can see.
-// On Debian's abseil, absl::Mutex made two threads on one dependency cost
-// about three times as much per decision (docs/benchmarks.md, "The
-// dependency lock").
-class ABSL_LOCKABLE ShardMutex {
- public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-
- private:
-  std::mutex mu_;
-};
-
-class ABSL_SCOPED_LOCKABLE ShardLock {
- public:
-  explicit ShardLock(ShardMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
-      : mu_(mu) {
-    mu_->Lock();
-  }
-  ~ShardLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
-  ShardLock(const ShardLock&) = delete;
-  ShardLock& operator=(const ShardLock&) = delete;
-
- private:
-  ShardMutex* const mu_;
-};
 
 }  // namespace
 
@@ -179,7 +151,7 @@ class alignas(64) LivePolicy::Shard {
         slice_slots_(slice_count_ == 0 ? nullptr
                                        : new SliceSlot[slice_count_]),
         slice_index_(slices.index) {
-    ShardLock lock(&mu_);
+    CoreLock lock(&mu_);
     context_.sink = sink;
     context_.demand_signalled = demand_signalled;
     context_.counters = &counters_;
@@ -195,7 +167,7 @@ class alignas(64) LivePolicy::Shard {
   }
 
   ~Shard() {
-    ShardLock lock(&mu_);
+    CoreLock lock(&mu_);
     while (newest_ != nullptr) {
       KeyNode* node = newest_;
       newest_ = node->older;
@@ -306,7 +278,7 @@ class alignas(64) LivePolicy::Shard {
       ABSL_LOCKS_EXCLUDED(mu_) {
     CoreSlice* slice = SliceOfPermit(permit_id);
     if (slice != nullptr) {
-      SliceLock lock(&slice->mu);
+      CoreLock lock(&slice->mu);
       if (slice->TrySettle(permit_id, outcome, latency, now)) {
         return BreakerState::kClosed;
       }
@@ -317,7 +289,7 @@ class alignas(64) LivePolicy::Shard {
       PermitLedger::Permit permit;
       bool found;
       {
-        SliceLock slice_lock(&slice->mu);
+        CoreLock slice_lock(&slice->mu);
         found = slice->ledger().Retire(permit_id, &permit);
       }
       if (!found) {
@@ -360,7 +332,7 @@ class alignas(64) LivePolicy::Shard {
   // next_sweep_). Either way it publishes next_sweep_ to the alarm, which
   // the sweep pass has just reset (SweepAlarm).
   void Sweep(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
-    ShardLock lock(&mu_);
+    CoreLock lock(&mu_);
     SweepLocked(now);
   }
 
@@ -418,7 +390,7 @@ class alignas(64) LivePolicy::Shard {
   // over.
   void Carry(DecisionCounters* counters, BreakerOverride* override,
              absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
-    ShardLock lock(&mu_);
+    CoreLock lock(&mu_);
     ReclaimSlices(now);
     AddCounters(counters_, counters);
     *override = override_;
@@ -429,14 +401,14 @@ class alignas(64) LivePolicy::Shard {
   }
 
   std::shared_ptr<const PolicyConfig> policy() const ABSL_LOCKS_EXCLUDED(mu_) {
-    ShardLock lock(&mu_);
+    CoreLock lock(&mu_);
     return policy_;
   }
 
   // Cluster mode, a policy without per_key: the one gate set's tick.
   void CollectSingle(absl::Duration interval, absl::Time now,
                      DependencyTick* out) ABSL_LOCKS_EXCLUDED(mu_) {
-    ShardLock lock(&mu_);
+    CoreLock lock(&mu_);
     // The breaker's outcomes go with the tick, the slices' too.
     ReclaimSlices(now);
     if (cluster_.enabled && single_->has_cluster_limit()) {
@@ -478,7 +450,7 @@ class alignas(64) LivePolicy::Shard {
 
   void ApplySingle(const DependencyUpdate& update, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    ShardLock lock(&mu_);
+    CoreLock lock(&mu_);
     ReclaimSlices(now);
     for (const KeyGrant& grant : update.grants) {
       single_->ApplyGrant(grant, now);
@@ -745,7 +717,7 @@ class alignas(64) LivePolicy::Shard {
       const uint64_t bit = uint64_t{1} << i;
       if ((touched_ & bit) == 0) continue;
       CoreSlice& slice = *slice_slots_[i].slice.load(std::memory_order_relaxed);
-      SliceLock lock(&slice.mu);
+      CoreLock lock(&slice.mu);
       fn(slice);
       if (slice.idle()) touched_ &= ~bit;
     }
@@ -790,7 +762,7 @@ class alignas(64) LivePolicy::Shard {
     const double n = permits == 0 ? 1 : permits;
     CoreSlice* slice = SliceAt(at);
     {
-      SliceLock lock(&slice->mu);
+      CoreLock lock(&slice->mu);
       if (!slice->Arm(std::move(terms), &*single_, n, std::max(n, tokens),
                       slots, now)) {
         return false;
@@ -924,10 +896,11 @@ class alignas(64) LivePolicy::Shard {
 
   // The engine's: outlives every shard.
   SweepAlarm* const alarm_;
-  // Taken by every call on this shard, for 50-100 ns. A plain mutex: a
+  // Taken by every call on this shard that no slice decides, for 50-100
+  // ns. A plain mutex: a
   // spinning lock kept waiters off the futex but made no decision faster
   // (docs/benchmarks.md, "The dependency lock").
-  mutable ShardMutex mu_;
+  mutable CoreMutex mu_;
   // Before this, Sweep has nothing to do: the earliest of the ledger's next
   // deadline and every gate set's NextSweep, as of the last sweep that did
   // its work. InfinitePast (sweep in full) after any ChangeLock.

@@ -43,6 +43,16 @@ class EngineSlicesTest : public ::testing::Test {
     return engine_.Report("dep", "", d.permit_id, outcome, latency);
   }
 
+  // "dep" with only a failure-rate rule.
+  void PutFailureRateBreaker(double threshold, uint32_t minimum_calls) {
+    PolicyConfig p = MakePolicy("dep");
+    BreakerConfig b;
+    b.failure_rate_threshold = threshold;
+    b.minimum_calls = minimum_calls;
+    p.breaker = b;
+    engine_.PutPolicy(p);
+  }
+
   LivePolicyStatus Inspect() {
     absl::StatusOr<LivePolicyStatus> s = engine_.Inspect("dep", "");
     EXPECT_TRUE(s.ok()) << s.status();
@@ -148,16 +158,10 @@ TEST_F(EngineSlicesTest, SuccessesReachTheBreakerBeforeLaterFailures) {
   EXPECT_EQ(AcquireOn(1).reason, Reason::kCircuitOpen);
 }
 
-// A success can trip a rate rule when it brings the window up to
-// minimum_calls. Slices never hold such a success back: the breaker judges
-// it as it would without slices.
-TEST_F(EngineSlicesTest, ASuccessThatReachesMinimumCallsIsJudged) {
-  PolicyConfig p = MakePolicy("dep");
-  BreakerConfig b;
-  b.failure_rate_threshold = 0.5;
-  b.minimum_calls = 4;
-  p.breaker = b;
-  engine_.PutPolicy(p);
+// Successes a slice settled count in the window the next failure is judged
+// over.
+TEST_F(EngineSlicesTest, SuccessesHeldInSlicesCountWhenAFailureIsJudged) {
+  PutFailureRateBreaker(0.5, 4);
 
   // Two successes on core 0 first: slices may hold those.
   ReportOn(0, AcquireOn(0), Outcome::kSuccess);
@@ -169,13 +173,11 @@ TEST_F(EngineSlicesTest, ASuccessThatReachesMinimumCallsIsJudged) {
   EXPECT_EQ(Inspect().gates->breaker_state, BreakerState::kOpen);
 }
 
+// A success can trip a rate rule when it brings the window up to
+// minimum_calls. Slices never hold such a success back: the breaker judges
+// it as it would without slices.
 TEST_F(EngineSlicesTest, SuccessBringingTheWindowToMinimumCallsTrips) {
-  PolicyConfig p = MakePolicy("dep");
-  BreakerConfig b;
-  b.failure_rate_threshold = 0.5;
-  b.minimum_calls = 4;
-  p.breaker = b;
-  engine_.PutPolicy(p);
+  PutFailureRateBreaker(0.5, 4);
 
   ReportOn(1, AcquireOn(1), Outcome::kFailure);
   ReportOn(1, AcquireOn(1), Outcome::kFailure);
