@@ -198,7 +198,7 @@ TEST_F(NginxGatewayTest, RateLimitHoldsPerTenant) {
       }
     }
   }
-  int64_t admitted = 0;
+  int64_t admitted = 0, failed_open = 0;
   for (const std::string tenant : {"tenant-a", "tenant-b"}) {
     const Tally& t = tallies[tenant];
     const double seconds = absl::ToDoubleSeconds(t.last - t.first);
@@ -220,6 +220,7 @@ TEST_F(NginxGatewayTest, RateLimitHoldsPerTenant) {
     // An acquire timing out on a loaded machine fails open; allowed, rarely.
     EXPECT_LE(t.fail_open, t.asked / 100) << tenant;
     admitted += t.admitted;
+    failed_open += t.fail_open;
   }
   std::vector<absl::Duration> took;
   for (const Answer& a : answers) took.push_back(a.took);
@@ -235,7 +236,10 @@ TEST_F(NginxGatewayTest, RateLimitHoldsPerTenant) {
               absl::Seconds(5)))
       << "Sluice counts " << Outcomes("catalog", "SUCCESS")
       << " SUCCESS reports for " << admitted << " admitted calls";
-  EXPECT_EQ(Outcomes("catalog", "TIMEOUT"), 0);
+  // A call NGINX stopped waiting for (and served, failing open) may still
+  // have been admitted by Sluice: nobody reports that permit, so it expires
+  // as a TIMEOUT. No other call may.
+  EXPECT_LE(Outcomes("catalog", "TIMEOUT"), failed_open);
   EXPECT_EQ(Outcomes("catalog", "FAILURE"), 0);
 
   // A tenant name over Sluice's 1024-byte key limit is sent hashed: still
