@@ -76,7 +76,8 @@ bool CoreSlice::Arm(Terms terms, GateSet* gates, double least,
   double lent_tokens = 0;
   uint32_t lent_slots = 0;
   gates->Lend(least, tokens, slots, now, &lent_tokens, &lent_slots);
-  const bool enough = lent_tokens >= least && (!terms.has_cap || lent_slots > 0);
+  const bool enough =
+      lent_tokens >= least && (!terms.has_cap || lent_slots > 0);
   if (!enough) {
     gates->Repay(terms.has_bucket ? lent_tokens : 0, 0, lent_slots);
     return false;

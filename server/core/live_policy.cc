@@ -741,9 +741,7 @@ class alignas(64) LivePolicy::Shard {
     terms.most_permits = terms.has_bucket
                              ? policy.rate_limit->burst
                              : std::numeric_limits<double>::infinity();
-    if (policy.breaker && policy.breaker->slow_rule_enabled()) {
-      terms.slow_after = policy.breaker->slow_call_duration;
-    }
+    terms.slow_after = SlowAfter(policy);
     // A batch is a small part of what the gates hold, so slices rarely
     // strand what another core needs, and large enough that the lock here
     // is taken once in many calls.
@@ -792,10 +790,15 @@ class alignas(64) LivePolicy::Shard {
   // change it, so the slices stop deciding until they are armed again.
   bool FastSuccess(Outcome outcome, absl::Duration latency) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (outcome != Outcome::kSuccess) return false;
-    const auto& breaker = policy_->breaker;
-    return !breaker || !breaker->slow_rule_enabled() ||
-           latency <= breaker->slow_call_duration;
+    return outcome == Outcome::kSuccess && latency <= SlowAfter(*policy_);
+  }
+
+  // A success slower than this is a slow call to the breaker; infinite
+  // without a slow-call rule.
+  static absl::Duration SlowAfter(const PolicyConfig& policy) {
+    return policy.breaker && policy.breaker->slow_rule_enabled()
+               ? policy.breaker->slow_call_duration
+               : absl::InfiniteDuration();
   }
 
   // Hands every slice's counts and successes to the shard and settles the
@@ -897,9 +900,8 @@ class alignas(64) LivePolicy::Shard {
   // The engine's: outlives every shard.
   SweepAlarm* const alarm_;
   // Taken by every call on this shard that no slice decides, for 50-100
-  // ns. A plain mutex: a
-  // spinning lock kept waiters off the futex but made no decision faster
-  // (docs/benchmarks.md, "The dependency lock").
+  // ns. A plain mutex: a spinning lock kept waiters off the futex but made
+  // no decision faster (docs/benchmarks.md, "The dependency lock").
   mutable CoreMutex mu_;
   // Before this, Sweep has nothing to do: the earliest of the ledger's next
   // deadline and every gate set's NextSweep, as of the last sweep that did
