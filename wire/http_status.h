@@ -11,11 +11,14 @@
 //
 // A refusal the client makes itself has no limit behind it: Sluice is
 // unreachable and the policy fails closed, or a reply came without a status.
-// Those answer kClientRefusalHttpStatus.
+// Those answer kClientRefusalHttpStatus. A refusal a client's lease makes
+// (the tokens Sluice lent it are spent) is a rate-limit refusal like the
+// server's: kLeaseRefusalHttpStatus.
 
 namespace sluice::wire {
 
 inline constexpr int kClientRefusalHttpStatus = 503;
+inline constexpr int kLeaseRefusalHttpStatus = 429;
 
 }  // namespace sluice::wire
 

@@ -58,6 +58,17 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(absl::string_view text,
       config.acquire_timeout = timeout;
     }
     if (root["fail_open"]) config.fail_open = root["fail_open"].as<bool>();
+    if (root["lease"]) config.lease = root["lease"].as<bool>();
+    if (root["lease_tick"]) {
+      const std::string value = root["lease_tick"].as<std::string>();
+      absl::Duration tick;
+      if (!absl::ParseDuration(value, &tick) || tick <= absl::ZeroDuration()) {
+        return Bad(source, "lease_tick",
+                   absl::StrCat("must be a positive duration, got \"", value,
+                                "\""));
+      }
+      config.lease_tick = tick;
+    }
     if (root["threads"]) {
       config.threads = root["threads"].as<int>();
       if (config.threads < 1) return Bad(source, "threads", "must be >= 1");

@@ -41,6 +41,10 @@ struct GatewayConfig {
   // Unset: 20ms, or the sidecar preset's 5ms for a unix: target.
   std::optional<absl::Duration> acquire_timeout;
   bool fail_open = true;
+  // Decide busy dependencies in-process from leases (ClientOptions::lease),
+  // renewed every lease_tick (unset: the SDK's default).
+  bool lease = false;
+  std::optional<absl::Duration> lease_tick;
   // HTTP worker threads; each serves one client connection at a time.
   int threads = 64;
   std::vector<Route> routes;

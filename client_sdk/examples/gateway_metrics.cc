@@ -111,6 +111,14 @@ std::string GatewayMetrics::Render(const client::ClientStats& sdk) const {
       {"reports_auto_cancelled", sdk.reports_auto_cancelled},
       {"cache_hits", sdk.cache_hits},
       {"cache_misses", sdk.cache_misses},
+      {"leased_decisions", sdk.leased_decisions},
+      {"lease_refusals", sdk.lease_refusals},
+      {"lease_decisions_while_unreachable",
+       sdk.lease_decisions_while_unreachable},
+      {"lease_renewals", sdk.lease_renewals},
+      {"lease_renewal_failures", sdk.lease_renewal_failures},
+      {"lease_expiries", sdk.lease_expiries},
+      {"leases_ended", sdk.leases_ended},
   };
   for (const auto& [name, value] : sdk_counters) {
     absl::StrAppend(&out, "sluice_gateway_sdk_events_total{event=\"", name,

@@ -78,6 +78,10 @@ ClientImpl::Shared::Shared(const ClientOptions& options,
                             options.max_reports_in_flight,
                             options.max_queued_reports},
           counters, stream)),
+      leases(options.lease.enabled
+                 ? std::make_shared<LeaseBook>(options.lease, channel,
+                                               counters)
+                 : nullptr),
       backoff(Backoff::Options{
           options.backoff_after_failures, options.backoff_initial,
           options.backoff_max, options.backoff_jitter,
@@ -107,6 +111,16 @@ void ClientImpl::Shared::RecordTransportFailure(absl::Time now) {
 
 Permit ClientImpl::Shared::Local(std::string dependency, std::string key,
                                  absl::Status error) {
+  if (leases != nullptr && key.empty()) {
+    std::shared_ptr<LeaseLine> line = leases->Find(dependency);
+    if (line != nullptr && line->HoldsLimit(absl::Now())) {
+      // Sluice cannot be asked, but the lease it lent still holds the
+      // limit: what the lease does not cover is refused until it ends.
+      Counters::Inc(counters->lease_refusals);
+      Counters::Inc(counters->lease_decisions_while_unreachable);
+      return PermitAccess::HeldLimit(std::move(dependency), std::move(error));
+    }
+  }
   Counters::Inc(counters->local_decisions);
   const Verdict verdict = options.on_failure == FailureMode::kFailOpen
                               ? Verdict::kAllow
@@ -179,12 +193,37 @@ ClientImpl::ClientImpl(const ClientOptions& options,
       cache_(options.cache_max_entries, options.cache_max_bytes) {}
 
 ClientImpl::~ClientImpl() {
+  if (shared_->leases != nullptr) shared_->leases->Close();
   shared_->reporter->Drain(shared_->options.shutdown_timeout);
   // Calls still waiting on the stream complete now (CANCELLED); reports from
   // permits that outlive the client go unary.
   if (shared_->stream != nullptr) shared_->stream->Shutdown();
   // Bounded by the Acquire deadline plus report_timeout.
   while (shared_->callbacks.load() > 0) absl::SleepFor(absl::Milliseconds(1));
+}
+
+bool ClientImpl::DecideLeased(absl::string_view dependency,
+                              absl::string_view key, uint32_t permits,
+                              absl::Time now, Permit* out, bool* renew) {
+  *renew = false;
+  LeaseBook* book = shared_->leases.get();
+  if (book == nullptr || !key.empty()) return false;
+  std::shared_ptr<LeaseLine> line = book->Line(dependency);
+  if (line == nullptr) return false;
+  const LeaseLine::Decision d = line->Decide(permits, now);
+  book->MaybeRenew(now);
+  // The call that asks for a renewal goes to Sluice first, so the lease
+  // is lent after it and never takes the tokens it was about to get.
+  *renew = d.renew_now;
+  if (d.answer == LeaseLine::Answer::kAsk) return false;
+  Counters::Inc(d.answer == LeaseLine::Answer::kAllow
+                    ? counters_->leased_decisions
+                    : counters_->lease_refusals);
+  if (d.unreachable) {
+    Counters::Inc(counters_->lease_decisions_while_unreachable);
+  }
+  *out = PermitAccess::Leased(std::string(dependency), d, std::move(line));
+  return true;
 }
 
 Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
@@ -194,6 +233,19 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
     return shared_->Local(std::string(dependency), std::string(key), s);
   }
   const absl::Time start = absl::Now();
+  bool renew = false;
+  if (Permit leased;
+      DecideLeased(dependency, key, permits, start, &leased, &renew)) {
+    return leased;
+  }
+  Permit permit = AskSluice(dependency, key, permits, start);
+  if (renew) shared_->leases->MaybeRenew(absl::Now(), true);
+  return permit;
+}
+
+Permit ClientImpl::AskSluice(absl::string_view dependency,
+                             absl::string_view key, uint32_t permits,
+                             absl::Time start) {
   if (!shared_->ShouldAsk(start)) {
     Counters::Inc(counters_->backoff_decisions);
     return shared_->Local(
@@ -248,6 +300,14 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
     return;
   }
   const absl::Time start = absl::Now();
+  bool renew = false;
+  if (Permit leased;
+      DecideLeased(dependency, key, permits, start, &leased, &renew)) {
+    done(std::move(leased));
+    return;
+  }
+  // The answer comes later on another thread: the lease is asked for now.
+  if (renew) shared_->leases->MaybeRenew(start, true);
   if (!shared_->ShouldAsk(start)) {
     Counters::Inc(counters_->backoff_decisions);
     done(shared_->Local(
@@ -451,6 +511,23 @@ absl::Status ValidateOptions(const ClientOptions& options) {
         base::CheckPositive("ClientOptions.max_reports_in_flight",
                             options.max_reports_in_flight)}) {
     if (!s.ok()) return s;
+  }
+  if (options.lease.enabled) {
+    const LeaseOptions& lease = options.lease;
+    // Between 10 ms (a renewal each call would cost more than it saves)
+    // and the 4 s a lease may last without one.
+    if (lease.tick < absl::Milliseconds(10) || lease.tick > absl::Seconds(4)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ClientOptions.lease.tick must be in [10ms, 4s], got ",
+          absl::FormatDuration(lease.tick)));
+    }
+    if (lease.hot_calls == 0 || lease.max_leased == 0 ||
+        lease.max_leased > 256) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ClientOptions.lease: need hot_calls >= 1 and max_leased in "
+          "[1, 256], got ",
+          lease.hot_calls, " and ", lease.max_leased));
+    }
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 #include "backoff.h"
 #include "counters.h"
 #include "decide_stream.h"
+#include "lease_book.h"
 #include "reporter.h"
 #include "response_cache.h"
 #include "sluice/client/client.h"
@@ -55,6 +56,8 @@ class ClientImpl final : public Client {
     // The Decide stream when options.use_stream; null otherwise.
     const std::shared_ptr<DecideStream> stream;
     const std::shared_ptr<Reporter> reporter;
+    // The leases when options.lease.enabled; null otherwise.
+    const std::shared_ptr<LeaseBook> leases;
     Backoff backoff;
     // Acquire callbacks that may still run; each decrements it last.
     std::atomic<int> callbacks{0};
@@ -88,6 +91,15 @@ class ClientImpl final : public Client {
 
   // Starts the RPC, or settles `call` locally without asking (bad names,
   // backing off). Returns false when the answer is already decided.
+  // Decides the call from its dependency's lease when one serves it;
+  // false when Sluice must be asked. `renew`: a renewal is wanted now.
+  bool DecideLeased(absl::string_view dependency, absl::string_view key,
+                    uint32_t permits, absl::Time now, Permit* out,
+                    bool* renew);
+  // Acquire's call to Sluice (or its local answer when backing off).
+  Permit AskSluice(absl::string_view dependency, absl::string_view key,
+                   uint32_t permits, absl::Time start);
+
   static bool Start(const std::shared_ptr<Shared>& shared,
                     const std::shared_ptr<PendingAcquire>& call,
                     std::function<void(const grpc::Status&)> on_done);

@@ -21,6 +21,13 @@ struct Counters {
   std::atomic<uint64_t> reports_auto_cancelled{0};
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> cache_misses{0};
+  std::atomic<uint64_t> leased_decisions{0};
+  std::atomic<uint64_t> lease_refusals{0};
+  std::atomic<uint64_t> lease_decisions_while_unreachable{0};
+  std::atomic<uint64_t> lease_renewals{0};
+  std::atomic<uint64_t> lease_renewal_failures{0};
+  std::atomic<uint64_t> lease_expiries{0};
+  std::atomic<uint64_t> leases_ended{0};
 
   static void Inc(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);

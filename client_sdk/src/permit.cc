@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "convert.h"
+#include "lease_book.h"
 #include "permit_access.h"
 #include "reporter.h"
 #include "wire/http_status.h"
@@ -16,6 +17,7 @@ Permit::~Permit() {
   if (reporter_ != nullptr) {
     reporter_->AutoCancel(dependency_, key_, permit_id_);
   }
+  if (lease_ != nullptr) Report(Outcome::kCancelled, absl::ZeroDuration());
 }
 
 Permit::Permit(Permit&& other) noexcept { Swap(other); }
@@ -43,10 +45,21 @@ void Permit::Swap(Permit& other) noexcept {
   swap(policy_version_, other.policy_version_);
   swap(decided_locally_, other.decided_locally_);
   swap(sluice_error_, other.sluice_error_);
+  swap(leased_, other.leased_);
   swap(reporter_, other.reporter_);
+  swap(lease_, other.lease_);
 }
 
 void Permit::Report(Outcome outcome, absl::Duration latency, int status_code) {
+  if (lease_ != nullptr) {
+    std::shared_ptr<internal::LeaseLine> line = std::move(lease_);
+    lease_ = nullptr;
+    if (line->Settle(outcome, latency)) {
+      // The breaker must hear of it now, not at the next tick.
+      if (auto book = line->book().lock()) book->MaybeRenew(absl::Now(), true);
+    }
+    return;
+  }
   if (reporter_ == nullptr) return;
   std::shared_ptr<internal::Reporter> reporter = std::move(reporter_);
   reporter_ = nullptr;
@@ -90,6 +103,41 @@ Permit PermitAccess::Local(std::string dependency, std::string key,
   p.http_status_ =
       verdict == Verdict::kReject ? wire::kClientRefusalHttpStatus : 0;
   p.decided_locally_ = true;
+  p.sluice_error_ = std::move(error);
+  return p;
+}
+
+Permit PermitAccess::Leased(std::string dependency,
+                            const LeaseLine::Decision& decision,
+                            std::shared_ptr<LeaseLine> line) {
+  Permit p;
+  p.dependency_ = std::move(dependency);
+  p.decided_locally_ = false;
+  p.leased_ = true;
+  p.breaker_state_ = decision.breaker_state;
+  p.policy_version_ = decision.policy_version;
+  if (decision.answer == LeaseLine::Answer::kAllow) {
+    p.call_timeout_ = decision.call_timeout;
+    p.lease_ = std::move(line);
+  } else {
+    p.verdict_ = Verdict::kReject;
+    p.reason_ = Reason::kRateLimited;
+    p.http_status_ = wire::kLeaseRefusalHttpStatus;
+    p.retry_after_ = decision.retry_after;
+    p.remaining_ = 0;
+  }
+  return p;
+}
+
+Permit PermitAccess::HeldLimit(std::string dependency, absl::Status error) {
+  Permit p;
+  p.verdict_ = Verdict::kReject;
+  p.reason_ = Reason::kRateLimited;
+  p.dependency_ = std::move(dependency);
+  p.http_status_ = wire::kLeaseRefusalHttpStatus;
+  p.remaining_ = 0;
+  p.decided_locally_ = true;
+  p.leased_ = true;
   p.sluice_error_ = std::move(error);
   return p;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "lease_book.h"
 #include "reporter.h"
 #include "sluice/client/permit.h"
 #include "sluice/v1/decision.pb.h"
@@ -23,6 +24,14 @@ class PermitAccess {
   // Decided by the SDK because Sluice could not (`error` says why).
   static Permit Local(std::string dependency, std::string key, Verdict verdict,
                       absl::Duration call_timeout, absl::Status error);
+  // Decided from `line`'s lease: an ALLOW that reports to the line, or a
+  // refusal of a spent lease.
+  static Permit Leased(std::string dependency,
+                       const LeaseLine::Decision& decision,
+                       std::shared_ptr<LeaseLine> line);
+  // A refusal because Sluice could not be asked (`error`) while the
+  // dependency's lease still holds its limit.
+  static Permit HeldLimit(std::string dependency, absl::Status error);
 };
 
 }  // namespace sluice::client::internal

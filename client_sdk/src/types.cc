@@ -72,6 +72,15 @@ ClientStats Counters::Snapshot() const {
       reports_auto_cancelled.load(std::memory_order_relaxed);
   s.cache_hits = cache_hits.load(std::memory_order_relaxed);
   s.cache_misses = cache_misses.load(std::memory_order_relaxed);
+  s.leased_decisions = leased_decisions.load(std::memory_order_relaxed);
+  s.lease_refusals = lease_refusals.load(std::memory_order_relaxed);
+  s.lease_decisions_while_unreachable =
+      lease_decisions_while_unreachable.load(std::memory_order_relaxed);
+  s.lease_renewals = lease_renewals.load(std::memory_order_relaxed);
+  s.lease_renewal_failures =
+      lease_renewal_failures.load(std::memory_order_relaxed);
+  s.lease_expiries = lease_expiries.load(std::memory_order_relaxed);
+  s.leases_ended = leases_ended.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -241,6 +241,18 @@ std::shared_ptr<const Engine::DependencyMap> Engine::CurrentMap() {
   return current_;
 }
 
+LeaseTerms Engine::RenewLease(absl::string_view dependency,
+                              const LeaseSettlement& settlement) {
+  LeaseTerms terms;
+  LivePolicy* dep = Find(dependency);
+  if (dep == nullptr) {
+    terms.reason = "no policy has this name";
+    return terms;
+  }
+  dep->RenewLease(settlement, &terms);
+  return terms;
+}
+
 BreakerState Engine::PeekBreaker(absl::string_view dependency,
                                  absl::string_view key) {
   LivePolicy* dep = Find(dependency);

@@ -35,6 +35,9 @@ struct DecisionCounters {
   uint64_t degraded = 0;
   // Calls a shadow policy allowed that it would have refused.
   uint64_t shadow_refused = 0;
+  // Of `allowed`: calls clients decided from their leases
+  // (ClientLeases), counted when they settle.
+  uint64_t leased = 0;
   // [verdict][reason] of every answer given.
   std::array<std::array<uint64_t, kReasonCount>, 4> by_verdict_reason{};
   // Reported outcomes, indexed by Outcome (expired permits count as
@@ -75,6 +78,12 @@ struct GateStatus {
   uint32_t effective_max_in_flight = 0;
   uint32_t in_flight = 0;
   size_t live_permits = 0;
+  // Out on lease with clients that decide in their own process
+  // (ClientLeases): how many leases, and the tokens and in-flight slots
+  // they hold. The slots count in in_flight too.
+  size_t client_leases = 0;
+  double leased_tokens = 0;
+  uint64_t leased_slots = 0;
   bool has_breaker = false;
   BreakerState breaker_state = BreakerState::kClosed;
   BreakerOverride override_mode = BreakerOverride::kAuto;

@@ -160,6 +160,9 @@ class alignas(64) LivePolicy::Shard {
     SetPolicy(std::move(policy));
     max_keys_ = max_keys;
     cluster_ = cluster;
+    // Lease ids of another life of this dependency are not taken for
+    // this one's.
+    lease_ids_ = static_cast<uint64_t>(absl::ToUnixMicros(now)) << 12;
     if (!policy_->per_key) {
       single_.emplace(*policy_, now, &context_, absl::string_view());
       InitGates(&*single_, now);
@@ -320,6 +323,16 @@ class alignas(64) LivePolicy::Shard {
                             : gates->breaker_state(now);
   }
 
+  // Settles a client's lease and answers its next one (ClientLeases),
+  // with the gates exact: the slices' loans back first.
+  void RenewLease(const LeaseSettlement& in, absl::Time now, LeaseTerms* out)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    ChangeLock lock(this);
+    ExpireDue(now);
+    ReclaimSlices(now);
+    leases_.Renew(in, *policy_, &*single_, &lease_ids_, &counters_, now, out);
+  }
+
   BreakerState PeekBreaker(absl::string_view key, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
@@ -380,6 +393,10 @@ class alignas(64) LivePolicy::Shard {
     if (single_) {
       out->gates = single_->Status(now);
       out->gates->live_permits = ledger_.live() + SlicePermits();
+      const LeaseTotals leased = leases_.totals();
+      out->gates->client_leases = leased.leases;
+      out->gates->leased_tokens = leased.tokens;
+      out->gates->leased_slots = leased.slots;
     } else if (auto it = index_.find(key); it != index_.end()) {
       out->gates = (*it)->gates.Status(now);
       out->gates->live_permits = (*it)->live_permits;
@@ -514,6 +531,7 @@ class alignas(64) LivePolicy::Shard {
     to->rejected += from.rejected;
     to->degraded += from.degraded;
     to->shadow_refused += from.shadow_refused;
+    to->leased += from.leased;
     for (size_t v = 0; v < from.by_verdict_reason.size(); ++v) {
       for (size_t r = 0; r < from.by_verdict_reason[v].size(); ++r) {
         to->by_verdict_reason[v][r] += from.by_verdict_reason[v][r];
@@ -652,7 +670,8 @@ class alignas(64) LivePolicy::Shard {
       return;
     }
     ExpireDue(now);
-    absl::Time next = std::min(ledger_.NextDeadline(), SlicesNextDue(now));
+    absl::Time next = std::min({ledger_.NextDeadline(), SlicesNextDue(now),
+                                leases_.next_due()});
     ForEachGates([&](GateSet& gates) {
       gates.Sweep(now);
       next = std::min(next, gates.NextSweep());
@@ -680,6 +699,7 @@ class alignas(64) LivePolicy::Shard {
     while (ledger_.PopExpired(now, &permit)) {
       Settle(permit, permit.on_expiry, now - permit.issued, false, now);
     }
+    if (single_ && leases_.next_due() <= now) leases_.Expire(&*single_, now);
   }
 
   // --- Per-core slices (CoreSlice), of a shard without keys -------------
@@ -917,6 +937,10 @@ class alignas(64) LivePolicy::Shard {
   PermitLedger ledger_ ABSL_GUARDED_BY(mu_);
   // Gates of a policy without per_key.
   std::optional<GateSet> single_ ABSL_GUARDED_BY(mu_);
+  // What clients hold on lease from single_ (none for a per_key policy),
+  // and where their lease ids come from.
+  ClientLeases leases_ ABSL_GUARDED_BY(mu_);
+  uint64_t lease_ids_ ABSL_GUARDED_BY(mu_) = 0;
   // Its per-core slices (none for a per_key policy): slot i holds slice i
   // once it is made (SliceAt), and the epoch of its permits; the slices
   // themselves are owned_slices_. Bit i of touched_: slice i may hold
@@ -1042,6 +1066,15 @@ LivePolicyStatus LivePolicy::Status(absl::string_view key) {
     shard->AddStatus(key, shard.get() == own, now, &status);
   }
   return status;
+}
+
+void LivePolicy::RenewLease(const LeaseSettlement& in, LeaseTerms* out) {
+  if (per_key_) {
+    *out = LeaseTerms();
+    out->reason = "a per_key policy decides each call";
+    return;
+  }
+  shards_[0]->RenewLease(in, clock_->Now(), out);
 }
 
 DependencyWarmState LivePolicy::ExportWarm(size_t max_keys) {

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/core/client_leases.h"
 #include "server/core/clock.h"
 #include "server/core/core_slice.h"
 #include "server/core/decision.h"
@@ -80,6 +81,9 @@ class LivePolicy {
   // alarm.
   void Sweep(absl::Time now);
   BreakerState PeekBreaker(absl::string_view key);
+  // Settles a client's lease and answers its next one (see ClientLeases):
+  // only a policy without per_key lends.
+  void RenewLease(const LeaseSettlement& in, LeaseTerms* out);
   // Whether Reconfigure can take `policy`: the same shape of state (per_key
   // or not). If not, the engine builds a new dependency in its place, which
   // keeps the counters and the override but whose gates start afresh.

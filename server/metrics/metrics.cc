@@ -266,6 +266,14 @@ void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
     const core::GateStatus& g = *status->gates;
     Add(family(MetricId::kInFlight), MetricId::kInFlight, {dep},
         static_cast<double>(g.live_permits));
+    Add(family(MetricId::kClientLeases), MetricId::kClientLeases, {dep},
+        static_cast<double>(g.client_leases));
+    Add(family(MetricId::kLeasedTokens), MetricId::kLeasedTokens, {dep},
+        g.leased_tokens);
+    Add(family(MetricId::kLeasedSlots), MetricId::kLeasedSlots, {dep},
+        static_cast<double>(g.leased_slots));
+    Add(family(MetricId::kLeasedDecisions), MetricId::kLeasedDecisions, {dep},
+        static_cast<double>(c.leased));
     Add(family(MetricId::kShare), MetricId::kShare, {dep}, g.rate_fraction);
     if (g.has_breaker) {
       for (core::BreakerState state : kBreakerStates) {

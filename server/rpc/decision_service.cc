@@ -4,12 +4,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/rpc/decision_convert.h"
 #include "server/rpc/message_bounds.h"
 #include "server/rpc/serve_unary.h"
+#include "wire/limits.h"
 #include "wire/quote.h"
 #include "wire/status.h"
 
@@ -196,6 +198,116 @@ absl::Status DecisionServiceImpl::ReportMany(
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 DecisionServiceImpl::Decide(grpc::CallbackServerContext* /*context*/) {
   return new DecideStream(&decide_handler_, &streams_);
+}
+
+grpc::ServerUnaryReactor* DecisionServiceImpl::RenewLeases(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary<v1::RenewLeasesRequest, v1::RenewLeasesResponse>(
+      context, request, response, kRenewLeasesBudget,
+      [this](const v1::RenewLeasesRequest& r, v1::RenewLeasesResponse* out) {
+        return RenewMany(r, out);
+      });
+}
+
+namespace {
+
+// What one renewal must hold before it is applied.
+absl::Status CheckRenewal(const v1::ClientLeaseRenewal& r) {
+  if (absl::Status s = wire::ValidateRequestNames(r.dependency(), "");
+      !s.ok()) {
+    return s;
+  }
+  uint64_t ended = 0;
+  for (uint64_t n : {r.successes(), r.slow(), r.failures(), r.timeouts(),
+                     r.cancelled()}) {
+    if (n > r.admitted() - ended) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "successes + slow + failures + timeouts + cancelled: more calls "
+          "ended than admitted (", r.admitted(), ")"));
+    }
+    ended += n;
+  }
+  if (r.in_flight() > r.admitted() - ended) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "in_flight: ", r.in_flight(), " is more than the calls admitted and "
+        "not ended (", r.admitted() - ended, ")"));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, uint32_t>{"want_tokens", r.want_tokens()},
+        {"want_slots", r.want_slots()}}) {
+    if (value > DecisionServiceImpl::kMaxWanted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": at most ", DecisionServiceImpl::kMaxWanted,
+                       ", got ", value));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecisionServiceImpl::RenewMany(
+    const v1::RenewLeasesRequest& request,
+    v1::RenewLeasesResponse* response) {
+  if (request.client() == 0) {
+    return absl::InvalidArgumentError("client: must not be 0");
+  }
+  const int n = request.leases_size();
+  if (n > kMaxRenewals) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leases: at most ", kMaxRenewals, " per call, got ", n));
+  }
+  absl::flat_hash_set<absl::string_view> seen;
+  seen.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    const v1::ClientLeaseRenewal& r = request.leases(i);
+    absl::Status s = CheckRenewal(r);
+    if (s.ok() && !seen.insert(r.dependency()).second) {
+      s = absl::InvalidArgumentError("the dependency is renewed twice");
+    }
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("leases[", i, "]: ", s.message()));
+    }
+  }
+  response->mutable_grants()->Reserve(n);
+  for (const v1::ClientLeaseRenewal& r : request.leases()) {
+    core::LeaseSettlement in;
+    in.client = request.client();
+    in.lease = r.lease();
+    in.tokens_spent = r.tokens_spent();
+    in.admitted = r.admitted();
+    in.successes = r.successes();
+    in.slow = r.slow();
+    in.failures = r.failures();
+    in.timeouts = r.timeouts();
+    in.cancelled = r.cancelled();
+    in.in_flight = r.in_flight();
+    in.want_tokens = r.want_tokens();
+    in.want_slots = r.want_slots();
+    const core::LeaseTerms terms = engine_->RenewLease(r.dependency(), in);
+    v1::ClientLeaseGrant* g = response->add_grants();
+    g->set_dependency(r.dependency());
+    g->set_lease(terms.lease);
+    g->set_token_limit(terms.token_limit);
+    g->set_unlimited_tokens(terms.unlimited_tokens);
+    g->set_slot_limit(terms.slot_limit);
+    g->set_unlimited_slots(terms.unlimited_slots);
+    *g->mutable_valid_for() = DurationToProto(terms.valid_for);
+    *g->mutable_call_timeout() = DurationToProto(terms.call_timeout);
+    if (terms.slow_after != absl::InfiniteDuration()) {
+      *g->mutable_slow_after() = DurationToProto(terms.slow_after);
+    }
+    g->set_breaker_state(BreakerStateToProto(terms.breaker_state));
+    g->set_exhausted(terms.exhausted);
+    if (terms.retry_after > absl::ZeroDuration()) {
+      *g->mutable_retry_after() = DurationToProto(terms.retry_after);
+    }
+    g->set_policy_version(terms.policy_version);
+    g->set_reason(terms.reason);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DecisionServiceImpl::HandleDecide(

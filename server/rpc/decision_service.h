@@ -28,7 +28,8 @@ using RawDecisionService = v1::DecisionService::WithRawCallbackMethod_Acquire<
     v1::DecisionService::WithRawCallbackMethod_ReportResult<
         v1::DecisionService::WithRawCallbackMethod_ReportResults<
             v1::DecisionService::WithRawCallbackMethod_Decide<
-                v1::DecisionService::Service>>>>;
+                v1::DecisionService::WithRawCallbackMethod_RenewLeases<
+                    v1::DecisionService::Service>>>>>;
 
 // sluice.v1.DecisionService on the gRPC callback API. Each handler checks
 // the request's size and counts, parses it, asks the engine, converts the
@@ -59,6 +60,10 @@ class DecisionServiceImpl final : public RawDecisionService,
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Decide(
       grpc::CallbackServerContext* context) override;
+
+  grpc::ServerUnaryReactor* RenewLeases(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // Cluster mode: permits carry `replica_id`, and a report for a permit of
   // another replica goes to `forward`, which passes it on to the issuer (and
@@ -115,6 +120,12 @@ class DecisionServiceImpl final : public RawDecisionService,
   absl::Status HandleDecide(const v1::DecideRequest& request,
                             v1::DecideResponse* response);
 
+  // A whole RenewLeasesRequest, all or nothing: every renewal is checked
+  // first, and if one is invalid none is applied and the error names it
+  // (leases[i]). Then a grant per renewal, in order.
+  absl::Status RenewMany(const v1::RenewLeasesRequest& request,
+                         v1::RenewLeasesResponse* response);
+
   // Decide streams open now.
   int64_t open_streams() const { return streams_.open(); }
   // open_streams() as sluice_decide_streams.
@@ -127,6 +138,10 @@ class DecisionServiceImpl final : public RawDecisionService,
   static constexpr int kMaxBatch = 10000;
   // Most calls one DecideRequest may carry.
   static constexpr int kMaxDecideCalls = 1000;
+  // Most dependencies one RenewLeasesRequest may renew.
+  static constexpr int kMaxRenewals = 256;
+  // Most tokens or slots one renewal may want.
+  static constexpr uint32_t kMaxWanted = 1000000;
 
  private:
   absl::Status DecideAcquire(const v1::AcquireRequest& request,

@@ -55,6 +55,10 @@ inline constexpr MessageBudget kReportsBudget{kMaxDataMessageBytes,
 // size (about 1.7 kB each).
 inline constexpr MessageBudget kDecideBudget{kMaxDataMessageBytes,
                                              1000 * 16 + 64, 1, "calls", 1000};
+// 256 renewals (DecisionServiceImpl::kMaxRenewals) of a dependency of 256
+// bytes and 12 numbers each (under 400 bytes).
+inline constexpr MessageBudget kRenewLeasesBudget{128 << 10, 256 * 16 + 64, 2,
+                                                  "leases", 256};
 // Envoy's RateLimitRequest: 64 descriptors of 64 entries at most
 // (RateLimitServiceImpl::kMaxDescriptors, kMaxEntries), each entry a key
 // and a value; real requests are a few hundred bytes.

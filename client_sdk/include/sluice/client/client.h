@@ -108,6 +108,22 @@ struct ClientStats {
   uint64_t reports_auto_cancelled = 0;
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
+  // Leases (ClientOptions::lease). Calls the client admitted from a lease
+  // without asking Sluice; calls it refused because the lease was spent
+  // and Sluice had nothing more (RATE_LIMITED, without asking) or could
+  // not be asked while the lease still held the limit.
+  uint64_t leased_decisions = 0;
+  uint64_t lease_refusals = 0;
+  // Of leased_decisions and lease_refusals: made while the last renewal
+  // had failed (Sluice slow or unreachable).
+  uint64_t lease_decisions_while_unreachable = 0;
+  // RenewLeases calls that were answered, and that failed.
+  uint64_t lease_renewals = 0;
+  uint64_t lease_renewal_failures = 0;
+  // Leases that ended without a renewal (Sluice unreachable too long), and
+  // leases Sluice ended or the client gave back.
+  uint64_t lease_expiries = 0;
+  uint64_t leases_ended = 0;
 };
 
 // The Sluice client a gateway links against. Create one per process and

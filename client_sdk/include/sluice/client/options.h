@@ -43,6 +43,29 @@ struct TlsOptions {
   std::string server_name;
 };
 
+// Leases: the client decides a busy dependency in its own process, from
+// tokens and in-flight slots its sluiced lends it, instead of asking for
+// each call (docs/leases.md). Only a dependency whose gates allow it is
+// leased (a token bucket and/or an in-flight cap, nothing cluster-scope,
+// no per_key, a CLOSED breaker); the others, and calls with a key, keep
+// asking. Limits hold across every caller: what a lease holds is lent out
+// of the dependency's own gates.
+struct LeaseOptions {
+  // Off by default.
+  bool enabled = false;
+  // How often a leased dependency is renewed: the lease's settlement goes
+  // up and the breaker's state comes back, so a trip elsewhere reaches
+  // this client within one tick. The client asks sooner when a leased
+  // call fails or its lease runs short.
+  absl::Duration tick = absl::Milliseconds(250);
+  // A dependency with at least this many Acquires within one tick is
+  // leased; a leased one with fewer than a quarter of them in a tick is
+  // given back and asked per call again.
+  uint32_t hot_calls = 16;
+  // Most dependencies leased at once.
+  size_t max_leased = 256;
+};
+
 // Everything a Client needs. Every field has a working default except
 // `target` (or `channel`).
 struct ClientOptions {
@@ -90,6 +113,13 @@ struct ClientOptions {
   FailureMode on_failure = FailureMode::kFailOpen;
   // call_timeout of an ALLOW the SDK decided itself (Sluice unreachable).
   absl::Duration local_call_timeout = absl::Seconds(1);
+
+  // Decide busy dependencies in-process from leases (see LeaseOptions).
+  // While Sluice is slow or unreachable a leased dependency keeps its
+  // limit until its lease ends (at most 4 s after the last renewal):
+  // calls its lease cannot cover are refused (RATE_LIMITED), not decided
+  // by on_failure. After that, on_failure applies as without leases.
+  LeaseOptions lease;
 
   // --- Local backoff while Sluice is unreachable ---------------------------
 

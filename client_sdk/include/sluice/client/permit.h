@@ -15,6 +15,7 @@ namespace sluice::client {
 namespace internal {
 class Reporter;
 class PermitAccess;
+class LeaseLine;
 }  // namespace internal
 
 // Sluice's answer to one Acquire, and the obligation to report the call.
@@ -60,8 +61,13 @@ class Permit {
   // ClientOptions::on_failure; sluice_error() then says why.
   bool decided_locally() const { return decided_locally_; }
   const absl::Status& sluice_error() const { return sluice_error_; }
+  // True when the client decided it from a lease Sluice lent it
+  // (ClientOptions::lease) without asking: an ALLOW whose report stays in
+  // the client until its next renewal, or a refusal because the lease was
+  // spent.
+  bool leased() const { return leased_; }
   // True once the call was reported (or there is nothing to report).
-  bool reported() const { return reporter_ == nullptr; }
+  bool reported() const { return reporter_ == nullptr && lease_ == nullptr; }
 
   // Reports how the call went; `status_code` is optional (for diagnostics).
   // Only the first report counts; later ones are ignored.
@@ -86,8 +92,10 @@ class Permit {
   uint64_t policy_version_ = 0;
   bool decided_locally_ = true;
   absl::Status sluice_error_;
-  // Set while a report is owed.
+  bool leased_ = false;
+  // Set while a report is owed: to Sluice, or to the lease it came from.
   std::shared_ptr<internal::Reporter> reporter_;
+  std::shared_ptr<internal::LeaseLine> lease_;
 };
 
 }  // namespace sluice::client

@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "lease_book.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "convert.h"
+#include "wire/limits.h"
+
+namespace sluice::client::internal {
+namespace {
+
+// The most tokens or slots a renewal asks for (the server's bound).
+constexpr double kMostWanted = 1000000;
+
+// A renewal closer than this fraction of a tick to the last one keeps the
+// last one's demand: too short a window says little about the rate.
+constexpr double kShortestWindow = 0.5;
+
+uint32_t Wanted(double n) {
+  return static_cast<uint32_t>(std::clamp(std::ceil(n), 1.0, kMostWanted));
+}
+
+}  // namespace
+
+LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
+  const uint32_t n = permits == 0 ? 1 : permits;
+  Decision d;
+  absl::MutexLock lock(&mu_);
+  d.unreachable = unreachable_;
+  if (!hot_ && !giving_back_ && now - window_start_ >= tick_) {
+    window_start_ = now;
+    calls_ = 0;
+    tokens_asked_ = 0;
+  }
+  ++calls_;
+  tokens_asked_ += n;
+  if (!hot_ && calls_ >= hot_calls_) {
+    hot_ = true;
+    giving_back_ = false;
+    d.renew_now = true;
+  }
+  if (lease_ != 0 && now >= until_) {
+    // No renewal came in time: the lease is over, and with it the limit
+    // this client held from it.
+    Counters::Inc(counters_->lease_expiries);
+    lease_ = 0;
+  }
+  if (lease_ == 0 || suspended_) return d;
+  if (!unlimited_slots_ && in_flight_ >= slot_limit_) {
+    ++slot_misses_;
+    return d;
+  }
+  if (!unlimited_tokens_ && tokens_spent_ + n > token_limit_) {
+    if (exhausted_ && now < retry_at_) {
+      d.answer = Answer::kRefuse;
+      d.retry_after = retry_at_ - now;
+      d.breaker_state = breaker_state_;
+      d.policy_version = policy_version_;
+    } else {
+      d.renew_now = true;
+    }
+    return d;
+  }
+  tokens_spent_ += n;
+  ++admitted_;
+  ++in_flight_;
+  peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+  d.answer = Answer::kAllow;
+  d.call_timeout = call_timeout_;
+  d.breaker_state = breaker_state_;
+  d.policy_version = policy_version_;
+  return d;
+}
+
+bool LeaseLine::Settle(Outcome outcome, absl::Duration latency) {
+  absl::MutexLock lock(&mu_);
+  if (in_flight_ > 0) --in_flight_;
+  bool bad = true;
+  switch (outcome) {
+    case Outcome::kSuccess:
+      if (latency <= slow_after_) {
+        ++successes_;
+        bad = false;
+      } else {
+        ++slow_;
+      }
+      break;
+    case Outcome::kFailure:
+      ++failures_;
+      break;
+    case Outcome::kTimeout:
+      ++timeouts_;
+      break;
+    case Outcome::kCancelled:
+      ++cancelled_;
+      bad = false;
+      break;
+  }
+  if (!bad) return false;
+  // The breaker judges it: decide nothing more from the lease until Sluice
+  // has heard of it and answered.
+  ++bad_;
+  suspended_ = true;
+  return true;
+}
+
+bool LeaseLine::HoldsLimit(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  return lease_ != 0 && now < until_;
+}
+
+bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
+  absl::MutexLock lock(&mu_);
+  const absl::Duration window = now - window_start_;
+  const bool measured = window >= kShortestWindow * tick_;
+  const double ticks = measured ? window / tick_ : 1;
+  if (measured && hot_ &&
+      static_cast<double>(calls_) * 4 < hot_calls_ * ticks) {
+    // Cooled: give the lease back and ask per call again.
+    hot_ = false;
+    giving_back_ = lease_ != 0 || in_flight_ > 0;
+  }
+  if (hot_ && (measured || want_tokens_ == 0)) {
+    // Enough for two ticks: the next renewal may come late. A first
+    // renewal soon after the line turned hot counts what it saw as a
+    // tick's demand.
+    const double per_tick = static_cast<double>(tokens_asked_) / ticks;
+    want_tokens_ = Wanted(2 * per_tick);
+    want_slots_ = Wanted(std::max<double>(peak_in_flight_ + slot_misses_ + 1,
+                                          in_flight_ + 1));
+  }
+  if (!hot_ && !giving_back_ && lease_ == 0 && sent_lease_ == 0) {
+    return false;
+  }
+  if (!hot_ && lease_ != 0) {
+    // It stops deciding from the lease before the server hears so.
+    lease_ = 0;
+    Counters::Inc(counters_->leases_ended);
+  }
+  out->set_dependency(dependency_);
+  out->set_lease(lease_ != 0 ? lease_ : sent_lease_);
+  out->set_tokens_spent(tokens_spent_);
+  out->set_admitted(admitted_);
+  out->set_successes(successes_);
+  out->set_slow(slow_);
+  out->set_failures(failures_);
+  out->set_timeouts(timeouts_);
+  out->set_cancelled(cancelled_);
+  out->set_in_flight(in_flight_);
+  if (hot_) {
+    out->set_want_tokens(want_tokens_);
+    out->set_want_slots(want_slots_);
+  }
+  bad_sent_ = bad_;
+  if (!hot_ && in_flight_ == 0) {
+    // Everything is settled with this one: the line goes quiet.
+    giving_back_ = false;
+    sent_lease_ = 0;
+  } else {
+    sent_lease_ = out->lease();
+  }
+  if (measured) {
+    window_start_ = now;
+    calls_ = 0;
+    tokens_asked_ = 0;
+    peak_in_flight_ = in_flight_;
+    slot_misses_ = 0;
+  }
+  return true;
+}
+
+void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
+  absl::MutexLock lock(&mu_);
+  unreachable_ = false;
+  breaker_state_ = BreakerStateFromProto(grant.breaker_state());
+  policy_version_ = grant.policy_version();
+  suspended_ = bad_ != bad_sent_;
+  if (grant.lease() == 0 || !hot_) {
+    if (lease_ != 0) Counters::Inc(counters_->leases_ended);
+    lease_ = 0;
+    exhausted_ = false;
+    if (grant.lease() == 0 && in_flight_ == 0) sent_lease_ = 0;
+    return;
+  }
+  lease_ = grant.lease();
+  sent_lease_ = lease_;
+  until_ = sent + DurationFromProto(grant.valid_for());
+  token_limit_ = grant.token_limit();
+  unlimited_tokens_ = grant.unlimited_tokens();
+  slot_limit_ = grant.slot_limit();
+  unlimited_slots_ = grant.unlimited_slots();
+  call_timeout_ = DurationFromProto(grant.call_timeout());
+  slow_after_ = grant.has_slow_after() ? DurationFromProto(grant.slow_after())
+                                       : absl::InfiniteDuration();
+  exhausted_ = grant.exhausted();
+  retry_at_ = sent + DurationFromProto(grant.retry_after());
+}
+
+void LeaseLine::Cool() {
+  absl::MutexLock lock(&mu_);
+  hot_ = false;
+  giving_back_ = lease_ != 0 || in_flight_ > 0;
+}
+
+void LeaseLine::RenewalFailed() {
+  absl::MutexLock lock(&mu_);
+  unreachable_ = true;
+}
+
+absl::Time LeaseLine::wants_renewal_at() {
+  absl::MutexLock lock(&mu_);
+  if (suspended_ || (hot_ && lease_ == 0)) return absl::InfinitePast();
+  if (lease_ != 0 && exhausted_) return retry_at_;
+  return absl::InfiniteFuture();
+}
+
+LeaseBook::LeaseBook(const LeaseOptions& options,
+                     std::shared_ptr<grpc::Channel> channel,
+                     std::shared_ptr<Counters> counters)
+    : options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::DecisionService::NewStub(channel_)),
+      counters_(std::move(counters)),
+      client_id_([] {
+        absl::BitGen gen;
+        uint64_t id = 0;
+        while (id == 0) id = absl::Uniform<uint64_t>(gen);
+        return id;
+      }()) {}
+
+std::shared_ptr<LeaseLine> LeaseBook::Line(absl::string_view dependency) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = lines_.find(dependency);
+    if (it != lines_.end()) return it->second;
+    if (lines_.size() >= options_.max_leased) return nullptr;
+  }
+  absl::MutexLock lock(&mu_);
+  if (lines_.size() >= options_.max_leased) {
+    auto it = lines_.find(dependency);
+    return it == lines_.end() ? nullptr : it->second;
+  }
+  std::shared_ptr<LeaseLine>& line = lines_[dependency];
+  if (line == nullptr) {
+    line = std::make_shared<LeaseLine>(std::string(dependency),
+                                       weak_from_this(), counters_,
+                                       options_.tick, options_.hot_calls);
+  }
+  return line;
+}
+
+std::shared_ptr<LeaseLine> LeaseBook::Find(absl::string_view dependency) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = lines_.find(dependency);
+  return it == lines_.end() ? nullptr : it->second;
+}
+
+// One RenewLeases call in flight.
+struct LeaseBook::Renewal {
+  grpc::ClientContext context;
+  v1::RenewLeasesRequest request;
+  v1::RenewLeasesResponse response;
+  // The line of each renewal, in order.
+  std::vector<std::shared_ptr<LeaseLine>> lines;
+  absl::Time sent;
+};
+
+void LeaseBook::MaybeRenew(absl::Time now, bool now_anyway) {
+  if (!now_anyway &&
+      absl::ToUnixNanos(now) < next_renewal_ns_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  auto renewal = std::make_unique<Renewal>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    if (renewing_) {
+      if (now_anyway) again_ = true;
+      return;
+    }
+    if (!now_anyway && now < next_renewal_) return;
+    renewal->request.set_client(client_id_);
+    for (auto& [name, line] : lines_) {
+      v1::ClientLeaseRenewal* r = renewal->request.add_leases();
+      if (line->Fill(now, r)) {
+        renewal->lines.push_back(line);
+      } else {
+        renewal->request.mutable_leases()->RemoveLast();
+      }
+    }
+    next_renewal_ = now + options_.tick;
+    next_renewal_ns_.store(absl::ToUnixNanos(next_renewal_),
+                           std::memory_order_relaxed);
+    if (renewal->lines.empty()) return;
+    renewing_ = true;
+    outstanding_.fetch_add(1);
+  }
+  renewal->sent = now;
+  // An answer later than a tick is as good as none: the lines keep their
+  // leases until they run out, and the next renewal tries again.
+  renewal->context.set_deadline(absl::ToChronoTime(now + options_.tick));
+  Renewal* r = renewal.release();
+  stub_->async()->RenewLeases(
+      &r->context, &r->request, &r->response,
+      [this, r](grpc::Status status) { Done(r, status); });
+}
+
+void LeaseBook::Done(Renewal* renewal, const grpc::Status& status) {
+  std::unique_ptr<Renewal> owned(renewal);
+  const absl::Time now = absl::Now();
+  const bool ok = status.ok() && renewal->response.grants_size() ==
+                                     renewal->request.leases_size();
+  if (ok) {
+    for (size_t i = 0; i < renewal->lines.size(); ++i) {
+      renewal->lines[i]->Apply(renewal->response.grants(static_cast<int>(i)),
+                               renewal->sent);
+    }
+  } else {
+    for (const auto& line : renewal->lines) line->RenewalFailed();
+  }
+  bool again = false;
+  {
+    absl::MutexLock lock(&mu_);
+    renewing_ = false;
+    absl::Time next = renewal->sent + options_.tick;
+    if (ok) {
+      for (const auto& line : renewal->lines) {
+        next = std::min(next, line->wants_renewal_at());
+      }
+    }
+    again = again_ || next <= now;
+    again_ = false;
+    next_renewal_ = std::max(next, now);
+    next_renewal_ns_.store(absl::ToUnixNanos(next_renewal_),
+                           std::memory_order_relaxed);
+  }
+  owned.reset();  // before the count, with its ClientContext
+  // Counted once the answer is in force, so a caller that saw the count
+  // sees the lease it brought.
+  Counters::Inc(ok ? counters_->lease_renewals
+                   : counters_->lease_renewal_failures);
+  // Something waits for Sluice now (a leased call failed meanwhile, or a
+  // lease is spent): ask again without waiting for the next call. Not
+  // after a failure, which waits its tick.
+  if (again && ok) MaybeRenew(now, true);
+  outstanding_.fetch_sub(1);
+}
+
+void LeaseBook::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  // Bounded by the renewal's deadline (one tick).
+  while (outstanding_.load() > 0) absl::SleepFor(absl::Milliseconds(1));
+  // Give every lease back at once, so its unused tokens and slots return
+  // now rather than when it runs out. Best effort, briefly.
+  const absl::Time now = absl::Now();
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(
+      now + std::min(options_.tick, absl::Milliseconds(250))));
+  v1::RenewLeasesRequest request;
+  request.set_client(client_id_);
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [name, line] : lines_) {
+      line->Cool();
+      if (!line->Fill(now, request.add_leases())) {
+        request.mutable_leases()->RemoveLast();
+      }
+    }
+  }
+  if (request.leases_size() == 0) return;
+  v1::RenewLeasesResponse response;
+  stub_->RenewLeases(&context, request, &response);
+}
+
+}  // namespace sluice::client::internal

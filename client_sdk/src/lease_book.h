@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: Apache-2.0
+#ifndef SLUICE_CLIENT_SRC_LEASE_BOOK_H_
+#define SLUICE_CLIENT_SRC_LEASE_BOOK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "counters.h"
+#include "grpcpp/channel.h"
+#include "sluice/client/options.h"
+#include "sluice/client/types.h"
+#include "sluice/v1/decision.grpc.pb.h"
+
+namespace sluice::client::internal {
+
+class LeaseBook;
+
+// One dependency as the client's leases see it: the lease it decides from
+// (if any), what it did with it, and how busy it is. Every count is
+// cumulative over the client's life, as RenewLeases takes them. Safe for
+// concurrent use; its lock is taken once per decision and once per report
+// of a leased call, by no one else but the renewal.
+class LeaseLine {
+ public:
+  LeaseLine(std::string dependency, std::weak_ptr<LeaseBook> book,
+            std::shared_ptr<Counters> counters, absl::Duration tick,
+            uint32_t hot_calls)
+      : dependency_(std::move(dependency)),
+        book_(std::move(book)),
+        counters_(std::move(counters)),
+        tick_(tick),
+        hot_calls_(hot_calls) {}
+
+  // What Decide answered.
+  enum class Answer {
+    kAsk,     // no lease serves the call: ask Sluice
+    kAllow,   // admitted from the lease
+    kRefuse,  // the lease is spent and Sluice has nothing more
+  };
+  struct Decision {
+    Answer answer = Answer::kAsk;
+    absl::Duration call_timeout = absl::ZeroDuration();
+    absl::Duration retry_after = absl::ZeroDuration();
+    BreakerState breaker_state = BreakerState::kUnknown;
+    uint64_t policy_version = 0;
+    // The last renewal had failed.
+    bool unreachable = false;
+    // This call made the dependency hot: a renewal is due now.
+    bool renew_now = false;
+  };
+  Decision Decide(uint32_t permits, absl::Time now);
+  // Settles a call Decide admitted; true when the outcome asks for a
+  // renewal at once (the breaker must hear of it).
+  bool Settle(Outcome outcome, absl::Duration latency);
+  // Whether the lease still holds the limit at `now`: it has not run out,
+  // so a call it cannot cover is refused, not decided by on_failure.
+  bool HoldsLimit(absl::Time now);
+
+  // The renewal: what to send (false when the line has nothing to say),
+  // and the answer for it.
+  bool Fill(absl::Time now, v1::ClientLeaseRenewal* out);
+  // Applies the grant for the renewal sent at `sent`.
+  void Apply(const v1::ClientLeaseGrant& grant, absl::Time sent);
+  // The renewal sent for it failed.
+  void RenewalFailed();
+  // Stops wanting a lease: the next Fill gives it back.
+  void Cool();
+  // When the line wants its next renewal: a spent lease's retry_after.
+  absl::Time wants_renewal_at();
+
+  const std::string& dependency() const { return dependency_; }
+  std::weak_ptr<LeaseBook> book() const { return book_; }
+
+ private:
+  const std::string dependency_;
+  const std::weak_ptr<LeaseBook> book_;
+  const std::shared_ptr<Counters> counters_;
+  const absl::Duration tick_;
+  const double hot_calls_;
+
+  absl::Mutex mu_;
+  // The lease; id 0: none.
+  uint64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t token_limit_ ABSL_GUARDED_BY(mu_) = 0;
+  bool unlimited_tokens_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t slot_limit_ ABSL_GUARDED_BY(mu_) = 0;
+  bool unlimited_slots_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration call_timeout_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  absl::Duration slow_after_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
+  BreakerState breaker_state_ ABSL_GUARDED_BY(mu_) = BreakerState::kUnknown;
+  uint64_t policy_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Spent and Sluice's bucket empty: refuse until then.
+  bool exhausted_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A leased call ended badly since the last renewal was built: decide
+  // nothing until Sluice's answer to the one that carries it.
+  bool suspended_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t bad_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bad_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Cumulative, as sent.
+  uint64_t tokens_spent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t successes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t slow_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t timeouts_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t cancelled_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Demand since window_start_: calls and tokens asked for, the most calls
+  // in flight at once, calls no slot of the lease could take.
+  absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t calls_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t tokens_asked_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t peak_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t slot_misses_ ABSL_GUARDED_BY(mu_) = 0;
+  // Hot: it wants a lease; giving_back_: it held one and cooled, and
+  // settles it until its calls have ended.
+  bool hot_ ABSL_GUARDED_BY(mu_) = false;
+  bool giving_back_ ABSL_GUARDED_BY(mu_) = false;
+  // What it asks for while hot.
+  uint32_t want_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t want_slots_ ABSL_GUARDED_BY(mu_) = 0;
+  // The lease the last renewal settled, while it has something left to
+  // settle.
+  uint64_t sent_lease_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The client's leases: a line per dependency it has decided on, and the
+// RenewLeases call that settles and renews them about once per tick. It
+// has no thread: a decision or a report starts a renewal when one is due,
+// and gRPC's callback applies the answer.
+class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
+ public:
+  LeaseBook(const LeaseOptions& options, std::shared_ptr<grpc::Channel> channel,
+            std::shared_ptr<Counters> counters);
+
+  // The line of `dependency`, made on first use; null when the client
+  // already keeps max_leased lines.
+  std::shared_ptr<LeaseLine> Line(absl::string_view dependency);
+  // The line of `dependency` if there is one.
+  std::shared_ptr<LeaseLine> Find(absl::string_view dependency);
+  // Sends a renewal now if it is due (or `now_anyway`) and none is in
+  // flight.
+  void MaybeRenew(absl::Time now, bool now_anyway = false);
+  // No renewal starts after this; waits for the one in flight, then gives
+  // every lease back (one call, at most a tick or 250 ms). The client's
+  // destructor calls it, so no callback outlives the channel.
+  void Close();
+
+  // The client's id for RenewLeases.
+  uint64_t client_id() const { return client_id_; }
+
+ private:
+  struct Renewal;
+  // The answer to `renewal` (which it deletes).
+  void Done(Renewal* renewal, const grpc::Status& status);
+
+  const LeaseOptions options_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::DecisionService::Stub> stub_;
+  const std::shared_ptr<Counters> counters_;
+  const uint64_t client_id_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<LeaseLine>> lines_
+      ABSL_GUARDED_BY(mu_);
+  bool renewing_ ABSL_GUARDED_BY(mu_) = false;
+  // Another renewal was asked for while one was in flight.
+  bool again_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time next_renewal_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A relaxed copy of next_renewal_, read without the lock on every call.
+  std::atomic<int64_t> next_renewal_ns_{0};
+  // Renewals whose callback has not finished; Close waits for none.
+  std::atomic<int> outstanding_{0};
+};
+
+}  // namespace sluice::client::internal
+
+#endif  // SLUICE_CLIENT_SRC_LEASE_BOOK_H_

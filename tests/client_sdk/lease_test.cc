@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+// Leases (ClientOptions::lease): the SDK against a real DecisionServiceImpl
+// and core Engine, in process. The server's clock is fake and stands
+// still, so the bucket refills nothing during a test; the client's ticks
+// are long, so every renewal here is one the test caused and waits for.
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/core/engine.h"
+#include "server/policy/policy_convert.h"
+#include "server/policy/policy_file.h"
+#include "server/rpc/decision_service.h"
+#include "sluice/client/client.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/wait_for.h"
+
+namespace sluice::client {
+namespace {
+
+constexpr char kPolicies[] = R"yaml(
+policies:
+  - name: roomy
+    call_timeout: 300ms
+    rate_limit: { rate: 1, per: 1h, burst: 1000 }
+    concurrency: { max_in_flight: 100 }
+  - name: tight
+    rate_limit: { rate: 1, per: 1h, burst: 5 }
+  - name: fragile
+    breaker: { consecutive_failures: 3, open_duration: 1h, max_open_duration: 1h }
+  - name: keyed
+    rate_limit: { rate: 1, per: 1h, burst: 1000 }
+    per_key: true
+  - name: windowed
+    rate_limit: { rate: 1000, per: 1h, algorithm: SLIDING_WINDOW }
+)yaml";
+
+class LeaseTest : public ::testing::Test {
+ protected:
+  LeaseTest() : engine_(&clock_, core::Engine::Options()), service_(&engine_) {
+    auto policies = policy::ParsePolicies(kPolicies, "test");
+    EXPECT_TRUE(policies.ok()) << policies.status();
+    std::vector<core::PolicyConfig> configs;
+    for (const auto& p : *policies) {
+      auto config = policy::ToConfig(p);
+      EXPECT_TRUE(config.ok()) << config.status();
+      configs.push_back(*config);
+    }
+    engine_.ReplacePolicies(std::move(configs));
+    // A real port (0: any free one), so that the client's channel outlives
+    // a server the test stops, as it would a sluiced that went away.
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~LeaseTest() override {
+    client_.reset();
+    if (!stopped_) server_->Shutdown();
+  }
+
+  void StartClient(uint32_t hot_calls = 4) {
+    ClientOptions options;
+    options.target = absl::StrCat("127.0.0.1:", port_);
+    options.acquire_timeout = absl::Seconds(5);
+    options.lease.enabled = true;
+    // Long enough that no renewal comes on its own during a test.
+    options.lease.tick = absl::Seconds(4);
+    options.lease.hot_calls = hot_calls;
+    auto client = Client::Create(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+
+  // Waits until `n` renewals were answered (a completion, not time).
+  void AwaitRenewals(uint64_t n) {
+    ASSERT_TRUE(testing::WaitFor(
+        [&] { return client_->stats().lease_renewals >= n; },
+        absl::Seconds(10), absl::Milliseconds(1)))
+        << "renewals answered: " << client_->stats().lease_renewals;
+  }
+
+  // `n` calls that each report a fast success; how many were admitted.
+  int CallAndSucceed(absl::string_view dependency, int n,
+                     absl::string_view key = "") {
+    int admitted = 0;
+    for (int i = 0; i < n; ++i) {
+      Permit p = client_->Acquire(dependency, key);
+      if (!p.allowed()) continue;
+      ++admitted;
+      p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+    }
+    return admitted;
+  }
+
+  core::LivePolicyStatus Inspect(absl::string_view dependency) {
+    auto s = engine_.Inspect(dependency);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : core::LivePolicyStatus{};
+  }
+
+  testing::FakeClock clock_;
+  core::Engine engine_;
+  rpc::DecisionServiceImpl service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  bool stopped_ = false;
+  std::unique_ptr<Client> client_;
+};
+
+// A hot dependency is decided in the client: no Acquire reaches Sluice,
+// and the calls count there when the client settles them.
+TEST_F(LeaseTest, AHotDependencyIsDecidedWithoutAsking) {
+  StartClient();
+  // The 4th call makes it hot and asks for a lease.
+  EXPECT_EQ(CallAndSucceed("roomy", 4), 4);
+  AwaitRenewals(1);
+  EXPECT_EQ(Inspect("roomy").gates->client_leases, 1u);
+  const uint64_t asked = Inspect("roomy").counters.acquired;
+  EXPECT_EQ(asked, 4u);
+
+  // Twice the four calls of the first tick: 8 tokens lent.
+  int admitted = 0;
+  for (int i = 0; i < 8; ++i) {
+    Permit p = client_->Acquire("roomy");
+    ASSERT_TRUE(p.allowed());
+    EXPECT_TRUE(p.leased());
+    EXPECT_FALSE(p.decided_locally());
+    EXPECT_FALSE(p.reported());
+    EXPECT_EQ(p.call_timeout(), absl::Milliseconds(300));
+    ++admitted;
+    p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+    EXPECT_TRUE(p.reported());
+  }
+  EXPECT_EQ(Inspect("roomy").counters.acquired, asked);
+  EXPECT_EQ(client_->stats().leased_decisions, 8u);
+
+  // The client gives its lease back when it closes: the leased calls are
+  // settled and the unused tokens return.
+  client_.reset();
+  const core::LivePolicyStatus s = Inspect("roomy");
+  EXPECT_EQ(s.counters.allowed, 12u);
+  EXPECT_EQ(s.counters.leased, 8u);
+  EXPECT_EQ(s.counters.outcomes[static_cast<int>(core::Outcome::kSuccess)],
+            12u);
+  EXPECT_EQ(s.gates->client_leases, 0u);
+  EXPECT_DOUBLE_EQ(s.gates->leased_tokens, 0);
+  EXPECT_EQ(s.gates->leased_slots, 0u);
+  EXPECT_DOUBLE_EQ(s.gates->tokens_available, 1000 - 12);
+}
+
+// A lease spent while Sluice's bucket is empty refuses in the client, as
+// the bucket would: 429, RATE_LIMITED, without asking.
+TEST_F(LeaseTest, ASpentLeaseOfAnEmptyBucketRefuses) {
+  StartClient(2);
+  EXPECT_EQ(CallAndSucceed("tight", 2), 2);
+  AwaitRenewals(1);
+  // 3 tokens were left, all lent: the bucket is empty.
+  EXPECT_EQ(CallAndSucceed("tight", 3), 3);
+  Permit refused = client_->Acquire("tight");
+  EXPECT_EQ(refused.verdict(), Verdict::kReject);
+  EXPECT_EQ(refused.reason(), Reason::kRateLimited);
+  EXPECT_EQ(refused.http_status(), 429);
+  EXPECT_TRUE(refused.leased());
+  EXPECT_FALSE(refused.decided_locally());
+  EXPECT_GT(refused.retry_after(), absl::ZeroDuration());
+  EXPECT_EQ(client_->stats().lease_refusals, 1u);
+  EXPECT_EQ(Inspect("tight").counters.acquired, 2u);
+}
+
+// A leased call that fails goes up at once: the breaker trips on the
+// third, the lease ends, and the next call hears CIRCUIT_OPEN from Sluice.
+TEST_F(LeaseTest, LeasedFailuresTripTheBreakerAtOnce) {
+  StartClient();
+  EXPECT_EQ(CallAndSucceed("fragile", 4), 4);
+  AwaitRenewals(1);
+  uint64_t renewals = 1;
+  for (int i = 0; i < 3; ++i) {
+    Permit p = client_->Acquire("fragile");
+    ASSERT_TRUE(p.allowed());
+    EXPECT_TRUE(p.leased());
+    // The failure suspends the lease and goes up at once; Sluice renews
+    // it while the breaker stays CLOSED.
+    p.Report(Outcome::kFailure, absl::Milliseconds(1));
+    AwaitRenewals(++renewals);
+  }
+  EXPECT_EQ(engine_.PeekBreaker("fragile"), core::BreakerState::kOpen);
+  Permit p = client_->Acquire("fragile");
+  EXPECT_EQ(p.verdict(), Verdict::kReject);
+  EXPECT_EQ(p.reason(), Reason::kCircuitOpen);
+  EXPECT_FALSE(p.leased());
+}
+
+// While Sluice cannot be asked, a lease that has not run out keeps the
+// limit: the client admits what it holds and refuses the rest instead of
+// failing open.
+TEST_F(LeaseTest, AGoneSluiceLeavesTheLeaseHoldingTheLimit) {
+  StartClient(2);
+  EXPECT_EQ(CallAndSucceed("tight", 2), 2);
+  AwaitRenewals(1);
+  server_->Shutdown();
+  stopped_ = true;
+  EXPECT_EQ(CallAndSucceed("tight", 3), 3);
+  for (int i = 0; i < 5; ++i) {
+    Permit p = client_->Acquire("tight");
+    EXPECT_EQ(p.verdict(), Verdict::kReject) << i;
+    EXPECT_EQ(p.reason(), Reason::kRateLimited) << i;
+  }
+  EXPECT_EQ(client_->stats().leased_decisions, 3u);
+}
+
+// Calls with a key, and dependencies whose gates must see each call, keep
+// asking Sluice.
+TEST_F(LeaseTest, KeysAndUnleasableGatesKeepAsking) {
+  StartClient(2);
+  EXPECT_EQ(CallAndSucceed("keyed", 6, "tenant-a"), 6);
+  EXPECT_EQ(CallAndSucceed("keyed", 2), 2);
+  EXPECT_EQ(CallAndSucceed("windowed", 2), 2);
+  AwaitRenewals(1);
+  EXPECT_EQ(CallAndSucceed("keyed", 5), 5);
+  EXPECT_EQ(CallAndSucceed("windowed", 5), 5);
+  EXPECT_EQ(client_->stats().leased_decisions, 0u);
+  EXPECT_EQ(Inspect("keyed").counters.acquired, 13u);
+  EXPECT_EQ(Inspect("windowed").counters.acquired, 7u);
+}
+
+TEST(LeaseOptionsTest, BadLeaseOptionsAreRefused) {
+  ClientOptions options;
+  options.target = "127.0.0.1:1";
+  options.lease.enabled = true;
+  options.lease.tick = absl::Milliseconds(1);
+  EXPECT_EQ(Client::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.lease.tick = absl::Milliseconds(250);
+  options.lease.hot_calls = 0;
+  EXPECT_EQ(Client::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.lease.hot_calls = 16;
+  options.lease.max_leased = 1000;
+  EXPECT_EQ(Client::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::client

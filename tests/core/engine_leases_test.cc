@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: Apache-2.0
+// Client leases (ClientLeases): tokens and slots a dependency lends to a
+// client that decides in its own process, on a fake clock. Whatever the
+// clients hold, the dependency's limits must hold across every caller, and
+// the breaker must judge the clients' calls as it judges the others.
+#include <cstdint>
+
+#include "gtest/gtest.h"
+#include "server/core/engine.h"
+#include "tests/core/engine_test_util.h"
+
+namespace sluice::core {
+namespace {
+
+class EngineLeasesTest : public EngineTest {
+ protected:
+  // A renewal from `client` that settles `s` and wants `tokens` and
+  // `slots` next.
+  LeaseTerms Renew(LeaseSettlement s, uint32_t tokens, uint32_t slots,
+                   uint64_t client = 7) {
+    s.client = client;
+    s.want_tokens = tokens;
+    s.want_slots = slots;
+    return engine_.RenewLease("dep", s);
+  }
+
+  // Admits calls through the engine until the first refusal; how many.
+  int AdmitAll(Reason* refused_for = nullptr) {
+    for (int n = 0; n < 100000; ++n) {
+      Decision d = Acquire("dep");
+      if (d.verdict != Verdict::kAllow) {
+        if (refused_for != nullptr) *refused_for = d.reason;
+        return n;
+      }
+    }
+    return -1;
+  }
+};
+
+// Lent tokens leave the bucket: the engine's own callers get only what the
+// lease left, and what the client gives back unused returns to them.
+TEST_F(EngineLeasesTest, LentTokensLeaveTheBucketUntilGivenBack) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 1, 100, absl::Hours(24));
+  engine_.PutPolicy(p);
+
+  const LeaseTerms lease = Renew({}, 30, 1);
+  ASSERT_NE(lease.lease, 0u) << lease.reason;
+  EXPECT_EQ(lease.token_limit, 30u);
+  EXPECT_FALSE(lease.unlimited_tokens);
+  EXPECT_TRUE(lease.unlimited_slots);
+  EXPECT_EQ(lease.valid_for, ClientLeases::kMaxValidFor);
+  EXPECT_EQ(lease.call_timeout, absl::Seconds(1));
+  EXPECT_FALSE(lease.exhausted);
+
+  GateStatus g = Gates("dep");
+  EXPECT_EQ(g.client_leases, 1u);
+  EXPECT_DOUBLE_EQ(g.leased_tokens, 30);
+  EXPECT_EQ(AdmitAll(), 70);
+
+  // The client used 20 and gives the lease back: 10 return.
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  s.tokens_spent = 20;
+  s.admitted = 20;
+  s.successes = 20;
+  const LeaseTerms back = Renew(s, 0, 0);
+  EXPECT_EQ(back.lease, 0u);
+  g = Gates("dep");
+  EXPECT_EQ(g.client_leases, 0u);
+  EXPECT_DOUBLE_EQ(g.leased_tokens, 0);
+  EXPECT_EQ(AdmitAll(), 10);
+
+  // 100 admitted in all, the burst: the leased calls count as ALLOWs.
+  const DecisionCounters c = Inspect("dep").counters;
+  EXPECT_EQ(c.allowed, 100u);
+  EXPECT_EQ(c.leased, 20u);
+  EXPECT_EQ(Outcomes(c, Outcome::kSuccess), 20u);
+  ExpectConserved(c);
+}
+
+// A renewal adds only what the client lacks, its counts are cumulative,
+// and a renewal that arrives twice settles nothing twice.
+TEST_F(EngineLeasesTest, RenewalsAreCumulativeAndIdempotent) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 1, 100, absl::Hours(24));
+  engine_.PutPolicy(p);
+
+  const LeaseTerms first = Renew({}, 10, 1);
+  ASSERT_NE(first.lease, 0u);
+  EXPECT_EQ(first.token_limit, 10u);
+
+  LeaseSettlement s;
+  s.lease = first.lease;
+  s.tokens_spent = 4;
+  s.admitted = 4;
+  s.successes = 4;
+  const LeaseTerms second = Renew(s, 10, 1);
+  EXPECT_EQ(second.lease, first.lease);
+  // 6 still held, 4 more lent: the client may spend up to 14 in all.
+  EXPECT_EQ(second.token_limit, 14u);
+  const LeaseTerms again = Renew(s, 10, 1);
+  EXPECT_EQ(again.token_limit, 14u);
+
+  const DecisionCounters c = Inspect("dep").counters;
+  EXPECT_EQ(c.leased, 4u);
+  EXPECT_EQ(Outcomes(c, Outcome::kSuccess), 4u);
+  // 100 - 14 lent in all.
+  EXPECT_EQ(AdmitAll(), 86);
+}
+
+// A client that vanishes never hands its tokens back: when its lease runs
+// out they count as spent, never as unused, so the bucket cannot admit
+// them a second time.
+TEST_F(EngineLeasesTest, AnAbandonedLeaseCountsItsTokensSpent) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 1, 50, absl::Hours(24));
+  engine_.PutPolicy(p);
+
+  const LeaseTerms lease = Renew({}, 50, 1);
+  ASSERT_EQ(lease.token_limit, 50u);
+  EXPECT_TRUE(lease.exhausted);
+  EXPECT_EQ(Acquire("dep").reason, Reason::kRateLimited);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(Gates("dep").client_leases, 1u);
+
+  // The lease ran out (4 s, then a permit's life of 2 s): it is gone and
+  // its 50 tokens are spent, not back in the bucket.
+  clock_.Advance(absl::Seconds(1));
+  engine_.Sweep();
+  const GateStatus g = Gates("dep");
+  EXPECT_EQ(g.client_leases, 0u);
+  EXPECT_DOUBLE_EQ(g.leased_tokens, 0);
+  EXPECT_EQ(AdmitAll(), 0);
+  EXPECT_EQ(Inspect("dep").counters.leased, 0u);
+}
+
+// An empty bucket says so, and when asking again is worth it.
+TEST_F(EngineLeasesTest, AnEmptyBucketSaysWhenToRenew) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 10, 10);
+  engine_.PutPolicy(p);
+
+  const LeaseTerms lease = Renew({}, 20, 1);
+  EXPECT_EQ(lease.token_limit, 10u);
+  EXPECT_TRUE(lease.exhausted);
+  // 10 tokens short at 10 per second.
+  EXPECT_EQ(lease.retry_after, absl::Seconds(1));
+}
+
+// Lent slots count against the cap; a client giving its lease back keeps
+// the slots of its calls still in flight until they end.
+TEST_F(EngineLeasesTest, LentSlotsCountAgainstTheCap) {
+  PolicyConfig p = MakePolicy("dep");
+  WithConcurrency(p, 4);
+  engine_.PutPolicy(p);
+
+  const LeaseTerms lease = Renew({}, 1, 3);
+  ASSERT_NE(lease.lease, 0u);
+  EXPECT_TRUE(lease.unlimited_tokens);
+  EXPECT_FALSE(lease.unlimited_slots);
+  EXPECT_EQ(lease.slot_limit, 3u);
+  EXPECT_EQ(Gates("dep").leased_slots, 3u);
+
+  Decision held = Acquire("dep");
+  ASSERT_EQ(held.verdict, Verdict::kAllow);
+  Reason why = Reason::kNone;
+  EXPECT_EQ(AdmitAll(&why), 0);
+  EXPECT_EQ(why, Reason::kConcurrencyLimited);
+
+  // One leased call still runs: its slot stays lent.
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  s.admitted = 3;
+  s.successes = 2;
+  s.in_flight = 1;
+  EXPECT_EQ(Renew(s, 0, 0).lease, 0u);
+  EXPECT_EQ(Gates("dep").leased_slots, 1u);
+  EXPECT_EQ(Gates("dep").client_leases, 1u);
+  std::vector<Decision> more;
+  for (int i = 0; i < 2; ++i) more.push_back(Acquire("dep"));
+  for (const Decision& d : more) EXPECT_EQ(d.verdict, Verdict::kAllow);
+  EXPECT_EQ(Acquire("dep").reason, Reason::kConcurrencyLimited);
+
+  // It ended: the slot is back, the lease gone.
+  s.successes = 3;
+  s.in_flight = 0;
+  Renew(s, 0, 0);
+  EXPECT_EQ(Gates("dep").client_leases, 0u);
+  EXPECT_EQ(Gates("dep").leased_slots, 0u);
+  EXPECT_EQ(Acquire("dep").verdict, Verdict::kAllow);
+}
+
+// Slots only grow while a lease lasts: the client may be filling the ones
+// it holds when it asks for fewer.
+TEST_F(EngineLeasesTest, SlotsDoNotShrinkUnderAClient) {
+  PolicyConfig p = MakePolicy("dep");
+  WithConcurrency(p, 10);
+  engine_.PutPolicy(p);
+  const LeaseTerms lease = Renew({}, 1, 6);
+  ASSERT_EQ(lease.slot_limit, 6u);
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  EXPECT_EQ(Renew(s, 1, 2).slot_limit, 6u);
+  // No more than the cap, whatever it asks.
+  EXPECT_EQ(Renew(s, 1, 50).slot_limit, 10u);
+}
+
+// The breaker judges leased calls: failures a client settles trip it, and
+// then no lease is given until it closes.
+TEST_F(EngineLeasesTest, LeasedFailuresTripTheBreaker) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 100, 100);
+  WithBreaker(p, 3);
+  engine_.PutPolicy(p);
+
+  const LeaseTerms lease = Renew({}, 10, 1);
+  ASSERT_NE(lease.lease, 0u) << lease.reason;
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  s.tokens_spent = 3;
+  s.admitted = 3;
+  s.failures = 3;
+  const LeaseTerms after = Renew(s, 10, 1);
+  EXPECT_EQ(after.lease, 0u);
+  EXPECT_EQ(after.breaker_state, BreakerState::kOpen);
+  EXPECT_FALSE(after.reason.empty());
+  EXPECT_EQ(Acquire("dep").reason, Reason::kCircuitOpen);
+  EXPECT_EQ(Outcomes(Inspect("dep").counters, Outcome::kFailure), 3u);
+  ASSERT_EQ(sink_.transitions().size(), 1u);
+}
+
+// A renewal's successes came before its failures (the client renews as
+// soon as a call fails), so they reset the consecutive count first.
+TEST_F(EngineLeasesTest, SuccessesSettleBeforeFailures) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBreaker(p, 3);
+  engine_.PutPolicy(p);
+
+  for (int i = 0; i < 2; ++i) {
+    Report("dep", Acquire("dep"), Outcome::kFailure);
+  }
+  const LeaseTerms lease = Renew({}, 10, 1);
+  ASSERT_NE(lease.lease, 0u) << lease.reason;
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  s.admitted = 2;
+  s.successes = 1;
+  s.failures = 1;
+  EXPECT_EQ(Renew(s, 10, 1).breaker_state, BreakerState::kClosed);
+}
+
+// A slow success counts as a slow call, and the lease says what is slow.
+TEST_F(EngineLeasesTest, SlowLeasedCallsFeedTheSlowRule) {
+  PolicyConfig p = MakePolicy("dep");
+  BreakerConfig b;
+  b.slow_call_rate_threshold = 0.5;
+  b.slow_call_duration = absl::Milliseconds(100);
+  b.minimum_calls = 4;
+  p.breaker = b;
+  engine_.PutPolicy(p);
+
+  const LeaseTerms lease = Renew({}, 10, 1);
+  ASSERT_NE(lease.lease, 0u) << lease.reason;
+  EXPECT_EQ(lease.slow_after, absl::Milliseconds(100));
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  s.admitted = 4;
+  s.slow = 4;
+  EXPECT_EQ(Renew(s, 10, 1).breaker_state, BreakerState::kOpen);
+}
+
+// An operator's override ends leases; the tokens stay lent until the
+// client, which may still be deciding from them, gives them back.
+TEST_F(EngineLeasesTest, AnOverrideEndsTheLeaseButKeepsItsTokensLent) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 1, 100, absl::Hours(24));
+  WithBreaker(p, 5);
+  engine_.PutPolicy(p);
+  const LeaseTerms lease = Renew({}, 40, 1);
+  ASSERT_NE(lease.lease, 0u);
+  ASSERT_TRUE(
+      engine_.SetOverride("dep", BreakerOverride::kForceOpen, "drill").ok());
+
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  s.tokens_spent = 5;
+  s.admitted = 5;
+  s.successes = 5;
+  const LeaseTerms ended = Renew(s, 40, 1);
+  EXPECT_EQ(ended.lease, 0u);
+  EXPECT_EQ(ended.breaker_state, BreakerState::kForcedOpen);
+  EXPECT_DOUBLE_EQ(Gates("dep").leased_tokens, 35);
+
+  s.tokens_spent = 8;
+  s.admitted = 8;
+  s.successes = 8;
+  Renew(s, 0, 0);
+  EXPECT_DOUBLE_EQ(Gates("dep").leased_tokens, 0);
+  EXPECT_EQ(Gates("dep").client_leases, 0u);
+  ASSERT_TRUE(engine_.SetOverride("dep", BreakerOverride::kAuto, "").ok());
+  EXPECT_EQ(AdmitAll(), 92);
+}
+
+// Gates that must see each call never lend.
+TEST_F(EngineLeasesTest, OnlyLeasableGatesLend) {
+  EXPECT_EQ(engine_.RenewLease("nope", {7}).lease, 0u);
+  EXPECT_EQ(engine_.RenewLease("nope", {7}).reason, "no policy has this name");
+
+  PolicyConfig keyed = MakePolicy("keyed");
+  WithBucket(keyed, 10, 10);
+  keyed.per_key = true;
+  keyed.max_keys = 100;
+  PolicyConfig window = MakePolicy("window");
+  WithWindow(window, 10, absl::Seconds(1));
+  PolicyConfig shadow = MakePolicy("shadow");
+  WithBucket(shadow, 10, 10);
+  shadow.shadow = true;
+  for (const PolicyConfig& policy : {keyed, window, shadow}) {
+    engine_.PutPolicy(policy);
+    LeaseSettlement s;
+    s.client = 7;
+    s.want_tokens = 5;
+    s.want_slots = 1;
+    const LeaseTerms t = engine_.RenewLease(policy.name, s);
+    EXPECT_EQ(t.lease, 0u) << policy.name;
+    EXPECT_FALSE(t.reason.empty()) << policy.name;
+  }
+}
+
+// Each client holds its own lease, up to kMaxLeases of them.
+TEST_F(EngineLeasesTest, LeasesAreBoundedPerDependency) {
+  PolicyConfig p = MakePolicy("dep");
+  WithConcurrency(p, 100000);
+  engine_.PutPolicy(p);
+  for (uint64_t client = 1; client <= ClientLeases::kMaxLeases; ++client) {
+    ASSERT_NE(Renew({}, 1, 1, client).lease, 0u) << client;
+  }
+  const LeaseTerms refused = Renew({}, 1, 1, ClientLeases::kMaxLeases + 1);
+  EXPECT_EQ(refused.lease, 0u);
+  EXPECT_EQ(Gates("dep").client_leases, ClientLeases::kMaxLeases);
+  // Another client's renewal is still answered.
+  EXPECT_NE(Renew({}, 1, 1, 1).lease, 0u);
+}
+
+}  // namespace
+}  // namespace sluice::core
