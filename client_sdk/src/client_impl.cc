@@ -202,28 +202,24 @@ ClientImpl::~ClientImpl() {
   while (shared_->callbacks.load() > 0) absl::SleepFor(absl::Milliseconds(1));
 }
 
-bool ClientImpl::DecideLeased(absl::string_view dependency,
-                              absl::string_view key, uint32_t permits,
-                              absl::Time now, Permit* out, bool* renew) {
-  *renew = false;
+std::shared_ptr<LeaseLine> ClientImpl::DecideLeased(
+    absl::string_view dependency, absl::string_view key, uint32_t permits,
+    absl::Time now, LeaseLine::Decision* d) {
+  *d = LeaseLine::Decision();
   LeaseBook* book = shared_->leases.get();
-  if (book == nullptr || !key.empty()) return false;
+  if (book == nullptr || !key.empty()) return nullptr;
   std::shared_ptr<LeaseLine> line = book->Line(dependency);
-  if (line == nullptr) return false;
-  const LeaseLine::Decision d = line->Decide(permits, now);
+  if (line == nullptr) return nullptr;
+  *d = line->Decide(permits, now);
   book->MaybeRenew(now);
-  // The call that asks for a renewal goes to Sluice first, so the lease
-  // is lent after it and never takes the tokens it was about to get.
-  *renew = d.renew_now;
-  if (d.answer == LeaseLine::Answer::kAsk) return false;
-  Counters::Inc(d.answer == LeaseLine::Answer::kAllow
+  if (d->answer == LeaseLine::Answer::kAsk) return nullptr;
+  Counters::Inc(d->answer == LeaseLine::Answer::kAllow
                     ? counters_->leased_decisions
                     : counters_->lease_refusals);
-  if (d.unreachable) {
+  if (d->unreachable) {
     Counters::Inc(counters_->lease_decisions_while_unreachable);
   }
-  *out = PermitAccess::Leased(std::string(dependency), d, std::move(line));
-  return true;
+  return line;
 }
 
 Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
@@ -233,13 +229,16 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
     return shared_->Local(std::string(dependency), std::string(key), s);
   }
   const absl::Time start = absl::Now();
-  bool renew = false;
-  if (Permit leased;
-      DecideLeased(dependency, key, permits, start, &leased, &renew)) {
-    return leased;
+  LeaseLine::Decision leased;
+  if (std::shared_ptr<LeaseLine> line =
+          DecideLeased(dependency, key, permits, start, &leased)) {
+    return PermitAccess::Leased(std::string(dependency), leased,
+                                std::move(line));
   }
   Permit permit = AskSluice(dependency, key, permits, start);
-  if (renew) shared_->leases->MaybeRenew(absl::Now(), true);
+  // The call that asks for a renewal went to Sluice first, so the lease is
+  // lent after it and never takes the tokens it was about to get.
+  if (leased.renew_now) shared_->leases->MaybeRenew(absl::Now(), true);
   return permit;
 }
 
@@ -300,14 +299,15 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
     return;
   }
   const absl::Time start = absl::Now();
-  bool renew = false;
-  if (Permit leased;
-      DecideLeased(dependency, key, permits, start, &leased, &renew)) {
-    done(std::move(leased));
+  LeaseLine::Decision leased;
+  if (std::shared_ptr<LeaseLine> line =
+          DecideLeased(dependency, key, permits, start, &leased)) {
+    done(PermitAccess::Leased(std::string(dependency), leased,
+                              std::move(line)));
     return;
   }
   // The answer comes later on another thread: the lease is asked for now.
-  if (renew) shared_->leases->MaybeRenew(start, true);
+  if (leased.renew_now) shared_->leases->MaybeRenew(start, true);
   if (!shared_->ShouldAsk(start)) {
     Counters::Inc(counters_->backoff_decisions);
     done(shared_->Local(

@@ -91,11 +91,13 @@ class ClientImpl final : public Client {
 
   // Starts the RPC, or settles `call` locally without asking (bad names,
   // backing off). Returns false when the answer is already decided.
-  // Decides the call from its dependency's lease when one serves it;
-  // false when Sluice must be asked. `renew`: a renewal is wanted now.
-  bool DecideLeased(absl::string_view dependency, absl::string_view key,
-                    uint32_t permits, absl::Time now, Permit* out,
-                    bool* renew);
+  // Decides the call from its dependency's lease when one serves it: the
+  // line it was decided by, with the decision in `d`; null when Sluice
+  // must be asked (`d->renew_now`: ask for a renewal after it answered).
+  std::shared_ptr<LeaseLine> DecideLeased(absl::string_view dependency,
+                                          absl::string_view key,
+                                          uint32_t permits, absl::Time now,
+                                          LeaseLine::Decision* d);
   // Acquire's call to Sluice (or its local answer when backing off).
   Permit AskSluice(absl::string_view dependency, absl::string_view key,
                    uint32_t permits, absl::Time start);

@@ -129,10 +129,17 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
     // tick's demand.
     const double per_tick = static_cast<double>(tokens_asked_) / ticks;
     want_tokens_ = Wanted(2 * per_tick);
-    want_slots_ = Wanted(std::max<double>(peak_in_flight_ + slot_misses_ + 1,
-                                          in_flight_ + 1));
+    // One more than its busiest moment; twice as many as it holds when
+    // calls found no slot free (how many of those ran at once is not
+    // known, so the lease doubles towards it).
+    const double busiest = std::max(peak_in_flight_, in_flight_) + 1.0;
+    want_slots_ = Wanted(slot_misses_ > 0
+                             ? std::max(busiest, 2.0 * slot_limit_)
+                             : busiest);
   }
-  if (!hot_ && !giving_back_ && lease_ == 0 && sent_lease_ == 0) {
+  if (lease_ == 0 && sent_lease_ == 0 && !giving_back_ &&
+      (!hot_ || now < quiet_until_)) {
+    // Nothing to settle, and nothing to ask for yet.
     return false;
   }
   if (!hot_ && lease_ != 0) {
@@ -183,8 +190,17 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
     lease_ = 0;
     exhausted_ = false;
     if (grant.lease() == 0 && in_flight_ == 0) sent_lease_ = 0;
+    if (grant.lease() == 0 && hot_) {
+      // Sluice decides this dependency call by call for now (its breaker
+      // is not CLOSED, or its gates must see each call): ask again after
+      // a tick, then less often, up to 16 ticks.
+      quiet_for_ = std::clamp(2 * quiet_for_, tick_, 16 * tick_);
+      quiet_until_ = sent + quiet_for_;
+    }
     return;
   }
+  quiet_for_ = absl::ZeroDuration();
+  quiet_until_ = absl::InfinitePast();
   lease_ = grant.lease();
   sent_lease_ = lease_;
   until_ = sent + DurationFromProto(grant.valid_for());
@@ -196,7 +212,10 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
   slow_after_ = grant.has_slow_after() ? DurationFromProto(grant.slow_after())
                                        : absl::InfiniteDuration();
   exhausted_ = grant.exhausted();
-  retry_at_ = sent + DurationFromProto(grant.retry_after());
+  // No sooner than an eighth of a tick: a fast bucket would otherwise
+  // have the client renew for every few tokens.
+  retry_at_ = sent + std::max(DurationFromProto(grant.retry_after()),
+                              tick_ / 8);
 }
 
 void LeaseLine::Cool() {
@@ -212,7 +231,8 @@ void LeaseLine::RenewalFailed() {
 
 absl::Time LeaseLine::wants_renewal_at() {
   absl::MutexLock lock(&mu_);
-  if (suspended_ || (hot_ && lease_ == 0)) return absl::InfinitePast();
+  if (suspended_) return absl::InfinitePast();
+  if (hot_ && lease_ == 0) return quiet_until_;
   if (lease_ != 0 && exhausted_) return retry_at_;
   return absl::InfiniteFuture();
 }

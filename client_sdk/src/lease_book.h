@@ -135,6 +135,10 @@ class LeaseLine {
   // The lease the last renewal settled, while it has something left to
   // settle.
   uint64_t sent_lease_ ABSL_GUARDED_BY(mu_) = 0;
+  // Hot, but Sluice lent nothing: no renewal for it before quiet_until_,
+  // the wait doubling with each refusal.
+  absl::Duration quiet_for_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  absl::Time quiet_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 // The client's leases: a line per dependency it has decided on, and the

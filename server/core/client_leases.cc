@@ -195,15 +195,20 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
       policy.rate_limit) {
     // The bucket is empty: once the lease is spent, asking would only be
     // refused. The next renewal is worth it when the bucket has refilled
-    // what the client still wants.
+    // what the client still wants, or half its burst, whichever comes
+    // first: a bucket left to fill up would stop refilling, and what it
+    // did not refill would be lost to every caller.
     out->exhausted = true;
     const double per_second =
-        policy.rate_limit->rate /
-        absl::ToDoubleSeconds(policy.rate_limit->per);
+        std::max(policy.rate_limit->rate /
+                     absl::ToDoubleSeconds(policy.rate_limit->per),
+                 1e-9);
     const double missing =
         std::max(1.0, in.want_tokens - (held + lent_tokens));
-    out->retry_after = std::min(
-        valid_for, absl::Seconds(missing / std::max(per_second, 1e-9)));
+    const double half_burst = std::max(1.0, policy.rate_limit->burst / 2);
+    out->retry_after =
+        std::min(valid_for,
+                 absl::Seconds(std::min(missing, half_burst) / per_second));
   }
   // Only ever early: Expire finds nothing due then and looks again.
   next_due_ = std::min(next_due_, lease->runs_out);

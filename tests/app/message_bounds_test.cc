@@ -82,6 +82,41 @@ TEST(MessageBoundsTest, TheLargestValidMessagesFitTheirBudgets) {
           .ok());
 }
 
+// 256 renewals (DecisionServiceImpl::kMaxRenewals) with the longest names
+// and the largest counts fit; the 257th is refused before anything is built.
+TEST(MessageBoundsTest, RenewLeasesIsBoundedByItsRenewals) {
+  v1::RenewLeasesRequest renew;
+  renew.set_client(UINT64_MAX);
+  for (int i = 0; i < 256; ++i) {
+    v1::ClientLeaseRenewal* r = renew.add_leases();
+    r->set_dependency(std::string(253, 'd') + std::to_string(100 + i));
+    r->set_lease(UINT64_MAX);
+    for (auto set : {&v1::ClientLeaseRenewal::set_tokens_spent,
+                     &v1::ClientLeaseRenewal::set_admitted,
+                     &v1::ClientLeaseRenewal::set_successes,
+                     &v1::ClientLeaseRenewal::set_slow,
+                     &v1::ClientLeaseRenewal::set_failures,
+                     &v1::ClientLeaseRenewal::set_timeouts,
+                     &v1::ClientLeaseRenewal::set_cancelled}) {
+      (r->*set)(UINT64_MAX);
+    }
+    r->set_in_flight(UINT32_MAX);
+    r->set_want_tokens(UINT32_MAX);
+    r->set_want_slots(UINT32_MAX);
+  }
+  EXPECT_LE(renew.ByteSizeLong(), kRenewLeasesBudget.max_bytes);
+  v1::RenewLeasesRequest parsed;
+  ASSERT_TRUE(ParseBounded(renew.SerializeAsString(), kRenewLeasesBudget,
+                           &parsed)
+                  .ok());
+  EXPECT_EQ(parsed.leases_size(), 256);
+
+  EXPECT_THAT(std::string(ParseBounded(EmptyElements(257, 2),
+                                       kRenewLeasesBudget, &parsed)
+                              .message()),
+              HasSubstr("leases: at most 256"));
+}
+
 TEST(MessageBoundsTest, TooManyElementsAreCountedAndRefusedUnbuilt) {
   v1::DecideRequest request;
   const absl::Status s =

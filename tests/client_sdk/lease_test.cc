@@ -231,6 +231,62 @@ TEST_F(LeaseTest, KeysAndUnleasableGatesKeepAsking) {
   EXPECT_EQ(Inspect("windowed").counters.acquired, 7u);
 }
 
+// Every malformed renewal is refused whole, naming the field; none of a
+// request's renewals is applied when one is malformed.
+TEST_F(LeaseTest, MalformedRenewalsAreRefusedWhole) {
+  const auto refuse = [&](const v1::RenewLeasesRequest& request,
+                          const std::string& message) {
+    v1::RenewLeasesResponse response;
+    const absl::Status s = service_.RenewMany(request, &response);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_NE(s.message().find(message), absl::string_view::npos)
+        << s.message();
+    EXPECT_EQ(response.grants_size(), 0);
+  };
+  v1::RenewLeasesRequest good;
+  good.set_client(42);
+  v1::ClientLeaseRenewal* r = good.add_leases();
+  r->set_dependency("roomy");
+  r->set_admitted(3);
+  r->set_successes(2);
+  r->set_in_flight(1);
+  r->set_want_tokens(10);
+  r->set_want_slots(2);
+
+  v1::RenewLeasesRequest bad = good;
+  bad.set_client(0);
+  refuse(bad, "client: must not be 0");
+  bad = good;
+  *bad.add_leases() = good.leases(0);
+  refuse(bad, "leases[1]: the dependency is renewed twice");
+  bad = good;
+  bad.mutable_leases(0)->set_failures(2);
+  refuse(bad, "leases[0]: successes + slow + failures + timeouts + cancelled");
+  bad = good;
+  bad.mutable_leases(0)->set_in_flight(2);
+  refuse(bad, "leases[0]: in_flight: 2 is more than");
+  bad = good;
+  bad.mutable_leases(0)->set_want_slots(1000001);
+  refuse(bad, "leases[0]: want_slots: at most 1000000");
+  bad = good;
+  bad.add_leases()->set_dependency("");
+  refuse(bad, "leases[1]: ");
+  bad = good;
+  for (int i = 0; i < 256; ++i) {
+    bad.add_leases()->set_dependency(absl::StrCat("dep-", i));
+  }
+  refuse(bad, "leases: at most 256 per call, got 257");
+  EXPECT_EQ(Inspect("roomy").gates->client_leases, 0u);
+
+  v1::RenewLeasesResponse response;
+  ASSERT_TRUE(service_.RenewMany(good, &response).ok());
+  ASSERT_EQ(response.grants_size(), 1);
+  EXPECT_NE(response.grants(0).lease(), 0u);
+  EXPECT_EQ(response.grants(0).token_limit(), 10u);
+  EXPECT_EQ(response.grants(0).slot_limit(), 2u);
+  EXPECT_EQ(Inspect("roomy").gates->client_leases, 1u);
+}
+
 TEST(LeaseOptionsTest, BadLeaseOptionsAreRefused) {
   ClientOptions options;
   options.target = "127.0.0.1:1";

@@ -141,11 +141,22 @@ TEST_F(EngineLeasesTest, AnEmptyBucketSaysWhenToRenew) {
   WithBucket(p, 10, 10);
   engine_.PutPolicy(p);
 
-  const LeaseTerms lease = Renew({}, 20, 1);
+  const LeaseTerms lease = Renew({}, 13, 1);
   EXPECT_EQ(lease.token_limit, 10u);
   EXPECT_TRUE(lease.exhausted);
-  // 10 tokens short at 10 per second.
-  EXPECT_EQ(lease.retry_after, absl::Seconds(1));
+  // 3 tokens short at 10 per second.
+  EXPECT_EQ(lease.retry_after, absl::Milliseconds(300));
+
+  // Far short: no later than half the burst refills, so the bucket never
+  // sits full while the client waits.
+  LeaseSettlement s;
+  s.lease = lease.lease;
+  s.tokens_spent = 10;
+  s.admitted = 10;
+  s.successes = 10;
+  const LeaseTerms more = Renew(s, 1000, 1);
+  EXPECT_TRUE(more.exhausted);
+  EXPECT_EQ(more.retry_after, absl::Milliseconds(500));
 }
 
 // Lent slots count against the cap; a client giving its lease back keeps

@@ -76,7 +76,7 @@ class Permit {
  private:
   friend class internal::PermitAccess;
 
-  void Swap(Permit& other) noexcept;
+  void MoveFrom(Permit& other) noexcept;
 
   Verdict verdict_ = Verdict::kAllow;
   Reason reason_ = Reason::kNone;
