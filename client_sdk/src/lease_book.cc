@@ -289,8 +289,11 @@ struct LeaseBook::Renewal {
 };
 
 void LeaseBook::MaybeRenew(absl::Time now, bool now_anyway) {
+  // While the alarm is set, it renews on time.
   if (!now_anyway &&
-      absl::ToUnixNanos(now) < next_renewal_ns_.load(std::memory_order_relaxed)) {
+      (alarm_set_.load(std::memory_order_relaxed) ||
+       absl::ToUnixNanos(now) <
+           next_renewal_ns_.load(std::memory_order_relaxed))) {
     return;
   }
   auto renewal = std::make_unique<Renewal>();
@@ -342,6 +345,7 @@ void LeaseBook::Done(Renewal* renewal, const grpc::Status& status) {
     for (const auto& line : renewal->lines) line->RenewalFailed();
   }
   bool again = false;
+  absl::Time arm_at = absl::InfiniteFuture();
   {
     absl::MutexLock lock(&mu_);
     renewing_ = false;
@@ -356,7 +360,11 @@ void LeaseBook::Done(Renewal* renewal, const grpc::Status& status) {
     next_renewal_ = std::max(next, now);
     next_renewal_ns_.store(absl::ToUnixNanos(next_renewal_),
                            std::memory_order_relaxed);
+    // Something to settle or renew: the alarm brings the next renewal
+    // whether or not calls come.
+    if (!again && !renewal->lines.empty()) arm_at = next_renewal_;
   }
+  if (arm_at != absl::InfiniteFuture()) ArmAlarm(arm_at);
   owned.reset();  // before the count, with its ClientContext
   // Counted once the answer is in force, so a caller that saw the count
   // sees the lease it brought.
@@ -369,10 +377,33 @@ void LeaseBook::Done(Renewal* renewal, const grpc::Status& status) {
   outstanding_.fetch_sub(1);
 }
 
+void LeaseBook::ArmAlarm(absl::Time at) {
+  grpc::Alarm* alarm;
+  {
+    absl::MutexLock lock(&mu_);
+    if (alarm_ != nullptr || closed_) return;
+    alarm = alarm_ = new grpc::Alarm();
+    alarm_set_.store(true, std::memory_order_relaxed);
+    outstanding_.fetch_add(1);
+  }
+  // Outside the lock, which the callback takes.
+  alarm->Set(absl::ToChronoTime(at), [this, alarm](bool fired) {
+    {
+      absl::MutexLock lock(&mu_);
+      alarm_ = nullptr;
+      alarm_set_.store(false, std::memory_order_relaxed);
+    }
+    if (fired) MaybeRenew(absl::Now(), true);
+    delete alarm;
+    outstanding_.fetch_sub(1);
+  });
+}
+
 void LeaseBook::Close() {
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
+    if (alarm_ != nullptr) alarm_->Cancel();
   }
   // Bounded by the renewal's deadline (one tick).
   while (outstanding_.load() > 0) absl::SleepFor(absl::Milliseconds(1));

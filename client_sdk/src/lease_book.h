@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "counters.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/channel.h"
 #include "sluice/client/options.h"
 #include "sluice/client/types.h"
@@ -143,8 +144,11 @@ class LeaseLine {
 
 // The client's leases: a line per dependency it has decided on, and the
 // RenewLeases call that settles and renews them about once per tick. It
-// has no thread: a decision or a report starts a renewal when one is due,
-// and gRPC's callback applies the answer.
+// has no thread of its own: the first renewal starts from a call, gRPC's
+// callback applies each answer and sets a gRPC alarm for the next one
+// while any lease is held, and a failed leased call asks for one at once.
+// So a lease is renewed, settled and given back even when its calls stop,
+// and a decision builds no renewal while the alarm is set.
 class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
  public:
   LeaseBook(const LeaseOptions& options, std::shared_ptr<grpc::Channel> channel,
@@ -170,6 +174,9 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
   struct Renewal;
   // The answer to `renewal` (which it deletes).
   void Done(Renewal* renewal, const grpc::Status& status);
+  // Sets the alarm for the renewal due at `at`, unless one is set or the
+  // book is closed.
+  void ArmAlarm(absl::Time at) ABSL_LOCKS_EXCLUDED(mu_);
 
   const LeaseOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
@@ -187,7 +194,12 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
   absl::Time next_renewal_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // A relaxed copy of next_renewal_, read without the lock on every call.
   std::atomic<int64_t> next_renewal_ns_{0};
-  // Renewals whose callback has not finished; Close waits for none.
+  // The alarm of the next renewal while one is set (it deletes itself
+  // when it has run); alarm_set_ mirrors it for the calls' quick check.
+  grpc::Alarm* alarm_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::atomic<bool> alarm_set_{false};
+  // Renewals and alarms whose callback has not finished; Close waits for
+  // none.
   std::atomic<int> outstanding_{0};
 };
 
