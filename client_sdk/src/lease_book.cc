@@ -137,7 +137,7 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
                              ? std::max(busiest, 2.0 * slot_limit_)
                              : busiest);
   }
-  if (lease_ == 0 && sent_lease_ == 0 && !giving_back_ &&
+  if (lease_ == 0 && !owed_ && !giving_back_ &&
       (!hot_ || now < quiet_until_)) {
     // Nothing to settle, and nothing to ask for yet.
     return false;
@@ -148,7 +148,9 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
     Counters::Inc(counters_->leases_ended);
   }
   out->set_dependency(dependency_);
-  out->set_lease(lease_ != 0 ? lease_ : sent_lease_);
+  // 0 when it decides from none: Sluice then takes back what it did not
+  // spend of the last one.
+  out->set_lease(lease_);
   out->set_tokens_spent(tokens_spent_);
   out->set_admitted(admitted_);
   out->set_successes(successes_);
@@ -162,12 +164,10 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
     out->set_want_slots(want_slots_);
   }
   bad_sent_ = bad_;
-  if (!hot_ && in_flight_ == 0) {
-    // Everything is settled with this one: the line goes quiet.
+  if (lease_ == 0 && in_flight_ == 0) {
+    // With this, Sluice holds nothing of the line's any more.
+    owed_ = false;
     giving_back_ = false;
-    sent_lease_ = 0;
-  } else {
-    sent_lease_ = out->lease();
   }
   if (measured) {
     window_start_ = now;
@@ -189,7 +189,6 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
     if (lease_ != 0) Counters::Inc(counters_->leases_ended);
     lease_ = 0;
     exhausted_ = false;
-    if (grant.lease() == 0 && in_flight_ == 0) sent_lease_ = 0;
     if (grant.lease() == 0 && hot_) {
       // Sluice decides this dependency call by call for now (its breaker
       // is not CLOSED, or its gates must see each call): ask again after
@@ -202,7 +201,7 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
   quiet_for_ = absl::ZeroDuration();
   quiet_until_ = absl::InfinitePast();
   lease_ = grant.lease();
-  sent_lease_ = lease_;
+  owed_ = true;
   until_ = sent + DurationFromProto(grant.valid_for());
   token_limit_ = grant.token_limit();
   unlimited_tokens_ = grant.unlimited_tokens();

@@ -133,9 +133,9 @@ class LeaseLine {
   // What it asks for while hot.
   uint32_t want_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t want_slots_ ABSL_GUARDED_BY(mu_) = 0;
-  // The lease the last renewal settled, while it has something left to
-  // settle.
-  uint64_t sent_lease_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sluice may hold something of the line's: a lease it granted, not yet
+  // settled by a renewal that decides from none with no call in flight.
+  bool owed_ ABSL_GUARDED_BY(mu_) = false;
   // Hot, but Sluice lent nothing: no renewal for it before quiet_until_,
   // the wait doubling with each refusal.
   absl::Duration quiet_for_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

@@ -113,17 +113,20 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
   if (lease != nullptr) Settle(in, policy, gates, counters, now, lease);
 
   const bool give_back = in.want_tokens == 0 && in.want_slots == 0;
-  if (give_back && lease != nullptr) {
-    // The client stopped deciding from it before it sent this: what it
-    // did not spend comes back, and its slots as its calls end.
+  if (lease != nullptr && (give_back || in.lease != lease->id)) {
+    // The client decides from no lease of ours (it gave this one back, or
+    // stopped when it heard the lease had ended), and stopped before it
+    // sent this: what it did not spend comes back, and its slots as its
+    // calls end.
     GiveBack(gates, false, std::min(lease->slots, in.in_flight), lease);
-    lease->until = now;
-    if (lease->slots == 0) {
-      leases_.erase(it);
-      lease = nullptr;
-    } else {
-      lease->runs_out = now + gates->permit_expiry();
-      next_due_ = std::min(next_due_, lease->runs_out);
+    if (give_back) {
+      if (lease->slots == 0) {
+        leases_.erase(it);
+        lease = nullptr;
+      } else {
+        lease->runs_out = now + gates->permit_expiry();
+        next_due_ = std::min(next_due_, lease->runs_out);
+      }
     }
   }
   out->breaker_state = gates->breaker_state(now);
@@ -133,9 +136,12 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
   }
   const absl::Time sliceable_until = gates->SliceableUntil(now);
   if (sliceable_until <= now) {
-    // The lease stays lent as it is: the client may still be deciding from
-    // it until it hears this, and gives it back with its next renewal.
-    if (lease != nullptr) lease->until = std::min(lease->until, now);
+    // A lease the client still decides from stays lent as it is: the
+    // client may spend it until it hears this, and settles it with its
+    // next renewal. One it settled already goes once nothing is in flight.
+    if (lease != nullptr && in.lease != lease->id && lease->slots == 0) {
+      leases_.erase(it);
+    }
     out->reason =
         "the dependency's gates decide each call now (its breaker is not "
         "CLOSED, is overridden, or may trip on the next success)";
@@ -179,8 +185,7 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
 
   const absl::Duration valid_for =
       std::min(kMaxValidFor, sliceable_until - now);
-  lease->until = now + valid_for;
-  lease->runs_out = lease->until + gates->permit_expiry();
+  lease->runs_out = now + valid_for + gates->permit_expiry();
 
   out->lease = lease->id;
   out->valid_for = valid_for;
@@ -242,8 +247,8 @@ LeaseTotals ClientLeases::totals() const {
   for (const auto& [client, lease] : leases_) {
     ++t.leases;
     if (!lease.unlimited_tokens) {
-      t.tokens += std::max(0.0, lease.token_limit - static_cast<double>(
-                                                        lease.seen.tokens_spent));
+      const double spent = static_cast<double>(lease.seen.tokens_spent);
+      t.tokens += std::max(0.0, lease.token_limit - spent);
     }
     t.slots += lease.slots;
   }

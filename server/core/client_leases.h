@@ -21,7 +21,9 @@ namespace sluice::core {
 struct LeaseSettlement {
   // Random per client life, never 0.
   uint64_t client = 0;
-  // The lease settled; 0 when the client holds none.
+  // The lease the client decides from; 0 when none. A lease of this
+  // client's that it no longer decides from is settled and its unspent
+  // tokens come back.
   uint64_t lease = 0;
   uint64_t tokens_spent = 0;
   uint64_t admitted = 0;
@@ -118,9 +120,8 @@ class ClientLeases {
  private:
   struct Lease {
     uint64_t id = 0;
-    // Decided from until `until`; runs out at `until` plus a permit's
-    // life.
-    absl::Time until = absl::InfinitePast();
+    // When it ends for good: the end of the last term granted plus a
+    // permit's life.
     absl::Time runs_out = absl::InfinitePast();
     double token_limit = 0;
     bool unlimited_tokens = false;

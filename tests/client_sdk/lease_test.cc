@@ -33,7 +33,10 @@ policies:
   - name: tight
     rate_limit: { rate: 1, per: 1h, burst: 5 }
   - name: fragile
-    breaker: { consecutive_failures: 3, open_duration: 1h, max_open_duration: 1h }
+    breaker:
+      consecutive_failures: 3
+      open_duration: 1h
+      max_open_duration: 1h
   - name: keyed
     rate_limit: { rate: 1, per: 1h, burst: 1000 }
     per_key: true

@@ -313,6 +313,29 @@ TEST_F(EngineLeasesTest, AnOverrideEndsTheLeaseButKeepsItsTokensLent) {
   EXPECT_EQ(AdmitAll(), 92);
 }
 
+// A client that stopped deciding from its lease (it heard the lease had
+// ended) says so with lease 0: what it did not spend comes back before it
+// is lent anything new.
+TEST_F(EngineLeasesTest, ALeaseTheClientNoLongerDecidesFromIsRepaid) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 1, 100, absl::Hours(24));
+  engine_.PutPolicy(p);
+  const LeaseTerms lease = Renew({}, 40, 1);
+  ASSERT_EQ(lease.token_limit, 40u);
+
+  LeaseSettlement s;
+  s.lease = 0;
+  s.tokens_spent = 5;
+  s.admitted = 5;
+  s.successes = 5;
+  const LeaseTerms next = Renew(s, 10, 1);
+  ASSERT_NE(next.lease, 0u);
+  // 5 spent, 35 back, 10 lent anew on top of the 5 spent.
+  EXPECT_EQ(next.token_limit, 15u);
+  EXPECT_DOUBLE_EQ(Gates("dep").leased_tokens, 10);
+  EXPECT_EQ(AdmitAll(), 85);
+}
+
 // Gates that must see each call never lend.
 TEST_F(EngineLeasesTest, OnlyLeasableGatesLend) {
   EXPECT_EQ(engine_.RenewLease("nope", {7}).lease, 0u);
