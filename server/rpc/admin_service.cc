@@ -190,6 +190,13 @@ void DependencyStateToProto(const core::LivePolicyStatus& status,
   out->set_effective_rate(g.effective_rate);
   out->set_effective_max_in_flight(g.effective_max_in_flight);
   out->set_has_grant(g.has_grant);
+  if (!status.policy->per_key) {
+    v1::ClientLeasesState* leases = out->mutable_client_leases();
+    leases->set_leases(static_cast<uint32_t>(g.client_leases));
+    leases->set_tokens(g.leased_tokens);
+    leases->set_slots(g.leased_slots);
+    leases->set_leased_decisions(c.leased);
+  }
   AdaptiveStateToProto(g, out);
   if (!g.has_breaker) return;
   out->set_breaker_state(BreakerStateToProto(g.breaker_state));

@@ -105,6 +105,21 @@ TEST(StateRowsTest, GrantsFromNamesTheStoreOrTheUpstream) {
             "upstream dns:///sluice-central:50051 (peer ipv4:10.0.3.7:50051)");
 }
 
+TEST(StateRowsTest, ShowsWhatClientsHoldOnLease) {
+  v1::DependencyState st;
+  EXPECT_EQ(Row(st, "client leases"), "- (per_key: not leased)");
+  v1::ClientLeasesState* l = st.mutable_client_leases();
+  EXPECT_EQ(Row(st, "client leases"),
+            "0 clients hold 0 tokens and 0 slots; 0 calls decided from leases");
+  l->set_leases(1);
+  l->set_tokens(37.6);
+  l->set_slots(4);
+  l->set_leased_decisions(1234);
+  EXPECT_EQ(Row(st, "client leases"),
+            "1 client holds 38 tokens and 4 slots; 1234 calls decided from "
+            "leases");
+}
+
 TEST(StateRowsTest, ShowsTheAdaptiveLimitThrottleAndBaseline) {
   v1::DependencyState st;
   v1::AdaptiveLimitState* a = st.mutable_adaptive_limit();

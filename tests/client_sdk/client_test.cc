@@ -12,10 +12,9 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
-#include "server/policy/policy_convert.h"
-#include "server/policy/policy_file.h"
 #include "server/rpc/decision_service.h"
 #include "sluice/client/client.h"
+#include "tests/client_sdk/policies_from_yaml.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/wait_for.h"
 
@@ -55,15 +54,7 @@ policies:
 class InProcessSluice {
  public:
   InProcessSluice() : engine_(&clock_, core::Engine::Options()), service_(&engine_) {
-    auto policies = policy::ParsePolicies(kPolicies, "test");
-    EXPECT_TRUE(policies.ok()) << policies.status();
-    std::vector<core::PolicyConfig> configs;
-    for (const auto& p : *policies) {
-      auto config = policy::ToConfig(p);
-      EXPECT_TRUE(config.ok()) << config.status();
-      configs.push_back(*config);
-    }
-    engine_.ReplacePolicies(std::move(configs));
+    InstallPolicies(kPolicies, &engine_);
     grpc::ServerBuilder builder;
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();

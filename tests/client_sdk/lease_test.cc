@@ -14,10 +14,9 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
-#include "server/policy/policy_convert.h"
-#include "server/policy/policy_file.h"
 #include "server/rpc/decision_service.h"
 #include "sluice/client/client.h"
+#include "tests/client_sdk/policies_from_yaml.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/wait_for.h"
 
@@ -47,15 +46,7 @@ policies:
 class LeaseTest : public ::testing::Test {
  protected:
   LeaseTest() : engine_(&clock_, core::Engine::Options()), service_(&engine_) {
-    auto policies = policy::ParsePolicies(kPolicies, "test");
-    EXPECT_TRUE(policies.ok()) << policies.status();
-    std::vector<core::PolicyConfig> configs;
-    for (const auto& p : *policies) {
-      auto config = policy::ToConfig(p);
-      EXPECT_TRUE(config.ok()) << config.status();
-      configs.push_back(*config);
-    }
-    engine_.ReplacePolicies(std::move(configs));
+    InstallPolicies(kPolicies, &engine_);
     // A real port (0: any free one), so that the client's channel outlives
     // a server the test stops, as it would a sluiced that went away.
     grpc::ServerBuilder builder;

@@ -82,6 +82,16 @@ std::string GrantSourceRow(const v1::DependencyState& st) {
 
 }  // namespace
 
+// What clients hold on lease, and what they decided from it.
+std::string ClientLeasesRow(const v1::DependencyState& st) {
+  if (!st.has_client_leases()) return "- (per_key: not leased)";
+  const v1::ClientLeasesState& l = st.client_leases();
+  return absl::StrCat(
+      l.leases(), l.leases() == 1 ? " client holds " : " clients hold ",
+      absl::StrFormat("%.0f", l.tokens()), " tokens and ", l.slots(),
+      " slots; ", l.leased_decisions(), " calls decided from leases");
+}
+
 std::vector<std::vector<std::string>> StateRows(const v1::DependencyState& st) {
   const bool standalone = st.store_status() == "standalone";
   const auto& d = st.decisions();
@@ -101,6 +111,7 @@ std::vector<std::vector<std::string>> StateRows(const v1::DependencyState& st) {
            : absl::StrFormat("%.2f", st.tokens_available())},
       {"window count", absl::StrCat(st.window_count())},
       {"in flight", absl::StrCat(st.in_flight())},
+      {"client leases", ClientLeasesRow(st)},
       {"share",
        standalone ? "- (standalone)" : absl::StrFormat("%.3f", st.share())},
       {"in force here",
