@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 #include "server/core/outcome.h"
 
@@ -19,6 +22,28 @@ constexpr uint64_t kMostOutcomesPerRenewal = 1 << 16;
 // b - a for cumulative counts, 0 when a renewal older than the one seen
 // arrives late.
 uint64_t Since(uint64_t a, uint64_t b) { return b > a ? b - a : 0; }
+
+// Why the gates must see each call now, for the reason a client is given
+// with no lease (the terms are GateSet::SliceableUntil's).
+std::string NotLeasedBecause(const PolicyConfig& policy,
+                             BreakerState breaker) {
+  if (policy.shadow) return "a shadow policy decides each call";
+  if (policy.rate_limit &&
+      policy.rate_limit->algorithm == RateAlgorithm::kSlidingWindow) {
+    return "a sliding window decides each call";
+  }
+  if (policy.adaptive_concurrency || policy.adaptive_throttle) {
+    return "the adaptive gates decide each call";
+  }
+  if (policy.breaker && policy.breaker->latency_baseline) {
+    return "the breaker's latency_baseline rule judges each call";
+  }
+  if (breaker != BreakerState::kClosed) {
+    return absl::StrCat("the breaker is ", BreakerStateName(breaker));
+  }
+  return "the dependency's gates decide each call now (a cluster-scope "
+         "limit, or a breaker that the next success may trip)";
+}
 
 }  // namespace
 
@@ -142,9 +167,7 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
     if (lease != nullptr && in.lease != lease->id && lease->slots == 0) {
       leases_.erase(it);
     }
-    out->reason =
-        "the dependency's gates decide each call now (its breaker is not "
-        "CLOSED, is overridden, or may trip on the next success)";
+    out->reason = NotLeasedBecause(policy, out->breaker_state);
     return;
   }
   if (lease == nullptr) {

@@ -4,6 +4,8 @@
 // clients hold, the dependency's limits must hold across every caller, and
 // the breaker must judge the clients' calls as it judges the others.
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
@@ -235,7 +237,7 @@ TEST_F(EngineLeasesTest, LeasedFailuresTripTheBreaker) {
   const LeaseTerms after = Renew(s, 10, 1);
   EXPECT_EQ(after.lease, 0u);
   EXPECT_EQ(after.breaker_state, BreakerState::kOpen);
-  EXPECT_FALSE(after.reason.empty());
+  EXPECT_EQ(after.reason, "the breaker is OPEN");
   EXPECT_EQ(Acquire("dep").reason, Reason::kCircuitOpen);
   EXPECT_EQ(Outcomes(Inspect("dep").counters, Outcome::kFailure), 3u);
   ASSERT_EQ(sink_.transitions().size(), 1u);
@@ -350,7 +352,12 @@ TEST_F(EngineLeasesTest, OnlyLeasableGatesLend) {
   PolicyConfig shadow = MakePolicy("shadow");
   WithBucket(shadow, 10, 10);
   shadow.shadow = true;
-  for (const PolicyConfig& policy : {keyed, window, shadow}) {
+  const std::pair<PolicyConfig, std::string> cases[] = {
+      {keyed, "a per_key policy decides each call"},
+      {window, "a sliding window decides each call"},
+      {shadow, "a shadow policy decides each call"},
+  };
+  for (const auto& [policy, reason] : cases) {
     engine_.PutPolicy(policy);
     LeaseSettlement s;
     s.client = 7;
@@ -358,7 +365,7 @@ TEST_F(EngineLeasesTest, OnlyLeasableGatesLend) {
     s.want_slots = 1;
     const LeaseTerms t = engine_.RenewLease(policy.name, s);
     EXPECT_EQ(t.lease, 0u) << policy.name;
-    EXPECT_FALSE(t.reason.empty()) << policy.name;
+    EXPECT_EQ(t.reason, reason) << policy.name;
   }
 }
 
