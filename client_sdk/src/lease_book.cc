@@ -7,7 +7,6 @@
 
 #include "absl/random/random.h"
 #include "convert.h"
-#include "wire/limits.h"
 
 namespace sluice::client::internal {
 namespace {
