@@ -31,6 +31,7 @@
 #include "thread_scaling.h"
 #include "server/core/clock.h"
 #include "server/core/engine.h"
+#include "server/core/live_policy.h"
 #include "server/core/policy_config.h"
 
 namespace sluice::core {
@@ -89,8 +90,10 @@ Engine& SharedEngine() {
     rate.per = absl::Hours(24);
     rate.burst = 1;
     refused.rate_limit = rate;
+    PolicyConfig few_shards = HotPolicy("hot_keys_32", true);
+    few_shards.max_keys = LivePolicy::kShardedKeys;
     e->ReplacePolicies({HotPolicy("hot", false), HotPolicy("hot_keys", true),
-                        AdaptivePolicy("hot_adaptive"), refused});
+                        few_shards, AdaptivePolicy("hot_adaptive"), refused});
     (void)e->Acquire("refused", "", 1);  // spends the only token
     return e;
   }();
@@ -133,35 +136,53 @@ BENCHMARK(BM_AcquireReportAdaptive)
     ->Threads(2)
     ->UseRealTime();
 
-void BM_AcquireReportPerKey(benchmark::State& state) {
+// Acquire + Report on a per_key policy, each thread on 64 keys of its own.
+void AcquireReportKeysLoop(benchmark::State& state, const char* dependency) {
   Engine& engine = SharedEngine();
   std::vector<std::string> keys;
   for (int i = 0; i < 64; ++i) {
     keys.push_back("tenant-" + std::to_string(state.thread_index() * 64 + i));
   }
   for (const std::string& key : keys) {
-    auto d = engine.Acquire("hot_keys", key, 1);
-    engine.Report("hot_keys", key, d->permit_id, Outcome::kSuccess,
+    auto d = engine.Acquire(dependency, key, 1);
+    engine.Report(dependency, key, d->permit_id, Outcome::kSuccess,
                   absl::Milliseconds(1));
   }
   AllocationCounter allocs;
   size_t i = 0;
   for (auto _ : state) {
     const std::string& key = keys[i++ & 63];
-    absl::StatusOr<Decision> d = engine.Acquire("hot_keys", key, 1);
+    absl::StatusOr<Decision> d = engine.Acquire(dependency, key, 1);
     if (!d.ok() || d->verdict != Verdict::kAllow) {
       state.SkipWithError("hot dependency refused a call");
       break;
     }
-    engine.Report("hot_keys", key, d->permit_id, Outcome::kSuccess,
+    engine.Report(dependency, key, d->permit_id, Outcome::kSuccess,
                   absl::Milliseconds(1));
   }
   allocs.Report(state);
+}
+
+// The default max_keys (100,000): 781 shards.
+void BM_AcquireReportPerKey(benchmark::State& state) {
+  AcquireReportKeysLoop(state, "hot_keys");
 }
 BENCHMARK(BM_AcquireReportPerKey)
     ->Threads(1)
     ->Threads(2)
     ->Threads(4)
+    ->UseRealTime();
+
+// max_keys 4,096, the fewest shards (32) a sharded policy has: every
+// thread's 64 keys fall in nearly all of them, so two threads share nearly
+// every shard, as they shared all 16 before shards grew with max_keys. The
+// baseline for the row above.
+void BM_AcquireReportPerKey32Shards(benchmark::State& state) {
+  AcquireReportKeysLoop(state, "hot_keys_32");
+}
+BENCHMARK(BM_AcquireReportPerKey32Shards)
+    ->Threads(1)
+    ->Threads(2)
     ->UseRealTime();
 
 void BM_AcquireRefused(benchmark::State& state) {

@@ -968,7 +968,8 @@ class alignas(64) LivePolicy::Shard {
 };
 
 size_t LivePolicy::ShardsFor(const PolicyConfig& policy) {
-  return policy.per_key && policy.max_keys >= kShardedKeys ? kShards : 1;
+  if (!policy.per_key || policy.max_keys < kShardedKeys) return 1;
+  return std::min<size_t>(kMaxShards, policy.max_keys / kKeysPerShard);
 }
 
 LivePolicy::LivePolicy(std::shared_ptr<const PolicyConfig> policy,

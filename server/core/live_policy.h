@@ -41,10 +41,11 @@ struct LivePolicyStatus {
 //
 // The state sits in shards, each behind its own lock, so different
 // dependencies never contend and neither do most keys of one: a per_key
-// policy with at least kShardedKeys keys gets kShards shards, chosen by a
-// hash of the key, each holding up to its share of max_keys and evicting
-// its own least recently used key (so eviction is LRU within a shard and
-// max_keys holds exactly). Other policies have one shard.
+// policy with at least kShardedKeys keys gets a shard per kKeysPerShard
+// keys (see ShardsFor), chosen by a hash of the key, each holding up to its
+// share of max_keys and evicting its own least recently used key (so
+// eviction is LRU within a shard and max_keys holds exactly). Other
+// policies have one shard.
 //
 // Per key it keeps what the key's gates need and no more: the key once, a
 // few words per gate, and a breaker window only when the policy has a
@@ -113,14 +114,25 @@ class LivePolicy {
   // the next one), and keys handled per lock hold while collecting.
   static constexpr size_t kMaxKeysPerTick = 10000;
   static constexpr size_t kKeysPerLock = 256;
-  // Shards of a per_key policy whose max_keys is at least kShardedKeys when
-  // the dependency is built. Below that, one shard keeps eviction exactly
+  // A per_key policy whose max_keys is at least kShardedKeys when the
+  // dependency is built gets one shard per kKeysPerShard keys of max_keys,
+  // at most kMaxShards. Below that, one shard keeps eviction exactly
   // least-recently-used. The number stays when max_keys changes later
   // (each shard then holds at least one key).
-  static constexpr size_t kShards = 16;
+  //
+  // Why so many: two threads deciding their own keys share nothing but the
+  // shards their keys hash to, and a shard's lock, LRU list and ledger
+  // move between their cores on every call that lands on a shard the other
+  // thread used last. With S shards, a thread's k keys meet the other
+  // thread's in about k/S of its calls (docs/benchmarks.md, "Distinct
+  // keys"). An idle shard costs about 1 KiB (sizeof, and no ring until
+  // its first permit), under 4% of the state of the 128 keys it may hold.
   static constexpr uint32_t kShardedKeys = 4096;
+  static constexpr uint32_t kKeysPerShard = 128;
+  static constexpr size_t kMaxShards = 1024;
 
-  // Shards for a dependency built with `policy`: kShards or 1.
+  // Shards for a dependency built with `policy`: 1, or from 32 (max_keys
+  // 4,096) to kMaxShards (max_keys 131,072 and more).
   static size_t ShardsFor(const PolicyConfig& policy);
 
  private:

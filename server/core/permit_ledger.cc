@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/core/permit_ledger.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace sluice::core {
@@ -23,7 +24,6 @@ uint64_t Mix(uint64_t x) {
 
 PermitLedger::PermitLedger(Origin origin)
     : epoch_(origin.epoch & 0xFFFFFF),
-      ring_(kInitialSlots),
       head_(origin.first_seq & kSeqMask),
       next_(head_) {}
 
@@ -112,7 +112,7 @@ void PermitLedger::SkipDead() {
 }
 
 void PermitLedger::Grow() {
-  std::vector<Slot> bigger(ring_.size() * 2);
+  std::vector<Slot> bigger(std::max(kInitialSlots, ring_.size() * 2));
   for (uint64_t position = head_; position < next_; ++position) {
     bigger[position & (bigger.size() - 1)] = SlotFor(position);
   }

@@ -15,6 +15,8 @@ namespace sluice::core {
 // low 40 bits are its sequence number and index a power-of-two ring, so
 // issuing, finding and retiring a permit are O(1) and allocate nothing once
 // the ring has grown to the number of permits alive within one expiry time.
+// The ring is empty until the first permit, so a ledger never used (a
+// shard of a per_key policy no key has reached) costs no allocation.
 // The high 24 bits are the ledger's `epoch`, so a permit of a ledger that was
 // replaced (evicted key, recreated policy) does not match the new one.
 // The sequence starts at the Origin's first_seq and wraps from 2^40 - 1 to 0

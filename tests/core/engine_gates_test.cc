@@ -420,7 +420,7 @@ class ShardedKeysTest : public GatesTest {
 };
 
 TEST_F(ShardedKeysTest, EachKeyKeepsItsOwnStateAndMaxKeysHolds) {
-  ASSERT_EQ(LivePolicy::ShardsFor(Sharded()), LivePolicy::kShards);
+  ASSERT_EQ(LivePolicy::ShardsFor(Sharded()), 32u);
   engine_.PutPolicy(Sharded());
   for (uint32_t i = 0; i < 3 * kMaxKeys; ++i) {
     const std::string key = "tenant-" + std::to_string(i);
@@ -438,6 +438,39 @@ TEST_F(ShardedKeysTest, EachKeyKeepsItsOwnStateAndMaxKeysHolds) {
   const std::string last = "tenant-" + std::to_string(3 * kMaxKeys - 1);
   EXPECT_NEAR(Gates("a", last).tokens_available, 9, kEps);
   EXPECT_FALSE(Inspect("a", "tenant-0").gates.has_value());
+}
+
+TEST_F(ShardedKeysTest, ShardsGrowWithMaxKeysUpToTheirMost) {
+  PolicyConfig p = Sharded();
+  p.max_keys = LivePolicy::kShardedKeys - 1;
+  EXPECT_EQ(LivePolicy::ShardsFor(p), 1u);  // exactly LRU
+  p.max_keys = 100000;                      // the default
+  EXPECT_EQ(LivePolicy::ShardsFor(p), 781u);
+  p.max_keys = 10000000;  // the most a policy may have
+  EXPECT_EQ(LivePolicy::ShardsFor(p), LivePolicy::kMaxShards);
+  p.per_key = false;
+  EXPECT_EQ(LivePolicy::ShardsFor(p), 1u);
+}
+
+TEST_F(ShardedKeysTest, MaxKeysHoldsExactlyOverUnevenShares) {
+  // 20,000 keys over 156 shards: shares of 128 and 129.
+  PolicyConfig p = Sharded();
+  p.max_keys = 20000;
+  ASSERT_EQ(LivePolicy::ShardsFor(p), 156u);
+  engine_.PutPolicy(p);
+  for (uint32_t i = 0; i < 2 * p.max_keys; ++i) {
+    const std::string key = "tenant-" + std::to_string(i);
+    const Decision d = Acquire("a", key);
+    ASSERT_EQ(d.verdict, Verdict::kAllow) << key;
+    Report("a", d, Outcome::kSuccess, absl::Milliseconds(1), key);
+  }
+  EXPECT_EQ(Inspect("a").keys, p.max_keys);
+  EXPECT_EQ(Inspect("a").counters.acquired, 2u * p.max_keys);
+  // The newest keys are all there: each shard evicted its own oldest.
+  for (uint32_t i = 2 * p.max_keys - 100; i < 2 * p.max_keys; ++i) {
+    EXPECT_TRUE(Inspect("a", "tenant-" + std::to_string(i)).gates.has_value())
+        << i;
+  }
 }
 
 TEST_F(ShardedKeysTest, PermitSettlesOnlyTheKeyItWasIssuedFor) {
@@ -498,7 +531,7 @@ TEST_F(ShardedKeysTest, EditingMaxKeysKeepsTheShardsAndEveryKeysState) {
   EXPECT_NEAR(Gates("a", "alice").tokens_available, 9, kEps);
   EXPECT_EQ(Acquire("a", "alice").reason, Reason::kConcurrencyLimited);
   for (int i = 0; i < 1000; ++i) Acquire("a", "k" + std::to_string(i));
-  EXPECT_LE(Inspect("a").keys, LivePolicy::kShards);
+  EXPECT_LE(Inspect("a").keys, LivePolicy::ShardsFor(Sharded()));
   EXPECT_EQ(engine_.Policies()[0]->max_keys, 10u);
 }
 
