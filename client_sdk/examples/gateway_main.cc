@@ -194,6 +194,7 @@ class Gateway {
         [&](const CallContext& ctx) { return CallBackend(*route, req, ctx); },
         options);
     ObserveBreaker(*route, counters, result);
+    counters.ObserveDecision(result.decision_latency);
 
     if (result.backend_called) {
       const bool ok = result.outcome == client::Outcome::kSuccess;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gateway_metrics.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -24,6 +26,18 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& dependencies) {
     counters->dependency = dependency;
     routes_.push_back(std::move(counters));
   }
+}
+
+void GatewayMetrics::RouteCounters::ObserveDecision(absl::Duration took) {
+  const double seconds = absl::ToDoubleSeconds(took);
+  int bucket = 0;
+  while (bucket < kDecisionBuckets - 1 && seconds > kDecisionBounds[bucket]) {
+    ++bucket;
+  }
+  decision_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+  decision_nanos.fetch_add(static_cast<uint64_t>(std::max<int64_t>(
+                               0, absl::ToInt64Nanoseconds(took))),
+                           std::memory_order_relaxed);
 }
 
 void GatewayMetrics::CountResponse(int status, Kind kind) {
@@ -91,6 +105,27 @@ std::string GatewayMetrics::Render(const client::ClientStats& sdk) const {
     }
   }
 
+  Header(&out, "sluice_gateway_decision_seconds", "histogram",
+         "How long each request waited for its Sluice decision (an RPC, a "
+         "lease in the process, or the SDK alone).");
+  for (const auto& r : routes_) {
+    uint64_t cumulative = 0;
+    for (int b = 0; b < kDecisionBuckets; ++b) {
+      cumulative += r->decision_buckets[b].load();
+      absl::StrAppend(
+          &out, "sluice_gateway_decision_seconds_bucket{dependency=\"",
+          r->dependency, "\",le=\"",
+          b < kDecisionBuckets - 1 ? absl::StrCat(kDecisionBounds[b])
+                                   : std::string("+Inf"),
+          "\"} ", cumulative, "\n");
+    }
+    absl::StrAppend(&out, "sluice_gateway_decision_seconds_sum{dependency=\"",
+                    r->dependency, "\"} ",
+                    static_cast<double>(r->decision_nanos.load()) * 1e-9, "\n");
+    absl::StrAppend(&out, "sluice_gateway_decision_seconds_count{dependency=\"",
+                    r->dependency, "\"} ", cumulative, "\n");
+  }
+
   Header(&out, "sluice_gateway_breaker_state", "gauge",
          "Breaker state Sluice last reported: 0 unknown, 1 closed, 2 open, "
          "3 half-open, 4 forced open, 5 forced closed.");
@@ -113,6 +148,7 @@ std::string GatewayMetrics::Render(const client::ClientStats& sdk) const {
       {"cache_misses", sdk.cache_misses},
       {"leased_decisions", sdk.leased_decisions},
       {"lease_refusals", sdk.lease_refusals},
+      {"lease_open_refusals", sdk.lease_open_refusals},
       {"lease_decisions_while_unreachable",
        sdk.lease_decisions_while_unreachable},
       {"lease_renewals", sdk.lease_renewals},

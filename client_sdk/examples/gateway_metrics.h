@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "sluice/client/client.h"
 
 namespace sluice::examples {
@@ -21,6 +22,13 @@ class GatewayMetrics {
   enum class Kind { kBackend, kDegraded, kRejected, kError, kNoRoute };
   static constexpr int kKinds = 5;
   static constexpr int kReasons = static_cast<int>(client::Reason::kCallFailed) + 1;
+  // Upper bounds of the decision-time histogram's buckets, in seconds
+  // (10 us to 25 ms; +Inf comes after).
+  static constexpr double kDecisionBounds[] = {
+      0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+      0.001,   0.0025,   0.005,   0.01,   0.025};
+  static constexpr int kDecisionBuckets =
+      sizeof(kDecisionBounds) / sizeof(kDecisionBounds[0]) + 1;
 
   struct RouteCounters {
     std::string dependency;
@@ -35,6 +43,12 @@ class GatewayMetrics {
     std::array<std::atomic<uint64_t>, kReasons> degraded{};
     // Last breaker state Sluice reported (client::BreakerState as int).
     std::atomic<int> breaker_state{0};
+    // How long each decision took (CallResult::decision_latency): a count
+    // per bucket (not cumulative; Render sums them) and the sum.
+    std::array<std::atomic<uint64_t>, kDecisionBuckets> decision_buckets{};
+    std::atomic<uint64_t> decision_nanos{0};
+
+    void ObserveDecision(absl::Duration took);
   };
 
   explicit GatewayMetrics(const std::vector<std::string>& dependencies);

@@ -50,6 +50,8 @@ struct ClientImpl::PendingAcquire {
 
   const std::string dependency;
   const std::string key;
+  // When the question left (the caller's start).
+  absl::Time sent;
   grpc::ClientContext context;
   v1::AcquireRequest request;
   v1::AcquireResponse response;
@@ -129,6 +131,24 @@ Permit ClientImpl::Shared::Local(std::string dependency, std::string key,
                              options.local_call_timeout, std::move(error));
 }
 
+void ClientImpl::Shared::RememberOpen(const PendingAcquire& call,
+                                      const Permit& permit) {
+  std::shared_ptr<LeaseLine> line = leases->Line(call.dependency);
+  if (line == nullptr) return;
+  auto refusal = std::make_shared<LeaseLine::OpenRefusal>();
+  refusal->verdict = permit.verdict();
+  refusal->http_status = permit.http_status();
+  refusal->fallback = permit.fallback();
+  refusal->policy_version = permit.policy_version();
+  if (permit.breaker_state() == BreakerState::kForcedOpen) {
+    refusal->breaker_state = BreakerState::kForcedOpen;
+  }
+  line->RememberOpen(std::move(refusal), call.sent, permit.retry_after());
+  // A renewal now: it carries the line from here on, one per tick, and
+  // each answer says whether the breaker is still OPEN.
+  leases->MaybeRenew(absl::Now(), true);
+}
+
 void ClientImpl::Shared::SendAcquire(
     const std::shared_ptr<PendingAcquire>& call,
     std::function<void(grpc::Status)> on_done) {
@@ -177,8 +197,13 @@ Permit ClientImpl::Shared::Settle(const PendingAcquire& call,
   if (status.ok()) {
     awaiting_connection.store(false, std::memory_order_relaxed);
     backoff.RecordSuccess();
-    return PermitAccess::FromResponse(call.dependency, call.key, call.response,
-                                      reporter);
+    Permit permit = PermitAccess::FromResponse(call.dependency, call.key,
+                                               call.response, reporter);
+    if (leases != nullptr && call.key.empty() &&
+        permit.reason() == Reason::kCircuitOpen) {
+      RememberOpen(call, permit);
+    }
+    return permit;
   }
   if (IsTransportError(status.error_code())) {
     RecordTransportFailure(absl::Now());
@@ -213,9 +238,19 @@ std::shared_ptr<LeaseLine> ClientImpl::DecideLeased(
   *d = line->Decide(permits, now);
   book->MaybeRenew(now);
   if (d->answer == LeaseLine::Answer::kAsk) return nullptr;
-  Counters::Inc(d->answer == LeaseLine::Answer::kAllow
-                    ? counters_->leased_decisions
-                    : counters_->lease_refusals);
+  switch (d->answer) {
+    case LeaseLine::Answer::kAllow:
+      Counters::Inc(counters_->leased_decisions);
+      break;
+    case LeaseLine::Answer::kRefuse:
+      Counters::Inc(counters_->lease_refusals);
+      break;
+    case LeaseLine::Answer::kOpen:
+      Counters::Inc(counters_->lease_open_refusals);
+      break;
+    case LeaseLine::Answer::kAsk:
+      break;
+  }
   if (d->unreachable) {
     Counters::Inc(counters_->lease_decisions_while_unreachable);
   }
@@ -253,6 +288,7 @@ Permit ClientImpl::AskSluice(absl::string_view dependency,
   }
   const absl::Duration timeout = shared_->options.acquire_timeout;
   auto call = std::make_shared<PendingAcquire>(dependency, key);
+  call->sent = start;
   call->request.set_dependency(call->dependency);
   call->request.set_key(call->key);
   call->request.set_permits(permits);
@@ -316,6 +352,7 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
     return;
   }
   auto call = std::make_shared<PendingAcquire>(dependency, key);
+  call->sent = start;
   call->request.set_dependency(call->dependency);
   call->request.set_key(call->key);
   call->request.set_permits(permits);
@@ -398,8 +435,10 @@ CallResult ClientImpl::Call(
     absl::string_view dependency,
     const std::function<absl::StatusOr<Response>(const CallContext&)>& fn,
     const CallOptions& options) {
+  const absl::Time asked = absl::Now();
   Permit permit = Acquire(dependency, options.key, options.permits);
   CallResult result;
+  result.decision_latency = absl::Now() - asked;
   result.reason = permit.reason();
   result.breaker_state = permit.breaker_state();
   result.decided_locally = permit.decided_locally();

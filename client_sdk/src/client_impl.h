@@ -73,6 +73,10 @@ class ClientImpl final : public Client {
     bool ShouldAsk(absl::Time now);
     // Feeds the backoff a transport failure.
     void RecordTransportFailure(absl::Time now);
+    // A CIRCUIT_OPEN answer to `call` (leases on, no key): the
+    // dependency's lease line repeats it until the breaker may let a call
+    // through (LeaseLine::RememberOpen).
+    void RememberOpen(const PendingAcquire& call, const Permit& permit);
 
     // Sends `call` on the Decide stream, or as a unary Acquire when there is
     // none (or the server turned out to have no Decide); `on_done` gets the

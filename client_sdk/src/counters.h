@@ -23,6 +23,7 @@ struct Counters {
   std::atomic<uint64_t> cache_misses{0};
   std::atomic<uint64_t> leased_decisions{0};
   std::atomic<uint64_t> lease_refusals{0};
+  std::atomic<uint64_t> lease_open_refusals{0};
   std::atomic<uint64_t> lease_decisions_while_unreachable{0};
   std::atomic<uint64_t> lease_renewals{0};
   std::atomic<uint64_t> lease_renewal_failures{0};

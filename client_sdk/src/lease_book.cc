@@ -47,6 +47,17 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
     Counters::Inc(counters_->lease_expiries);
     lease_ = 0;
   }
+  if (open_ != nullptr) {
+    if (now < open_until_ && now < open_heard_until_) {
+      d.answer = Answer::kOpen;
+      d.open = open_;
+      d.retry_after = open_until_ - now;
+      d.breaker_state = open_->breaker_state;
+      d.policy_version = open_->policy_version;
+      return d;
+    }
+    open_.reset();
+  }
   if (lease_ == 0 || suspended_) return d;
   if (!unlimited_slots_ && in_flight_ >= slot_limit_) {
     ++slot_misses_;
@@ -111,6 +122,20 @@ bool LeaseLine::HoldsLimit(absl::Time now) {
   return lease_ != 0 && now < until_;
 }
 
+void LeaseLine::RememberOpen(std::shared_ptr<const OpenRefusal> refusal,
+                             absl::Time sent, absl::Duration retry_after) {
+  if (retry_after <= absl::ZeroDuration()) return;
+  absl::MutexLock lock(&mu_);
+  // An older answer does not replace a newer one.
+  if (open_ != nullptr && sent < open_sent_) return;
+  open_ = std::move(refusal);
+  open_sent_ = sent;
+  // Counted from when the question left, so never past the breaker's own
+  // open time, however long the answer took.
+  open_until_ = sent + retry_after;
+  open_heard_until_ = sent + kOpenUnheardFor;
+}
+
 bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
   absl::MutexLock lock(&mu_);
   const absl::Duration window = now - window_start_;
@@ -136,7 +161,7 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
                              ? std::max(busiest, 2.0 * slot_limit_)
                              : busiest);
   }
-  if (lease_ == 0 && !owed_ && !giving_back_ &&
+  if (lease_ == 0 && !owed_ && !giving_back_ && open_ == nullptr &&
       (!hot_ || now < quiet_until_)) {
     // Nothing to settle, and nothing to ask for yet.
     return false;
@@ -183,6 +208,17 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
   unreachable_ = false;
   breaker_state_ = BreakerStateFromProto(grant.breaker_state());
   policy_version_ = grant.policy_version();
+  if (open_ != nullptr && sent >= open_sent_) {
+    const bool refuses_all = breaker_state_ == BreakerState::kOpen ||
+                             breaker_state_ == BreakerState::kForcedOpen;
+    if (refuses_all && policy_version_ == open_->policy_version) {
+      open_heard_until_ = std::max(open_heard_until_, sent + kOpenUnheardFor);
+    } else {
+      // Closed, probing, forced closed or another policy since: ask
+      // again.
+      open_.reset();
+    }
+  }
   suspended_ = bad_ != bad_sent_;
   if (grant.lease() == 0 || !hot_) {
     if (lease_ != 0) Counters::Inc(counters_->leases_ended);

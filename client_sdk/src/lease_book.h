@@ -45,6 +45,17 @@ class LeaseLine {
     kAsk,     // no lease serves the call: ask Sluice
     kAllow,   // admitted from the lease
     kRefuse,  // the lease is spent and Sluice has nothing more
+    kOpen,    // Sluice said its breaker is OPEN: refuse as it did
+  };
+  // Sluice's CIRCUIT_OPEN answer for the dependency, repeated without
+  // asking until the breaker may let a call through (see RememberOpen).
+  struct OpenRefusal {
+    Verdict verdict = Verdict::kReject;
+    int http_status = 0;
+    Fallback fallback;
+    uint64_t policy_version = 0;
+    // kOpen, or kForcedOpen while an operator holds it open.
+    BreakerState breaker_state = BreakerState::kOpen;
   };
   struct Decision {
     Answer answer = Answer::kAsk;
@@ -56,6 +67,8 @@ class LeaseLine {
     bool unreachable = false;
     // This call made the dependency hot: a renewal is due now.
     bool renew_now = false;
+    // kOpen: the answer to repeat.
+    std::shared_ptr<const OpenRefusal> open;
   };
   Decision Decide(uint32_t permits, absl::Time now);
   // Settles a call Decide admitted; true when the outcome asks for a
@@ -64,6 +77,17 @@ class LeaseLine {
   // Whether the lease still holds the limit at `now`: it has not run out,
   // so a call it cannot cover is refused, not decided by on_failure.
   bool HoldsLimit(absl::Time now);
+  // Sluice answered an Acquire sent at `sent` with CIRCUIT_OPEN and
+  // retry_after: until sent + retry_after (when the breaker may let a
+  // probe through) Decide answers kOpen with `refusal` instead of asking,
+  // while renewals, one per tick, confirm that the breaker still refuses
+  // every call (OPEN or FORCED_OPEN) under the same policy; one that says
+  // otherwise, or none for kOpenUnheardFor, ends it early.
+  void RememberOpen(std::shared_ptr<const OpenRefusal> refusal, absl::Time sent,
+                    absl::Duration retry_after);
+  // How long an OPEN answer is repeated without a renewal confirming it:
+  // as long as a lease may be decided from without one.
+  static constexpr absl::Duration kOpenUnheardFor = absl::Seconds(4);
 
   // The renewal: what to send (false when the line has nothing to say),
   // and the answer for it.
@@ -136,6 +160,13 @@ class LeaseLine {
   // Sluice may hold something of the line's: a lease it granted, not yet
   // settled by a renewal that decides from none with no call in flight.
   bool owed_ ABSL_GUARDED_BY(mu_) = false;
+  // The OPEN answer Decide repeats while now is before both open_until_
+  // and open_heard_until_ (RememberOpen); open_sent_: when the Acquire
+  // that brought it was sent (a renewal sent before says nothing of it).
+  std::shared_ptr<const OpenRefusal> open_ ABSL_GUARDED_BY(mu_);
+  absl::Time open_sent_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time open_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time open_heard_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Hot, but Sluice lent nothing: no renewal for it before quiet_until_,
   // the wait doubling with each refusal.
   absl::Duration quiet_for_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

@@ -121,6 +121,13 @@ Permit PermitAccess::Leased(std::string dependency,
   if (decision.answer == LeaseLine::Answer::kAllow) {
     p.call_timeout_ = decision.call_timeout;
     p.lease_ = std::move(line);
+  } else if (decision.answer == LeaseLine::Answer::kOpen) {
+    const LeaseLine::OpenRefusal& open = *decision.open;
+    p.verdict_ = open.verdict;
+    p.reason_ = Reason::kCircuitOpen;
+    p.http_status_ = open.http_status;
+    p.fallback_ = open.fallback;
+    p.retry_after_ = decision.retry_after;
   } else {
     p.verdict_ = Verdict::kReject;
     p.reason_ = Reason::kRateLimited;

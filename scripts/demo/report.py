@@ -88,7 +88,40 @@ def gateway_counts(series):
         "reports_dropped": total(series, "sluice_gateway_sdk_events_total",
                                  event="reports_dropped"),
         "breaker": int(total(series, "sluice_gateway_breaker_state")),
+        "decisions": decision_buckets(series),
     }
+
+
+def decision_buckets(series):
+    """The gateway's decision-time histogram: {upper bound in s: count}."""
+    out = {}
+    for key, value in series.items():
+        name, _, rest = key.partition("{")
+        if name != "sluice_gateway_decision_seconds_bucket":
+            continue
+        le = re.search(r'le="([^"]+)"', rest).group(1)
+        bound = float("inf") if le == "+Inf" else float(le)
+        out[bound] = out.get(bound, 0) + value
+    return out
+
+
+def quantile_bound(buckets, q):
+    """The upper bound of the bucket that holds quantile `q`: the quantile
+    is at most this. None without observations."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    want = q * buckets[bounds[-1]]
+    for b in bounds:
+        if buckets[b] >= want:
+            return b
+    return bounds[-1]
+
+
+def ms_bound(bound):
+    if bound is None:
+        return "-"
+    return "> 25 ms" if bound == float("inf") else f"<= {bound * 1000:g} ms"
 
 
 def read_events(work):
@@ -129,8 +162,12 @@ def analyse(work):
     prev = snapshots["start"]
     for name in PHASES:
         cur = snapshots[name]
-        delta = {k: cur[k] - prev[k] for k in cur if k != "breaker"}
+        delta = {k: cur[k] - prev[k] for k in cur
+                 if k not in ("breaker", "decisions")}
         delta["breaker_end"] = STATE_NAMES.get(cur["breaker"], "?")
+        delta["decision_p99"] = quantile_bound(
+            {b: n - prev["decisions"].get(b, 0)
+             for b, n in cur["decisions"].items()}, 0.99)
         phases.append({"name": name, "seconds": p[f"{name}_s"],
                        "wrk": read_wrk(work, name), "gw": delta})
         prev = cur
@@ -194,6 +231,13 @@ def analyse(work):
           "never opened" if kill_to_open is None else f"{kill_to_open} ms")
     check("outage: p99 latency < 50 ms", outage["wrk"]["p99_ms"] < 50,
           f"{outage['wrk']['p99_ms']:.2f} ms")
+    if p.get("lease") == "true":
+        # With leases the SDK repeats the OPEN breaker's answer in the
+        # gateway's process: Sluice adds no round trip to most requests.
+        decision_p99 = og["decision_p99"]
+        check("outage: p99 decision time <= 1 ms (leases on)",
+              decision_p99 is not None and decision_p99 <= 0.001,
+              ms_bound(decision_p99))
     restart_to_close = None if closed is None else closed - p["restart_ms"]
     close_bound = open_ms + 2 * p["tick_ms"]
     check("breaker closes within open_duration + 2 ticks of the restart",
@@ -213,8 +257,8 @@ def analyse(work):
 
 def table(result):
     head = ("| phase | seconds | requests | backend OK | degraded | 429 | "
-            "other errors | p50 | p99 | breaker at end |")
-    lines = [head, "|" + "---|" * 10]
+            "other errors | p50 | p99 | decision p99 | breaker at end |")
+    lines = [head, "|" + "---|" * 11]
     for ph in result["phases"]:
         w, g = ph["wrk"], ph["gw"]
         other = w["r5xx"] + w["other"] + w["sockerr"]
@@ -222,7 +266,7 @@ def table(result):
             f"| {ph['name']} | {ph['seconds']} | {w['total']} | "
             f"{w['backend']} | {w['degraded']} | {w['r429']} | {other} | "
             f"{w['p50_ms']:.2f} ms | {w['p99_ms']:.2f} ms | "
-            f"{g['breaker_end']} |")
+            f"{ms_bound(g['decision_p99'])} | {g['breaker_end']} |")
     return "\n".join(lines)
 
 
@@ -329,7 +373,11 @@ Phases: healthy {p['healthy_s']} s; backend killed with SIGKILL,
 
 "backend OK" are real backend answers, "degraded" are 200s with
 `{{"degraded": true, ...}}` and the fallback, "429" carry `Retry-After`, "other
-errors" are 5xx, unexpected statuses and socket errors.
+errors" are 5xx, unexpected statuses and socket errors. "decision p99" is
+what Sluice added to the request: the bucket of the gateway's
+`sluice_gateway_decision_seconds` histogram that holds the 99th percentile
+of the time each request waited for its decision (leases
+{"on" if p.get("lease") == "true" else "off"}).
 
 - Kill → breaker OPEN: **{result['kill_to_open']} ms** (the first Sluice
   answer that said OPEN after the kill).

@@ -36,6 +36,21 @@ policies:
       consecutive_failures: 3
       open_duration: 1h
       max_open_duration: 1h
+  - name: brittle
+    breaker:
+      consecutive_failures: 1
+      open_duration: 1h
+      max_open_duration: 1h
+    fallback:
+      strategy: STATIC
+      payload: '{"stale":true}'
+      content_type: application/json
+      on: [CIRCUIT_OPEN]
+  - name: blinking
+    breaker:
+      consecutive_failures: 1
+      open_duration: 50ms
+      max_open_duration: 50ms
   - name: keyed
     rate_limit: { rate: 1, per: 1h, burst: 1000 }
     per_key: true
@@ -60,13 +75,15 @@ class LeaseTest : public ::testing::Test {
     if (!stopped_) server_->Shutdown();
   }
 
-  void StartClient(uint32_t hot_calls = 4) {
+  void StartClient(uint32_t hot_calls = 4,
+                   absl::Duration tick = absl::Seconds(4)) {
     ClientOptions options;
     options.target = absl::StrCat("127.0.0.1:", port_);
     options.acquire_timeout = absl::Seconds(5);
     options.lease.enabled = true;
-    // Long enough that no renewal comes on its own during a test.
-    options.lease.tick = absl::Seconds(4);
+    // By default long enough that no renewal comes on its own during a
+    // test.
+    options.lease.tick = tick;
     options.lease.hot_calls = hot_calls;
     auto client = Client::Create(options);
     ASSERT_TRUE(client.ok()) << client.status();
@@ -92,6 +109,20 @@ class LeaseTest : public ::testing::Test {
       p.Report(Outcome::kSuccess, absl::Milliseconds(1));
     }
     return admitted;
+  }
+
+  // Trips `dependency`'s one-failure breaker with a call Sluice admits,
+  // and waits until the failure's report has reached it.
+  void Trip(absl::string_view dependency) {
+    Permit p = client_->Acquire(dependency);
+    ASSERT_TRUE(p.allowed());
+    ASSERT_FALSE(p.leased());
+    p.Report(Outcome::kFailure, absl::Milliseconds(1));
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return engine_.PeekBreaker(dependency) == core::BreakerState::kOpen;
+        },
+        absl::Seconds(10), absl::Milliseconds(1)));
   }
 
   core::LivePolicyStatus Inspect(absl::string_view dependency) {
@@ -190,6 +221,125 @@ TEST_F(LeaseTest, LeasedFailuresTripTheBreakerAtOnce) {
   EXPECT_EQ(p.verdict(), Verdict::kReject);
   EXPECT_EQ(p.reason(), Reason::kCircuitOpen);
   EXPECT_FALSE(p.leased());
+}
+
+// Once Sluice has answered CIRCUIT_OPEN, the client repeats that answer,
+// fallback and all, without asking, until the breaker may probe.
+TEST_F(LeaseTest, AnOpenBreakerIsRepeatedWithoutAsking) {
+  StartClient(/*hot_calls=*/100);
+  Trip("brittle");
+  Permit asked = client_->Acquire("brittle");
+  ASSERT_EQ(asked.reason(), Reason::kCircuitOpen);
+  EXPECT_EQ(asked.verdict(), Verdict::kDegrade);
+  EXPECT_FALSE(asked.leased());
+  const uint64_t acquired = Inspect("brittle").counters.acquired;
+
+  for (int i = 0; i < 5; ++i) {
+    Permit p = client_->Acquire("brittle");
+    EXPECT_EQ(p.verdict(), Verdict::kDegrade) << i;
+    EXPECT_EQ(p.reason(), Reason::kCircuitOpen) << i;
+    EXPECT_EQ(p.breaker_state(), BreakerState::kOpen) << i;
+    EXPECT_TRUE(p.leased()) << i;
+    EXPECT_FALSE(p.decided_locally()) << i;
+    EXPECT_EQ(p.fallback().payload, R"({"stale":true})") << i;
+    EXPECT_EQ(p.fallback().content_type, "application/json") << i;
+    EXPECT_GT(p.retry_after(), absl::Minutes(59)) << i;
+    EXPECT_LE(p.retry_after(), absl::Hours(1)) << i;
+    EXPECT_EQ(p.policy_version(), asked.policy_version()) << i;
+    EXPECT_TRUE(p.reported()) << i;
+  }
+  EXPECT_EQ(Inspect("brittle").counters.acquired, acquired);
+  EXPECT_EQ(client_->stats().lease_open_refusals, 5u);
+
+  // A call with a key is not the dependency's: it still asks.
+  Permit keyed = client_->Acquire("brittle", "tenant-a");
+  EXPECT_EQ(keyed.reason(), Reason::kCircuitOpen);
+  EXPECT_FALSE(keyed.leased());
+  EXPECT_EQ(Inspect("brittle").counters.acquired, acquired + 1);
+}
+
+// A renewal that finds the breaker no longer OPEN (here an operator's
+// override) ends the repeat within a tick: the next call asks again.
+TEST_F(LeaseTest, ARenewalThatFindsTheBreakerClosedEndsTheRepeat) {
+  StartClient(/*hot_calls=*/100, absl::Milliseconds(20));
+  Trip("brittle");
+  ASSERT_EQ(client_->Acquire("brittle").reason(), Reason::kCircuitOpen);
+  ASSERT_TRUE(client_->Acquire("brittle").leased());
+  const uint64_t renewals = client_->stats().lease_renewals;
+  // Renewals still say OPEN: the repeat goes on.
+  AwaitRenewals(renewals + 2);
+  ASSERT_TRUE(client_->Acquire("brittle").leased());
+
+  ASSERT_TRUE(
+      engine_
+          .SetOverride("brittle", core::BreakerOverride::kForceClosed, "test")
+          .ok());
+  // The next renewal hears FORCED_CLOSED; the repeat ends with it, and so
+  // do the renewals, which had nothing else to carry.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        Permit p = client_->Acquire("brittle");
+        if (p.leased()) return false;
+        EXPECT_TRUE(p.allowed());
+        EXPECT_EQ(p.breaker_state(), BreakerState::kForcedClosed);
+        p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+        return true;
+      },
+      absl::Seconds(10), absl::Milliseconds(1)));
+}
+
+// An operator's FORCE_OPEN is repeated as well, renewal after renewal,
+// until the override is lifted.
+TEST_F(LeaseTest, AForcedOpenBreakerIsRepeatedUntilLifted) {
+  StartClient(/*hot_calls=*/100, absl::Milliseconds(20));
+  ASSERT_TRUE(engine_
+                  .SetOverride("brittle", core::BreakerOverride::kForceOpen,
+                               "test")
+                  .ok());
+  Permit asked = client_->Acquire("brittle");
+  ASSERT_EQ(asked.reason(), Reason::kCircuitOpen);
+  ASSERT_EQ(asked.breaker_state(), BreakerState::kForcedOpen);
+  const uint64_t acquired = Inspect("brittle").counters.acquired;
+  AwaitRenewals(client_->stats().lease_renewals + 3);
+  Permit repeated = client_->Acquire("brittle");
+  EXPECT_TRUE(repeated.leased());
+  EXPECT_EQ(repeated.breaker_state(), BreakerState::kForcedOpen);
+  EXPECT_EQ(Inspect("brittle").counters.acquired, acquired);
+
+  ASSERT_TRUE(
+      engine_.SetOverride("brittle", core::BreakerOverride::kAuto, "test")
+          .ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        Permit p = client_->Acquire("brittle");
+        if (p.leased()) return false;
+        EXPECT_TRUE(p.allowed());
+        p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+        return true;
+      },
+      absl::Seconds(10), absl::Milliseconds(1)));
+}
+
+// The repeat lasts only as long as Sluice said the breaker stays OPEN
+// (retry_after, counted from when the question left): then the client
+// asks, and a breaker that may probe answers.
+TEST_F(LeaseTest, TheRepeatEndsWhenTheBreakerMayProbe) {
+  StartClient(/*hot_calls=*/100);
+  Trip("blinking");
+  Permit asked = client_->Acquire("blinking");
+  ASSERT_EQ(asked.reason(), Reason::kCircuitOpen);
+  ASSERT_LE(asked.retry_after(), absl::Milliseconds(50));
+  const uint64_t acquired = Inspect("blinking").counters.acquired;
+  // Sluice's clock stands still, so its breaker stays OPEN and each
+  // question brings another 50 ms of repeats; the client keeps asking
+  // again after each.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        (void)client_->Acquire("blinking");
+        return Inspect("blinking").counters.acquired >= acquired + 2;
+      },
+      absl::Seconds(10), absl::Milliseconds(1)));
+  EXPECT_GT(client_->stats().lease_open_refusals, 0u);
 }
 
 // While Sluice cannot be asked, a lease that has not run out keeps the

@@ -84,6 +84,10 @@ struct CallResult {
   absl::Status error;
   // How long the downstream call took (when backend_called).
   absl::Duration latency = absl::ZeroDuration();
+  // How long deciding took: the Acquire, whether Sluice answered it, a
+  // lease decided it in the process, or the SDK decided alone. What
+  // Sluice adds to the request.
+  absl::Duration decision_latency = absl::ZeroDuration();
   FallbackSource fallback_source = FallbackSource::kNone;
   // kRejected: suggested HTTP status; retry_after when Sluice gave one.
   int http_status = 0;
@@ -114,8 +118,11 @@ struct ClientStats {
   // not be asked while the lease still held the limit.
   uint64_t leased_decisions = 0;
   uint64_t lease_refusals = 0;
-  // Of leased_decisions and lease_refusals: made while the last renewal
-  // had failed (Sluice slow or unreachable).
+  // Calls refused (CIRCUIT_OPEN, with the policy's fallback) without
+  // asking, because Sluice had just said the dependency's breaker is OPEN.
+  uint64_t lease_open_refusals = 0;
+  // Of leased_decisions, lease_refusals and lease_open_refusals: made while
+  // the last renewal had failed (Sluice slow or unreachable).
   uint64_t lease_decisions_while_unreachable = 0;
   // RenewLeases calls that were answered, and that failed.
   uint64_t lease_renewals = 0;

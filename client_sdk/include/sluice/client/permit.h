@@ -63,8 +63,9 @@ class Permit {
   const absl::Status& sluice_error() const { return sluice_error_; }
   // True when the client decided it from a lease Sluice lent it
   // (ClientOptions::lease) without asking: an ALLOW whose report stays in
-  // the client until its next renewal, or a refusal because the lease was
-  // spent.
+  // the client until its next renewal, a refusal because the lease was
+  // spent, or a CIRCUIT_OPEN refusal repeating Sluice's last answer while
+  // its breaker is OPEN.
   bool leased() const { return leased_; }
   // True once the call was reported (or there is nothing to report).
   bool reported() const { return reporter_ == nullptr && lease_ == nullptr; }
