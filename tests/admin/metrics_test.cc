@@ -23,10 +23,12 @@
 #include "server/policy/policy_store.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/promtool.h"
 
 namespace sluice::metrics {
 namespace {
 
+using ::sluice::testing::Promtool;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -81,25 +83,6 @@ double Sum(const std::vector<Sample>& samples, const std::string& name,
     if (ok) sum += s.value;
   }
   return sum;
-}
-
-// promtool's complaints about a /metrics body ("" when it has none).
-std::string Promtool(const std::string& body) {
-  const std::string path = ::testing::TempDir() + "/sluice_metrics.txt";
-  {
-    std::ofstream out(path);
-    out << body;
-  }
-  const std::string cmd =
-      absl::StrCat("promtool check metrics < ", path, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return "cannot run promtool";
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  const int rc = pclose(pipe);
-  if (rc != 0 && output.empty()) output = absl::StrCat("exit status ", rc);
-  return output;
 }
 
 // A component as Metrics sees it: writes what `write` writes.

@@ -3,38 +3,18 @@
 // whole page as promtool (Debian's prometheus package) reads it.
 #include "gateway_metrics.h"
 
-#include <cstdio>
-#include <fstream>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/promtool.h"
 
 namespace sluice::examples {
 namespace {
 
+using ::sluice::testing::Promtool;
 using ::testing::HasSubstr;
-
-// promtool's complaints about a /metrics body ("" when it has none).
-std::string Promtool(const std::string& body) {
-  const std::string path = ::testing::TempDir() + "/gateway_metrics.txt";
-  {
-    std::ofstream out(path);
-    out << body;
-  }
-  const std::string cmd =
-      absl::StrCat("promtool check metrics < ", path, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return "cannot run promtool";
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  const int rc = pclose(pipe);
-  if (rc != 0 && output.empty()) output = absl::StrCat("exit status ", rc);
-  return output;
-}
 
 TEST(GatewayMetricsTest, DecisionTimesFillACumulativeHistogram) {
   GatewayMetrics metrics({"catalog", "search"});

@@ -125,6 +125,22 @@ class LeaseTest : public ::testing::Test {
         absl::Seconds(10), absl::Milliseconds(1)));
   }
 
+  // Calls `dependency` until Sluice answers a call rather than the
+  // client's lease line, and returns that answer (reported, if admitted).
+  Permit AwaitAnswerFromSluice(absl::string_view dependency) {
+    Permit answer;
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          Permit p = client_->Acquire(dependency);
+          if (p.leased()) return false;
+          if (p.allowed()) p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+          answer = std::move(p);
+          return true;
+        },
+        absl::Seconds(10), absl::Milliseconds(1)));
+    return answer;
+  }
+
   core::LivePolicyStatus Inspect(absl::string_view dependency) {
     auto s = engine_.Inspect(dependency);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -276,16 +292,9 @@ TEST_F(LeaseTest, ARenewalThatFindsTheBreakerClosedEndsTheRepeat) {
           .ok());
   // The next renewal hears FORCED_CLOSED; the repeat ends with it, and so
   // do the renewals, which had nothing else to carry.
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        Permit p = client_->Acquire("brittle");
-        if (p.leased()) return false;
-        EXPECT_TRUE(p.allowed());
-        EXPECT_EQ(p.breaker_state(), BreakerState::kForcedClosed);
-        p.Report(Outcome::kSuccess, absl::Milliseconds(1));
-        return true;
-      },
-      absl::Seconds(10), absl::Milliseconds(1)));
+  const Permit p = AwaitAnswerFromSluice("brittle");
+  EXPECT_TRUE(p.allowed());
+  EXPECT_EQ(p.breaker_state(), BreakerState::kForcedClosed);
 }
 
 // An operator's FORCE_OPEN is repeated as well, renewal after renewal,
@@ -309,15 +318,7 @@ TEST_F(LeaseTest, AForcedOpenBreakerIsRepeatedUntilLifted) {
   ASSERT_TRUE(
       engine_.SetOverride("brittle", core::BreakerOverride::kAuto, "test")
           .ok());
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        Permit p = client_->Acquire("brittle");
-        if (p.leased()) return false;
-        EXPECT_TRUE(p.allowed());
-        p.Report(Outcome::kSuccess, absl::Milliseconds(1));
-        return true;
-      },
-      absl::Seconds(10), absl::Milliseconds(1)));
+  EXPECT_TRUE(AwaitAnswerFromSluice("brittle").allowed());
 }
 
 // The repeat lasts only as long as Sluice said the breaker stays OPEN
