@@ -2,6 +2,8 @@
 #include "gateway_config.h"
 
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,23 @@ absl::Status Bad(absl::string_view source, absl::string_view field,
                  absl::string_view rule) {
   return absl::InvalidArgumentError(
       absl::StrCat(source, ": ", field, " ", rule));
+}
+
+// Reads `root[field]`, when present, into `*out`: a positive duration
+// ("20ms", "1.5s").
+absl::Status PositiveDuration(const YAML::Node& root, const char* field,
+                              absl::string_view source,
+                              std::optional<absl::Duration>* out) {
+  if (!root[field]) return absl::OkStatus();
+  const std::string value = root[field].as<std::string>();
+  absl::Duration d;
+  if (!absl::ParseDuration(value, &d) || d <= absl::ZeroDuration()) {
+    return Bad(source, field,
+               absl::StrCat("must be a positive duration, got \"", value,
+                            "\""));
+  }
+  *out = d;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -46,28 +65,17 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(absl::string_view text,
         }
       }
     }
-    if (root["acquire_timeout"]) {
-      const std::string value = root["acquire_timeout"].as<std::string>();
-      absl::Duration timeout;
-      if (!absl::ParseDuration(value, &timeout) ||
-          timeout <= absl::ZeroDuration()) {
-        return Bad(source, "acquire_timeout",
-                   absl::StrCat("must be a positive duration, got \"", value,
-                                "\""));
-      }
-      config.acquire_timeout = timeout;
+    if (absl::Status s = PositiveDuration(root, "acquire_timeout", source,
+                                          &config.acquire_timeout);
+        !s.ok()) {
+      return s;
     }
     if (root["fail_open"]) config.fail_open = root["fail_open"].as<bool>();
     if (root["lease"]) config.lease = root["lease"].as<bool>();
-    if (root["lease_tick"]) {
-      const std::string value = root["lease_tick"].as<std::string>();
-      absl::Duration tick;
-      if (!absl::ParseDuration(value, &tick) || tick <= absl::ZeroDuration()) {
-        return Bad(source, "lease_tick",
-                   absl::StrCat("must be a positive duration, got \"", value,
-                                "\""));
-      }
-      config.lease_tick = tick;
+    if (absl::Status s =
+            PositiveDuration(root, "lease_tick", source, &config.lease_tick);
+        !s.ok()) {
+      return s;
     }
     if (root["threads"]) {
       config.threads = root["threads"].as<int>();

@@ -23,28 +23,6 @@ constexpr uint64_t kMostOutcomesPerRenewal = 1 << 16;
 // arrives late.
 uint64_t Since(uint64_t a, uint64_t b) { return b > a ? b - a : 0; }
 
-// Why the gates must see each call now, for the reason a client is given
-// with no lease (the terms are GateSet::SliceableUntil's).
-std::string NotLeasedBecause(const PolicyConfig& policy,
-                             BreakerState breaker) {
-  if (policy.shadow) return "a shadow policy decides each call";
-  if (policy.rate_limit &&
-      policy.rate_limit->algorithm == RateAlgorithm::kSlidingWindow) {
-    return "a sliding window decides each call";
-  }
-  if (policy.adaptive_concurrency || policy.adaptive_throttle) {
-    return "the adaptive gates decide each call";
-  }
-  if (policy.breaker && policy.breaker->latency_baseline) {
-    return "the breaker's latency_baseline rule judges each call";
-  }
-  if (breaker != BreakerState::kClosed) {
-    return absl::StrCat("the breaker is ", BreakerStateName(breaker));
-  }
-  return "the dependency's gates decide each call now (a cluster-scope "
-         "limit, or a breaker that the next success may trip)";
-}
-
 }  // namespace
 
 void ClientLeases::Settle(const LeaseSettlement& in,
@@ -53,11 +31,8 @@ void ClientLeases::Settle(const LeaseSettlement& in,
                           Lease* lease) {
   LeaseSettlement& seen = lease->seen;
   const uint64_t admitted = Since(seen.admitted, in.admitted);
-  counters->acquired += admitted;
-  counters->allowed += admitted;
+  counters->CountAllowed(admitted);
   counters->leased += admitted;
-  counters->by_verdict_reason[static_cast<int>(Verdict::kAllow)]
-                             [static_cast<int>(Reason::kNone)] += admitted;
   if (!lease->unlimited_tokens) {
     // Never more than the lease held: a client cannot spend tokens it was
     // not lent.
@@ -159,7 +134,8 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
     out->reason = "given back";
     return;
   }
-  const absl::Time sliceable_until = gates->SliceableUntil(now);
+  std::string why;
+  const absl::Time sliceable_until = gates->SliceableUntil(now, &why);
   if (sliceable_until <= now) {
     // A lease the client still decides from stays lent as it is: the
     // client may spend it until it hears this, and settles it with its
@@ -167,7 +143,7 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
     if (lease != nullptr && in.lease != lease->id && lease->slots == 0) {
       leases_.erase(it);
     }
-    out->reason = NotLeasedBecause(policy, out->breaker_state);
+    out->reason = std::move(why);
     return;
   }
   if (lease == nullptr) {

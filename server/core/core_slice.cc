@@ -93,10 +93,7 @@ bool CoreSlice::Arm(Terms terms, GateSet* gates, double least,
 void CoreSlice::Fold(GateSet* gates, DecisionCounters* counters,
                      absl::Time now) {
   if (counters != nullptr) {
-    counters->acquired += admitted_;
-    counters->allowed += admitted_;
-    counters->by_verdict_reason[static_cast<int>(Verdict::kAllow)]
-                               [static_cast<int>(Reason::kNone)] += admitted_;
+    counters->CountAllowed(admitted_);
     counters->outcomes[static_cast<int>(Outcome::kSuccess)] += successes_;
     admitted_ = 0;
     successes_ = 0;

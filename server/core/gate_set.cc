@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/numeric/int128.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace sluice::core {
@@ -365,13 +366,41 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
   return admission;
 }
 
-absl::Time GateSet::SliceableUntil(absl::Time now) {
-  if (policy_->shadow || share_ || window_ || adaptive_ || throttle_ ||
-      override_ != BreakerOverride::kAuto) {
-    return absl::InfinitePast();
+absl::Time GateSet::SliceableUntil(absl::Time now, std::string* why) {
+  const char* reason = nullptr;
+  if (policy_->shadow) {
+    reason = "a shadow policy decides each call";
+  } else if (window_) {
+    reason = "a sliding window decides each call";
+  } else if (adaptive_ || throttle_) {
+    reason = "the adaptive gates decide each call";
+  } else if (share_) {
+    reason = "a cluster-scope limit decides each call";
   }
-  return breaker_ ? breaker_->SuccessesCannotTripUntil(now)
-                  : absl::InfiniteFuture();
+  absl::Time until = absl::InfinitePast();
+  if (reason == nullptr && breaker_ != nullptr) {
+    until = override_ == BreakerOverride::kAuto
+                ? breaker_->SuccessesCannotTripUntil(now)
+                : absl::InfinitePast();
+  } else if (reason == nullptr) {
+    until = override_ == BreakerOverride::kAuto ? absl::InfiniteFuture()
+                                                : absl::InfinitePast();
+  }
+  if (why != nullptr && until <= now) {
+    if (reason != nullptr) {
+      *why = reason;
+    } else if (const BreakerState state = breaker_state(now);
+               state != BreakerState::kClosed) {
+      *why = absl::StrCat("the breaker is ", BreakerStateName(state));
+    } else if (override_ != BreakerOverride::kAuto) {
+      *why = "an operator's breaker override is in force";
+    } else if (policy_->breaker && policy_->breaker->latency_baseline) {
+      *why = "the breaker's latency_baseline rule judges each call";
+    } else {
+      *why = "the breaker may trip on the next call";
+    }
+  }
+  return until;
 }
 
 void GateSet::Lend(double least, double tokens, uint32_t slots,

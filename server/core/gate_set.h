@@ -45,6 +45,15 @@ struct DecisionCounters {
   std::array<uint64_t, 5> outcomes{};
   // Reports for permits that were unknown, already settled or expired.
   uint64_t stale_reports = 0;
+
+  // `n` calls admitted without passing here (by a per-core slice, or from
+  // a client's lease), counted as the ALLOWs they were.
+  void CountAllowed(uint64_t n) {
+    acquired += n;
+    allowed += n;
+    by_verdict_reason[static_cast<int>(Verdict::kAllow)]
+                     [static_cast<int>(Reason::kNone)] += n;
+  }
 };
 
 // How the cluster store looks to the gates. Standalone unless `enabled`.
@@ -176,8 +185,9 @@ class GateSet final : public BreakerListener {
   // InfinitePast when they may not: only a policy whose gates are a token
   // bucket, an in-flight cap and a CLOSED breaker that successes cannot
   // trip, none of them cluster-scope, not shadow. Everything else is
-  // decided here call by call.
-  absl::Time SliceableUntil(absl::Time now);
+  // decided here call by call. `why`, when given, says which gate must see
+  // each call whenever the answer is not in the future.
+  absl::Time SliceableUntil(absl::Time now, std::string* why = nullptr);
   // Lends up to `tokens` whole tokens (none unless at least `least`) and up
   // to `slots` slots. Without a bucket `*lent_tokens` is infinite; without
   // a cap `*lent_slots` is 0 and no slot is needed.

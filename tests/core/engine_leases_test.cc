@@ -26,6 +26,17 @@ class EngineLeasesTest : public EngineTest {
     return engine_.RenewLease("dep", s);
   }
 
+  // What a client says after `n` calls from `lease`, a token each and
+  // every one a fast success.
+  static LeaseSettlement Succeeded(uint64_t lease, uint64_t n) {
+    LeaseSettlement s;
+    s.lease = lease;
+    s.tokens_spent = n;
+    s.admitted = n;
+    s.successes = n;
+    return s;
+  }
+
   // Admits calls through the engine until the first refusal; how many.
   int AdmitAll(Reason* refused_for = nullptr) {
     for (int n = 0; n < 100000; ++n) {
@@ -61,11 +72,7 @@ TEST_F(EngineLeasesTest, LentTokensLeaveTheBucketUntilGivenBack) {
   EXPECT_EQ(AdmitAll(), 70);
 
   // The client used 20 and gives the lease back: 10 return.
-  LeaseSettlement s;
-  s.lease = lease.lease;
-  s.tokens_spent = 20;
-  s.admitted = 20;
-  s.successes = 20;
+  const LeaseSettlement s = Succeeded(lease.lease, 20);
   const LeaseTerms back = Renew(s, 0, 0);
   EXPECT_EQ(back.lease, 0u);
   g = Gates("dep");
@@ -92,11 +99,7 @@ TEST_F(EngineLeasesTest, RenewalsAreCumulativeAndIdempotent) {
   ASSERT_NE(first.lease, 0u);
   EXPECT_EQ(first.token_limit, 10u);
 
-  LeaseSettlement s;
-  s.lease = first.lease;
-  s.tokens_spent = 4;
-  s.admitted = 4;
-  s.successes = 4;
+  const LeaseSettlement s = Succeeded(first.lease, 4);
   const LeaseTerms second = Renew(s, 10, 1);
   EXPECT_EQ(second.lease, first.lease);
   // 6 still held, 4 more lent: the client may spend up to 14 in all.
@@ -151,11 +154,7 @@ TEST_F(EngineLeasesTest, AnEmptyBucketSaysWhenToRenew) {
 
   // Far short: no later than half the burst refills, so the bucket never
   // sits full while the client waits.
-  LeaseSettlement s;
-  s.lease = lease.lease;
-  s.tokens_spent = 10;
-  s.admitted = 10;
-  s.successes = 10;
+  const LeaseSettlement s = Succeeded(lease.lease, 10);
   const LeaseTerms more = Renew(s, 1000, 1);
   EXPECT_TRUE(more.exhausted);
   EXPECT_EQ(more.retry_after, absl::Milliseconds(500));
@@ -295,20 +294,12 @@ TEST_F(EngineLeasesTest, AnOverrideEndsTheLeaseButKeepsItsTokensLent) {
   ASSERT_TRUE(
       engine_.SetOverride("dep", BreakerOverride::kForceOpen, "drill").ok());
 
-  LeaseSettlement s;
-  s.lease = lease.lease;
-  s.tokens_spent = 5;
-  s.admitted = 5;
-  s.successes = 5;
-  const LeaseTerms ended = Renew(s, 40, 1);
+  const LeaseTerms ended = Renew(Succeeded(lease.lease, 5), 40, 1);
   EXPECT_EQ(ended.lease, 0u);
   EXPECT_EQ(ended.breaker_state, BreakerState::kForcedOpen);
   EXPECT_DOUBLE_EQ(Gates("dep").leased_tokens, 35);
 
-  s.tokens_spent = 8;
-  s.admitted = 8;
-  s.successes = 8;
-  Renew(s, 0, 0);
+  Renew(Succeeded(lease.lease, 8), 0, 0);
   EXPECT_DOUBLE_EQ(Gates("dep").leased_tokens, 0);
   EXPECT_EQ(Gates("dep").client_leases, 0u);
   ASSERT_TRUE(engine_.SetOverride("dep", BreakerOverride::kAuto, "").ok());
@@ -325,11 +316,7 @@ TEST_F(EngineLeasesTest, ALeaseTheClientNoLongerDecidesFromIsRepaid) {
   const LeaseTerms lease = Renew({}, 40, 1);
   ASSERT_EQ(lease.token_limit, 40u);
 
-  LeaseSettlement s;
-  s.lease = 0;
-  s.tokens_spent = 5;
-  s.admitted = 5;
-  s.successes = 5;
+  const LeaseSettlement s = Succeeded(0, 5);
   const LeaseTerms next = Renew(s, 10, 1);
   ASSERT_NE(next.lease, 0u);
   // 5 spent, 35 back, 10 lent anew on top of the 5 spent.
@@ -352,10 +339,26 @@ TEST_F(EngineLeasesTest, OnlyLeasableGatesLend) {
   PolicyConfig shadow = MakePolicy("shadow");
   WithBucket(shadow, 10, 10);
   shadow.shadow = true;
+  PolicyConfig adaptive = MakePolicy("adaptive");
+  WithBucket(adaptive, 10, 10);
+  AdaptiveConcurrencyConfig limit;
+  limit.initial_limit = 100;
+  limit.max_limit = 100;
+  adaptive.adaptive_concurrency = limit;
+  PolicyConfig baseline = MakePolicy("baseline");
+  WithBucket(baseline, 10, 10);
+  BreakerConfig breaker;
+  breaker.consecutive_failures = 5;
+  LatencyBaselineConfig rule;
+  rule.factor = 2;
+  breaker.latency_baseline = rule;
+  baseline.breaker = breaker;
   const std::pair<PolicyConfig, std::string> cases[] = {
       {keyed, "a per_key policy decides each call"},
       {window, "a sliding window decides each call"},
       {shadow, "a shadow policy decides each call"},
+      {adaptive, "the adaptive gates decide each call"},
+      {baseline, "the breaker's latency_baseline rule judges each call"},
   };
   for (const auto& [policy, reason] : cases) {
     engine_.PutPolicy(policy);
