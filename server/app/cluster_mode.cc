@@ -7,8 +7,10 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/app/policies_file.h"
 #include "server/policy/policy_file.h"
 #include "spdlog/spdlog.h"
@@ -233,6 +235,11 @@ absl::Status ClusterMode::Start(const ModeContext& ctx,
     spdlog::warn("first cluster sync failed ({}); serving from local state",
                  std::string(s.message()));
   }
+  // Grants come within a tick of the store's first stale period, and
+  // per_key static shares a stale period and an interval after the first
+  // tick: one interval more covers both.
+  engine_ = ctx.engine;
+  ready_by_ = clock_->Now() + sync_loop_->static_share_wait() + sync_interval_;
   ctx.decision_service->EnableForwarding(
       replica_id_, [loop = sync_loop_.get()](core::ForwardedReport report) {
         return loop->Forward(std::move(report));
@@ -298,6 +305,19 @@ absl::Status ClusterMode::OnPoliciesFileChanged(const std::string& path,
 std::vector<const base::StatsSource*> ClusterMode::stats_sources() const {
   if (sync_loop_ == nullptr) return {};
   return {sync_loop_.get(), tick_store()};
+}
+
+bool ClusterMode::Ready(std::string* waiting) {
+  const std::vector<std::string> not_admitting =
+      engine_->ClusterLimitsNotAdmitting();
+  if (not_admitting.empty()) return true;
+  *waiting = absl::StrJoin(not_admitting, "; ");
+  if (clock_->Now() < ready_by_) return false;
+  spdlog::warn(
+      "ready although {}: the limit leaves this replica no share while the "
+      "others hold it (it asks again every tick)",
+      *waiting);
+  return true;
 }
 
 absl::Status ClusterMode::SyncNow() {

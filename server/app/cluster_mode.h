@@ -68,6 +68,14 @@ class ClusterMode final : public Mode {
   // The sync loop and the store it ticks through (with a leaf's upstream
   // or a central replica's leaves).
   std::vector<const base::StatsSource*> stats_sources() const override;
+  // Ready once every cluster-scope limit can admit a call here
+  // (Engine::ClusterLimitsNotAdmitting), so that a new replica takes
+  // traffic only once its share has come: after the store's first stale
+  // period on a fresh store or a brand-new policy, or once the other
+  // replicas gave up a share for it. At once with the store down. A limit
+  // too small to leave this replica a share holds it back no longer than
+  // a stale period and two intervals after Start's first tick.
+  bool Ready(std::string* waiting) override;
   absl::Status SyncNow() override;
   // Stops the sync thread; its last tick carries the final counts and gives
   // this replica's grants back.
@@ -116,6 +124,9 @@ class ClusterMode final : public Mode {
   // RPCs, the housekeeping and the sync thread, all started later, or from
   // Start's own first tick.
   std::unique_ptr<cluster::ClusterConfig> config_;
+  core::Engine* engine_ = nullptr;
+  // Ready() says yes from here on, whatever the limits (see Ready).
+  absl::Time ready_by_ = absl::InfinitePast();
   std::unique_ptr<cluster::SyncLoop> sync_loop_;
   std::unique_ptr<rpc::AdminBackend> admin_backend_;
 };

@@ -74,6 +74,12 @@ class Mode : public core::EventSink {
   // --state-file). They live as long as the mode.
   virtual std::vector<const base::StatsSource*> stats_sources() const = 0;
 
+  // Whether the server may report SERVING yet: asked when Start has
+  // returned and the listeners are up, then by the housekeeping thread
+  // until it says yes once. While it says no, `waiting` says for what.
+  // Standalone: at once.
+  virtual bool Ready(std::string* waiting) { return true; }
+
   // One cluster sync tick on the caller's thread, for tests that run the
   // server without its sync thread. FAILED_PRECONDITION standalone.
   virtual absl::Status SyncNow() = 0;

@@ -24,6 +24,8 @@ namespace {
 // The longest the housekeeping thread sleeps between two sweeps, even when
 // the engine says nothing is due before.
 constexpr absl::Duration kLongestSweepGap = absl::Seconds(1);
+// How soon a replica that is not ready yet checks again.
+constexpr absl::Duration kReadinessPoll = absl::Milliseconds(50);
 
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
 constexpr char kRateLimitServiceName[] =
@@ -122,7 +124,7 @@ absl::Status Server::Start() {
   watcher_ = WatchPoliciesFile(options_, file->contents, mode_.get(),
                                &policy_reloads_);
   housekeeping_ = std::thread([this] { Housekeeping(); });
-  SetServing(true);
+  UpdateReadiness();
   spdlog::info(
       "serving DecisionService on {} (and Envoy's rate-limit, external "
       "authorization and access-log services)",
@@ -356,7 +358,11 @@ std::shared_ptr<grpc::Channel> Server::AdminInProcessChannel() {
   return admin_server_->InProcessChannel();
 }
 
-absl::Status Server::SyncNow() { return mode_->SyncNow(); }
+absl::Status Server::SyncNow() {
+  const absl::Status status = mode_->SyncNow();
+  UpdateReadiness();
+  return status;
+}
 
 std::string Server::target() const {
   return BoundAddress(options_.listen, port_);
@@ -381,6 +387,33 @@ void Server::SetServing(bool serving) {
   if (http_server_ != nullptr) http_server_->SetServing(serving);
 }
 
+bool Server::UpdateReadiness() {
+  std::string waiting;
+  const bool ready = mode_->Ready(&waiting);
+  absl::MutexLock lock(&mu_);
+  if (ready_ || stopping_) return ready_;
+  const absl::Time now = absl::Now();
+  if (!ready) {
+    if (waiting != waiting_for_) {
+      spdlog::info(
+          "not ready yet (health NOT_SERVING; calls are still "
+          "decided): {}",
+          waiting);
+      waiting_for_ = waiting;
+      if (waiting_since_ == absl::InfinitePast()) waiting_since_ = now;
+    }
+    return false;
+  }
+  SetServing(true);
+  ready_ = true;
+  if (waiting_since_ != absl::InfinitePast()) {
+    spdlog::info("ready: health SERVING, {} after the listeners came up",
+                 absl::FormatDuration(
+                     absl::Trunc(now - waiting_since_, absl::Milliseconds(1))));
+  }
+  return true;
+}
+
 void Server::Housekeeping() {
   core::SweepAlarm& alarm = engine_.sweep_alarm();
   while (true) {
@@ -391,8 +424,11 @@ void Server::Housekeeping() {
     // should never need it).
     const absl::Time swept = clock_->Now();
     const absl::Time earliest = swept + options_.sweep_interval;
+    // Until ready, the next readiness check comes within kReadinessPoll.
+    const absl::Duration longest =
+        UpdateReadiness() ? kLongestSweepGap : kReadinessPoll;
     const absl::Time latest =
-        swept + std::max(options_.sweep_interval, kLongestSweepGap);
+        swept + std::max(options_.sweep_interval, longest);
     while (true) {
       const core::SweepPlan plan =
           core::PlanSweep(alarm.due(), earliest, latest);

@@ -119,7 +119,8 @@ class Server {
   const metrics::Metrics& metrics() const { return metrics_; }
 
   // One cluster sync tick on the caller's thread, for tests that set
-  // Dependencies::sync_thread to false. FAILED_PRECONDITION standalone.
+  // Dependencies::sync_thread to false, then the readiness check the
+  // housekeeping thread makes. FAILED_PRECONDITION standalone.
   absl::Status SyncNow();
 
  private:
@@ -150,9 +151,14 @@ class Server {
   // The admin listener and /metrics.
   absl::Status StartOperatorSurfaces();
   void SetServing(bool serving);
+  // Reports SERVING once the mode is Ready (at once standalone; a cluster
+  // replica once its limits can admit), unless Shutdown has begun. Logs
+  // what it waits for whenever that changes. Returns whether it is ready.
+  bool UpdateReadiness() ABSL_LOCKS_EXCLUDED(mu_);
   // The housekeeping thread: sweeps the engine, then sleeps until its
   // sweep alarm is due (see Options::sweep_interval), until Shutdown stops
-  // the alarm.
+  // the alarm. Until the server is ready it also asks UpdateReadiness at
+  // least every kReadinessPoll.
   void Housekeeping() ABSL_LOCKS_EXCLUDED(mu_);
 
   // In dependency order: each is built from the ones above it.
@@ -210,6 +216,11 @@ class Server {
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // UpdateReadiness reported SERVING; what it waited for before that, and
+  // since when (for the log).
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  std::string waiting_for_ ABSL_GUARDED_BY(mu_);
+  absl::Time waiting_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace sluice::app

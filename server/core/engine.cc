@@ -2,6 +2,7 @@
 #include "server/core/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -348,6 +349,52 @@ Units Engine::StaticUnits(absl::string_view dependency) {
     cluster = cluster_;
   }
   return GateSet::StaticUnits(*(*dep)->policy(), cluster);
+}
+
+std::vector<std::string> Engine::ClusterLimitsNotAdmitting() {
+  std::shared_ptr<const DependencyMap> map;
+  ClusterState cluster;
+  {
+    absl::MutexLock lock(&mu_);
+    cluster = cluster_;
+    map = current_;
+  }
+  std::vector<std::string> out;
+  if (!cluster.enabled || !cluster.store_up) return out;
+  constexpr const char* kResourceNames[kClusterResources] = {"rate limit",
+                                                             "in-flight cap"};
+  for (const auto& [name, dep] : *map) {
+    const std::shared_ptr<const PolicyConfig> policy = dep->policy();
+    const Units limit = GateSet::ClusterLimit(*policy, cluster);
+    if (limit == Units{}) continue;
+    std::optional<GateStatus> gates;
+    Units have{};
+    if (policy->per_key) {
+      have = GateSet::StaticUnits(*policy, cluster);
+    } else {
+      gates = dep->Status("").gates;
+      if (gates && gates->has_grant) have = gates->granted;
+    }
+    std::string why;
+    for (int r = 0; r < kClusterResources; ++r) {
+      if (limit[r] > 0 && have[r] <= 0) {
+        absl::StrAppend(&why, why.empty() ? "" : " nor of its ",
+                        kResourceNames[r]);
+      }
+    }
+    if (!why.empty()) {
+      out.push_back(absl::StrCat(
+          name,
+          policy->per_key ? ": no static share of its " : ": no grant of its ",
+          why));
+    } else if (gates && gates->tokens_available >= 0 &&
+               gates->tokens_available < 1 &&
+               policy->rate_limit->algorithm == RateAlgorithm::kTokenBucket) {
+      out.push_back(absl::StrCat(name, ": its granted bucket is filling"));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<LivePolicy>> Engine::Lookup(

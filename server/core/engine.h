@@ -205,6 +205,16 @@ class Engine {
   // the store down, or for a policy without per_key cluster limits).
   Units StaticUnits(absl::string_view dependency) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Cluster mode with the store up: the dependencies whose cluster-scope
+  // limits cannot admit a call here yet, each with why ("inventory: no
+  // grant of its rate limit"). A whole-dependency limit needs a grant of
+  // each cluster-scope resource (and a token bucket a whole token); a
+  // per_key policy needs its static shares. Empty standalone, with the
+  // store down (each policy's on_store_failure decides then) and once every
+  // limit admits. A replica reports SERVING once this is empty, so that a
+  // new replica takes traffic only when its share has come.
+  std::vector<std::string> ClusterLimitsNotAdmitting() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Warm start. ExportWarmState: the adaptive limits, learned baselines and
   // OPEN breakers of every dependency, at most `max_keys` keys of each
   // per_key policy. ImportWarmState hands them back after a restart, to

@@ -249,10 +249,12 @@ TEST_F(StandaloneServerTest, EveryComponentExportsOnlyListedMetrics) {
 // for on its own thread).
 class ClusterServerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Running> Start(const std::string& replica_id) {
+  std::unique_ptr<Running> Start(const std::string& replica_id,
+                                 const std::string& policies_path = "") {
     ServerOptions options = testing::LoopbackServerOptions();
     options.redis = "in-memory:6379";  // selects cluster mode
     options.replica_id = replica_id;
+    options.policies_path = policies_path;
     auto running = std::make_unique<Running>(
         std::move(options),
         testing::DrivenServerDependencies(&clock_, &store_));
@@ -329,6 +331,106 @@ TEST_F(ClusterServerTest, AClusterCapIsSplitBetweenTheReplicas) {
     EXPECT_EQ(refused.verdict(), v1::REJECT);
     EXPECT_EQ(refused.reason(), v1::CONCURRENCY_LIMITED);
   }
+}
+
+// A new replica reports SERVING only once its cluster-scope limit can
+// admit a call here, so that Kubernetes sends it traffic only then. On a
+// fresh store nothing is granted for the first stale period (the store
+// cannot tell a new policy from one whose data it lost); the replica still
+// decides calls meanwhile.
+TEST_F(ClusterServerTest, HealthIsServingOnceTheClusterLimitCanAdmit) {
+  testing::TempDir dir("sluice_server_ready");
+  const std::string policies = dir.File("policies.yaml");
+  {
+    std::ofstream(policies) << "policies:\n"
+                               "  - name: inventory\n"
+                               "    rate_limit:\n"
+                               "      rate: 100\n"
+                               "      burst: 100\n"
+                               "      scope: CLUSTER\n";
+  }
+  std::unique_ptr<Running> a = Start("replica-a", policies);
+  ASSERT_TRUE(a->status().ok());
+  EXPECT_EQ(a->Health(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(a->Health("sluice.v1.DecisionService"),
+            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  v1::AcquireResponse early = a->Acquire("inventory");
+  EXPECT_EQ(early.verdict(), v1::REJECT);
+  EXPECT_EQ(early.reason(), v1::RATE_LIMITED);
+
+  // NOT_SERVING for as long as the store grants nothing: its stale period
+  // is 3 intervals.
+  int rounds = 0;
+  while (a->State("inventory").effective_rate() == 0 && rounds < 10) {
+    EXPECT_EQ(a->Health(""),
+              grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(a->server().SyncNow().ok());
+    ++rounds;
+  }
+  EXPECT_GE(rounds, 3);
+  ASSERT_LT(rounds, 10);
+  // The grant fills the bucket at the granted rate (100/s here): ready with
+  // its first whole token, well before the bounded wait would end.
+  clock_.Advance(absl::Milliseconds(50));
+  ASSERT_TRUE(a->server().SyncNow().ok());
+  EXPECT_EQ(a->Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(a->Health("sluice.v1.DecisionService"),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(a->Acquire("inventory").verdict(), v1::ALLOW);
+}
+
+// With the store out of reach a replica decides from local state (each
+// policy's on_store_failure) and is ready at once.
+TEST_F(ClusterServerTest, HealthIsServingAtOnceWithTheStoreDown) {
+  testing::TempDir dir("sluice_server_ready_down");
+  const std::string policies = dir.File("policies.yaml");
+  {
+    std::ofstream(policies) << "policies:\n"
+                               "  - name: inventory\n"
+                               "    rate_limit:\n"
+                               "      rate: 100\n"
+                               "      scope: CLUSTER\n";
+  }
+  store_.SetDown(true);
+  std::unique_ptr<Running> a = Start("replica-a", policies);
+  ASSERT_TRUE(a->status().ok());
+  EXPECT_EQ(a->Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(a->Acquire("inventory").verdict(), v1::ALLOW);
+}
+
+// A limit too small to leave a replica a share (one in-flight call, two
+// replicas) keeps it NOT_SERVING no longer than a stale period and two
+// intervals after its first tick.
+TEST_F(ClusterServerTest, ALimitWithNoShareHereDelaysServingBoundedly) {
+  testing::TempDir dir("sluice_server_ready_small");
+  const std::string policies = dir.File("policies.yaml");
+  {
+    std::ofstream(policies) << "policies:\n"
+                               "  - name: search\n"
+                               "    concurrency:\n"
+                               "      max_in_flight: 1\n"
+                               "      scope: CLUSTER\n";
+  }
+  std::unique_ptr<Running> a = Start("replica-a", policies);
+  std::unique_ptr<Running> b = Start("replica-b", policies);
+  ASSERT_TRUE(a->status().ok() && b->status().ok());
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(a->server().SyncNow().ok());
+    ASSERT_TRUE(b->server().SyncNow().ok());
+  }
+  // One of them holds the slot; the other has none yet.
+  const bool a_ready =
+      a->Health("") == grpc::health::v1::HealthCheckResponse::SERVING;
+  const bool b_ready =
+      b->Health("") == grpc::health::v1::HealthCheckResponse::SERVING;
+  EXPECT_NE(a_ready, b_ready);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(a->server().SyncNow().ok());
+  ASSERT_TRUE(b->server().SyncNow().ok());
+  EXPECT_EQ(a->Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(b->Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 // A central replica exports its sync loop, its store and its leaves.
