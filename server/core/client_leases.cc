@@ -6,8 +6,6 @@
 #include <limits>
 #include <string>
 
-#include "absl/strings/str_cat.h"
-
 #include "server/core/outcome.h"
 
 namespace sluice::core {
