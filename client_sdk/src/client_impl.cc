@@ -7,10 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "base/option_checks.h"
+#include "coarse_clock.h"
+#include "convert.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "convert.h"
 #include "permit_access.h"
 #include "wire/http_status.h"
 #include "wire/limits.h"
@@ -227,50 +228,42 @@ ClientImpl::~ClientImpl() {
   while (shared_->callbacks.load() > 0) absl::SleepFor(absl::Milliseconds(1));
 }
 
+ClientStats ClientImpl::stats() const {
+  ClientStats stats = counters_->Snapshot();
+  if (shared_->leases != nullptr) shared_->leases->AddStats(&stats);
+  return stats;
+}
+
 std::shared_ptr<LeaseLine> ClientImpl::DecideLeased(
     absl::string_view dependency, absl::string_view key, uint32_t permits,
-    absl::Time now, LeaseLine::Decision* d) {
+    LeaseLine::Decision* d) {
   *d = LeaseLine::Decision();
   LeaseBook* book = shared_->leases.get();
   if (book == nullptr || !key.empty()) return nullptr;
+  const absl::Time now = CoarseNow();
   std::shared_ptr<LeaseLine> line = book->Line(dependency);
   if (line == nullptr) return nullptr;
   *d = line->Decide(permits, now);
   book->MaybeRenew(now);
+  // The line counts what it answered (LeaseLine::AddStats).
   if (d->answer == LeaseLine::Answer::kAsk) return nullptr;
-  switch (d->answer) {
-    case LeaseLine::Answer::kAllow:
-      Counters::Inc(counters_->leased_decisions);
-      break;
-    case LeaseLine::Answer::kRefuse:
-      Counters::Inc(counters_->lease_refusals);
-      break;
-    case LeaseLine::Answer::kOpen:
-      Counters::Inc(counters_->lease_open_refusals);
-      break;
-    case LeaseLine::Answer::kAsk:
-      break;
-  }
-  if (d->unreachable) {
-    Counters::Inc(counters_->lease_decisions_while_unreachable);
-  }
   return line;
 }
 
 Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
                            uint32_t permits) {
-  Counters::Inc(counters_->acquires);
   if (absl::Status s = wire::ValidateRequestNames(dependency, key); !s.ok()) {
+    Counters::Inc(counters_->acquires);
     return shared_->Local(std::string(dependency), std::string(key), s);
   }
-  const absl::Time start = absl::Now();
   LeaseLine::Decision leased;
   if (std::shared_ptr<LeaseLine> line =
-          DecideLeased(dependency, key, permits, start, &leased)) {
+          DecideLeased(dependency, key, permits, &leased)) {
     return PermitAccess::Leased(std::string(dependency), leased,
                                 std::move(line));
   }
-  Permit permit = AskSluice(dependency, key, permits, start);
+  Counters::Inc(counters_->acquires);
+  Permit permit = AskSluice(dependency, key, permits, absl::Now());
   // The call that asks for a renewal went to Sluice first, so the lease is
   // lent after it and never takes the tokens it was about to get.
   if (leased.renew_now) shared_->leases->MaybeRenew(absl::Now(), true);
@@ -329,19 +322,20 @@ Permit ClientImpl::AskSluice(absl::string_view dependency,
 void ClientImpl::AcquireAsync(absl::string_view dependency,
                               absl::string_view key, uint32_t permits,
                               std::function<void(Permit)> done) {
-  Counters::Inc(counters_->acquires);
   if (absl::Status s = wire::ValidateRequestNames(dependency, key); !s.ok()) {
+    Counters::Inc(counters_->acquires);
     done(shared_->Local(std::string(dependency), std::string(key), s));
     return;
   }
-  const absl::Time start = absl::Now();
   LeaseLine::Decision leased;
   if (std::shared_ptr<LeaseLine> line =
-          DecideLeased(dependency, key, permits, start, &leased)) {
+          DecideLeased(dependency, key, permits, &leased)) {
     done(PermitAccess::Leased(std::string(dependency), leased,
                               std::move(line)));
     return;
   }
+  Counters::Inc(counters_->acquires);
+  const absl::Time start = absl::Now();
   // The answer comes later on another thread: the lease is asked for now.
   if (leased.renew_now) shared_->leases->MaybeRenew(start, true);
   if (!shared_->ShouldAsk(start)) {

@@ -39,7 +39,8 @@ class ClientImpl final : public Client {
       absl::string_view dependency,
       const std::function<absl::StatusOr<Response>(const CallContext&)>& fn,
       const CallOptions& options) override;
-  ClientStats stats() const override { return counters_->Snapshot(); }
+  // The shared counters, and what the lease lines answered.
+  ClientStats stats() const override;
 
  private:
   struct PendingAcquire;
@@ -93,19 +94,20 @@ class ClientImpl final : public Client {
     Permit Local(std::string dependency, std::string key, absl::Status error);
   };
 
-  // Starts the RPC, or settles `call` locally without asking (bad names,
-  // backing off). Returns false when the answer is already decided.
-  // Decides the call from its dependency's lease when one serves it: the
-  // line it was decided by, with the decision in `d`; null when Sluice
-  // must be asked (`d->renew_now`: ask for a renewal after it answered).
+  // Decides the call from its dependency's lease when one serves it, by
+  // the coarse clock (CoarseNow): the line it was decided by, with the
+  // decision in `d`; null when Sluice must be asked (`d->renew_now`: ask
+  // for a renewal after it answered).
   std::shared_ptr<LeaseLine> DecideLeased(absl::string_view dependency,
                                           absl::string_view key,
-                                          uint32_t permits, absl::Time now,
+                                          uint32_t permits,
                                           LeaseLine::Decision* d);
   // Acquire's call to Sluice (or its local answer when backing off).
   Permit AskSluice(absl::string_view dependency, absl::string_view key,
                    uint32_t permits, absl::Time start);
 
+  // Starts the RPC, or settles `call` locally without asking (bad names,
+  // backing off). Returns false when the answer is already decided.
   static bool Start(const std::shared_ptr<Shared>& shared,
                     const std::shared_ptr<PendingAcquire>& call,
                     std::function<void(const grpc::Status&)> on_done);

@@ -21,9 +21,10 @@ struct Counters {
   std::atomic<uint64_t> reports_auto_cancelled{0};
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> cache_misses{0};
-  std::atomic<uint64_t> leased_decisions{0};
+  // Leased calls are counted by their LeaseLine (LeaseLine::AddStats);
+  // these two only count the calls refused while Sluice could not be asked
+  // and a lease still held the limit.
   std::atomic<uint64_t> lease_refusals{0};
-  std::atomic<uint64_t> lease_open_refusals{0};
   std::atomic<uint64_t> lease_decisions_while_unreachable{0};
   std::atomic<uint64_t> lease_renewals{0};
   std::atomic<uint64_t> lease_renewal_failures{0};

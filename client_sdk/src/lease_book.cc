@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "coarse_clock.h"
 #include "convert.h"
 
 namespace sluice::client::internal {
@@ -27,8 +28,7 @@ uint32_t Wanted(double n) {
 LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   const uint32_t n = permits == 0 ? 1 : permits;
   Decision d;
-  absl::MutexLock lock(&mu_);
-  d.unreachable = unreachable_;
+  base::StdLock lock(&mu_);
   if (!hot_ && !giving_back_ && now - window_start_ >= tick_) {
     window_start_ = now;
     calls_ = 0;
@@ -49,6 +49,8 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   }
   if (open_ != nullptr) {
     if (now < open_until_ && now < open_heard_until_) {
+      ++open_refused_;
+      if (unreachable_) ++unreachable_decided_;
       d.answer = Answer::kOpen;
       d.open = open_;
       d.retry_after = open_until_ - now;
@@ -65,6 +67,8 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   }
   if (!unlimited_tokens_ && tokens_spent_ + n > token_limit_) {
     if (exhausted_ && now < retry_at_) {
+      ++refused_;
+      if (unreachable_) ++unreachable_decided_;
       d.answer = Answer::kRefuse;
       d.retry_after = retry_at_ - now;
       d.breaker_state = breaker_state_;
@@ -76,6 +80,7 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   }
   tokens_spent_ += n;
   ++admitted_;
+  if (unreachable_) ++unreachable_decided_;
   ++in_flight_;
   peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
   d.answer = Answer::kAllow;
@@ -86,7 +91,7 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
 }
 
 bool LeaseLine::Settle(Outcome outcome, absl::Duration latency) {
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   if (in_flight_ > 0) --in_flight_;
   bool bad = true;
   switch (outcome) {
@@ -118,14 +123,14 @@ bool LeaseLine::Settle(Outcome outcome, absl::Duration latency) {
 }
 
 bool LeaseLine::HoldsLimit(absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   return lease_ != 0 && now < until_;
 }
 
 void LeaseLine::RememberOpen(std::shared_ptr<const OpenRefusal> refusal,
                              absl::Time sent, absl::Duration retry_after) {
   if (retry_after <= absl::ZeroDuration()) return;
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   // An older answer does not replace a newer one.
   if (open_ != nullptr && sent < open_sent_) return;
   open_ = std::move(refusal);
@@ -137,7 +142,7 @@ void LeaseLine::RememberOpen(std::shared_ptr<const OpenRefusal> refusal,
 }
 
 bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   const absl::Duration window = now - window_start_;
   const bool measured = window >= kShortestWindow * tick_;
   const double ticks = measured ? window / tick_ : 1;
@@ -204,7 +209,7 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
 }
 
 void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   unreachable_ = false;
   breaker_state_ = BreakerStateFromProto(grant.breaker_state());
   policy_version_ = grant.policy_version();
@@ -252,19 +257,29 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
                               tick_ / 8);
 }
 
+void LeaseLine::AddStats(ClientStats* stats) {
+  base::StdLock lock(&mu_);
+  const uint64_t decided = admitted_ + refused_ + open_refused_;
+  stats->acquires += decided;
+  stats->leased_decisions += admitted_;
+  stats->lease_refusals += refused_;
+  stats->lease_open_refusals += open_refused_;
+  stats->lease_decisions_while_unreachable += unreachable_decided_;
+}
+
 void LeaseLine::Cool() {
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   hot_ = false;
   giving_back_ = lease_ != 0 || in_flight_ > 0;
 }
 
 void LeaseLine::RenewalFailed() {
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   unreachable_ = true;
 }
 
 absl::Time LeaseLine::wants_renewal_at() {
-  absl::MutexLock lock(&mu_);
+  base::StdLock lock(&mu_);
   if (suspended_) return absl::InfinitePast();
   if (hot_ && lease_ == 0) return quiet_until_;
   if (lease_ != 0 && exhausted_) return retry_at_;
@@ -278,6 +293,10 @@ LeaseBook::LeaseBook(const LeaseOptions& options,
       channel_(std::move(channel)),
       stub_(v1::DecisionService::NewStub(channel_)),
       counters_(std::move(counters)),
+      serial_([] {
+        static std::atomic<uint64_t> books{0};
+        return books.fetch_add(1, std::memory_order_relaxed) + 1;
+      }()),
       client_id_([] {
         absl::BitGen gen;
         uint64_t id = 0;
@@ -286,6 +305,28 @@ LeaseBook::LeaseBook(const LeaseOptions& options,
       }()) {}
 
 std::shared_ptr<LeaseLine> LeaseBook::Line(absl::string_view dependency) {
+  // The line this thread used last, and the book it is of: a gateway thread
+  // mostly calls the dependency its last call did. A book never drops a
+  // line, so the one cached stays the book's line of that name; a book's
+  // serial is never reused, so a new book at a dead one's address does not
+  // match it.
+  struct LastLine {
+    uint64_t book = 0;
+    std::shared_ptr<LeaseLine> line;
+  };
+  thread_local LastLine last;
+  if (last.book == serial_ && last.line->dependency() == dependency) {
+    return last.line;
+  }
+  std::shared_ptr<LeaseLine> line = Lookup(dependency);
+  if (line != nullptr) {
+    last.book = serial_;
+    last.line = line;
+  }
+  return line;
+}
+
+std::shared_ptr<LeaseLine> LeaseBook::Lookup(absl::string_view dependency) {
   {
     absl::ReaderMutexLock lock(&mu_);
     auto it = lines_.find(dependency);
@@ -304,6 +345,11 @@ std::shared_ptr<LeaseLine> LeaseBook::Line(absl::string_view dependency) {
                                        options_.tick, options_.hot_calls);
   }
   return line;
+}
+
+void LeaseBook::AddStats(ClientStats* stats) {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, line] : lines_) line->AddStats(stats);
 }
 
 std::shared_ptr<LeaseLine> LeaseBook::Find(absl::string_view dependency) {
@@ -330,6 +376,11 @@ void LeaseBook::MaybeRenew(absl::Time now, bool now_anyway) {
            next_renewal_ns_.load(std::memory_order_relaxed))) {
     return;
   }
+  // Due by the caller's clock, which may be the coarse one. A lease is
+  // counted from when its renewal was sent, so that time is read exactly:
+  // it must not be later than the truth.
+  now = absl::Now();
+  CheckCoarseClock(now);
   auto renewal = std::make_unique<Renewal>();
   {
     absl::MutexLock lock(&mu_);

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/std_mutex.h"
 #include "counters.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/channel.h"
@@ -63,8 +64,6 @@ class LeaseLine {
     absl::Duration retry_after = absl::ZeroDuration();
     BreakerState breaker_state = BreakerState::kUnknown;
     uint64_t policy_version = 0;
-    // The last renewal had failed.
-    bool unreachable = false;
     // This call made the dependency hot: a renewal is due now.
     bool renew_now = false;
     // kOpen: the answer to repeat.
@@ -100,6 +99,11 @@ class LeaseLine {
   void Cool();
   // When the line wants its next renewal: a spent lease's retry_after.
   absl::Time wants_renewal_at();
+  // Adds what Decide answered without asking Sluice to `stats` (acquires,
+  // leased_decisions, lease_refusals, lease_open_refusals and
+  // lease_decisions_while_unreachable): counted under the line's own lock,
+  // which a decision holds anyway, not in the client's shared counters.
+  void AddStats(ClientStats* stats);
 
   const std::string& dependency() const { return dependency_; }
   std::weak_ptr<LeaseBook> book() const { return book_; }
@@ -111,7 +115,9 @@ class LeaseLine {
   const absl::Duration tick_;
   const double hot_calls_;
 
-  absl::Mutex mu_;
+  // Taken twice per leased call (Decide, Settle): a std::mutex, which costs
+  // the same in any program (see base::StdMutex).
+  base::StdMutex mu_;
   // The lease; id 0: none.
   uint64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -132,6 +138,12 @@ class LeaseLine {
   uint64_t bad_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bad_sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Decide's answers other than kAsk: kAllow is admitted_, kRefuse and
+  // kOpen these; unreachable_decided_: any of them made while unreachable_.
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t open_refused_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unreachable_decided_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Cumulative, as sent.
   uint64_t tokens_spent_ ABSL_GUARDED_BY(mu_) = 0;
@@ -186,12 +198,13 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
             std::shared_ptr<Counters> counters);
 
   // The line of `dependency`, made on first use; null when the client
-  // already keeps max_leased lines.
+  // already keeps max_leased lines. A thread's last line is answered
+  // without the book's lock.
   std::shared_ptr<LeaseLine> Line(absl::string_view dependency);
   // The line of `dependency` if there is one.
   std::shared_ptr<LeaseLine> Find(absl::string_view dependency);
-  // Sends a renewal now if it is due (or `now_anyway`) and none is in
-  // flight.
+  // Sends a renewal now if it is due at `now` (or `now_anyway`) and none
+  // is in flight. The renewal is timed by absl::Now(), whatever `now` is.
   void MaybeRenew(absl::Time now, bool now_anyway = false);
   // No renewal starts after this; waits for the one in flight, then gives
   // every lease back (one call, at most a tick or 250 ms). The client's
@@ -200,9 +213,13 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
 
   // The client's id for RenewLeases.
   uint64_t client_id() const { return client_id_; }
+  // Adds every line's AddStats.
+  void AddStats(ClientStats* stats);
 
  private:
   struct Renewal;
+  // Line, under the book's lock.
+  std::shared_ptr<LeaseLine> Lookup(absl::string_view dependency);
   // The answer to `renewal` (which it deletes).
   void Done(Renewal* renewal, const grpc::Status& status);
   // Sets the alarm for the renewal due at `at`, unless one is set or the
@@ -213,6 +230,8 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::DecisionService::Stub> stub_;
   const std::shared_ptr<Counters> counters_;
+  // This book among every book made in the process, from 1 (Line's cache).
+  const uint64_t serial_;
   const uint64_t client_id_;
 
   absl::Mutex mu_;

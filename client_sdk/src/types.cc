@@ -72,9 +72,7 @@ ClientStats Counters::Snapshot() const {
       reports_auto_cancelled.load(std::memory_order_relaxed);
   s.cache_hits = cache_hits.load(std::memory_order_relaxed);
   s.cache_misses = cache_misses.load(std::memory_order_relaxed);
-  s.leased_decisions = leased_decisions.load(std::memory_order_relaxed);
   s.lease_refusals = lease_refusals.load(std::memory_order_relaxed);
-  s.lease_open_refusals = lease_open_refusals.load(std::memory_order_relaxed);
   s.lease_decisions_while_unreachable =
       lease_decisions_while_unreachable.load(std::memory_order_relaxed);
   s.lease_renewals = lease_renewals.load(std::memory_order_relaxed);
