@@ -273,8 +273,16 @@ class ClusterServerTest : public ::testing::Test {
     }
   }
 
+  // A policies file holding `entries` (YAML list items); its path.
+  std::string PoliciesFile(const std::string& entries) {
+    const std::string path = dir_.File("policies.yaml");
+    std::ofstream(path) << "policies:" << entries;
+    return path;
+  }
+
   testing::FakeClock clock_;
   testing::FakeStore store_{&clock_};
+  testing::TempDir dir_{"sluice_cluster_server"};
 };
 
 TEST_F(ClusterServerTest, AnAdminWriteReachesTheOtherReplicaOnItsNextTick) {
@@ -339,17 +347,10 @@ TEST_F(ClusterServerTest, AClusterCapIsSplitBetweenTheReplicas) {
 // cannot tell a new policy from one whose data it lost); the replica still
 // decides calls meanwhile.
 TEST_F(ClusterServerTest, HealthIsServingOnceTheClusterLimitCanAdmit) {
-  testing::TempDir dir("sluice_server_ready");
-  const std::string policies = dir.File("policies.yaml");
-  {
-    std::ofstream(policies) << "policies:\n"
-                               "  - name: inventory\n"
-                               "    rate_limit:\n"
-                               "      rate: 100\n"
-                               "      burst: 100\n"
-                               "      scope: CLUSTER\n";
-  }
-  std::unique_ptr<Running> a = Start("replica-a", policies);
+  std::unique_ptr<Running> a = Start("replica-a", PoliciesFile(R"(
+  - name: inventory
+    rate_limit: {rate: 100, burst: 100, scope: CLUSTER}
+)"));
   ASSERT_TRUE(a->status().ok());
   EXPECT_EQ(a->Health(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_EQ(a->Health("sluice.v1.DecisionService"),
@@ -383,17 +384,11 @@ TEST_F(ClusterServerTest, HealthIsServingOnceTheClusterLimitCanAdmit) {
 // With the store out of reach a replica decides from local state (each
 // policy's on_store_failure) and is ready at once.
 TEST_F(ClusterServerTest, HealthIsServingAtOnceWithTheStoreDown) {
-  testing::TempDir dir("sluice_server_ready_down");
-  const std::string policies = dir.File("policies.yaml");
-  {
-    std::ofstream(policies) << "policies:\n"
-                               "  - name: inventory\n"
-                               "    rate_limit:\n"
-                               "      rate: 100\n"
-                               "      scope: CLUSTER\n";
-  }
   store_.SetDown(true);
-  std::unique_ptr<Running> a = Start("replica-a", policies);
+  std::unique_ptr<Running> a = Start("replica-a", PoliciesFile(R"(
+  - name: inventory
+    rate_limit: {rate: 100, scope: CLUSTER}
+)"));
   ASSERT_TRUE(a->status().ok());
   EXPECT_EQ(a->Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_EQ(a->Acquire("inventory").verdict(), v1::ALLOW);
@@ -403,15 +398,10 @@ TEST_F(ClusterServerTest, HealthIsServingAtOnceWithTheStoreDown) {
 // replicas) keeps it NOT_SERVING no longer than a stale period and two
 // intervals after its first tick.
 TEST_F(ClusterServerTest, ALimitWithNoShareHereDelaysServingBoundedly) {
-  testing::TempDir dir("sluice_server_ready_small");
-  const std::string policies = dir.File("policies.yaml");
-  {
-    std::ofstream(policies) << "policies:\n"
-                               "  - name: search\n"
-                               "    concurrency:\n"
-                               "      max_in_flight: 1\n"
-                               "      scope: CLUSTER\n";
-  }
+  const std::string policies = PoliciesFile(R"(
+  - name: search
+    concurrency: {max_in_flight: 1, scope: CLUSTER}
+)");
   std::unique_ptr<Running> a = Start("replica-a", policies);
   std::unique_ptr<Running> b = Start("replica-b", policies);
   ASSERT_TRUE(a->status().ok() && b->status().ok());
