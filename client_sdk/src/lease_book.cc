@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -61,7 +62,8 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
     open_.reset();
   }
   if (lease_ == 0 || suspended_) return d;
-  if (!unlimited_slots_ && in_flight_ >= slot_limit_) {
+  if (!unlimited_slots_ &&
+      in_flight_.load(std::memory_order_relaxed) >= slot_limit_) {
     ++slot_misses_;
     return d;
   }
@@ -81,8 +83,9 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   tokens_spent_ += n;
   ++admitted_;
   if (unreachable_) ++unreachable_decided_;
-  ++in_flight_;
-  peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+  const uint32_t in_flight =
+      in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
+  peak_in_flight_ = std::max(peak_in_flight_, in_flight);
   d.answer = Answer::kAllow;
   d.call_timeout = call_timeout_;
   d.breaker_state = breaker_state_;
@@ -90,18 +93,29 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   return d;
 }
 
+void LeaseLine::EndCall() {
+  uint32_t n = in_flight_.load(std::memory_order_relaxed);
+  while (n > 0 &&
+         !in_flight_.compare_exchange_weak(n, n - 1, std::memory_order_release,
+                                           std::memory_order_relaxed)) {
+  }
+}
+
 bool LeaseLine::Settle(Outcome outcome, absl::Duration latency) {
+  const int64_t slow_after = slow_after_ns_.load(std::memory_order_relaxed);
+  const bool fast = slow_after == std::numeric_limits<int64_t>::max() ||
+                    latency <= absl::Nanoseconds(slow_after);
+  if (outcome == Outcome::kSuccess && fast) {
+    // Most calls: nothing for the breaker to judge now, and no lock.
+    successes_.fetch_add(1, std::memory_order_relaxed);
+    EndCall();
+    return false;
+  }
   base::StdLock lock(&mu_);
-  if (in_flight_ > 0) --in_flight_;
   bool bad = true;
   switch (outcome) {
     case Outcome::kSuccess:
-      if (latency <= slow_after_) {
-        ++successes_;
-        bad = false;
-      } else {
-        ++slow_;
-      }
+      ++slow_;
       break;
     case Outcome::kFailure:
       ++failures_;
@@ -114,6 +128,7 @@ bool LeaseLine::Settle(Outcome outcome, absl::Duration latency) {
       bad = false;
       break;
   }
+  EndCall();
   if (!bad) return false;
   // The breaker judges it: decide nothing more from the lease until Sluice
   // has heard of it and answered.
@@ -143,6 +158,9 @@ void LeaseLine::RememberOpen(std::shared_ptr<const OpenRefusal> refusal,
 
 bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
   base::StdLock lock(&mu_);
+  // Before any count: a call Settle ended after this is still in flight
+  // here, whether or not its outcome is counted below (see EndCall).
+  const uint32_t in_flight = in_flight_.load(std::memory_order_acquire);
   const absl::Duration window = now - window_start_;
   const bool measured = window >= kShortestWindow * tick_;
   const double ticks = measured ? window / tick_ : 1;
@@ -150,7 +168,7 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
       static_cast<double>(calls_) * 4 < hot_calls_ * ticks) {
     // Cooled: give the lease back and ask per call again.
     hot_ = false;
-    giving_back_ = lease_ != 0 || in_flight_ > 0;
+    giving_back_ = lease_ != 0 || in_flight > 0;
   }
   if (hot_ && (measured || want_tokens_ == 0)) {
     // Enough for two ticks: the next renewal may come late. A first
@@ -161,7 +179,7 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
     // One more than its busiest moment; twice as many as it holds when
     // calls found no slot free (how many of those ran at once is not
     // known, so the lease doubles towards it).
-    const double busiest = std::max(peak_in_flight_, in_flight_) + 1.0;
+    const double busiest = std::max(peak_in_flight_, in_flight) + 1.0;
     want_slots_ = Wanted(slot_misses_ > 0
                              ? std::max(busiest, 2.0 * slot_limit_)
                              : busiest);
@@ -182,18 +200,18 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
   out->set_lease(lease_);
   out->set_tokens_spent(tokens_spent_);
   out->set_admitted(admitted_);
-  out->set_successes(successes_);
+  out->set_successes(successes_.load(std::memory_order_relaxed));
   out->set_slow(slow_);
   out->set_failures(failures_);
   out->set_timeouts(timeouts_);
   out->set_cancelled(cancelled_);
-  out->set_in_flight(in_flight_);
+  out->set_in_flight(in_flight);
   if (hot_) {
     out->set_want_tokens(want_tokens_);
     out->set_want_slots(want_slots_);
   }
   bad_sent_ = bad_;
-  if (lease_ == 0 && in_flight_ == 0) {
+  if (lease_ == 0 && in_flight == 0) {
     // With this, Sluice holds nothing of the line's any more.
     owed_ = false;
     giving_back_ = false;
@@ -202,7 +220,7 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
     window_start_ = now;
     calls_ = 0;
     tokens_asked_ = 0;
-    peak_in_flight_ = in_flight_;
+    peak_in_flight_ = in_flight;
     slot_misses_ = 0;
   }
   return true;
@@ -248,8 +266,11 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
   slot_limit_ = grant.slot_limit();
   unlimited_slots_ = grant.unlimited_slots();
   call_timeout_ = DurationFromProto(grant.call_timeout());
-  slow_after_ = grant.has_slow_after() ? DurationFromProto(grant.slow_after())
-                                       : absl::InfiniteDuration();
+  slow_after_ns_.store(
+      grant.has_slow_after()
+          ? absl::ToInt64Nanoseconds(DurationFromProto(grant.slow_after()))
+          : std::numeric_limits<int64_t>::max(),
+      std::memory_order_relaxed);
   exhausted_ = grant.exhausted();
   // No sooner than an eighth of a tick: a fast bucket would otherwise
   // have the client renew for every few tokens.
@@ -270,7 +291,7 @@ void LeaseLine::AddStats(ClientStats* stats) {
 void LeaseLine::Cool() {
   base::StdLock lock(&mu_);
   hot_ = false;
-  giving_back_ = lease_ != 0 || in_flight_ > 0;
+  giving_back_ = lease_ != 0 || in_flight_.load(std::memory_order_relaxed) > 0;
 }
 
 void LeaseLine::RenewalFailed() {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,8 +29,8 @@ class LeaseBook;
 // One dependency as the client's leases see it: the lease it decides from
 // (if any), what it did with it, and how busy it is. Every count is
 // cumulative over the client's life, as RenewLeases takes them. Safe for
-// concurrent use; its lock is taken once per decision and once per report
-// of a leased call, by no one else but the renewal.
+// concurrent use; its lock is taken once per decision, once per report of
+// a leased call that did not simply succeed, and by the renewal.
 class LeaseLine {
  public:
   LeaseLine(std::string dependency, std::weak_ptr<LeaseBook> book,
@@ -71,7 +72,8 @@ class LeaseLine {
   };
   Decision Decide(uint32_t permits, absl::Time now);
   // Settles a call Decide admitted; true when the outcome asks for a
-  // renewal at once (the breaker must hear of it).
+  // renewal at once (the breaker must hear of it). A success within the
+  // slow-call time takes no lock.
   bool Settle(Outcome outcome, absl::Duration latency);
   // Whether the lease still holds the limit at `now`: it has not run out,
   // so a call it cannot cover is refused, not decided by on_failure.
@@ -99,6 +101,11 @@ class LeaseLine {
   void Cool();
   // When the line wants its next renewal: a spent lease's retry_after.
   absl::Time wants_renewal_at();
+  // A settled call leaves in_flight_, after its outcome was counted: the
+  // release pairs with Fill's acquire, so a renewal that finds the call
+  // gone finds its outcome too (one that finds it still in flight may count
+  // it twice, in flight and settled, which only keeps a slot a tick longer).
+  void EndCall();
   // Adds what Decide answered without asking Sluice to `stats` (acquires,
   // leased_decisions, lease_refusals, lease_open_refusals and
   // lease_decisions_while_unreachable): counted under the line's own lock,
@@ -115,8 +122,8 @@ class LeaseLine {
   const absl::Duration tick_;
   const double hot_calls_;
 
-  // Taken twice per leased call (Decide, Settle): a std::mutex, which costs
-  // the same in any program (see base::StdMutex).
+  // Taken on every leased decision: a std::mutex, which costs the same in
+  // any program (see base::StdMutex).
   base::StdMutex mu_;
   // The lease; id 0: none.
   uint64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
@@ -126,7 +133,9 @@ class LeaseLine {
   uint32_t slot_limit_ ABSL_GUARDED_BY(mu_) = 0;
   bool unlimited_slots_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration call_timeout_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-  absl::Duration slow_after_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
+  // A success slower than this is slow (the breaker's slow-call rule; the
+  // largest value: no such rule); read by Settle without the lock.
+  std::atomic<int64_t> slow_after_ns_{std::numeric_limits<int64_t>::max()};
   BreakerState breaker_state_ ABSL_GUARDED_BY(mu_) = BreakerState::kUnknown;
   uint64_t policy_version_ ABSL_GUARDED_BY(mu_) = 0;
   // Spent and Sluice's bucket empty: refuse until then.
@@ -148,12 +157,16 @@ class LeaseLine {
   // Cumulative, as sent.
   uint64_t tokens_spent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t successes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counted by Settle without the lock, before the call leaves in_flight_
+  // (see EndCall).
+  std::atomic<uint64_t> successes_{0};
   uint64_t slow_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t cancelled_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Admitted calls not settled yet: raised by Decide under the lock,
+  // lowered by Settle with or without it. A renewal reads it first.
+  std::atomic<uint32_t> in_flight_{0};
 
   // Demand since window_start_: calls and tokens asked for, the most calls
   // in flight at once, calls no slot of the lease could take.
