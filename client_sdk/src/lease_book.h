@@ -101,11 +101,6 @@ class LeaseLine {
   void Cool();
   // When the line wants its next renewal: a spent lease's retry_after.
   absl::Time wants_renewal_at();
-  // A settled call leaves in_flight_, after its outcome was counted: the
-  // release pairs with Fill's acquire, so a renewal that finds the call
-  // gone finds its outcome too (one that finds it still in flight may count
-  // it twice, in flight and settled, which only keeps a slot a tick longer).
-  void EndCall();
   // Adds what Decide answered without asking Sluice to `stats` (acquires,
   // leased_decisions, lease_refusals, lease_open_refusals and
   // lease_decisions_while_unreachable): counted under the line's own lock,
@@ -116,6 +111,12 @@ class LeaseLine {
   std::weak_ptr<LeaseBook> book() const { return book_; }
 
  private:
+  // A settled call leaves in_flight_, after its outcome was counted: the
+  // release pairs with Fill's acquire, so a renewal that finds the call
+  // gone finds its outcome too (one that finds it still in flight may count
+  // it twice, in flight and settled, which only keeps a slot a tick longer).
+  void EndCall();
+
   const std::string dependency_;
   const std::weak_ptr<LeaseBook> book_;
   const std::shared_ptr<Counters> counters_;

@@ -24,7 +24,8 @@ namespace {
 // The longest the housekeeping thread sleeps between two sweeps, even when
 // the engine says nothing is due before.
 constexpr absl::Duration kLongestSweepGap = absl::Seconds(1);
-// How soon a replica that is not ready yet checks again.
+// The least time between two readiness checks of a server not ready yet
+// (which checks every sweep_interval otherwise).
 constexpr absl::Duration kReadinessPoll = absl::Milliseconds(50);
 
 constexpr char kDecisionServiceName[] = "sluice.v1.DecisionService";
@@ -388,6 +389,12 @@ void Server::SetServing(bool serving) {
 }
 
 bool Server::UpdateReadiness() {
+  {
+    // Decided once: a ready server asks the mode no more (a cluster mode
+    // walks every policy, and at its bound logs why it is ready anyway).
+    absl::MutexLock lock(&mu_);
+    if (ready_ || stopping_) return ready_;
+  }
   std::string waiting;
   const bool ready = mode_->Ready(&waiting);
   absl::MutexLock lock(&mu_);

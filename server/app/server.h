@@ -157,8 +157,9 @@ class Server {
   bool UpdateReadiness() ABSL_LOCKS_EXCLUDED(mu_);
   // The housekeeping thread: sweeps the engine, then sleeps until its
   // sweep alarm is due (see Options::sweep_interval), until Shutdown stops
-  // the alarm. Until the server is ready it also asks UpdateReadiness at
-  // least every kReadinessPoll.
+  // the alarm. Until the server is ready it sweeps and asks
+  // UpdateReadiness every sweep_interval (at least kReadinessPoll apart)
+  // instead of up to kLongestSweepGap apart.
   void Housekeeping() ABSL_LOCKS_EXCLUDED(mu_);
 
   // In dependency order: each is built from the ones above it.
