@@ -114,8 +114,8 @@ void ClientImpl::Shared::RecordTransportFailure(absl::Time now) {
 
 Permit ClientImpl::Shared::Local(std::string dependency, std::string key,
                                  absl::Status error) {
-  if (leases != nullptr && key.empty()) {
-    std::shared_ptr<LeaseLine> line = leases->Find(dependency);
+  if (leases != nullptr) {
+    std::shared_ptr<LeaseLine> line = leases->Find(dependency, key);
     if (line != nullptr && line->HoldsLimit(absl::Now())) {
       // Sluice cannot be asked, but the lease it lent still holds the
       // limit: what the lease does not cover is refused until it ends.
@@ -239,14 +239,22 @@ std::shared_ptr<LeaseLine> ClientImpl::DecideLeased(
     LeaseLine::Decision* d) {
   *d = LeaseLine::Decision();
   LeaseBook* book = shared_->leases.get();
-  if (book == nullptr || !key.empty()) return nullptr;
+  if (book == nullptr) return nullptr;
   const absl::Time now = CoarseNow();
-  std::shared_ptr<LeaseLine> line = book->Line(dependency);
+  std::shared_ptr<LeaseLine> line = key.empty()
+                                        ? book->Line(dependency)
+                                        : book->KeyLine(dependency, key, now);
   if (line == nullptr) return nullptr;
   *d = line->Decide(permits, now);
-  book->MaybeRenew(now);
   // The line counts what it answered (LeaseLine::AddStats).
-  if (d->answer == LeaseLine::Answer::kAsk) return nullptr;
+  if (d->answer == LeaseLine::Answer::kAsk) {
+    // A call that wants a renewal asks Sluice first and renews after (the
+    // caller does), so that the lease never takes the tokens that call was
+    // about to get.
+    if (!d->renew_now) book->MaybeRenew(now);
+    return nullptr;
+  }
+  book->MaybeRenew(now, d->renew_now);
   return line;
 }
 

@@ -70,6 +70,7 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   if (!unlimited_tokens_ && tokens_spent_ + n > token_limit_) {
     if (exhausted_ && now < retry_at_) {
       ++refused_;
+      tokens_refused_ += n;
       if (unreachable_) ++unreachable_decided_;
       d.answer = Answer::kRefuse;
       d.retry_after = retry_at_ - now;
@@ -195,10 +196,12 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
     Counters::Inc(counters_->leases_ended);
   }
   out->set_dependency(dependency_);
+  out->set_key(key_);
   // 0 when it decides from none: Sluice then takes back what it did not
   // spend of the last one.
   out->set_lease(lease_);
   out->set_tokens_spent(tokens_spent_);
+  out->set_tokens_refused(tokens_refused_);
   out->set_admitted(admitted_);
   out->set_successes(successes_.load(std::memory_order_relaxed));
   out->set_slow(slow_);
@@ -278,6 +281,19 @@ void LeaseLine::Apply(const v1::ClientLeaseGrant& grant, absl::Time sent) {
                               tick_ / 8);
 }
 
+void LeaseLine::Preheat(absl::Time now, uint32_t calls) {
+  base::StdLock lock(&mu_);
+  window_start_ = now;
+  calls_ = calls;
+  tokens_asked_ = calls;
+}
+
+bool LeaseLine::Idle() {
+  base::StdLock lock(&mu_);
+  return !hot_ && !giving_back_ && !owed_ && lease_ == 0 && open_ == nullptr &&
+         in_flight_.load(std::memory_order_acquire) == 0;
+}
+
 void LeaseLine::AddStats(ClientStats* stats) {
   base::StdLock lock(&mu_);
   const uint64_t decided = admitted_ + refused_ + open_refused_;
@@ -348,6 +364,9 @@ std::shared_ptr<LeaseLine> LeaseBook::Line(absl::string_view dependency) {
 }
 
 std::shared_ptr<LeaseLine> LeaseBook::Lookup(absl::string_view dependency) {
+  // A NUL separates a key's line name (KeyLineName); no policy's name has
+  // one, so such a dependency is only ever asked for.
+  if (dependency.find('\0') != absl::string_view::npos) return nullptr;
   {
     absl::ReaderMutexLock lock(&mu_);
     auto it = lines_.find(dependency);
@@ -361,21 +380,82 @@ std::shared_ptr<LeaseLine> LeaseBook::Lookup(absl::string_view dependency) {
   }
   std::shared_ptr<LeaseLine>& line = lines_[dependency];
   if (line == nullptr) {
-    line = std::make_shared<LeaseLine>(std::string(dependency),
+    line = std::make_shared<LeaseLine>(std::string(dependency), std::string(),
                                        weak_from_this(), counters_,
                                        options_.tick, options_.hot_calls);
   }
   return line;
 }
 
+void LeaseBook::KeyLineName(absl::string_view dependency, absl::string_view key,
+                            std::string* out) {
+  out->assign(dependency.data(), dependency.size());
+  out->push_back('\0');
+  out->append(key.data(), key.size());
+}
+
+std::shared_ptr<LeaseLine> LeaseBook::KeyLine(absl::string_view dependency,
+                                              absl::string_view key,
+                                              absl::Time now) {
+  if (dependency.find('\0') != absl::string_view::npos) return nullptr;
+  // Reused by the thread: no allocation once it has held a long name.
+  thread_local std::string name;
+  KeyLineName(dependency, key, &name);
+  bool keyless = false;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    keyless = keyless_.contains(dependency);
+    if (!keyless) {
+      auto it = lines_.find(name);
+      if (it != lines_.end()) return it->second;
+    }
+  }
+  // Sluice leases it without keys: every key's calls share its line.
+  if (keyless) return Line(dependency);
+  absl::MutexLock lock(&mu_);
+  if (auto it = lines_.find(name); it != lines_.end()) return it->second;
+  if (now - keys_counted_at_ >= options_.tick) {
+    key_calls_.clear();
+    keys_counted_at_ = now;
+  }
+  auto count = key_calls_.find(name);
+  if (count == key_calls_.end()) {
+    if (key_calls_.size() >= kMostCountedKeys) return nullptr;
+    count = key_calls_.emplace(name, 0).first;
+  }
+  if (++count->second < options_.hot_calls ||
+      lines_.size() >= options_.max_leased) {
+    return nullptr;
+  }
+  const uint32_t calls = count->second;
+  key_calls_.erase(count);
+  auto line = std::make_shared<LeaseLine>(
+      std::string(dependency), std::string(key), weak_from_this(), counters_,
+      options_.tick, options_.hot_calls);
+  // This call, decided next, makes it hot.
+  line->Preheat(now, calls - 1);
+  lines_.emplace(name, line);
+  return line;
+}
+
 void LeaseBook::AddStats(ClientStats* stats) {
   absl::ReaderMutexLock lock(&mu_);
   for (const auto& [name, line] : lines_) line->AddStats(stats);
+  stats->acquires += dropped_.acquires;
+  stats->leased_decisions += dropped_.leased_decisions;
+  stats->lease_refusals += dropped_.lease_refusals;
+  stats->lease_open_refusals += dropped_.lease_open_refusals;
+  stats->lease_decisions_while_unreachable +=
+      dropped_.lease_decisions_while_unreachable;
 }
 
-std::shared_ptr<LeaseLine> LeaseBook::Find(absl::string_view dependency) {
+std::shared_ptr<LeaseLine> LeaseBook::Find(absl::string_view dependency,
+                                           absl::string_view key) {
+  std::string name;
+  if (!key.empty()) KeyLineName(dependency, key, &name);
   absl::ReaderMutexLock lock(&mu_);
-  auto it = lines_.find(dependency);
+  if (!key.empty() && keyless_.contains(dependency)) name.clear();
+  auto it = lines_.find(name.empty() ? dependency : name);
   return it == lines_.end() ? nullptr : it->second;
 }
 
@@ -412,13 +492,21 @@ void LeaseBook::MaybeRenew(absl::Time now, bool now_anyway) {
     }
     if (!now_anyway && now < next_renewal_) return;
     renewal->request.set_client(client_id_);
-    for (auto& [name, line] : lines_) {
+    for (auto it = lines_.begin(); it != lines_.end();) {
+      const std::shared_ptr<LeaseLine>& line = it->second;
       v1::ClientLeaseRenewal* r = renewal->request.add_leases();
       if (line->Fill(now, r)) {
         renewal->lines.push_back(line);
       } else {
         renewal->request.mutable_leases()->RemoveLast();
+        if (!line->key().empty() && line->Idle()) {
+          // A key gone cold: its line goes, what it counted stays.
+          line->AddStats(&dropped_);
+          lines_.erase(it++);
+          continue;
+        }
       }
+      ++it;
     }
     next_renewal_ = now + options_.tick;
     next_renewal_ns_.store(absl::ToUnixNanos(next_renewal_),
@@ -444,8 +532,23 @@ void LeaseBook::Done(Renewal* renewal, const grpc::Status& status) {
                                      renewal->request.leases_size();
   if (ok) {
     for (size_t i = 0; i < renewal->lines.size(); ++i) {
-      renewal->lines[i]->Apply(renewal->response.grants(static_cast<int>(i)),
-                               renewal->sent);
+      const v1::ClientLeaseGrant& grant =
+          renewal->response.grants(static_cast<int>(i));
+      LeaseLine& line = *renewal->lines[i];
+      line.Apply(grant, renewal->sent);
+      if (!line.key().empty() && grant.lease() == 0 && !grant.per_key() &&
+          grant.policy_version() != 0) {
+        // The policy has no per_key: its calls are leased without a key,
+        // whatever key they carry. This line goes idle and is dropped.
+        absl::MutexLock lock(&mu_);
+        if (keyless_.size() < options_.max_leased) {
+          keyless_.insert(line.dependency());
+        }
+      } else if (line.key().empty() && grant.per_key()) {
+        // It has per_key now: each key is leased on its own again.
+        absl::MutexLock lock(&mu_);
+        keyless_.erase(line.dependency());
+      }
     }
   } else {
     for (const auto& line : renewal->lines) line->RenewalFailed();

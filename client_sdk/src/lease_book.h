@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -26,17 +27,19 @@ namespace sluice::client::internal {
 
 class LeaseBook;
 
-// One dependency as the client's leases see it: the lease it decides from
-// (if any), what it did with it, and how busy it is. Every count is
+// One dependency (or one key of a per_key dependency) as the client's
+// leases see it: the lease it decides from (if any), what it did with it,
+// and how busy it is. Every count is
 // cumulative over the client's life, as RenewLeases takes them. Safe for
 // concurrent use; its lock is taken once per decision, once per report of
 // a leased call that did not simply succeed, and by the renewal.
 class LeaseLine {
  public:
-  LeaseLine(std::string dependency, std::weak_ptr<LeaseBook> book,
-            std::shared_ptr<Counters> counters, absl::Duration tick,
-            uint32_t hot_calls)
+  LeaseLine(std::string dependency, std::string key,
+            std::weak_ptr<LeaseBook> book, std::shared_ptr<Counters> counters,
+            absl::Duration tick, uint32_t hot_calls)
       : dependency_(std::move(dependency)),
+        key_(std::move(key)),
         book_(std::move(book)),
         counters_(std::move(counters)),
         tick_(tick),
@@ -107,7 +110,16 @@ class LeaseLine {
   // which a decision holds anyway, not in the client's shared counters.
   void AddStats(ClientStats* stats);
 
+  // A line made for a key the book saw `calls` times this tick: the next
+  // Decide turns it hot.
+  void Preheat(absl::Time now, uint32_t calls);
+  // Holds nothing and wants nothing: no lease, nothing owed to Sluice, no
+  // call in flight, not hot, no OPEN answer to repeat. A key's line that
+  // is idle is dropped.
+  bool Idle();
+
   const std::string& dependency() const { return dependency_; }
+  const std::string& key() const { return key_; }
   std::weak_ptr<LeaseBook> book() const { return book_; }
 
  private:
@@ -118,6 +130,7 @@ class LeaseLine {
   void EndCall();
 
   const std::string dependency_;
+  const std::string key_;
   const std::weak_ptr<LeaseBook> book_;
   const std::shared_ptr<Counters> counters_;
   const absl::Duration tick_;
@@ -157,6 +170,7 @@ class LeaseLine {
 
   // Cumulative, as sent.
   uint64_t tokens_spent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t tokens_refused_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
   // Counted by Settle without the lock, before the call leaves in_flight_
   // (see EndCall).
@@ -215,8 +229,19 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
   // already keeps max_leased lines. A thread's last line is answered
   // without the book's lock.
   std::shared_ptr<LeaseLine> Line(absl::string_view dependency);
-  // The line of `dependency` if there is one.
-  std::shared_ptr<LeaseLine> Find(absl::string_view dependency);
+  // The line of `key` of `dependency`: made only once the key is hot (it
+  // had hot_calls calls within a tick; a call that finds none is counted),
+  // and dropped once it is idle again, so that many cold keys cost a
+  // bounded count each and take no line. A dependency Sluice leases
+  // without keys (no per_key) answers with its line for every key.
+  std::shared_ptr<LeaseLine> KeyLine(absl::string_view dependency,
+                                     absl::string_view key, absl::Time now);
+  // The line of `dependency` (and `key`) if there is one.
+  std::shared_ptr<LeaseLine> Find(absl::string_view dependency,
+                                  absl::string_view key = "");
+  // Most keys counted in one tick while they have no line; a key beyond
+  // them is not counted that tick.
+  static constexpr size_t kMostCountedKeys = 4096;
   // Sends a renewal now if it is due at `now` (or `now_anyway`) and none
   // is in flight. The renewal is timed by absl::Now(), whatever `now` is.
   void MaybeRenew(absl::Time now, bool now_anyway = false);
@@ -234,6 +259,10 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
   struct Renewal;
   // Line, under the book's lock.
   std::shared_ptr<LeaseLine> Lookup(absl::string_view dependency);
+  // The key of lines_ for a key's line: the dependency, a NUL (which no
+  // name holds), the key. Written into `out`, whose capacity is reused.
+  static void KeyLineName(absl::string_view dependency, absl::string_view key,
+                          std::string* out);
   // The answer to `renewal` (which it deletes).
   void Done(Renewal* renewal, const grpc::Status& status);
   // Sets the alarm for the renewal due at `at`, unless one is set or the
@@ -251,6 +280,13 @@ class LeaseBook : public std::enable_shared_from_this<LeaseBook> {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<LeaseLine>> lines_
       ABSL_GUARDED_BY(mu_);
+  // Calls of keys without a line in the tick since keys_counted_at_
+  // (KeyLine), and dependencies Sluice leases without keys.
+  absl::flat_hash_map<std::string, uint32_t> key_calls_ ABSL_GUARDED_BY(mu_);
+  absl::Time keys_counted_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::flat_hash_set<std::string> keyless_ ABSL_GUARDED_BY(mu_);
+  // What the key lines dropped since had counted (AddStats).
+  ClientStats dropped_ ABSL_GUARDED_BY(mu_);
   bool renewing_ ABSL_GUARDED_BY(mu_) = false;
   // Another renewal was asked for while one was in flight.
   bool again_ ABSL_GUARDED_BY(mu_) = false;

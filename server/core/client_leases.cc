@@ -31,6 +31,13 @@ void ClientLeases::Settle(const LeaseSettlement& in,
   const uint64_t admitted = Since(seen.admitted, in.admitted);
   counters->CountAllowed(admitted);
   counters->leased += admitted;
+  // Demand and books of a cluster share: what the calls decided from the
+  // lease asked for and took.
+  const auto taken =
+      static_cast<double>(Since(seen.tokens_spent, in.tokens_spent));
+  gates->CountLent(taken + static_cast<double>(
+                               Since(seen.tokens_refused, in.tokens_refused)),
+                   taken);
   if (!lease->unlimited_tokens) {
     // Never more than the lease held: a client cannot spend tokens it was
     // not lent.
@@ -74,6 +81,7 @@ void ClientLeases::Settle(const LeaseSettlement& in,
   // the baseline back.
   seen.tokens_spent = std::max(seen.tokens_spent, in.tokens_spent);
   seen.admitted = std::max(seen.admitted, in.admitted);
+  seen.tokens_refused = std::max(seen.tokens_refused, in.tokens_refused);
   seen.successes = std::max(seen.successes, in.successes);
   seen.slow = std::max(seen.slow, in.slow);
   seen.failures = std::max(seen.failures, in.failures);
@@ -201,13 +209,12 @@ void ClientLeases::Renew(const LeaseSettlement& in, const PolicyConfig& policy,
     // first: a bucket left to fill up would stop refilling, and what it
     // did not refill would be lost to every caller.
     out->exhausted = true;
-    const double per_second =
-        std::max(policy.rate_limit->rate /
-                     absl::ToDoubleSeconds(policy.rate_limit->per),
-                 1e-9);
+    // The bucket's own rate and burst: a cluster share's, not the
+    // policy's.
+    const double per_second = std::max(gates->refill_per_second(), 1e-9);
     const double missing =
         std::max(1.0, in.want_tokens - (held + lent_tokens));
-    const double half_burst = std::max(1.0, policy.rate_limit->burst / 2);
+    const double half_burst = std::max(1.0, gates->burst() / 2);
     out->retry_after =
         std::min(valid_for,
                  absl::Seconds(std::min(missing, half_burst) / per_second));
@@ -236,6 +243,26 @@ void ClientLeases::Recompute() {
   next_due_ = absl::InfiniteFuture();
   for (const auto& [client, lease] : leases_) {
     next_due_ = std::min(next_due_, lease.runs_out);
+  }
+}
+
+void ClientLeases::AddUsage(const GateSet& gates, absl::Time now,
+                            KeyTick* key) const {
+  absl::Time last = now;
+  for (const auto& [client, lease] : leases_) {
+    last = std::max(last, lease.runs_out);
+  }
+  const absl::Duration left = last - now;
+  if (key->limit[kRateUnits] > 0 && gates.lent_tokens() > 0) {
+    key->usage[kRateUnits] =
+        std::max(key->usage[kRateUnits],
+                 static_cast<int64_t>(std::ceil(gates.lent_tokens())));
+    key->usage_left[kRateUnits] = std::max(key->usage_left[kRateUnits], left);
+  }
+  // The slots are counted in flight already (GateSet::CollectTick); a
+  // lease keeps them until it runs out.
+  if (key->limit[kSlotUnits] > 0 && key->usage[kSlotUnits] > 0) {
+    key->usage_left[kSlotUnits] = std::max(key->usage_left[kSlotUnits], left);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "server/core/breaker_state.h"
 #include "server/core/gate_set.h"
 #include "server/core/policy_config.h"
+#include "server/core/tick.h"
 
 namespace sluice::core {
 
@@ -27,6 +28,9 @@ struct LeaseSettlement {
   uint64_t lease = 0;
   uint64_t tokens_spent = 0;
   uint64_t admitted = 0;
+  // Tokens of the calls the lease refused (spent, and Sluice's bucket
+  // empty): with tokens_spent, the demand a cluster share is split by.
+  uint64_t tokens_refused = 0;
   // Calls from the lease that ended, by how they went: a success no slower
   // than the slow-call rule, a slow success, a failure, a timeout, a call
   // the client gave up on.
@@ -68,6 +72,8 @@ struct LeaseTerms {
   bool exhausted = false;
   absl::Duration retry_after = absl::ZeroDuration();
   uint64_t policy_version = 0;
+  // The policy is per_key: it is leased key by key.
+  bool per_key = false;
   std::string reason;
 };
 
@@ -115,6 +121,12 @@ class ClientLeases {
     next_due_ = absl::InfiniteFuture();
   }
   LeaseTotals totals() const;
+  // Cluster mode: what the leases hold of a cluster-scope gate outlives a
+  // smaller grant (tokens a client may still spend, slots of calls still
+  // running), so `key` (the dependency's tick) counts the tokens out on
+  // lease as in use, and both for as long as the longest lease may still
+  // be decided from or its calls run.
+  void AddUsage(const GateSet& gates, absl::Time now, KeyTick* key) const;
   bool empty() const { return leases_.empty(); }
 
  private:

@@ -37,6 +37,7 @@ bool CoreSlice::TryAcquire(uint32_t permits, Unreported unreported,
         static_cast<int64_t>(std::floor(bucket_left_ + tokens_));
   }
   if (terms_.has_cap) --slots_;
+  permits_ += n;
   // As the owner does: a caller that may never report holds a permit only
   // where one serves, a slot to give back or an outcome to judge.
   const bool may_not_report = unreported == Unreported::kRelease;
@@ -102,6 +103,8 @@ void CoreSlice::Fold(GateSet* gates, DecisionCounters* counters,
   pending_ = 0;
   if (terms_.has_bucket) gates->Repay(0, spent_, 0);
   spent_ = 0;
+  gates->CountLent(permits_, permits_);
+  permits_ = 0;
 }
 
 void CoreSlice::Reclaim(GateSet* gates, DecisionCounters* counters,

@@ -92,8 +92,8 @@ class alignas(64) CoreSlice {
   // enough for one call. `gates` must be the owner's, locked.
   bool Arm(Terms terms, GateSet* gates, double least, double tokens,
            uint32_t slots, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // Hands the slice's counts to `counters` and its successes and spent
-  // tokens to `gates`.
+  // Hands the slice's counts to `counters` and its successes, spent
+  // tokens and admitted permits (a cluster share's books) to `gates`.
   void Fold(GateSet* gates, DecisionCounters* counters, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Fold, and gives back every spare token and slot and disarms.
@@ -123,9 +123,10 @@ class alignas(64) CoreSlice {
   // Tokens in the dependency's bucket when it last lent to this slice
   // (Decision::remaining counts them with the slice's own).
   double bucket_left_ ABSL_GUARDED_BY(mu) = 0;
-  // Since the last Fold: borrowed tokens used, calls admitted, successes
-  // settled (and, with a breaker, not yet handed to it; the last at
-  // last_success_).
+  // Since the last Fold: permits admitted, borrowed tokens used, calls
+  // admitted, successes settled (and, with a breaker, not yet handed to
+  // it; the last at last_success_).
+  double permits_ ABSL_GUARDED_BY(mu) = 0;
   double spent_ ABSL_GUARDED_BY(mu) = 0;
   uint64_t admitted_ ABSL_GUARDED_BY(mu) = 0;
   uint64_t successes_ ABSL_GUARDED_BY(mu) = 0;

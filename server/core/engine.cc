@@ -243,14 +243,15 @@ std::shared_ptr<const Engine::DependencyMap> Engine::CurrentMap() {
 }
 
 LeaseTerms Engine::RenewLease(absl::string_view dependency,
-                              const LeaseSettlement& settlement) {
+                              const LeaseSettlement& settlement,
+                              absl::string_view key) {
   LeaseTerms terms;
   LivePolicy* dep = Find(dependency);
   if (dep == nullptr) {
     terms.reason = "no policy has this name";
     return terms;
   }
-  dep->RenewLease(settlement, &terms);
+  dep->RenewLease(key, settlement, &terms);
   return terms;
 }
 

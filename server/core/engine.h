@@ -156,12 +156,14 @@ class Engine {
     malformed_permits_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // Settles what a client decided from its lease on `dependency` and
-  // answers its next lease (ClientLeases). A dependency without a policy,
-  // or one whose gates must decide each call, answers lease 0 with the
-  // reason; the client then asks Acquire for each call.
+  // Settles what a client decided from its lease on `dependency` (and,
+  // for a per_key policy, `key`) and answers its next lease
+  // (ClientLeases). A dependency without a policy, or one whose gates must
+  // decide each call, answers lease 0 with the reason; the client then
+  // asks Acquire for each call.
   LeaseTerms RenewLease(absl::string_view dependency,
-                        const LeaseSettlement& settlement);
+                        const LeaseSettlement& settlement,
+                        absl::string_view key = "");
 
   // The breaker state of a dependency (and key), without reporting
   // anything; kClosed without a policy or a breaker.

@@ -374,8 +374,25 @@ absl::Time GateSet::SliceableUntil(absl::Time now, std::string* why) {
     reason = "a sliding window decides each call";
   } else if (adaptive_ || throttle_) {
     reason = "the adaptive gates decide each call";
-  } else if (share_) {
-    reason = "a cluster-scope limit decides each call";
+  }
+  // A cluster-scope limit lends from this replica's share of it: while
+  // the store is up, the grant it holds and for no longer than the grant
+  // (the tick counts what is out on loan as in use: ClientLeases::
+  // AddUsage); with the store down, the local split of on_store_failure
+  // LOCAL. FAIL_OPEN and FAIL_CLOSED decide each call here until the store
+  // is back.
+  absl::Time share_until = absl::InfiniteFuture();
+  if (reason == nullptr && share_ && has_cluster_limit()) {
+    if (!cluster_.store_up &&
+        policy_->on_store_failure != StoreFailureMode::kLocal) {
+      reason = "the cluster store is down: on_store_failure decides each call";
+    } else if (cluster_.store_up && share_->has_grant) {
+      share_until = share_->grant_until;
+    } else if (cluster_.store_up && !policy_->per_key) {
+      // Without a grant only a per_key key has a share here: its static one.
+      share_until = absl::InfinitePast();
+    }
+    if (share_until <= now) reason = "no cluster grant is held here";
   }
   absl::Time until = absl::InfinitePast();
   if (reason == nullptr && breaker_ != nullptr) {
@@ -386,6 +403,7 @@ absl::Time GateSet::SliceableUntil(absl::Time now, std::string* why) {
     until = override_ == BreakerOverride::kAuto ? absl::InfiniteFuture()
                                                 : absl::InfinitePast();
   }
+  until = std::min(until, share_until);
   if (why != nullptr && until <= now) {
     if (reason != nullptr) {
       *why = reason;
@@ -412,7 +430,19 @@ void GateSet::Lend(double least, double tokens, uint32_t slots,
     *lent_tokens = bucket_->Lend(least, tokens, now);
     if (*lent_tokens < least) return;
   }
-  if (concurrency_) *lent_slots = concurrency_->TakeUpTo(slots);
+  if (concurrency_) {
+    *lent_slots = concurrency_->TakeUpTo(slots);
+    if (share_) {
+      share_->tick_peak_in_flight =
+          std::max(share_->tick_peak_in_flight, concurrency_->in_flight());
+    }
+  }
+}
+
+void GateSet::CountLent(double asked, double admitted) {
+  if (!share_) return;
+  share_->tick_asked += asked;
+  share_->admitted_total += static_cast<uint64_t>(admitted);
 }
 
 void GateSet::Repay(double unused_tokens, double spent,

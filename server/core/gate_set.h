@@ -184,9 +184,11 @@ class GateSet final : public BreakerListener {
   // back. SliceableUntil: until when calls may be decided from a loan, or
   // InfinitePast when they may not: only a policy whose gates are a token
   // bucket, an in-flight cap and a CLOSED breaker that successes cannot
-  // trip, none of them cluster-scope, not shadow. Everything else is
-  // decided here call by call. `why`, when given, says which gate must see
-  // each call whenever the answer is not in the future.
+  // trip, not shadow. A cluster-scope gate lends from the grant it holds,
+  // until the grant ends (or, with the store down, from the LOCAL split).
+  // Everything else is decided here call by call. `why`, when given, says
+  // which gate must see each call whenever the answer is not in the
+  // future.
   absl::Time SliceableUntil(absl::Time now, std::string* why = nullptr);
   // Lends up to `tokens` whole tokens (none unless at least `least`) and up
   // to `slots` slots. Without a bucket `*lent_tokens` is infinite; without
@@ -196,6 +198,17 @@ class GateSet final : public BreakerListener {
   // Takes back `unused_tokens` and `unused_slots`, and learns that `spent`
   // lent tokens were used.
   void Repay(double unused_tokens, double spent, uint32_t unused_slots);
+  // Counts calls decided from a loan into the cluster share's books:
+  // `asked` permits asked for (the demand the store splits the limit by)
+  // and `admitted` admitted. Nothing without a cluster-scope gate.
+  void CountLent(double asked, double admitted);
+  // Tokens out on loan now (0 without a bucket).
+  double lent_tokens() const { return bucket_ ? bucket_->lent() : 0; }
+  // The bucket's refill rate per second (0 without one).
+  double refill_per_second() const {
+    return bucket_ ? bucket_->rate_per_second() : 0;
+  }
+  double burst() const { return bucket_ ? bucket_->burst() : 0; }
   // Settles `n` successful calls a slice admitted, the last at `at`.
   void SettleSuccesses(uint32_t n, absl::Time at, absl::Time now) {
     if (breaker_) breaker_->RecordSuccesses(n, at, now);

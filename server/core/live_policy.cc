@@ -10,9 +10,11 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -333,6 +335,24 @@ class alignas(64) LivePolicy::Shard {
     leases_.Renew(in, *policy_, &*single_, &lease_ids_, &counters_, now, out);
   }
 
+  // The same for a key of a per_key policy: lent from the key's gates,
+  // made for it if it has none (as an Acquire of it would). A key's leases
+  // end with its gates: when it is evicted, what they hold goes with them.
+  void RenewKeyLease(absl::string_view key, const LeaseSettlement& in,
+                     absl::Time now, LeaseTerms* out) ABSL_LOCKS_EXCLUDED(mu_) {
+    ChangeLock lock(this);
+    ExpireDue(now);
+    KeyNode* node = NodeFor(key, now);
+    auto it = key_leases_.find(key);
+    if (it == key_leases_.end()) {
+      it = key_leases_.emplace(std::string(key), ClientLeases()).first;
+    }
+    it->second.Renew(in, *policy_, &node->gates, &lease_ids_, &counters_, now,
+                     out);
+    key_leases_due_ = std::min(key_leases_due_, it->second.next_due());
+    if (it->second.empty()) key_leases_.erase(it);
+  }
+
   BreakerState PeekBreaker(absl::string_view key, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
@@ -389,6 +409,13 @@ class alignas(64) LivePolicy::Shard {
     ReclaimSlices(now);
     AddCounters(counters_, &out->counters);
     out->keys += single_ ? 1 : index_.size();
+    const auto add = [&](const LeaseTotals& t) {
+      out->leased.leases += t.leases;
+      out->leased.tokens += t.tokens;
+      out->leased.slots += t.slots;
+    };
+    add(leases_.totals());
+    for (const auto& [k, leases] : key_leases_) add(leases.totals());
     if (!has_key) return;
     if (single_) {
       out->gates = single_->Status(now);
@@ -400,6 +427,12 @@ class alignas(64) LivePolicy::Shard {
     } else if (auto it = index_.find(key); it != index_.end()) {
       out->gates = (*it)->gates.Status(now);
       out->gates->live_permits = (*it)->live_permits;
+      if (auto leases = key_leases_.find(key); leases != key_leases_.end()) {
+        const LeaseTotals leased = leases->second.totals();
+        out->gates->client_leases = leased.leases;
+        out->gates->leased_tokens = leased.tokens;
+        out->gates->leased_slots = leased.slots;
+      }
     }
   }
 
@@ -431,6 +464,7 @@ class alignas(64) LivePolicy::Shard {
     if (cluster_.enabled && single_->has_cluster_limit()) {
       out->keys.emplace_back();
       single_->CollectTick(interval, now, &out->keys.back());
+      leases_.AddUsage(*single_, now, &out->keys.back());
     }
     // Per-key breakers stay local; the dependency's breaker is shared.
     single_->CollectBreaker(now, out);
@@ -462,6 +496,9 @@ class alignas(64) LivePolicy::Shard {
       if (!gates->has_cluster_limit()) continue;
       out->keys.emplace_back();
       gates->CollectTick(interval, now, &out->keys.back());
+      if (auto it = key_leases_.find(hot[k]); it != key_leases_.end()) {
+        it->second.AddUsage(*gates, now, &out->keys.back());
+      }
     }
   }
 
@@ -619,6 +656,9 @@ class alignas(64) LivePolicy::Shard {
     KeyNode* node = oldest_;
     Unlink(node);
     index_.erase(node);
+    // Its leases go with its gates: a client that still decides from one
+    // hears that it ended at its next renewal.
+    if (!key_leases_.empty()) key_leases_.erase(node->key());
     if (node->live_permits == 0) {
       KeyNode::Delete(node);
       return;
@@ -671,7 +711,7 @@ class alignas(64) LivePolicy::Shard {
     }
     ExpireDue(now);
     absl::Time next = std::min({ledger_.NextDeadline(), SlicesNextDue(now),
-                                leases_.next_due()});
+                                leases_.next_due(), key_leases_due_});
     ForEachGates([&](GateSet& gates) {
       gates.Sweep(now);
       next = std::min(next, gates.NextSweep());
@@ -700,6 +740,21 @@ class alignas(64) LivePolicy::Shard {
       Settle(permit, permit.on_expiry, now - permit.issued, false, now);
     }
     if (single_ && leases_.next_due() <= now) leases_.Expire(&*single_, now);
+    if (key_leases_due_ <= now) ExpireKeyLeases(now);
+  }
+
+  void ExpireKeyLeases(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    key_leases_due_ = absl::InfiniteFuture();
+    for (auto it = key_leases_.begin(); it != key_leases_.end();) {
+      GateSet* gates = FindGates(it->first);
+      if (gates != nullptr) it->second.Expire(gates, now);
+      if (gates == nullptr || it->second.empty()) {
+        key_leases_.erase(it++);
+      } else {
+        key_leases_due_ = std::min(key_leases_due_, it->second.next_due());
+        ++it;
+      }
+    }
   }
 
   // --- Per-core slices (CoreSlice), of a shard without keys -------------
@@ -965,6 +1020,12 @@ class alignas(64) LivePolicy::Shard {
   // Cluster mode, per_key: keys to push with the next tick (each once; see
   // GateSet::TakeSyncRequest).
   std::vector<std::string> hot_keys_ ABSL_GUARDED_BY(mu_);
+  // per_key: what clients hold on lease from the gates of each key (only
+  // keys with a lease; at most one entry per key with gates), and the
+  // earliest time one of them may run out.
+  absl::flat_hash_map<std::string, ClientLeases> key_leases_
+      ABSL_GUARDED_BY(mu_);
+  absl::Time key_leases_due_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 size_t LivePolicy::ShardsFor(const PolicyConfig& policy) {
@@ -1069,13 +1130,20 @@ LivePolicyStatus LivePolicy::Status(absl::string_view key) {
   return status;
 }
 
-void LivePolicy::RenewLease(const LeaseSettlement& in, LeaseTerms* out) {
-  if (per_key_) {
+void LivePolicy::RenewLease(absl::string_view key, const LeaseSettlement& in,
+                            LeaseTerms* out) {
+  if (per_key_ != !key.empty()) {
     *out = LeaseTerms();
-    out->reason = "a per_key policy decides each call";
-    return;
+    out->policy_version = policy()->version;
+    out->reason = per_key_ ? "a per_key policy is leased key by key"
+                           : "the policy has no per_key: a lease of it "
+                             "takes no key";
+  } else if (per_key_) {
+    ShardFor(key).RenewKeyLease(key, in, clock_->Now(), out);
+  } else {
+    shards_[0]->RenewLease(in, clock_->Now(), out);
   }
-  shards_[0]->RenewLease(in, clock_->Now(), out);
+  out->per_key = per_key_;
 }
 
 DependencyWarmState LivePolicy::ExportWarm(size_t max_keys) {

@@ -34,6 +34,8 @@ struct LivePolicyStatus {
   // The gates of the requested key (or of the dependency); absent when a
   // per_key policy has no state for that key.
   std::optional<GateStatus> gates;
+  // What clients hold on lease, over every key.
+  LeaseTotals leased;
 };
 
 // All state of one policy: its config, its gates (one set, or one per key
@@ -83,8 +85,10 @@ class LivePolicy {
   void Sweep(absl::Time now);
   BreakerState PeekBreaker(absl::string_view key);
   // Settles a client's lease and answers its next one (see ClientLeases):
-  // only a policy without per_key lends.
-  void RenewLease(const LeaseSettlement& in, LeaseTerms* out);
+  // a policy without per_key lends from its gates (`key` empty), a per_key
+  // one from the gates of `key`.
+  void RenewLease(absl::string_view key, const LeaseSettlement& in,
+                  LeaseTerms* out);
   // Whether Reconfigure can take `policy`: the same shape of state (per_key
   // or not). If not, the engine builds a new dependency in its place, which
   // keeps the counters and the override but whose gates start afresh.

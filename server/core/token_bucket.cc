@@ -54,7 +54,10 @@ double TokenBucket::Lend(double least, double most, absl::Time now) {
 
 void TokenBucket::Repay(double unused, double spent) {
   lent_ = std::max(0.0, lent_ - unused - spent);
-  tokens_ = Capped(tokens_ + unused);
+  // What comes back fills only the room the loans still out leave (less
+  // than was lent when the burst shrank meanwhile).
+  tokens_ =
+      std::min(Capped(tokens_ + unused), std::max(tokens_, burst_ - lent_));
 }
 
 double TokenBucket::Available(absl::Time now) {
@@ -74,7 +77,11 @@ void TokenBucket::Reconfigure(double rate, absl::Duration per, double burst,
   Refill(now);
   per_second_ = rate / absl::ToDoubleSeconds(per);
   burst_ = burst;
-  tokens_ = Capped(tokens_);
+  // Tokens out on loan keep their room: a smaller burst (a policy change,
+  // a cluster grant that shrank) leaves the bucket what the loans do not
+  // hold, so tokens + lent never exceed it until they are repaid.
+  tokens_ = lent_ > 0 ? std::min(Capped(tokens_), std::max(0.0, burst_ - lent_))
+                      : Capped(tokens_);
 }
 
 void TokenBucket::SetRate(double rate, absl::Time now) {

@@ -41,7 +41,9 @@ class TokenBucket {
   // no window of time admits more than rate x time + burst.
   double Lend(double least, double most, absl::Time now);
   // The borrower hands back `unused` tokens and reports `spent` ones used:
-  // both stop counting against the burst.
+  // both stop counting against the burst. A burst made smaller while
+  // tokens are out (Reconfigure) leaves the bucket only the room the loans
+  // do not take: tokens + lent stay within it.
   void Repay(double unused, double spent);
   double lent() const { return lent_; }
 

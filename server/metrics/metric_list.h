@@ -121,8 +121,8 @@ inline constexpr std::array<EngineMetric, static_cast<size_t>(MetricId::kCount)>
          "sluice_client_leases",
          MetricType::kGauge,
          {"dependency", nullptr},
-         "Clients holding a lease on the dependency: they decide its calls "
-         "in their own process (dependencies without per_key)."},
+         "Leases clients hold on the dependency (on each hot key of a "
+         "per_key one): they decide its calls in their own process."},
         {MetricId::kLeasedTokens,
          "sluice_leased_tokens",
          MetricType::kGauge,

@@ -262,18 +262,19 @@ void Metrics::CollectEngine(std::vector<MetricFamily>* families) const {
         static_cast<double>(c.stale_reports));
     Add(family(MetricId::kPolicyVersion), MetricId::kPolicyVersion, {dep},
         static_cast<double>(status->policy->version));
+    // Over every key of a per_key policy.
+    Add(family(MetricId::kClientLeases), MetricId::kClientLeases, {dep},
+        static_cast<double>(status->leased.leases));
+    Add(family(MetricId::kLeasedTokens), MetricId::kLeasedTokens, {dep},
+        status->leased.tokens);
+    Add(family(MetricId::kLeasedSlots), MetricId::kLeasedSlots, {dep},
+        static_cast<double>(status->leased.slots));
+    Add(family(MetricId::kLeasedDecisions), MetricId::kLeasedDecisions, {dep},
+        static_cast<double>(c.leased));
     if (!status->gates) continue;  // per_key: no dependency-wide gates
     const core::GateStatus& g = *status->gates;
     Add(family(MetricId::kInFlight), MetricId::kInFlight, {dep},
         static_cast<double>(g.live_permits));
-    Add(family(MetricId::kClientLeases), MetricId::kClientLeases, {dep},
-        static_cast<double>(g.client_leases));
-    Add(family(MetricId::kLeasedTokens), MetricId::kLeasedTokens, {dep},
-        g.leased_tokens);
-    Add(family(MetricId::kLeasedSlots), MetricId::kLeasedSlots, {dep},
-        static_cast<double>(g.leased_slots));
-    Add(family(MetricId::kLeasedDecisions), MetricId::kLeasedDecisions, {dep},
-        static_cast<double>(c.leased));
     Add(family(MetricId::kShare), MetricId::kShare, {dep}, g.rate_fraction);
     if (g.has_breaker) {
       for (core::BreakerState state : kBreakerStates) {

@@ -214,7 +214,7 @@ namespace {
 
 // What one renewal must hold before it is applied.
 absl::Status CheckRenewal(const v1::ClientLeaseRenewal& r) {
-  if (absl::Status s = wire::ValidateRequestNames(r.dependency(), "");
+  if (absl::Status s = wire::ValidateRequestNames(r.dependency(), r.key());
       !s.ok()) {
     return s;
   }
@@ -258,13 +258,15 @@ absl::Status DecisionServiceImpl::RenewMany(
     return absl::InvalidArgumentError(absl::StrCat(
         "leases: at most ", kMaxRenewals, " per call, got ", n));
   }
-  absl::flat_hash_set<absl::string_view> seen;
+  absl::flat_hash_set<std::pair<absl::string_view, absl::string_view>> seen;
   seen.reserve(n);
   for (int i = 0; i < n; ++i) {
     const v1::ClientLeaseRenewal& r = request.leases(i);
     absl::Status s = CheckRenewal(r);
-    if (s.ok() && !seen.insert(r.dependency()).second) {
-      s = absl::InvalidArgumentError("the dependency is renewed twice");
+    if (s.ok() && !seen.insert({r.dependency(), r.key()}).second) {
+      s = absl::InvalidArgumentError(
+          r.key().empty() ? "the dependency is renewed twice"
+                          : "the dependency and key are renewed twice");
     }
     if (!s.ok()) {
       return absl::InvalidArgumentError(
@@ -277,6 +279,7 @@ absl::Status DecisionServiceImpl::RenewMany(
     in.client = request.client();
     in.lease = r.lease();
     in.tokens_spent = r.tokens_spent();
+    in.tokens_refused = r.tokens_refused();
     in.admitted = r.admitted();
     in.successes = r.successes();
     in.slow = r.slow();
@@ -286,9 +289,12 @@ absl::Status DecisionServiceImpl::RenewMany(
     in.in_flight = r.in_flight();
     in.want_tokens = r.want_tokens();
     in.want_slots = r.want_slots();
-    const core::LeaseTerms terms = engine_->RenewLease(r.dependency(), in);
+    const core::LeaseTerms terms =
+        engine_->RenewLease(r.dependency(), in, r.key());
     v1::ClientLeaseGrant* g = response->add_grants();
     g->set_dependency(r.dependency());
+    g->set_key(r.key());
+    g->set_per_key(terms.per_key);
     g->set_lease(terms.lease);
     g->set_token_limit(terms.token_limit);
     g->set_unlimited_tokens(terms.unlimited_tokens);

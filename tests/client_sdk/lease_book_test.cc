@@ -6,6 +6,7 @@
 #include <memory>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coarse_clock.h"
@@ -92,6 +93,52 @@ TEST(LeaseBookTest, MaxLeasedHoldsWithTheCache) {
   EXPECT_EQ(book->Line("b"), nullptr);
   EXPECT_EQ(book->Line("a"), a);
   EXPECT_EQ(book->Line("b"), nullptr);
+}
+
+// A key gets a line only once it is hot (hot_calls calls within a tick),
+// so that many cold keys take none; a key's line that holds and wants
+// nothing is dropped at the next renewal.
+TEST(LeaseBookTest, AKeyGetsALineOnlyWhenHotAndLosesItWhenIdle) {
+  std::shared_ptr<LeaseBook> book = MakeBook();
+  const absl::Time t0 = absl::Now();
+  for (int i = 0; i < 15; ++i) {
+    EXPECT_EQ(book->KeyLine("dep", "tenant-a", t0), nullptr) << i;
+  }
+  // Another key's count is its own, and a tick later counting starts over.
+  EXPECT_EQ(book->KeyLine("dep", "tenant-b", t0), nullptr);
+  const std::shared_ptr<LeaseLine> a = book->KeyLine("dep", "tenant-a", t0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->dependency(), "dep");
+  EXPECT_EQ(a->key(), "tenant-a");
+  EXPECT_EQ(book->KeyLine("dep", "tenant-a", t0), a);
+  EXPECT_EQ(book->Find("dep", "tenant-a"), a);
+  EXPECT_EQ(book->Find("dep"), nullptr);  // the dependency's own line
+  const absl::Time t1 = t0 + absl::Milliseconds(250);
+  for (int i = 0; i < 15; ++i) {
+    EXPECT_EQ(book->KeyLine("dep", "tenant-b", t1), nullptr) << i;
+  }
+  // Its first call makes it hot; never called, it wants nothing and goes.
+  EXPECT_TRUE(a->Idle());
+  book->MaybeRenew(t1, true);
+  EXPECT_EQ(book->Find("dep", "tenant-a"), nullptr);
+}
+
+TEST(LeaseBookTest, ColdKeysAreCountedBoundedly) {
+  std::shared_ptr<LeaseBook> book = MakeBook();
+  const absl::Time t0 = absl::Now();
+  for (size_t i = 0; i < LeaseBook::kMostCountedKeys; ++i) {
+    EXPECT_EQ(book->KeyLine("dep", absl::StrCat("k", i), t0), nullptr);
+  }
+  // A key beyond the bound is not counted this tick, however hot.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(book->KeyLine("dep", "late", t0), nullptr);
+  }
+  // A counted one still turns hot.
+  std::shared_ptr<LeaseLine> line;
+  for (int i = 0; i < 15 && line == nullptr; ++i) {
+    line = book->KeyLine("dep", "k7", t0);
+  }
+  EXPECT_NE(line, nullptr);
 }
 
 }  // namespace

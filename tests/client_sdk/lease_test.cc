@@ -361,19 +361,73 @@ TEST_F(LeaseTest, AGoneSluiceLeavesTheLeaseHoldingTheLimit) {
   EXPECT_EQ(client_->stats().leased_decisions, 3u);
 }
 
-// Calls with a key, and dependencies whose gates must see each call, keep
-// asking Sluice.
-TEST_F(LeaseTest, KeysAndUnleasableGatesKeepAsking) {
+// Dependencies whose gates must see each call keep asking Sluice, and so
+// do calls without a key of a per_key policy.
+TEST_F(LeaseTest, UnleasableGatesKeepAsking) {
   StartClient(2);
-  EXPECT_EQ(CallAndSucceed("keyed", 6, "tenant-a"), 6);
   EXPECT_EQ(CallAndSucceed("keyed", 2), 2);
   EXPECT_EQ(CallAndSucceed("windowed", 2), 2);
   AwaitRenewals(1);
   EXPECT_EQ(CallAndSucceed("keyed", 5), 5);
   EXPECT_EQ(CallAndSucceed("windowed", 5), 5);
   EXPECT_EQ(client_->stats().leased_decisions, 0u);
-  EXPECT_EQ(Inspect("keyed").counters.acquired, 13u);
+  EXPECT_EQ(Inspect("keyed").counters.acquired, 7u);
   EXPECT_EQ(Inspect("windowed").counters.acquired, 7u);
+}
+
+// A per_key policy is leased key by key: a hot key gets a lease out of its
+// own gates, while cold keys, however many, keep asking.
+TEST_F(LeaseTest, AHotKeyIsLeasedAndColdKeysKeepAsking) {
+  StartClient(4);
+  for (int k = 0; k < 50; ++k) {
+    EXPECT_EQ(CallAndSucceed("keyed", 3, absl::StrCat("cold-", k)), 3);
+  }
+  // The 4th call of a key within a tick makes it hot and asks for a lease.
+  EXPECT_EQ(CallAndSucceed("keyed", 4, "hot"), 4);
+  AwaitRenewals(1);
+  EXPECT_EQ(engine_.Inspect("keyed", "hot")->gates->client_leases, 1u);
+  EXPECT_DOUBLE_EQ(engine_.Inspect("keyed", "hot")->gates->leased_tokens, 8);
+  const uint64_t asked = Inspect("keyed").counters.acquired;
+  EXPECT_EQ(asked, 50u * 3 + 4);
+
+  for (int i = 0; i < 8; ++i) {
+    Permit p = client_->Acquire("keyed", "hot");
+    ASSERT_TRUE(p.allowed());
+    EXPECT_TRUE(p.leased());
+    p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+  }
+  // (A 4th call of cold-1 would make it hot too.)
+  Permit cold = client_->Acquire("keyed", "cold-x");
+  EXPECT_FALSE(cold.leased());
+  cold.Report(Outcome::kSuccess, absl::Milliseconds(1));
+  EXPECT_EQ(Inspect("keyed").counters.acquired, asked + 1);
+  EXPECT_EQ(client_->stats().leased_decisions, 8u);
+
+  // Closing gives the key's lease back: settled, and nothing left lent.
+  client_.reset();
+  const core::LivePolicyStatus s = Inspect("keyed");
+  EXPECT_EQ(s.counters.leased, 8u);
+  EXPECT_EQ(s.leased.leases, 0u);
+  EXPECT_DOUBLE_EQ(engine_.Inspect("keyed", "hot")->gates->tokens_available,
+                   1000 - 12);
+}
+
+// Calls with a key of a policy without per_key are one partition: once
+// Sluice says so, they share the dependency's own lease.
+TEST_F(LeaseTest, KeyedCallsOfAPolicyWithoutPerKeyShareItsLease) {
+  StartClient(4);
+  EXPECT_EQ(CallAndSucceed("roomy", 4, "tenant-a"), 4);
+  AwaitRenewals(1);  // no lease: roomy is leased without a key
+  EXPECT_EQ(CallAndSucceed("roomy", 4, "tenant-b"), 4);
+  AwaitRenewals(2);
+  EXPECT_EQ(Inspect("roomy").gates->client_leases, 1u);
+  for (const char* key : {"tenant-a", "tenant-b", "tenant-c", ""}) {
+    Permit p = client_->Acquire("roomy", key);
+    ASSERT_TRUE(p.allowed());
+    EXPECT_TRUE(p.leased()) << key;
+    p.Report(Outcome::kSuccess, absl::Milliseconds(1));
+  }
+  EXPECT_EQ(client_->stats().leased_decisions, 4u);
 }
 
 // Every malformed renewal is refused whole, naming the field; none of a
@@ -416,6 +470,13 @@ TEST_F(LeaseTest, MalformedRenewalsAreRefusedWhole) {
   bad = good;
   bad.add_leases()->set_dependency("");
   refuse(bad, "leases[1]: ");
+  bad = good;
+  bad.mutable_leases(0)->set_key(std::string(2000, 'k'));
+  refuse(bad, "leases[0]: key");
+  bad = good;
+  bad.mutable_leases(0)->set_key("a");
+  *bad.add_leases() = bad.leases(0);
+  refuse(bad, "leases[1]: the dependency and key are renewed twice");
   bad = good;
   for (int i = 0; i < 256; ++i) {
     bad.add_leases()->set_dependency(absl::StrCat("dep-", i));

@@ -14,7 +14,8 @@
 namespace sluice::client {
 
 // Installs the policies of a policies file's text in `engine`, as sluiced
-// would load them; a test fails on a policy that does not parse.
+// would load them (its store numbers them from 1); a test fails on a
+// policy that does not parse.
 inline void InstallPolicies(absl::string_view yaml, core::Engine* engine) {
   auto policies = policy::ParsePolicies(yaml, "test");
   ASSERT_TRUE(policies.ok()) << policies.status();
@@ -22,6 +23,7 @@ inline void InstallPolicies(absl::string_view yaml, core::Engine* engine) {
   for (const auto& p : *policies) {
     auto config = policy::ToConfig(p);
     ASSERT_TRUE(config.ok()) << config.status();
+    config->version = configs.size() + 1;
     configs.push_back(*std::move(config));
   }
   engine->ReplacePolicies(std::move(configs));

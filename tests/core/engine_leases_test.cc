@@ -354,7 +354,7 @@ TEST_F(EngineLeasesTest, OnlyLeasableGatesLend) {
   breaker.latency_baseline = rule;
   baseline.breaker = breaker;
   const std::pair<PolicyConfig, std::string> cases[] = {
-      {keyed, "a per_key policy decides each call"},
+      {keyed, "a per_key policy is leased key by key"},
       {window, "a sliding window decides each call"},
       {shadow, "a shadow policy decides each call"},
       {adaptive, "the adaptive gates decide each call"},
@@ -385,6 +385,94 @@ TEST_F(EngineLeasesTest, LeasesAreBoundedPerDependency) {
   EXPECT_EQ(Gates("dep").client_leases, ClientLeases::kMaxLeases);
   // Another client's renewal is still answered.
   EXPECT_NE(Renew({}, 1, 1, 1).lease, 0u);
+}
+
+// A per_key policy is leased key by key: each key's lease comes out of that
+// key's own gates, and a renewal names its key.
+TEST_F(EngineLeasesTest, APerKeyPolicyLendsEachKeyFromItsOwnGates) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 1, 10, absl::Hours(24));
+  p.per_key = true;
+  p.max_keys = 100;
+  engine_.PutPolicy(p);
+
+  LeaseSettlement s;
+  s.client = 7;
+  s.want_tokens = 6;
+  s.want_slots = 1;
+  const LeaseTerms a = engine_.RenewLease("dep", s, "a");
+  ASSERT_NE(a.lease, 0u) << a.reason;
+  EXPECT_EQ(a.token_limit, 6u);
+  EXPECT_TRUE(a.per_key);
+  // Key a's bucket keeps 4; key b's is untouched.
+  int admitted_a = 0;
+  while (Acquire("dep", "a").verdict == Verdict::kAllow) ++admitted_a;
+  EXPECT_EQ(admitted_a, 4);
+  int admitted_b = 0;
+  while (Acquire("dep", "b").verdict == Verdict::kAllow) ++admitted_b;
+  EXPECT_EQ(admitted_b, 10);
+  // The same client's lease of another key is a lease of its own.
+  const LeaseTerms b = engine_.RenewLease("dep", s, "b");
+  EXPECT_NE(b.lease, a.lease);
+  EXPECT_EQ(b.token_limit, 0u);  // b's bucket is empty
+  EXPECT_TRUE(b.exhausted);
+  EXPECT_EQ(engine_.RenewLease("dep", s, "c").token_limit, 6u);
+  EXPECT_EQ(Gates("dep", "a").client_leases, 1u);
+  EXPECT_DOUBLE_EQ(Gates("dep", "a").leased_tokens, 6);
+  const LivePolicyStatus all = Inspect("dep");
+  EXPECT_EQ(all.leased.leases, 3u);
+  EXPECT_DOUBLE_EQ(all.leased.tokens, 12);
+
+  // A renewal without a key, or with one for a policy without per_key,
+  // says how the policy is leased.
+  const LeaseTerms keyless = engine_.RenewLease("dep", s);
+  EXPECT_EQ(keyless.lease, 0u);
+  EXPECT_EQ(keyless.reason, "a per_key policy is leased key by key");
+  EXPECT_TRUE(keyless.per_key);
+  PolicyConfig plain = MakePolicy("plain");
+  WithBucket(plain, 10, 10);
+  plain.version = 3;
+  engine_.PutPolicy(plain);
+  // The client tells "leased without a key" from "no such policy" by the
+  // version (a stored policy's is never 0).
+  const LeaseTerms keyed = engine_.RenewLease("plain", s, "a");
+  EXPECT_EQ(keyed.lease, 0u);
+  EXPECT_FALSE(keyed.per_key);
+  EXPECT_EQ(keyed.policy_version, 3u);
+  EXPECT_EQ(engine_.RenewLease("nope", s, "a").policy_version, 0u);
+}
+
+// A key's leases run out as a dependency's do, and end with the key's
+// gates when the key is evicted.
+TEST_F(EngineLeasesTest, AKeysLeasesRunOutAndEndWithItsGates) {
+  PolicyConfig p = MakePolicy("dep");
+  WithBucket(p, 1, 10, absl::Hours(24));
+  p.per_key = true;
+  p.max_keys = 2;
+  engine_.PutPolicy(p);
+  LeaseSettlement s;
+  s.client = 7;
+  s.want_tokens = 5;
+  s.want_slots = 1;
+  ASSERT_NE(engine_.RenewLease("dep", s, "a").lease, 0u);
+  ASSERT_NE(engine_.RenewLease("dep", s, "b").lease, 0u);
+  EXPECT_EQ(Inspect("dep").leased.leases, 2u);
+  // Unsettled, both run out after 4 s and a permit's life: their tokens
+  // count as spent.
+  clock_.Advance(ClientLeases::kMaxValidFor + absl::Seconds(2));
+  engine_.Sweep();
+  EXPECT_EQ(Inspect("dep").leased.leases, 0u);
+  int admitted = 0;
+  while (Acquire("dep", "a").verdict == Verdict::kAllow) ++admitted;
+  EXPECT_EQ(admitted, 5);
+
+  // A new lease of b, then a third key evicts the least recently used one
+  // (a, just used): b's lease stays, until b goes too.
+  ASSERT_NE(engine_.RenewLease("dep", s, "b").lease, 0u);
+  Acquire("dep", "c");
+  EXPECT_EQ(Inspect("dep").leased.leases, 1u);
+  Acquire("dep", "d");  // evicts b
+  EXPECT_EQ(Inspect("dep").leased.leases, 0u);
 }
 
 }  // namespace

@@ -229,5 +229,27 @@ TEST(TokenBucketTest, LentTokensKeepTheirRoomUntilRepaid) {
   EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 10);
 }
 
+// A burst made smaller while tokens are out on loan (a cluster grant that
+// shrank, a policy change): bucket and borrowers together stay within the
+// new burst, and what comes back fills only the room left.
+TEST(TokenBucketTest, ASmallerBurstCountsTheTokensOutOnLoan) {
+  FakeClock clock;
+  TokenBucket bucket(10, absl::Seconds(1), 10, clock.Now());
+  EXPECT_EQ(bucket.Lend(1, 6, clock.Now()), 6);
+  bucket.Reconfigure(8, absl::Seconds(1), 8, clock.Now());
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 2);  // 8 - 6 lent
+  bucket.Reconfigure(4, absl::Seconds(1), 4, clock.Now());
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 0);
+  // No refill while the loans alone fill the burst.
+  clock.Advance(absl::Seconds(5));
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 0);
+  // 3 handed back unused, 1 spent: 2 still out, so 2 of room.
+  bucket.Repay(3, 1);
+  EXPECT_EQ(bucket.lent(), 2);
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 2);
+  bucket.Repay(2, 0);
+  EXPECT_DOUBLE_EQ(bucket.Available(clock.Now()), 4);
+}
+
 }  // namespace
 }  // namespace sluice::core
