@@ -42,8 +42,9 @@ struct GatewayConfig {
   std::optional<absl::Duration> acquire_timeout;
   bool fail_open = true;
   // Decide busy dependencies in-process from leases (ClientOptions::lease),
-  // renewed every lease_tick (unset: the SDK's default).
-  bool lease = false;
+  // renewed every lease_tick (unset: the SDK's default). Unset: on for a
+  // unix: target (the sidecar preset), off otherwise.
+  std::optional<bool> lease;
   std::optional<absl::Duration> lease_tick;
   // HTTP worker threads; each serves one client connection at a time.
   int threads = 64;

@@ -330,7 +330,7 @@ int Run() {
   options.on_failure = config->fail_open ? client::FailureMode::kFailOpen
                                          : client::FailureMode::kFailClosed;
   options.caller = "sluice-example-gateway";
-  options.lease.enabled = config->lease;
+  if (config->lease.has_value()) options.lease.enabled = *config->lease;
   if (config->lease_tick) options.lease.tick = *config->lease_tick;
   options.tls = config->sluice_tls;
   // Before the client: the signal mask is inherited by the threads gRPC

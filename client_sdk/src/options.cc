@@ -16,6 +16,7 @@ ClientOptions SidecarClientOptions(const std::string& socket_path) {
   options.channel_int_args = {{"grpc.initial_reconnect_backoff_ms", 100},
                               {"grpc.min_reconnect_backoff_ms", 100},
                               {"grpc.max_reconnect_backoff_ms", 1000}};
+  options.lease.enabled = true;
   return options;
 }
 

@@ -71,6 +71,7 @@ TEST(SidecarClientOptionsTest, ThePresetIsWhatItsCommentSays) {
   EXPECT_EQ(options.acquire_timeout, absl::Milliseconds(5));
   EXPECT_EQ(options.on_failure, FailureMode::kFailOpen);
   EXPECT_EQ(options.backoff_max, absl::Seconds(1));
+  EXPECT_TRUE(options.lease.enabled);
   EXPECT_EQ(SidecarClientOptions("/tmp/s.sock").target, "unix:/tmp/s.sock");
 }
 

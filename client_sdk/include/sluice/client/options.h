@@ -46,23 +46,24 @@ struct TlsOptions {
 // Leases: the client decides a busy dependency in its own process, from
 // tokens and in-flight slots its sluiced lends it, instead of asking for
 // each call (docs/leases.md). Only a dependency whose gates allow it is
-// leased (a token bucket and/or an in-flight cap, nothing cluster-scope,
-// no per_key, a CLOSED breaker); the others, and calls with a key, keep
-// asking. Limits hold across every caller: what a lease holds is lent out
-// of the dependency's own gates.
+// leased (a token bucket and/or an in-flight cap, a CLOSED breaker; a
+// cluster-scope one while its sluiced holds a grant of it; a per_key one
+// key by key, for its hot keys); the others keep asking. Limits hold across
+// every caller: what a lease holds is lent out of the dependency's (or the
+// key's) own gates.
 struct LeaseOptions {
-  // Off by default.
+  // Off by default; on in SidecarClientOptions.
   bool enabled = false;
   // How often a leased dependency is renewed: the lease's settlement goes
   // up and the breaker's state comes back, so a trip elsewhere reaches
   // this client within one tick. The client asks sooner when a leased
   // call fails or its lease runs short.
   absl::Duration tick = absl::Milliseconds(250);
-  // A dependency with at least this many Acquires within one tick is
-  // leased; a leased one with fewer than a quarter of them in a tick is
-  // given back and asked per call again.
+  // A dependency (or a key) with at least this many Acquires within one
+  // tick is leased; a leased one with fewer than a quarter of them in a
+  // tick is given back and asked per call again.
   uint32_t hot_calls = 16;
-  // Most dependencies leased at once.
+  // Most lease lines at once: dependencies, and hot keys of per_key ones.
   size_t max_leased = 256;
 };
 
@@ -175,6 +176,11 @@ inline constexpr char kDefaultSidecarSocket[] = "/run/sluice/sluice.sock";
 //                           at least once a second (its own default grows to
 //                           2 minutes, which would keep a gateway that started
 //                           before its sidecar deciding locally that long)
+//   lease.enabled           true: a busy dependency is decided in the
+//                           gateway's process from a lease its sidecar lends,
+//                           so the sidecar's CPU is no longer spent per call,
+//                           and a frozen or CPU-starved sidecar still holds
+//                           the limit for the rest of the lease (at most 4 s)
 // While the socket is missing (the gateway started first, or sluiced is
 // restarting) every Acquire is ALLOW with reason kSluiceUnavailable, decided
 // at once by the client. (Any client whose connection, not just an answer,
