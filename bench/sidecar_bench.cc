@@ -136,6 +136,9 @@ struct Flags {
   int threads = 4;
   double busy_seconds = 5;
   double idle_seconds = 10;
+  // The SDK's leases (on in SidecarClientOptions): off by default, so that
+  // every SDK Acquire crosses the transport being compared.
+  bool lease = false;
   std::string json;
 };
 
@@ -156,6 +159,12 @@ socket sluiced's memory and CPU idle and at fixed offered rates.
   --threads=N        client threads offering the busy rate (4)
   --busy-seconds=S   length of each busy interval (5)
   --idle-seconds=S   length of the idle CPU interval (10); 0 skips it
+  --lease=off|on     the SDK's leases (off): on, as the sidecar preset has
+                     them, a hot dependency is decided in this process and
+                     the SDK rows time a leased Acquire (the lease takes
+                     tokens the raw Acquires would otherwise get); the busy
+                     figures then show the sidecar's CPU with a leasing
+                     client
   --json=FILE        also write every figure as JSON to FILE
   --help             this text
 
@@ -206,6 +215,9 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
         }
         if (rate > 0) flags->rates.push_back(rate);
       }
+    } else if (arg == "--lease") {
+      ok = value == "on" || value == "off";
+      flags->lease = value == "on";
     } else if (arg == "--json") {
       flags->json = value;
     } else {
@@ -408,11 +420,13 @@ struct Transport {
 };
 
 // The options a gateway uses for this sidecar: the preset, with the TCP
-// target for the TCP transport.
-sluice::client::ClientOptions OptionsFor(const std::string& target) {
+// target for the TCP transport, and leases as --lease says.
+sluice::client::ClientOptions OptionsFor(const std::string& target,
+                                         bool lease) {
   sluice::client::ClientOptions options =
       sluice::client::SidecarClientOptions();
   options.target = target;  // "unix:PATH" or "127.0.0.1:PORT"
+  options.lease.enabled = lease;
   return options;
 }
 
@@ -430,8 +444,8 @@ std::shared_ptr<grpc::Channel> ChannelFor(
                                    grpc::InsecureChannelCredentials(), args);
 }
 
-bool Connect(Transport* t, std::string* error) {
-  sluice::client::ClientOptions options = OptionsFor(t->target);
+bool Connect(Transport* t, bool lease, std::string* error) {
+  sluice::client::ClientOptions options = OptionsFor(t->target, lease);
   t->channel = ChannelFor(options);
   if (!t->channel->WaitForConnected(
           absl::ToChronoTime(absl::Now() + absl::Seconds(5)))) {
@@ -473,6 +487,9 @@ void SdkAcquire(Transport* t, bool record, uint64_t* reports_expected) {
     ++t->local;
   } else if (!permit.allowed()) {
     ++t->refused;
+  } else if (permit.leased()) {
+    // Settled in this process; its outcome goes with the next renewal.
+    permit.Report(sluice::client::Outcome::kSuccess, absl::Milliseconds(1));
   } else {
     permit.Report(sluice::client::Outcome::kSuccess, absl::Milliseconds(1));
     ++*reports_expected;
@@ -585,7 +602,7 @@ BusyResult Busy(Transport* t, pid_t pid, const std::vector<pid_t>& servers,
   BusyResult r;
   const LoadMark load0 = MarkLoad(servers);
   r.offered = rate;
-  std::atomic<uint64_t> decisions{0}, local{0}, refused{0};
+  std::atomic<uint64_t> decisions{0}, local{0}, refused{0}, leased{0};
   const sluice::client::ClientStats before = t->client->stats();
   const double cpu0 = CpuMicros(pid);
   const double sched0 = SchedMicros(pid);
@@ -616,6 +633,7 @@ BusyResult Busy(Transport* t, pid_t pid, const std::vector<pid_t>& servers,
           decisions.fetch_add(1);
         } else {
           decisions.fetch_add(1);
+          if (permit.leased()) leased.fetch_add(1);
           permit.Report(sluice::client::Outcome::kSuccess,
                         absl::Milliseconds(1));
         }
@@ -624,7 +642,8 @@ BusyResult Busy(Transport* t, pid_t pid, const std::vector<pid_t>& servers,
   }
   for (std::thread& w : workers) w.join();
   // The reports are part of the work: wait for them to land.
-  const uint64_t reports = decisions.load() - refused.load();
+  // (A leased call's report stays in this process.)
+  const uint64_t reports = decisions.load() - refused.load() - leased.load();
   AwaitReports(*t->client, before.reports_sent + before.reports_failed + reports);
   const absl::Time t1 = absl::Now();
   const double cpu1 = CpuMicros(pid);
@@ -699,7 +718,7 @@ int main(int argc, char** argv) {
                    t->name.c_str(), std::strerror(errno));
       return 1;
     }
-    if (!Connect(t, &error)) {
+    if (!Connect(t, flags.lease, &error)) {
       std::fprintf(stderr, "sidecar_bench: %s: %s\n", t->name.c_str(),
                    error.c_str());
       return 1;
@@ -717,7 +736,9 @@ int main(int argc, char** argv) {
   const int64_t rss_start_kb = StatusField(pid, "VmRSS");
   const int64_t threads_idle = StatusField(pid, "Threads");
 
-  std::printf("sidecar_bench: sluiced standalone (no Redis), same policies\n");
+  std::printf("sidecar_bench: sluiced standalone (no Redis), same policies; "
+              "SDK leases %s\n",
+              flags.lease ? "on" : "off");
   std::printf("  unix: %s (pid %d)\n  tcp:  %s\n", unix_t.target.c_str(),
               static_cast<int>(pid), tcp_t.target.c_str());
   std::printf("  %d rounds x %d calls of each kind per transport, "
@@ -862,6 +883,7 @@ int main(int argc, char** argv) {
         << flags.warmup << ", \"threads\": " << flags.threads
         << ", \"busy_seconds\": " << flags.busy_seconds
         << ", \"idle_seconds\": " << flags.idle_seconds
+        << ", \"lease\": " << (flags.lease ? "true" : "false")
         << ", \"nproc\": " << std::thread::hardware_concurrency()
         << ", \"redis\": false},\n";
     out << "  \"latency\": {\n";
