@@ -237,7 +237,6 @@ ClientStats ClientImpl::stats() const {
 std::shared_ptr<LeaseLine> ClientImpl::DecideLeased(
     absl::string_view dependency, absl::string_view key, uint32_t permits,
     LeaseLine::Decision* d) {
-  *d = LeaseLine::Decision();
   LeaseBook* book = shared_->leases.get();
   if (book == nullptr) return nullptr;
   const absl::Time now = CoarseNow();

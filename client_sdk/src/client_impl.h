@@ -97,7 +97,8 @@ class ClientImpl final : public Client {
   // Decides the call from its dependency's lease when one serves it, by
   // the coarse clock (CoarseNow): the line it was decided by, with the
   // decision in `d`; null when Sluice must be asked (`d->renew_now`: ask
-  // for a renewal after it answered).
+  // for a renewal after it answered). `d` comes default-constructed and is
+  // left so when no line serves the call.
   std::shared_ptr<LeaseLine> DecideLeased(absl::string_view dependency,
                                           absl::string_view key,
                                           uint32_t permits,

@@ -39,11 +39,11 @@ class LeaseLine {
             std::weak_ptr<LeaseBook> book, std::shared_ptr<Counters> counters,
             absl::Duration tick, uint32_t hot_calls)
       : dependency_(std::move(dependency)),
-        key_(std::move(key)),
         book_(std::move(book)),
         counters_(std::move(counters)),
         tick_(tick),
-        hot_calls_(hot_calls) {}
+        hot_calls_(hot_calls),
+        key_(std::move(key)) {}
 
   // What Decide answered.
   enum class Answer {
@@ -130,7 +130,6 @@ class LeaseLine {
   void EndCall();
 
   const std::string dependency_;
-  const std::string key_;
   const std::weak_ptr<LeaseBook> book_;
   const std::shared_ptr<Counters> counters_;
   const absl::Duration tick_;
@@ -170,7 +169,6 @@ class LeaseLine {
 
   // Cumulative, as sent.
   uint64_t tokens_spent_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t tokens_refused_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
   // Counted by Settle without the lock, before the call leaves in_flight_
   // (see EndCall).
@@ -211,6 +209,11 @@ class LeaseLine {
   // the wait doubling with each refusal.
   absl::Duration quiet_for_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   absl::Time quiet_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Cumulative, as sent: tokens of the calls a spent lease refused.
+  uint64_t tokens_refused_ ABSL_GUARDED_BY(mu_) = 0;
+  // Last, with the other fields a decision does not read: a key's line
+  // keeps the hot ones where a dependency's line has them.
+  const std::string key_;
 };
 
 // The client's leases: a line per dependency it has decided on, and the

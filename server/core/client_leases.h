@@ -128,6 +128,8 @@ class ClientLeases {
   // be decided from or its calls run.
   void AddUsage(const GateSet& gates, absl::Time now, KeyTick* key) const;
   bool empty() const { return leases_.empty(); }
+  size_t size() const { return leases_.size(); }
+  bool holds(uint64_t client) const { return leases_.contains(client); }
 
  private:
   struct Lease {

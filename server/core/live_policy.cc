@@ -338,17 +338,29 @@ class alignas(64) LivePolicy::Shard {
   // The same for a key of a per_key policy: lent from the key's gates,
   // made for it if it has none (as an Acquire of it would). A key's leases
   // end with its gates: when it is evicted, what they hold goes with them.
+  // `most`: the most leases this shard keeps over all its keys.
   void RenewKeyLease(absl::string_view key, const LeaseSettlement& in,
-                     absl::Time now, LeaseTerms* out) ABSL_LOCKS_EXCLUDED(mu_) {
+                     size_t most, absl::Time now, LeaseTerms* out)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     ChangeLock lock(this);
     ExpireDue(now);
-    KeyNode* node = NodeFor(key, now);
     auto it = key_leases_.find(key);
+    if (key_lease_count_ >= most &&
+        (it == key_leases_.end() || !it->second.holds(in.client))) {
+      *out = LeaseTerms();
+      out->policy_version = policy_->version;
+      out->reason = "too many client leases on this policy's keys";
+      return;
+    }
+    KeyNode* node = NodeFor(key, now);  // may evict another key's leases
+    it = key_leases_.find(key);
     if (it == key_leases_.end()) {
       it = key_leases_.emplace(std::string(key), ClientLeases()).first;
     }
+    const size_t before = it->second.size();
     it->second.Renew(in, *policy_, &node->gates, &lease_ids_, &counters_, now,
                      out);
+    key_lease_count_ = key_lease_count_ - before + it->second.size();
     key_leases_due_ = std::min(key_leases_due_, it->second.next_due());
     if (it->second.empty()) key_leases_.erase(it);
   }
@@ -658,7 +670,10 @@ class alignas(64) LivePolicy::Shard {
     index_.erase(node);
     // Its leases go with its gates: a client that still decides from one
     // hears that it ended at its next renewal.
-    if (!key_leases_.empty()) key_leases_.erase(node->key());
+    if (auto it = key_leases_.find(node->key()); it != key_leases_.end()) {
+      key_lease_count_ -= it->second.size();
+      key_leases_.erase(it);
+    }
     if (node->live_permits == 0) {
       KeyNode::Delete(node);
       return;
@@ -745,9 +760,11 @@ class alignas(64) LivePolicy::Shard {
 
   void ExpireKeyLeases(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     key_leases_due_ = absl::InfiniteFuture();
+    key_lease_count_ = 0;
     for (auto it = key_leases_.begin(); it != key_leases_.end();) {
       GateSet* gates = FindGates(it->first);
       if (gates != nullptr) it->second.Expire(gates, now);
+      key_lease_count_ += gates == nullptr ? 0 : it->second.size();
       if (gates == nullptr || it->second.empty()) {
         key_leases_.erase(it++);
       } else {
@@ -1026,6 +1043,8 @@ class alignas(64) LivePolicy::Shard {
   absl::flat_hash_map<std::string, ClientLeases> key_leases_
       ABSL_GUARDED_BY(mu_);
   absl::Time key_leases_due_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // The leases in key_leases_, over all keys.
+  size_t key_lease_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 size_t LivePolicy::ShardsFor(const PolicyConfig& policy) {
@@ -1139,7 +1158,10 @@ void LivePolicy::RenewLease(absl::string_view key, const LeaseSettlement& in,
                            : "the policy has no per_key: a lease of it "
                              "takes no key";
   } else if (per_key_) {
-    ShardFor(key).RenewKeyLease(key, in, clock_->Now(), out);
+    // Each shard its part of kMaxKeyLeases, so that clients that keep
+    // changing their id cannot grow a policy's leases without bound.
+    const size_t most = std::max<size_t>(64, kMaxKeyLeases / shards_.size());
+    ShardFor(key).RenewKeyLease(key, in, most, clock_->Now(), out);
   } else {
     shards_[0]->RenewLease(in, clock_->Now(), out);
   }

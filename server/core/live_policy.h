@@ -134,6 +134,10 @@ class LivePolicy {
   static constexpr uint32_t kShardedKeys = 4096;
   static constexpr uint32_t kKeysPerShard = 128;
   static constexpr size_t kMaxShards = 1024;
+  // Most client leases a per_key policy keeps over all its keys (each shard
+  // its part, at least 64); a renewal past it gets no lease and asks per
+  // call.
+  static constexpr size_t kMaxKeyLeases = 65536;
 
   // Shards for a dependency built with `policy`: 1, or from 32 (max_keys
   // 4,096) to kMaxShards (max_keys 131,072 and more).

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/core/engine.h"
 #include "tests/core/engine_test_util.h"
@@ -473,6 +474,36 @@ TEST_F(EngineLeasesTest, AKeysLeasesRunOutAndEndWithItsGates) {
   EXPECT_EQ(Inspect("dep").leased.leases, 1u);
   Acquire("dep", "d");  // evicts b
   EXPECT_EQ(Inspect("dep").leased.leases, 0u);
+}
+
+// Clients that keep changing their id cannot grow a per_key policy's
+// leases without bound: past kMaxKeyLeases (per shard, its part) a new
+// lease is refused, while the clients that hold one still renew it.
+TEST_F(EngineLeasesTest, APerKeyPolicysLeasesAreBounded) {
+  PolicyConfig p = MakePolicy("dep");
+  WithConcurrency(p, 100000);
+  p.per_key = true;
+  p.max_keys = 100;  // one shard
+  engine_.PutPolicy(p);
+  LeaseSettlement s;
+  s.want_slots = 1;
+  uint64_t granted = 0;
+  for (uint64_t client = 1; client <= LivePolicy::kMaxKeyLeases + 10;
+       ++client) {
+    s.client = client;
+    if (engine_.RenewLease("dep", s, absl::StrCat("k", client % 50)).lease !=
+        0) {
+      ++granted;
+    }
+  }
+  EXPECT_EQ(granted, LivePolicy::kMaxKeyLeases);
+  s.client = LivePolicy::kMaxKeyLeases + 11;
+  const LeaseTerms refused = engine_.RenewLease("dep", s, "k1");
+  EXPECT_EQ(refused.lease, 0u);
+  EXPECT_EQ(refused.reason, "too many client leases on this policy's keys");
+  s.client = 1;
+  EXPECT_NE(engine_.RenewLease("dep", s, "k1").lease, 0u);
+  EXPECT_EQ(Inspect("dep").leased.leases, LivePolicy::kMaxKeyLeases);
 }
 
 }  // namespace
