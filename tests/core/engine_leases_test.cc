@@ -38,6 +38,24 @@ class EngineLeasesTest : public EngineTest {
     return s;
   }
 
+  // A per_key "dep" with `max_keys` keys, each a bucket of 10 that refills
+  // in a day.
+  void PutKeyed(uint32_t max_keys) {
+    PolicyConfig p = MakePolicy("dep");
+    WithBucket(p, 1, 10, absl::Hours(24));
+    p.per_key = true;
+    p.max_keys = max_keys;
+    engine_.PutPolicy(p);
+  }
+  // A first renewal from client 7 that wants `tokens` and a slot.
+  static LeaseSettlement Wanting(uint32_t tokens) {
+    LeaseSettlement s;
+    s.client = 7;
+    s.want_tokens = tokens;
+    s.want_slots = 1;
+    return s;
+  }
+
   // Admits calls through the engine until the first refusal; how many.
   int AdmitAll(Reason* refused_for = nullptr) {
     for (int n = 0; n < 100000; ++n) {
@@ -391,16 +409,8 @@ TEST_F(EngineLeasesTest, LeasesAreBoundedPerDependency) {
 // A per_key policy is leased key by key: each key's lease comes out of that
 // key's own gates, and a renewal names its key.
 TEST_F(EngineLeasesTest, APerKeyPolicyLendsEachKeyFromItsOwnGates) {
-  PolicyConfig p = MakePolicy("dep");
-  WithBucket(p, 1, 10, absl::Hours(24));
-  p.per_key = true;
-  p.max_keys = 100;
-  engine_.PutPolicy(p);
-
-  LeaseSettlement s;
-  s.client = 7;
-  s.want_tokens = 6;
-  s.want_slots = 1;
+  PutKeyed(100);
+  const LeaseSettlement s = Wanting(6);
   const LeaseTerms a = engine_.RenewLease("dep", s, "a");
   ASSERT_NE(a.lease, 0u) << a.reason;
   EXPECT_EQ(a.token_limit, 6u);
@@ -446,15 +456,8 @@ TEST_F(EngineLeasesTest, APerKeyPolicyLendsEachKeyFromItsOwnGates) {
 // A key's leases run out as a dependency's do, and end with the key's
 // gates when the key is evicted.
 TEST_F(EngineLeasesTest, AKeysLeasesRunOutAndEndWithItsGates) {
-  PolicyConfig p = MakePolicy("dep");
-  WithBucket(p, 1, 10, absl::Hours(24));
-  p.per_key = true;
-  p.max_keys = 2;
-  engine_.PutPolicy(p);
-  LeaseSettlement s;
-  s.client = 7;
-  s.want_tokens = 5;
-  s.want_slots = 1;
+  PutKeyed(2);
+  const LeaseSettlement s = Wanting(5);
   ASSERT_NE(engine_.RenewLease("dep", s, "a").lease, 0u);
   ASSERT_NE(engine_.RenewLease("dep", s, "b").lease, 0u);
   EXPECT_EQ(Inspect("dep").leased.leases, 2u);
