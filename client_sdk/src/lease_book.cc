@@ -344,9 +344,9 @@ LeaseBook::LeaseBook(const LeaseOptions& options,
 std::shared_ptr<LeaseLine> LeaseBook::Line(absl::string_view dependency) {
   // The line this thread used last, and the book it is of: a gateway thread
   // mostly calls the dependency its last call did. A book never drops a
-  // line, so the one cached stays the book's line of that name; a book's
-  // serial is never reused, so a new book at a dead one's address does not
-  // match it.
+  // dependency's line (only a key's, which is never cached here), so the
+  // one cached stays the book's line of that name; a book's serial is
+  // never reused, so a new book at a dead one's address does not match it.
   struct LastLine {
     uint64_t book = 0;
     std::shared_ptr<LeaseLine> line;

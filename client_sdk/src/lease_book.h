@@ -216,8 +216,9 @@ class LeaseLine {
   const std::string key_;
 };
 
-// The client's leases: a line per dependency it has decided on, and the
-// RenewLeases call that settles and renews them about once per tick. It
+// The client's leases: a line per dependency it has decided on and per hot
+// key (KeyLine), and the RenewLeases call that settles and renews them
+// about once per tick. It
 // has no thread of its own: the first renewal starts from a call, gRPC's
 // callback applies each answer and sets a gRPC alarm for the next one
 // while any lease is held, and a failed leased call asks for one at once.

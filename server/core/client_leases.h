@@ -84,8 +84,9 @@ struct LeaseTotals {
   uint64_t slots = 0;
 };
 
-// The leases the clients of one dependency without keys hold: tokens and
-// in-flight slots lent out of its gates (GateSet::Lend, as a per-core slice
+// The leases the clients of one set of gates hold (a dependency without
+// keys, or one key of a per_key policy): tokens and in-flight slots lent
+// out of those gates (GateSet::Lend, as a per-core slice
 // borrows them), so the bucket's bound and the cap hold across every
 // caller, in this process and in the clients. A lease ends when its client
 // gives it back (want 0, and none of its calls still in flight) or when it

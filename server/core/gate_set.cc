@@ -306,10 +306,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
                     ConcurrencyRetryAfter(policy.call_timeout), now, out);
     }
     holds_slot = true;
-    if (share_) {
-      share_->tick_peak_in_flight =
-          std::max(share_->tick_peak_in_flight, concurrency_->in_flight());
-    }
+    NotePeakInFlight();
   }
   // Gives back what the gates above took, for a call refused below.
   const auto give_back = [&](uint32_t adaptive_epoch) {
@@ -432,10 +429,14 @@ void GateSet::Lend(double least, double tokens, uint32_t slots,
   }
   if (concurrency_) {
     *lent_slots = concurrency_->TakeUpTo(slots);
-    if (share_) {
-      share_->tick_peak_in_flight =
-          std::max(share_->tick_peak_in_flight, concurrency_->in_flight());
-    }
+    NotePeakInFlight();
+  }
+}
+
+void GateSet::NotePeakInFlight() {
+  if (share_) {
+    share_->tick_peak_in_flight =
+        std::max(share_->tick_peak_in_flight, concurrency_->in_flight());
   }
 }
 

@@ -340,6 +340,9 @@ class GateSet final : public BreakerListener {
   void LimitMoved(bool moved, const std::string& cause, absl::Time now);
   // Notices throttling starting or stopping at refusal probability `p`.
   void ThrottleAt(double p, absl::Time now);
+  // The cluster share's busiest moment of the tick: calls in flight now,
+  // lent slots included. Needs concurrency_.
+  void NotePeakInFlight();
   // Notes that a cluster-scope gate refused a call; tells the sink if the
   // store has not heard of this key's demand (EventSink::OnClusterDemand).
   void RefusedByCluster();

@@ -1009,8 +1009,8 @@ class alignas(64) LivePolicy::Shard {
   PermitLedger ledger_ ABSL_GUARDED_BY(mu_);
   // Gates of a policy without per_key.
   std::optional<GateSet> single_ ABSL_GUARDED_BY(mu_);
-  // What clients hold on lease from single_ (none for a per_key policy),
-  // and where their lease ids come from.
+  // What clients hold on lease from single_ (a per_key policy's are in
+  // key_leases_), and where the lease ids of both come from.
   ClientLeases leases_ ABSL_GUARDED_BY(mu_);
   uint64_t lease_ids_ ABSL_GUARDED_BY(mu_) = 0;
   // Its per-core slices (none for a per_key policy): slot i holds slice i
