@@ -70,6 +70,9 @@ BreakerState CircuitBreaker::State(absl::Time now) {
   if (state_ == BreakerState::kOpen && now >= open_until_) {
     probes_in_flight_ = 0;
     probe_successes_ = 0;
+    // Whoever waited wants a probe now: keep asking for the probe lease
+    // (in cluster mode) until a probe is in flight.
+    if (callers_waiting_) probe_refusals_ = std::max(probe_refusals_, 1u);
     MoveTo(BreakerState::kHalfOpen, now,
            absl::StrCat("open for ", absl::FormatDuration(open_duration_),
                         ", probing"));
@@ -275,6 +278,7 @@ void CircuitBreaker::MoveTo(BreakerState to, absl::Time now,
   const BreakerState from = state_;
   if (from == to) return;
   state_ = to;
+  callers_waiting_ = false;
   if (listener_ != nullptr) {
     listener_->OnTransition(from, to, cause, now, generation_,
                             to == BreakerState::kOpen ? open_until_
@@ -373,10 +377,15 @@ void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now,
   open_duration_ = record.open_duration > absl::ZeroDuration()
                        ? record.open_duration
                        : config_->open_duration;
+  // A closed record still carries its last trip's cause, which is not why
+  // it closed.
+  const absl::string_view what =
+      record.state == BreakerState::kOpen ? absl::string_view(record.cause)
+                                          : "closed";
   const std::string cause =
       origin.empty()
-          ? absl::StrCat(record.cause, " (from replica ", record.replica, ")")
-          : absl::StrCat(record.cause, " (", origin, ")");
+          ? absl::StrCat(what, " (from replica ", record.replica, ")")
+          : absl::StrCat(what, " (", origin, ")");
   probes_in_flight_ = 0;
   probe_successes_ = 0;
   consecutive_failures_ = 0;

@@ -158,8 +158,16 @@ class CircuitBreaker {
     leased_probes_ = false;
     probe_capacity_ = config_->half_open_probes;
   }
-  // Probe slots refused since the last call; tells whether to ask for a
-  // lease.
+  // A call was refused because the breaker is OPEN: a caller waits for it
+  // to probe. Cluster mode asks for a probe lease while callers wait, so
+  // that the first call after the open time probes at once (see
+  // GateSet::CollectBreaker). Forgotten on the next transition.
+  void NoteCallerWaiting() {
+    if (state_ == BreakerState::kOpen) callers_waiting_ = true;
+  }
+  bool callers_waiting() const { return callers_waiting_; }
+  // Probe slots refused since the last call, counting callers that waited
+  // through the open time as one; tells whether to ask for a lease.
   uint32_t TakeProbeRefusals() {
     const uint32_t n = probe_refusals_;
     probe_refusals_ = 0;
@@ -241,6 +249,7 @@ class CircuitBreaker {
   uint32_t probe_capacity_;
   uint32_t probe_refusals_ = 0;
   bool leased_probes_ = false;
+  bool callers_waiting_ = false;
   // Outcomes this breaker counted into its window since creation.
   OutcomeTotals totals_;
   // The fourth rule, when configured.

@@ -275,6 +275,7 @@ Admission GateSet::Acquire(const PolicyConfig& policy, uint32_t permits,
 
   // 1. Breaker, without side effects: no tokens for calls never made.
   if (breaker_ && !breaker_->Permits(now)) {
+    breaker_->NoteCallerWaiting();
     return Refuse(policy, Reason::kCircuitOpen, breaker_->RetryAfter(now),
                   now, out);
   }
@@ -701,10 +702,19 @@ void GateSet::CollectBreaker(absl::Time now, DependencyTick* out) {
   out->lease_cap = breaker_->config().half_open_probes;
   out->lease_ttl = permit_expiry();
   const uint32_t refused = breaker_->TakeProbeRefusals();
-  if (breaker_->State(now) == BreakerState::kHalfOpen) {
+  const BreakerState state = breaker_->State(now);
+  if (state == BreakerState::kHalfOpen) {
     out->leases_wanted =
         std::min(out->lease_cap,
                  breaker_->probes_in_flight() + (refused > 0 ? 1u : 0u));
+  } else if (state == BreakerState::kOpen && breaker_->callers_waiting()) {
+    // Ahead of the open time's end: a lease for the generation now stored
+    // is good for its HALF_OPEN round, so the first call after it probes
+    // at once instead of being refused until a later tick brings a lease
+    // (ticks keep a minimum gap, and one often falls right at the end of
+    // the open time). Only a replica whose callers wait asks: a
+    // lease held where nobody calls would stall the probes.
+    out->leases_wanted = std::min(out->lease_cap, 1u);
   }
 }
 

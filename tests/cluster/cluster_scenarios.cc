@@ -204,6 +204,51 @@ TEST_P(ClusterScenarioTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
   EXPECT_EQ(max_in_flight, 2);
 }
 
+// A tick often falls right where the open time ends (the trip's own tick
+// sets the rhythm, and open times are whole seconds). The replica whose
+// callers waited through the open time holds its probe lease by then, so
+// its first call after the open time probes at once instead of being
+// refused until another tick brings a lease. A replica nobody called holds
+// none.
+TEST_P(ClusterScenarioTest, AReplicaWhoseCallersWaitProbesAsSoonAsTheOpenTimeEnds) {
+  AddReplicas(2);
+  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+  Converge();
+  FailCalls(0, "pay", 3);
+  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
+  for (int s = 0; s < 5; ++s) {  // open 5 s
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);
+  const core::Decision probe = R(0).Acquire("pay");
+  ASSERT_EQ(probe.verdict, Verdict::kAllow);
+  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kProbeLimit);
+  TickAll();
+  EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);
+  R(0).engine.Report("pay", "", probe.permit_id, Outcome::kSuccess,
+                     absl::Milliseconds(5));
+  EXPECT_EQ(R(0).Acquire("pay").verdict, Verdict::kAllow);
+}
+
+// The same when the tick at the end of the open time is the first to find
+// the breaker HALF_OPEN: it keeps the lease for the callers that waited,
+// though none has asked for a probe yet.
+TEST_P(ClusterScenarioTest, TheTickThatFindsTheBreakerHalfOpenKeepsTheWaitersLease) {
+  AddReplicas(2);
+  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+  Converge();
+  FailCalls(0, "pay", 3);
+  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
+  for (int s = 0; s < 5; ++s) {
+    TickAll();
+    clock_.Advance(absl::Seconds(1));
+  }
+  TickAll();
+  EXPECT_EQ(R(0).Acquire("pay").verdict, Verdict::kAllow);
+  EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);
+}
+
 TEST_P(ClusterScenarioTest, RatioRulesAreJudgedOnTheClusterWindow) {
   AddReplicas(2);
   PolicyConfig p = ClusterBucket("inv", 1000, 1000);
