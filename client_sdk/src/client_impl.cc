@@ -139,7 +139,7 @@ void ClientImpl::Shared::RememberOpen(const PendingAcquire& call,
   auto refusal = std::make_shared<LeaseLine::OpenRefusal>();
   refusal->verdict = permit.verdict();
   refusal->http_status = permit.http_status();
-  refusal->fallback = permit.fallback();
+  refusal->fallback = PermitAccess::SharedFallback(permit);
   refusal->policy_version = permit.policy_version();
   if (permit.breaker_state() == BreakerState::kForcedOpen) {
     refusal->breaker_state = BreakerState::kForcedOpen;
@@ -266,8 +266,7 @@ Permit ClientImpl::Acquire(absl::string_view dependency, absl::string_view key,
   LeaseLine::Decision leased;
   if (std::shared_ptr<LeaseLine> line =
           DecideLeased(dependency, key, permits, &leased)) {
-    return PermitAccess::Leased(std::string(dependency), leased,
-                                std::move(line));
+    return PermitAccess::Leased(dependency, key, leased, std::move(line));
   }
   Counters::Inc(counters_->acquires);
   Permit permit = AskSluice(dependency, key, permits, absl::Now());
@@ -337,8 +336,7 @@ void ClientImpl::AcquireAsync(absl::string_view dependency,
   LeaseLine::Decision leased;
   if (std::shared_ptr<LeaseLine> line =
           DecideLeased(dependency, key, permits, &leased)) {
-    done(PermitAccess::Leased(std::string(dependency), leased,
-                              std::move(line)));
+    done(PermitAccess::Leased(dependency, key, leased, std::move(line)));
     return;
   }
   Counters::Inc(counters_->acquires);

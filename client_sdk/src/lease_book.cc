@@ -63,7 +63,7 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   }
   if (lease_ == 0 || suspended_) return d;
   if (!unlimited_slots_ &&
-      in_flight_.load(std::memory_order_relaxed) >= slot_limit_) {
+      InFlight(std::memory_order_relaxed) >= slot_limit_) {
     ++slot_misses_;
     return d;
   }
@@ -84,9 +84,9 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   tokens_spent_ += n;
   ++admitted_;
   if (unreachable_) ++unreachable_decided_;
-  const uint32_t in_flight =
-      in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
-  peak_in_flight_ = std::max(peak_in_flight_, in_flight);
+  ++started_;
+  peak_in_flight_ =
+      std::max(peak_in_flight_, InFlight(std::memory_order_relaxed));
   d.answer = Answer::kAllow;
   d.call_timeout = call_timeout_;
   d.breaker_state = breaker_state_;
@@ -94,22 +94,14 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
   return d;
 }
 
-void LeaseLine::EndCall() {
-  uint32_t n = in_flight_.load(std::memory_order_relaxed);
-  while (n > 0 &&
-         !in_flight_.compare_exchange_weak(n, n - 1, std::memory_order_release,
-                                           std::memory_order_relaxed)) {
-  }
-}
-
 bool LeaseLine::Settle(Outcome outcome, absl::Duration latency) {
   const int64_t slow_after = slow_after_ns_.load(std::memory_order_relaxed);
   const bool fast = slow_after == std::numeric_limits<int64_t>::max() ||
                     latency <= absl::Nanoseconds(slow_after);
   if (outcome == Outcome::kSuccess && fast) {
-    // Most calls: nothing for the breaker to judge now, and no lock.
-    successes_.fetch_add(1, std::memory_order_relaxed);
-    EndCall();
+    // Most calls: nothing for the breaker to judge now, and no lock; one
+    // atomic add counts the success and ends the call.
+    settled_.fetch_add(kOneSuccess | kOneSettled, std::memory_order_release);
     return false;
   }
   base::StdLock lock(&mu_);
@@ -129,7 +121,7 @@ bool LeaseLine::Settle(Outcome outcome, absl::Duration latency) {
       bad = false;
       break;
   }
-  EndCall();
+  settled_.fetch_add(kOneSettled, std::memory_order_release);
   if (!bad) return false;
   // The breaker judges it: decide nothing more from the lease until Sluice
   // has heard of it and answered.
@@ -159,9 +151,13 @@ void LeaseLine::RememberOpen(std::shared_ptr<const OpenRefusal> refusal,
 
 bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
   base::StdLock lock(&mu_);
-  // Before any count: a call Settle ended after this is still in flight
-  // here, whether or not its outcome is counted below (see EndCall).
-  const uint32_t in_flight = in_flight_.load(std::memory_order_acquire);
+  // In flight and fast successes from one load, so they agree: a call
+  // Settle ended after it is still in flight here and not counted below.
+  const uint64_t settled = settled_.load(std::memory_order_acquire);
+  const uint32_t in_flight = started_ - static_cast<uint32_t>(settled);
+  const uint32_t fast = static_cast<uint32_t>(settled >> 32);
+  successes_ += fast - successes_seen_;  // modulo 2^32, as counted
+  successes_seen_ = fast;
   const absl::Duration window = now - window_start_;
   const bool measured = window >= kShortestWindow * tick_;
   const double ticks = measured ? window / tick_ : 1;
@@ -203,7 +199,7 @@ bool LeaseLine::Fill(absl::Time now, v1::ClientLeaseRenewal* out) {
   out->set_tokens_spent(tokens_spent_);
   out->set_tokens_refused(tokens_refused_);
   out->set_admitted(admitted_);
-  out->set_successes(successes_.load(std::memory_order_relaxed));
+  out->set_successes(successes_);
   out->set_slow(slow_);
   out->set_failures(failures_);
   out->set_timeouts(timeouts_);
@@ -291,7 +287,7 @@ void LeaseLine::Preheat(absl::Time now, uint32_t calls) {
 bool LeaseLine::Idle() {
   base::StdLock lock(&mu_);
   return !hot_ && !giving_back_ && !owed_ && lease_ == 0 && open_ == nullptr &&
-         in_flight_.load(std::memory_order_acquire) == 0;
+         InFlight(std::memory_order_acquire) == 0;
 }
 
 void LeaseLine::AddStats(ClientStats* stats) {
@@ -307,7 +303,7 @@ void LeaseLine::AddStats(ClientStats* stats) {
 void LeaseLine::Cool() {
   base::StdLock lock(&mu_);
   hot_ = false;
-  giving_back_ = lease_ != 0 || in_flight_.load(std::memory_order_relaxed) > 0;
+  giving_back_ = lease_ != 0 || InFlight(std::memory_order_relaxed) > 0;
 }
 
 void LeaseLine::RenewalFailed() {

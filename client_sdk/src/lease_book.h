@@ -57,7 +57,7 @@ class LeaseLine {
   struct OpenRefusal {
     Verdict verdict = Verdict::kReject;
     int http_status = 0;
-    Fallback fallback;
+    std::shared_ptr<const Fallback> fallback;  // null: none
     uint64_t policy_version = 0;
     // kOpen, or kForcedOpen while an operator holds it open.
     BreakerState breaker_state = BreakerState::kOpen;
@@ -123,11 +123,18 @@ class LeaseLine {
   std::weak_ptr<LeaseBook> book() const { return book_; }
 
  private:
-  // A settled call leaves in_flight_, after its outcome was counted: the
-  // release pairs with Fill's acquire, so a renewal that finds the call
-  // gone finds its outcome too (one that finds it still in flight may count
-  // it twice, in flight and settled, which only keeps a slot a tick longer).
-  void EndCall();
+  // settled_ packs two counts that Settle raises with one atomic add: fast
+  // successes (high half) and calls settled (low half), both modulo 2^32.
+  // A call leaves the calls in flight with the release of that add, after
+  // its outcome was counted; it pairs with the acquire of a renewal's
+  // load, so a renewal that finds the call gone finds its outcome too.
+  static constexpr uint64_t kOneSettled = 1;
+  static constexpr uint64_t kOneSuccess = uint64_t{1} << 32;
+  // Calls admitted and not settled yet.
+  uint32_t InFlight(std::memory_order order) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return started_ - static_cast<uint32_t>(settled_.load(order));
+  }
 
   const std::string dependency_;
   const std::weak_ptr<LeaseBook> book_;
@@ -170,16 +177,19 @@ class LeaseLine {
   // Cumulative, as sent.
   uint64_t tokens_spent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
-  // Counted by Settle without the lock, before the call leaves in_flight_
-  // (see EndCall).
-  std::atomic<uint64_t> successes_{0};
+  // Fast successes, as folded in from settled_ by the last renewal: their
+  // count modulo 2^32 then, and the total.
+  uint32_t successes_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t successes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t slow_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t cancelled_ ABSL_GUARDED_BY(mu_) = 0;
-  // Admitted calls not settled yet: raised by Decide under the lock,
-  // lowered by Settle with or without it. A renewal reads it first.
-  std::atomic<uint32_t> in_flight_{0};
+  // Calls admitted (modulo 2^32), raised by Decide; in flight: those not
+  // in settled_'s low half, which Settle raises with or without the lock
+  // (EndCall). A renewal reads them first.
+  uint32_t started_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> settled_{0};
 
   // Demand since window_start_: calls and tokens asked for, the most calls
   // in flight at once, calls no slot of the lease could take.

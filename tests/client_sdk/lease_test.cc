@@ -394,6 +394,8 @@ TEST_F(LeaseTest, AHotKeyIsLeasedAndColdKeysKeepAsking) {
     Permit p = client_->Acquire("keyed", "hot");
     ASSERT_TRUE(p.allowed());
     EXPECT_TRUE(p.leased());
+    EXPECT_EQ(p.dependency(), "keyed");
+    EXPECT_EQ(p.key(), "hot");
     p.Report(Outcome::kSuccess, absl::Milliseconds(1));
   }
   // (A 4th call of cold-1 would make it hot too.)

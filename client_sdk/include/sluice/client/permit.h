@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "sluice/client/types.h"
 
@@ -50,7 +51,7 @@ class Permit {
   // When a refused call is worth retrying; zero when Sluice did not say.
   absl::Duration retry_after() const { return retry_after_; }
   // What to serve instead; strategy kNone unless Sluice sent one (DEGRADE).
-  const Fallback& fallback() const { return fallback_; }
+  const Fallback& fallback() const;
   BreakerState breaker_state() const { return breaker_state_; }
   // Suggested HTTP status for a refusal (429 or 503); 0 otherwise.
   int http_status() const { return http_status_; }
@@ -77,6 +78,8 @@ class Permit {
  private:
   friend class internal::PermitAccess;
 
+  // Names made in place, for the SDK's own decisions.
+  Permit(absl::string_view dependency, absl::string_view key);
   void MoveFrom(Permit& other) noexcept;
 
   Verdict verdict_ = Verdict::kAllow;
@@ -86,7 +89,9 @@ class Permit {
   std::string permit_id_;
   absl::Duration call_timeout_ = absl::ZeroDuration();
   absl::Duration retry_after_ = absl::ZeroDuration();
-  Fallback fallback_;
+  // Null without one (most permits): an ALLOW carries none, and a
+  // refusal the SDK repeats shares the one Sluice sent.
+  std::shared_ptr<const Fallback> fallback_;
   BreakerState breaker_state_ = BreakerState::kUnknown;
   int http_status_ = 0;
   int64_t remaining_ = -1;
