@@ -62,8 +62,7 @@ LeaseLine::Decision LeaseLine::Decide(uint32_t permits, absl::Time now) {
     open_.reset();
   }
   if (lease_ == 0 || suspended_) return d;
-  if (!unlimited_slots_ &&
-      InFlight(std::memory_order_relaxed) >= slot_limit_) {
+  if (!unlimited_slots_ && InFlight(std::memory_order_relaxed) >= slot_limit_) {
     ++slot_misses_;
     return d;
   }

@@ -92,8 +92,8 @@ Permit PermitAccess::FromResponse(std::string dependency, std::string key,
   p.call_timeout_ = DurationFromProto(response.call_timeout());
   p.retry_after_ = DurationFromProto(response.retry_after());
   if (response.has_fallback()) {
-    p.fallback_ =
-        std::make_shared<const Fallback>(FallbackFromProto(response.fallback()));
+    p.fallback_ = std::make_shared<const Fallback>(
+        FallbackFromProto(response.fallback()));
   }
   p.breaker_state_ = BreakerStateFromProto(response.breaker_state());
   p.http_status_ = response.http_status();
@@ -122,8 +122,7 @@ Permit PermitAccess::Local(std::string dependency, std::string key,
   return p;
 }
 
-Permit PermitAccess::Leased(absl::string_view dependency,
-                            absl::string_view key,
+Permit PermitAccess::Leased(absl::string_view dependency, absl::string_view key,
                             const LeaseLine::Decision& decision,
                             std::shared_ptr<LeaseLine> line) {
   // Made in the permit's own strings: no temporaries to move and destroy

@@ -379,9 +379,9 @@ void CircuitBreaker::Adopt(const BreakerRecord& record, absl::Time now,
                        : config_->open_duration;
   // A closed record still carries its last trip's cause, which is not why
   // it closed.
-  const absl::string_view what =
-      record.state == BreakerState::kOpen ? absl::string_view(record.cause)
-                                          : "closed";
+  const absl::string_view what = record.state == BreakerState::kOpen
+                                     ? absl::string_view(record.cause)
+                                     : "closed";
   const std::string cause =
       origin.empty()
           ? absl::StrCat(what, " (from replica ", record.replica, ")")

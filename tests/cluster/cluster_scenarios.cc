@@ -210,7 +210,8 @@ TEST_P(ClusterScenarioTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
 // its first call after the open time probes at once instead of being
 // refused until another tick brings a lease. A replica nobody called holds
 // none.
-TEST_P(ClusterScenarioTest, AReplicaWhoseCallersWaitProbesAsSoonAsTheOpenTimeEnds) {
+TEST_P(ClusterScenarioTest,
+       AReplicaWhoseCallersWaitProbesAsSoonAsTheOpenTimeEnds) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   Converge();
@@ -234,7 +235,8 @@ TEST_P(ClusterScenarioTest, AReplicaWhoseCallersWaitProbesAsSoonAsTheOpenTimeEnd
 // The same when the tick at the end of the open time is the first to find
 // the breaker HALF_OPEN: it keeps the lease for the callers that waited,
 // though none has asked for a probe yet.
-TEST_P(ClusterScenarioTest, TheTickThatFindsTheBreakerHalfOpenKeepsTheWaitersLease) {
+TEST_P(ClusterScenarioTest,
+       TheTickThatFindsTheBreakerHalfOpenKeepsTheWaitersLease) {
   AddReplicas(2);
   Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
   Converge();
