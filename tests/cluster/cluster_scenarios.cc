@@ -212,15 +212,7 @@ TEST_P(ClusterScenarioTest, HalfOpenProbesAreLeasedAcrossTheCluster) {
 // none.
 TEST_P(ClusterScenarioTest,
        AReplicaWhoseCallersWaitProbesAsSoonAsTheOpenTimeEnds) {
-  AddReplicas(2);
-  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
-  Converge();
-  FailCalls(0, "pay", 3);
-  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
-  for (int s = 0; s < 5; ++s) {  // open 5 s
-    TickAll();
-    clock_.Advance(absl::Seconds(1));
-  }
+  TripWithACallerWaitingOnReplica0();
   EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);
   const core::Decision probe = R(0).Acquire("pay");
   ASSERT_EQ(probe.verdict, Verdict::kAllow);
@@ -237,15 +229,7 @@ TEST_P(ClusterScenarioTest,
 // though none has asked for a probe yet.
 TEST_P(ClusterScenarioTest,
        TheTickThatFindsTheBreakerHalfOpenKeepsTheWaitersLease) {
-  AddReplicas(2);
-  Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
-  Converge();
-  FailCalls(0, "pay", 3);
-  EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
-  for (int s = 0; s < 5; ++s) {
-    TickAll();
-    clock_.Advance(absl::Seconds(1));
-  }
+  TripWithACallerWaitingOnReplica0();
   TickAll();
   EXPECT_EQ(R(0).Acquire("pay").verdict, Verdict::kAllow);
   EXPECT_EQ(R(1).Acquire("pay").reason, Reason::kProbeLimit);

@@ -327,6 +327,20 @@ class ClusterScenarioTest : public ::testing::TestWithParam<std::string> {
                          absl::Milliseconds(5));
     }
   }
+  // Two replicas share "pay" (WithBreaker); replica 0 trips it and refuses
+  // a caller, who waits. Then a tick each second, up to the end of the
+  // open time, with no tick at that end.
+  void TripWithACallerWaitingOnReplica0() {
+    AddReplicas(2);
+    Install(WithBreaker(ClusterBucket("pay", 1000, 1000)));
+    Converge();
+    FailCalls(0, "pay", 3);
+    EXPECT_EQ(R(0).Acquire("pay").reason, Reason::kCircuitOpen);
+    for (int s = 0; s < 5; ++s) {  // open 5 s
+      TickAll();
+      clock_.Advance(absl::Seconds(1));
+    }
+  }
 
   static PolicyConfig ClusterBucket(const std::string& name, double rate,
                                     double burst) {
