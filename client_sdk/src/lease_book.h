@@ -186,8 +186,8 @@ class LeaseLine {
   uint64_t timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   // Calls admitted (modulo 2^32), raised by Decide; in flight: those not
-  // in settled_'s low half, which Settle raises with or without the lock
-  // (EndCall). A renewal reads them first.
+  // in settled_'s low half, which Settle raises with or without the lock.
+  // A renewal reads them first.
   uint32_t started_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> settled_{0};
 
